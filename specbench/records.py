@@ -1,0 +1,225 @@
+"""Records: one JSON line per prompt (``records.jsonl``) and one ``summary.json`` per job.
+
+Every figure is defined here, once (the README quotes these definitions):
+
+* ``ttft_ms``  time to first token: from the start of generation (prompt ids on
+  the device) until the first new token is available, i.e. the target's prefill.
+* ``tpot_ms``  time per output token after the first:
+  ``(wall_ms - ttft_ms) / (new_tokens - 1)``; null when ``new_tokens < 2``.
+* ``tokens_per_s``  ``new_tokens / (wall_ms / 1000)``.
+* ``drafted``  draft tokens proposed, summed over rounds.
+* ``accepted`` draft tokens the target accepted, summed over rounds. The token
+  the target itself emits at the end of every round (the correction after a
+  rejection, or the bonus after full acceptance) is **not** counted as accepted.
+* ``acceptance_rate``  ``accepted / drafted`` (null when nothing was drafted).
+* ``mean_accepted_per_round``  ``accepted / rounds``; tokens emitted per round
+  are ``mean_accepted_per_round + 1``.
+* ``gamma_trace[i]`` the γ the method chose for round ``i`` (before any cap by
+  the remaining token budget), ``drafted_trace[i]`` the tokens actually drafted,
+  ``accepted_trace[i]`` the draft tokens accepted in that round.
+* ``lossless`` for greedy runs with ``verify_lossless``: whether the output equals
+  the target's own greedy decoding token for token; ``first_divergence`` is the
+  first new-token index where they differ (null when equal or not verified).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+
+@dataclass
+class Record:
+    # identity of the job
+    pair: str
+    target: str
+    draft: str | None
+    method: str
+    task: str
+    category: str
+    prompt_id: str
+    turn: int
+    gamma_init: int | None
+    temperature: float
+    seed: int
+    # what was decoded
+    prompt_tokens: int
+    new_tokens: int
+    output_text: str
+    output_sha: str
+    stop_reason: str  # "eos" | "max_new_tokens"
+    chat_template: str | None
+    # timing
+    ttft_ms: float
+    tpot_ms: float | None
+    tokens_per_s: float
+    wall_ms: float
+    # speculation (null / empty for method=ar)
+    rounds: int | None = None
+    drafted: int | None = None
+    accepted: int | None = None
+    acceptance_rate: float | None = None
+    mean_accepted_per_round: float | None = None
+    gamma_trace: list[int] = field(default_factory=list)
+    drafted_trace: list[int] = field(default_factory=list)
+    accepted_trace: list[int] = field(default_factory=list)
+    confidence_trace: list[list[float]] = field(default_factory=list)
+    # exactness
+    lossless: bool | None = None
+    first_divergence: int | None = None
+    # the target's own greedy decoding of the same prompt (when verified)
+    ar_tokens_per_s: float | None = None
+    ar_wall_ms: float | None = None
+    speedup: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    schema_version: int = SCHEMA_VERSION
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), ensure_ascii=False, allow_nan=False)
+
+
+RECORD_FIELDS = tuple(f.name for f in fields(Record))
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def timing_fields(wall_ms: float, ttft_ms: float, new_tokens: int) -> dict[str, float | None]:
+    """TTFT/TPOT/throughput from one generation's wall time (definitions above)."""
+    tpot = (wall_ms - ttft_ms) / (new_tokens - 1) if new_tokens >= 2 else None
+    tps = new_tokens / (wall_ms / 1000.0) if wall_ms > 0 else math.nan
+    return {"ttft_ms": ttft_ms, "tpot_ms": tpot, "tokens_per_s": tps, "wall_ms": wall_ms}
+
+
+def speculation_fields(gamma_trace: list[int], drafted_trace: list[int], accepted_trace: list[int]) -> dict:
+    """Aggregates of the per-round traces (definitions above)."""
+    rounds = len(accepted_trace)
+    drafted = sum(drafted_trace)
+    accepted = sum(accepted_trace)
+    return {
+        "rounds": rounds,
+        "drafted": drafted,
+        "accepted": accepted,
+        "acceptance_rate": accepted / drafted if drafted else None,
+        "mean_accepted_per_round": accepted / rounds if rounds else None,
+        "gamma_trace": list(gamma_trace),
+        "drafted_trace": list(drafted_trace),
+        "accepted_trace": list(accepted_trace),
+    }
+
+
+def first_divergence(a: list[int], b: list[int]) -> int | None:
+    """Index of the first position where two token lists differ (None if equal)."""
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+class RecordWriter:
+    """Appends one JSON line per record and flushes + fsyncs it at once, so a
+    crash loses at most the prompt in flight and never leaves half a line
+    (a torn last line from a kill is dropped by ``read_records``)."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh = open(self.path, "a", encoding="utf-8")
+
+    def write(self, record: Record | Mapping[str, Any]) -> None:
+        line = record.to_json() if isinstance(record, Record) else json.dumps(dict(record), allow_nan=False)
+        self._fh.write(line + "\n")
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+
+    def close(self) -> None:
+        self._fh.close()
+
+    def __enter__(self) -> RecordWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def read_records(path: str | os.PathLike) -> list[dict[str, Any]]:
+    """All complete records of a ``records.jsonl`` (a torn final line is skipped)."""
+    out = []
+    p = Path(path)
+    if not p.exists():
+        return out
+    with open(p, encoding="utf-8") as fh:
+        for line in fh:
+            if not line.endswith("\n"):
+                break  # torn by a kill mid-write
+            line = line.strip()
+            if line:
+                out.append(json.loads(line))
+    return out
+
+
+def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
+    """Write JSON to a temp file in the same folder, fsync, then rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(obj, fh, indent=2, ensure_ascii=False, default=str)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _mean(xs: Iterable[float | None]) -> float | None:
+    vals = [x for x in xs if x is not None and not (isinstance(x, float) and math.isnan(x))]
+    return sum(vals) / len(vals) if vals else None
+
+
+def aggregate(records: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """Job-level aggregates. Throughput is given both ways:
+    ``tokens_per_s`` = total new tokens / total wall time (pooled), and
+    ``mean_tokens_per_s`` = mean of per-prompt rates."""
+    if not records:
+        return {"n_records": 0}
+    total_tokens = sum(r["new_tokens"] for r in records)
+    total_s = sum(r["wall_ms"] for r in records) / 1000.0
+    drafted = [r["drafted"] for r in records if r.get("drafted") is not None]
+    accepted = [r["accepted"] for r in records if r.get("accepted") is not None]
+    rounds = [r["rounds"] for r in records if r.get("rounds") is not None]
+    ar_s = [r["ar_wall_ms"] for r in records if r.get("ar_wall_ms") is not None]
+    ar_tokens = sum(r["new_tokens"] for r in records if r.get("ar_wall_ms") is not None)
+    lossless = [r["lossless"] for r in records if r.get("lossless") is not None]
+    out: dict[str, Any] = {
+        "n_records": len(records),
+        "new_tokens": total_tokens,
+        "wall_s": total_s,
+        "tokens_per_s": total_tokens / total_s if total_s > 0 else None,
+        "mean_tokens_per_s": _mean(r["tokens_per_s"] for r in records),
+        "ttft_ms": _mean(r["ttft_ms"] for r in records),
+        "tpot_ms": _mean(r["tpot_ms"] for r in records),
+        "drafted": sum(drafted) if drafted else None,
+        "accepted": sum(accepted) if accepted else None,
+        "acceptance_rate": sum(accepted) / sum(drafted) if drafted and sum(drafted) else None,
+        "mean_accepted_per_round": sum(accepted) / sum(rounds) if rounds and sum(rounds) else None,
+        "lossless_checked": len(lossless),
+        "lossless_all": all(lossless) if lossless else None,
+    }
+    if ar_s and len(ar_s) == len(records):
+        ar_tps = ar_tokens / (sum(ar_s) / 1000.0)
+        out["ar_tokens_per_s"] = ar_tps
+        out["speedup"] = out["tokens_per_s"] / ar_tps if out["tokens_per_s"] else None
+    return out
