@@ -1,0 +1,50 @@
+"""Test set-up: offline by construction.
+
+The offline environment variables are set before anything imports
+huggingface_hub, and sockets to anything but loopback are refused, so a hidden
+download fails loudly instead of hanging or silently succeeding.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("WANDB_MODE", "disabled")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+torch.set_num_threads(int(os.environ.get("SPECBENCH_TEST_THREADS", "2")))
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # `import tiny`
+SHARED = ROOT.parent / "shared"
+
+_real_connect = socket.socket.connect
+
+
+def _guarded_connect(self, address):  # pragma: no cover - only hit by a bug
+    host = address[0] if isinstance(address, tuple) else address
+    if isinstance(host, str) and not (host.startswith("127.") or host in ("localhost", "::1") or host.startswith("/")):
+        raise RuntimeError(f"test tried to reach the network: {address!r} (tests must run offline)")
+    return _real_connect(self, address)
+
+
+socket.socket.connect = _guarded_connect
+
+
+@pytest.fixture(scope="session")
+def root() -> Path:
+    return ROOT
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    return SHARED

@@ -1,0 +1,69 @@
+"""Tiny, offline, seeded models and locally trained tokenizers for tests.
+
+Nothing here touches the network: models are built from a config with a fixed
+seed; tokenizers are trained on a small built-in corpus.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+CORPUS = [
+    "the quick brown fox jumps over the lazy dog",
+    "speculative decoding drafts tokens with a small model and verifies them with a large one",
+    "def add(a, b):\n    return a + b\n",
+    "one two three four five six seven eight nine ten",
+    "a cat sat on the mat and the dog sat on the log",
+    "translate the sentence into french: le chat est sur le tapis",
+] * 20
+
+
+@functools.lru_cache(maxsize=8)
+def tiny_tokenizer(vocab_size: int = 300, kind: str = "bpe") -> PreTrainedTokenizerFast:
+    """A byte-level BPE (``kind='bpe'``) or a character-level (``kind='char'``) tokenizer."""
+    if kind == "bpe":
+        tok = Tokenizer(models.BPE(unk_token=None))
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(
+            vocab_size=vocab_size,
+            special_tokens=["<eos>"],
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,
+        )
+        tok.train_from_iterator(CORPUS, trainer)
+    elif kind == "char":
+        chars = sorted({c for line in CORPUS for c in line})
+        vocab = {"<eos>": 0, **{c: i + 1 for i, c in enumerate(chars)}}
+        tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<eos>"))
+        tok.pre_tokenizer = pre_tokenizers.Split("", behavior="isolated")
+        tok.decoder = decoders.Fuse()
+    else:
+        raise ValueError(kind)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<eos>", pad_token="<eos>")
+    return fast
+
+
+def tiny_model(vocab_size: int, seed: int = 0, hidden: int = 32, layers: int = 2, eos_token_id: int = 0) -> LlamaForCausalLM:
+    """A randomly initialised (seeded) tiny Llama, in eval mode, fp32."""
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        eos_token_id=eos_token_id,
+        bos_token_id=None,
+        pad_token_id=eos_token_id,
+        tie_word_embeddings=False,
+    )
+    model = LlamaForCausalLM(cfg)
+    model.eval()
+    return model
