@@ -200,8 +200,9 @@ def aggregate(records: list[Mapping[str, Any]]) -> dict[str, Any]:
     drafted = [r["drafted"] for r in records if r.get("drafted") is not None]
     accepted = [r["accepted"] for r in records if r.get("accepted") is not None]
     rounds = [r["rounds"] for r in records if r.get("rounds") is not None]
-    ar_s = [r["ar_wall_ms"] for r in records if r.get("ar_wall_ms") is not None]
-    ar_tokens = sum(r["new_tokens"] for r in records if r.get("ar_wall_ms") is not None)
+    ar = [r for r in records if r.get("ar_wall_ms") is not None and r.get("ar_tokens_per_s") is not None]
+    ar_s = [r["ar_wall_ms"] for r in ar]
+    ar_tokens = sum(r["ar_tokens_per_s"] * r["ar_wall_ms"] / 1000.0 for r in ar)
     lossless = [r["lossless"] for r in records if r.get("lossless") is not None]
     out: dict[str, Any] = {
         "n_records": len(records),

