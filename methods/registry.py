@@ -6,12 +6,17 @@ import inspect
 from collections.abc import Mapping
 from typing import Any
 
-from specbench.registry import ConfigError, Registry
-
 from methods.base import FixedGamma, GammaPolicy
+from methods.gammatune import GammaTune, GammaTunePlus
+from methods.hf_heuristic import HFHeuristic
+from methods.threshold import AssistantThreshold
+from specbench.registry import ConfigError, Registry
 
 POLICIES: Registry[type[GammaPolicy]] = Registry("gamma policy")
 POLICIES.add(FixedGamma.name, FixedGamma)
+# Adaptive speculation length (GammaTune paper's comparison set).
+for _policy in (HFHeuristic, AssistantThreshold, GammaTune, GammaTunePlus):
+    POLICIES.add(_policy.name, _policy)
 
 
 def policy_params(cls: type[GammaPolicy]) -> list[str]:

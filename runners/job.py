@@ -154,6 +154,12 @@ class Job:
                 self.target, MODEL_CACHE.model(draft_spec, cache_dir), cfg.method, cfg.gamma, self.eos, self.temperature
             )
 
+    def reset_policy(self) -> None:
+        """A fresh policy (state carried across prompts, e.g. by warm-up, is dropped)."""
+        if self.policy is not None:
+            self.policy = build_policy(self.cfg.method.policy, self.cfg.gamma, self.cfg.method)
+            self.runner.policy = self.policy
+
     def _drafter(self, cache_dir: str | None) -> Any:
         cfg = self.cfg
         name = drafter_name(cfg)
@@ -245,6 +251,7 @@ def run_job(cfg: DictConfig, job_dir: str | Path, progress: bool = True) -> dict
         job = Job(cfg)
         load_s = time.perf_counter() - t_load
         _warmup(job, prompts)
+        job.reset_policy()  # timed prompts start from the configured initial gamma
         with RecordWriter(records_path) as writer:
             _decode_all(job, prompts, done, writer, progress)
         records = read_records(records_path)

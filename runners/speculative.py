@@ -16,7 +16,8 @@ max_new_tokens, generator)`` runs, for batch size 1:
 
 A round with nothing drafted (the budget's last token, or prompt lookup with no
 match) is a plain target step: it is recorded in the traces with ``drafted = 0``
-but not reported to the policy (it says nothing about the drafter).
+and reported to the policy like any round, as transformers does (its "heuristic"
+schedule counts 0 == 0 as all accepted; GammaTune ignores such rounds).
 """
 
 from __future__ import annotations
@@ -144,8 +145,7 @@ class SpeculativeRunner:
             gen.drafted_trace.append(d)
             gen.accepted_trace.append(accepted)
             gen.confidence_trace.append([round(c, 6) for c in draft.confidences[:d]])
-            if d > 0:
-                self.policy.observe(RoundOutcome(gamma, d, accepted, tuple(draft.confidences[:d])))
+            self.policy.observe(RoundOutcome(gamma, d, accepted, tuple(draft.confidences[:d])))
         timer.mark("end")
         t = timer.read()
         gen.tokens = ids[n_prompt:]

