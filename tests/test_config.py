@@ -1,0 +1,109 @@
+"""Every config composes; bad values fail with a clear message before any model loads."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from methods.registry import build_policy
+from runners.job import validate
+from runners.report import job_dirname
+from specbench.models import ModelSpec
+from specbench.registry import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+CONF = ROOT / "conf"
+
+OmegaConf.register_new_resolver("job_dirname", job_dirname, replace=True)
+
+
+def _compose(*overrides: str):
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose(config_name="config", overrides=list(overrides))
+
+
+def _options(group: str) -> list[str]:
+    return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
+
+
+def test_default_config_is_valid():
+    cfg = _compose()
+    prompts = validate(cfg)
+    assert len(prompts) >= 10
+    assert cfg.results_dir == "results"
+    assert {"gamma", "temperature", "max_new_tokens", "seed", "results_dir", "verify_lossless"} <= set(cfg)
+
+
+@pytest.mark.parametrize("method", _options("method"))
+def test_every_method_composes_and_builds_its_policy(method):
+    cfg = _compose(f"method={method}")
+    assert cfg.method.name == method  # file stem == name == registry key
+    if cfg.method.runner == "speculative":
+        policy = build_policy(cfg.method.policy, cfg.gamma, cfg.method)
+        assert policy.next_gamma() >= 1
+
+
+@pytest.mark.parametrize("pair", _options("pair"))
+def test_every_pair_composes_and_its_model_specs_are_valid(pair):
+    cfg = _compose(f"pair={pair}")
+    assert cfg.pair.name == pair
+    ModelSpec.from_cfg(cfg.pair.target)
+    if cfg.pair.get("draft") and cfg.pair.draft.get("kind", "model") == "model":
+        ModelSpec.from_cfg(cfg.pair.draft)
+
+
+@pytest.mark.parametrize("group", ["task", "logger"])
+def test_every_option_of_other_groups_composes(group):
+    for option in _options(group):
+        cfg = _compose(f"{group}={option}")
+        assert cfg[group].name == option
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("gamma=0", "gamma must be an integer >= 1"),
+        ("gamma=-3", "gamma must be an integer >= 1"),
+        ("temperature=-0.5", "temperature must be >= 0"),
+        ("max_new_tokens=0", "max_new_tokens must be an integer >= 1"),
+        ("task.n_prompts=0", "n_prompts must be"),
+        ("task.categories=[poetry]", "poetry"),
+        ("pair.target.dtype=float8", "dtype 'float8'"),
+    ],
+)
+def test_bad_values_are_refused_by_validate(override, message):
+    cfg = _compose(override)
+    with pytest.raises(ConfigError) as info:
+        validate(cfg)
+    assert message in str(info.value)
+
+
+def _run(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "SPECBENCH_CACHE": str(tmp_path / "cache")}
+    return subprocess.run(
+        [sys.executable, str(ROOT / "run.py"), f"results_dir={tmp_path / 'results'}", *args],
+        capture_output=True, text=True, timeout=120, cwd=ROOT, env=env,
+    )
+
+
+def test_unknown_method_fails_with_the_valid_choices(tmp_path):
+    proc = _run(["method=gamatune"], tmp_path)
+    assert proc.returncode != 0
+    err = proc.stderr + proc.stdout
+    assert "method/gamatune" in err and "gammatune" in err  # Hydra lists the available options
+    assert not (tmp_path / "results").exists()
+
+
+def test_gamma_zero_fails_before_any_model_loads_and_leaves_nothing(tmp_path):
+    # the target path does not exist: reaching model loading would fail with another error
+    proc = _run(["gamma=0", "pair.target.path=/nonexistent/model"], tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "gamma must be an integer >= 1" in proc.stderr + proc.stdout
+    assert not any((tmp_path / "results").rglob("*")) if (tmp_path / "results").exists() else True
+    assert not (tmp_path / "cache").exists()

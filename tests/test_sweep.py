@@ -1,0 +1,124 @@
+"""Real ``python run.py -m ...`` sweeps in a subprocess write one folder per job with valid records."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+import tiny
+
+from specbench.records import Record
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORD_FIELDS = {f.name for f in fields(Record)}
+
+
+@pytest.fixture(scope="module")
+def tiny_conf(tmp_path_factory) -> Path:
+    """A config dir holding pair/tiny.yaml: a tiny seeded target and draft saved to disk."""
+    base = tmp_path_factory.mktemp("tinypair")
+    tok = tiny.tiny_tokenizer()
+    for name, seed, layers in (("target", 1, 2), ("draft", 2, 1)):
+        model = tiny.tiny_model(len(tok), seed=seed, layers=layers)
+        model.save_pretrained(base / name)
+        tok.save_pretrained(base / name)
+    conf = base / "conf" / "pair"
+    conf.mkdir(parents=True)
+    spec = "  dtype: float32\n  device: cpu\n  trust_remote_code: false\n"
+    (conf / "tiny.yaml").write_text(
+        "name: tiny\nsame_tokenizer: true\n"
+        f"target:\n  name: tiny-target\n  path: {base / 'target'}\n{spec}"
+        f"draft:\n  kind: model\n  name: tiny-draft\n  path: {base / 'draft'}\n{spec}  transform: null\n"
+    )
+    return base / "conf"
+
+
+def run_sweep(args: list[str], conf: Path | None, tmp: Path, timeout: int = 600) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "disabled"}
+    cmd = [sys.executable, str(ROOT / "run.py")]
+    if conf is not None:
+        cmd += ["--config-dir", str(conf)]
+    cmd += [*args, f"results_dir={tmp}"]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env)
+
+
+def check_job(folder: Path, n_records: int, method: str, gamma: int | None) -> list[dict]:
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["status"] == "complete"
+    assert summary["provenance"]["schema_version"] == 1
+    assert summary["provenance"]["packages"]["transformers"]
+    lines = (folder / "records.jsonl").read_text().splitlines()
+    assert len(lines) == n_records
+    records = [json.loads(line) for line in lines]
+    for r in records:
+        assert set(r) == RECORD_FIELDS
+        assert r["method"] == method and r["gamma_init"] == gamma
+        assert r["new_tokens"] >= 1 and r["tokens_per_s"] > 0 and r["ttft_ms"] > 0
+        if method != "ar":
+            assert len(r["gamma_trace"]) == len(r["drafted_trace"]) == len(r["accepted_trace"]) == r["rounds"]
+            assert r["lossless"] is True
+    return records
+
+
+def test_multirun_sweep_writes_one_folder_per_job(tiny_conf, tmp_path):
+    proc = run_sweep(
+        ["-m", "method=specdecode", "gamma=1,2,4,8", "pair=tiny", "task.n_prompts=2", "max_new_tokens=12", "warmup=0"],
+        tiny_conf, tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    jobs = sorted(p.parent for p in tmp_path.rglob("summary.json"))
+    assert [j.name for j in jobs] == [
+        f"gamma={g},max_new_tokens=12,method=specdecode,pair=tiny,task.n_prompts=2,warmup=0".replace(",warmup=0", "")
+        for g in (1, 2, 4, 8)
+    ]
+    for job, gamma in zip(jobs, (1, 2, 4, 8)):
+        check_job(job, 2, "specdecode", gamma)
+    assert proc.stdout.count("[done]") == 4
+
+
+def test_sweep_over_all_methods(tiny_conf, tmp_path):
+    methods = "ar,specdecode,hf_heuristic,assistant_threshold,gammatune,gammatune_plus"
+    proc = run_sweep(
+        ["-m", f"method={methods}", "gamma=1,4", "pair=tiny", "task.n_prompts=2", "max_new_tokens=10", "warmup=0"],
+        tiny_conf, tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    jobs = sorted(p.parent for p in tmp_path.rglob("summary.json"))
+    assert len(jobs) == 12
+    for job in jobs:
+        parts = dict(kv.split("=", 1) for kv in job.name.split(","))
+        method = parts["method"]
+        check_job(job, 2, method, None if method == "ar" else int(parts["gamma"]))
+
+
+def test_rerun_skips_complete_jobs(tiny_conf, tmp_path):
+    args = ["pair=tiny", "task.n_prompts=1", "max_new_tokens=6", "warmup=0"]
+    first = run_sweep(args, tiny_conf, tmp_path)
+    assert first.returncode == 0, first.stderr[-3000:]
+    job = next(tmp_path.rglob("records.jsonl")).parent
+    before = (job / "records.jsonl").read_text()
+    second = run_sweep(args, tiny_conf, tmp_path)
+    assert second.returncode == 0
+    assert "complete; skipped" in second.stderr + second.stdout
+    assert (job / "records.jsonl").read_text() == before
+
+
+@pytest.mark.slow
+def test_the_readme_sweep_on_the_real_default_pair(tmp_path):
+    """``python run.py -m method=specdecode gamma=1,2,4,8`` on the embedded default (trimmed)."""
+    proc = run_sweep(
+        ["-m", "method=specdecode", "gamma=1,2,4,8", "task.n_prompts=2", "max_new_tokens=16"], None, tmp_path,
+        timeout=1500,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    jobs = sorted(p.parent for p in tmp_path.rglob("summary.json"))
+    assert len(jobs) == 4
+    for job in jobs:
+        gamma = int(dict(kv.split("=", 1) for kv in job.name.split(","))["gamma"])
+        records = check_job(job, 2, "specdecode", gamma)
+        assert all(r["pair"] == "gemma3-270m_gemma3-270m-int8" for r in records)
