@@ -19,6 +19,7 @@ import shutil
 import time
 import traceback
 from collections.abc import Mapping
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from methods.registry import POLICIES, build_policy
 from runners.base import Generation
 from runners.drafters import DRAFTERS
 from runners.speculative import AutoregressiveRunner, SpeculativeRunner
+from specbench.loggers import JobLogger, build_logger
 from specbench.models import MODEL_CACHE, ModelSpec
 from specbench.provenance import provenance
 from specbench.records import (
@@ -244,7 +246,13 @@ def run_job(cfg: DictConfig, job_dir: str | Path, progress: bool = True) -> dict
     if done:
         _rewrite_whole_lines(records_path, list(done.values()))
     write_json_atomic(job_dir / "summary.json", _summary(cfg, "running", list(done.values())))
+    logger = build_logger(cfg)
+    logger.start(OmegaConf.to_container(cfg, resolve=True), job_name=job_dir.name)
+    summary: dict = {}
+    failed = True
     try:
+        for record in done.values():  # on resume, so the logged table is complete
+            logger.log_record(record)
         if cfg.get("threads"):
             torch.set_num_threads(int(cfg.threads))
         t_load = time.perf_counter()
@@ -253,14 +261,16 @@ def run_job(cfg: DictConfig, job_dir: str | Path, progress: bool = True) -> dict
         _warmup(job, prompts)
         job.reset_policy()  # timed prompts start from the configured initial gamma
         with RecordWriter(records_path) as writer:
-            _decode_all(job, prompts, done, writer, progress)
+            _decode_all(job, prompts, done, writer, progress, logger)
         records = read_records(records_path)
         extra = {"load_s": load_s, "policy_state": job.policy.state() if job.policy else None}
         summary = _summary(cfg, "complete", records, extra)
         write_json_atomic(job_dir / "summary.json", summary)
+        failed = False
         return summary
     except KeyboardInterrupt:
-        write_json_atomic(job_dir / "summary.json", _summary(cfg, "interrupted", read_records(records_path)))
+        summary = _summary(cfg, "interrupted", read_records(records_path))
+        write_json_atomic(job_dir / "summary.json", summary)
         raise
     except Exception as exc:
         summary = _summary(
@@ -269,6 +279,8 @@ def run_job(cfg: DictConfig, job_dir: str | Path, progress: bool = True) -> dict
         )
         write_json_atomic(job_dir / "summary.json", summary)
         raise
+    finally:
+        logger.finish(summary or {"status": "failed"}, failed=failed)
 
 
 def _rewrite_whole_lines(path: Path, records: list[dict]) -> None:
@@ -298,7 +310,9 @@ def _warmup(job: Job, prompts: list[Prompt]) -> None:
             job.ar.generate(ids, min(16, job.cfg.max_new_tokens))
 
 
-def _decode_all(job: Job, prompts: list[Prompt], done: dict, writer: RecordWriter, progress: bool) -> None:
+def _decode_all(
+    job: Job, prompts: list[Prompt], done: dict, writer: RecordWriter, progress: bool, logger: JobLogger
+) -> None:
     from tqdm.auto import tqdm
 
     cfg = job.cfg
@@ -317,6 +331,7 @@ def _decode_all(job: Job, prompts: list[Prompt], done: dict, writer: RecordWrite
                     continue
                 record = decode_turn(job, prompt, turn, history, user)
                 writer.write(record)
+                logger.log_record(asdict(record))
                 history.append((user, record.output_text))
                 tokens += record.new_tokens
                 seconds += record.wall_ms / 1000.0

@@ -114,7 +114,7 @@ def traces_table(records: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[
         accepted = list(r.get("accepted_trace") or [])
         gammas = list(r.get("gamma_trace") or []) or [None] * len(accepted)
         drafted = list(r.get("drafted_trace") or []) or [None] * len(accepted)
-        for i, (g, d, a) in enumerate(zip(gammas, drafted, accepted)):
+        for i, (g, d, a) in enumerate(zip(gammas, drafted, accepted, strict=False)):
             rows.append([r.get("prompt_id"), r.get("turn"), i, g, d, a])
     return list(TRACE_COLUMNS), rows
 

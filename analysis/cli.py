@@ -1,0 +1,164 @@
+"""``python -m analysis``: a results folder (or a W&B project) in, the papers' tables and figures out.
+
+    python -m analysis RESULTS_DIR [--out DIR] [--pooling pooled|mean]
+    python -m analysis --wandb ENTITY/PROJECT [--out DIR]
+    python -m analysis RESULTS_DIR --print-only        # the speedup table(s) to stdout, nothing written
+
+Writes ``DIR/tables/<name>.{md,tex,csv,data.csv}`` and ``DIR/figures/<name>.{png,pdf}``
+(default ``DIR``: ``RESULTS_DIR/analysis``; for ``--wandb``: ``results/wandb/ENTITY_PROJECT/analysis``)
+and prints the Markdown speedup table(s). An artefact whose inputs are absent is skipped with a
+note; one that fails is reported and the others are still written (exit status 1).
+
+By default only records of jobs whose summary says ``complete`` are used (a job cut short covers
+fewer prompts than its siblings); ``--include-incomplete`` uses every record found.
+GammaTune artefacts (speedup table, throughput and sensitivity figures, acceptance table, trace)
+are made per (task, temperature) when the folder holds several, with a ``-<task>-t<T>`` suffix.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from analysis.breakdowns import category_table, hetero_table
+from analysis.figures import plot_sensitivity, plot_throughput, plot_trace
+from analysis.frame import complete_only, load_records, scenarios
+from analysis.metrics import POOLINGS
+from analysis.paper import load_paper_numbers
+from analysis.render import Table, save_figure, to_markdown, write_table
+from analysis.tables import acceptance_table, latency_table, speedup_table, trace_frame, trace_table
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m analysis", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("results_dir", nargs="?", help="folder holding job folders (records.jsonl at any depth)")
+    p.add_argument("--wandb", metavar="ENTITY/PROJECT", help="read the runs of a W&B project instead of a folder")
+    p.add_argument("--out", help="output folder (default: RESULTS_DIR/analysis)")
+    p.add_argument("--pooling", choices=sorted(POOLINGS), default="pooled",
+                   help="throughput over prompts: pooled = total tokens / total time (default); mean = mean of per-prompt tokens/s")
+    p.add_argument("--baseline", default="specdecode", help="method of the speedup table's denominator (default: specdecode)")
+    p.add_argument("--include-incomplete", action="store_true", help="also use records of failed / unfinished jobs")
+    p.add_argument("--no-paper", action="store_true", help="leave the papers' own numbers out")
+    p.add_argument("--trace-pair", help="pair of the trace (default: the first)")
+    p.add_argument("--trace-gamma", type=int, help="initial γ of the trace (default: the most common)")
+    p.add_argument("--trace-prompt", help="prompt id of the trace (default: the first)")
+    p.add_argument("--print-only", action="store_true", help="print the speedup table(s), write nothing")
+    return p
+
+
+class Report:
+    """Runs artefact builders, writes what they return, and notes what was skipped or failed."""
+
+    def __init__(self, out: Path | None) -> None:
+        self.out, self.written, self.failed = out, [], []
+
+    def note(self, text: str) -> None:
+        print(f"note: {text}", file=sys.stderr)
+
+    def run(self, label: str, build: Callable[[], Any], write: Callable[[Any], list[Path]]) -> Any:
+        try:
+            result = build()
+            if result is None:
+                self.note(f"{label}: skipped (its inputs are not in these records)")
+                return None
+            if self.out is not None:
+                self.written += write(result)
+            return result
+        except Exception:  # noqa: BLE001 - one broken artefact must not stop the others
+            self.failed.append(label)
+            print(f"error: {label} failed:\n{traceback.format_exc()}", file=sys.stderr)
+            return None
+
+    def table(self, label: str, build: Callable[[], Table | None]) -> Table | None:
+        return self.run(label, build, lambda t: write_table(t, self.out / "tables"))
+
+    def figure(self, label: str, name: str, build: Callable[[], Any]) -> Any:
+        return self.run(label, build, lambda f: save_figure(f, self.out / "figures", name))
+
+
+def _renamed(table: Table | None, suffix: str) -> Table | None:
+    if table is not None and suffix:
+        table.name += suffix
+        table.caption += f" Scenario: {suffix.lstrip('-')}."
+    return table
+
+
+def analyse(df: pd.DataFrame, out: Path | None, args: argparse.Namespace) -> tuple[list[Table], Report]:
+    """Every artefact of ``df`` (already filtered) into ``out`` (``None``: compute only the speedup tables)."""
+    report = Report(out)
+    paper = None if args.no_paper else load_paper_numbers()
+    speedups: list[Table] = []
+    for suffix, sub in scenarios(df):
+        tag = suffix or " (all records)"
+        t = report.table(f"speedup table{tag}", lambda s=sub, x=suffix: _renamed(
+            speedup_table(s, args.pooling, args.baseline, paper), x))
+        if t is not None:
+            speedups.append(t)
+        if out is None:
+            continue
+        report.figure(f"throughput figure{tag}", f"gammatune_fig1_throughput{suffix}",
+                      lambda s=sub: plot_throughput(s, args.pooling))
+        report.figure(f"sensitivity figure{tag}", f"gammatune_sensitivity{suffix}",
+                      lambda s=sub: plot_sensitivity(s, args.pooling))
+        report.table(f"acceptance table{tag}", lambda s=sub, x=suffix: _renamed(acceptance_table(s), x))
+        trace, meta = trace_frame(sub, args.trace_pair, args.trace_gamma, args.trace_prompt)
+        report.figure(f"trace figure{tag}", f"gammatune_fig2a_trace{suffix}", lambda t=trace, m=meta: plot_trace(t, m))
+        report.table(f"trace table{tag}", lambda t=trace, m=meta, x=suffix: _renamed(trace_table(t, m), x))
+    if out is not None:
+        report.table("model latency table", lambda: latency_table(df, args.pooling, paper))
+        report.table("heterogeneous-vocabulary table", lambda: hetero_table(df, args.pooling, paper))
+        report.table("per-category table", lambda: category_table(df, args.pooling))
+    return speedups, report
+
+
+def load(args: argparse.Namespace, parser: argparse.ArgumentParser) -> tuple[pd.DataFrame, Path | None]:
+    if args.wandb:
+        from analysis.wandb_source import fetch_frame
+
+        df = fetch_frame(args.wandb)
+        default_out = Path("results") / "wandb" / args.wandb.replace("/", "_") / "analysis"
+    else:
+        if not args.results_dir:
+            parser.error("give RESULTS_DIR or --wandb ENTITY/PROJECT")
+        root = Path(args.results_dir)
+        if not root.is_dir():
+            parser.error(f"no such folder: {root}")
+        df = load_records(root)
+        default_out = root / "analysis"
+    return df, None if args.print_only else Path(args.out) if args.out else default_out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    df, out = load(args, parser)
+    source = args.wandb or args.results_dir
+    if df.empty:
+        print(f"note: no records found in {source}; nothing to analyse", file=sys.stderr)
+        return 0
+    if not args.include_incomplete:
+        kept = complete_only(df)
+        if len(kept) < len(df):
+            dropped = df[df["job_status"] != "complete"]
+            print(f"note: left out {len(dropped)} records of {dropped['job_dir'].nunique()} job(s) that are not "
+                  "complete (--include-incomplete to use them)", file=sys.stderr)
+        df = kept
+        if df.empty:
+            print("note: no complete job; nothing to analyse", file=sys.stderr)
+            return 0
+    speedups, report = analyse(df, out, args)
+    for table in speedups:
+        print(f"## {table.name}\n")
+        print(to_markdown(table.display, table.caption))
+    if not speedups:
+        print("(no speedup table: these records hold no baseline runs)")
+    if out is not None:
+        print(f"wrote {len(report.written)} files under {out}", file=sys.stderr)
+    return 1 if report.failed else 0

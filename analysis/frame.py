@@ -1,0 +1,171 @@
+"""Records in, one DataFrame out: one row per record (one prompt turn of one job).
+
+Every job folder holds ``records.jsonl`` and, once the job ends, ``summary.json``
+(``specbench.records``). ``load_records`` finds every ``records.jsonl`` under a
+folder at any depth and adds a few columns from the job's summary:
+
+* what the record says wins; the summary's resolved config only fills fields the
+  record lacks (an older schema, a W&B table without the column) and the identity
+  fields ``pair``/``method``/``task``/``target`` when null: ``pair`` =
+  ``config.pair.name``, ``method`` = ``config.method.name``, ``task`` =
+  ``config.task.name``, ``gamma_init`` = ``config.gamma`` (never for ``method ==
+  "ar"``; a record's null ``gamma_init`` stays null), ``temperature``, ``seed``,
+  ``target``/``draft`` = ``config.pair.{target,draft}.name``, and ``max_new_tokens``;
+* ``job_status``: the summary's ``status`` (``"complete"`` / ``"failed"``), or
+  ``"incomplete"`` when there is no summary yet (a running or killed job), or
+  ``"unreadable"`` when the summary is not valid JSON;
+* ``job_dir`` (relative to the folder given), ``job_error`` and ``device``
+  (from the summary's provenance, when it says) and ``source = "local"``.
+
+Failed and incomplete jobs keep their records here (nothing is thrown away on
+load); ``complete_only`` is the filter the tables use by default, because a job
+cut short holds a different prompt set from its siblings and would bias a
+comparison across methods or initial γ.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from specbench.records import RECORD_FIELDS, read_records
+
+EXTRA_COLUMNS = ("max_new_tokens", "job_status", "job_dir", "job_error", "device", "source")
+COLUMNS = tuple(RECORD_FIELDS) + EXTRA_COLUMNS
+LIST_COLUMNS = ("gamma_trace", "drafted_trace", "accepted_trace", "confidence_trace")
+IDENTITY_KEYS = ("pair", "method", "task", "target")
+NUMERIC_COLUMNS = (
+    "turn", "gamma_init", "temperature", "seed", "prompt_tokens", "new_tokens", "ttft_ms", "tpot_ms",
+    "tokens_per_s", "wall_ms", "rounds", "drafted", "accepted", "acceptance_rate",
+    "mean_accepted_per_round", "ar_tokens_per_s", "ar_wall_ms", "speedup", "max_new_tokens",
+)
+
+
+def _dig(obj: Any, *keys: str) -> Any:
+    for key in keys:
+        if not isinstance(obj, Mapping) or key not in obj:
+            return None
+        obj = obj[key]
+    return obj
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def config_columns(config: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The record-like columns a job's resolved config implies (values may be None).
+
+    ``pair``/``method``/``task`` may be a group node with a ``name`` or a plain
+    string (a W&B sweep locks its parameters to the swept strings)."""
+    config = config or {}
+
+    def name_of(key: str) -> Any:
+        value = config.get(key)
+        return value.get("name") if isinstance(value, Mapping) else value
+
+    method = name_of("method")
+    return {
+        "pair": name_of("pair"),
+        "method": method,
+        "task": name_of("task"),
+        "gamma_init": None if method == "ar" else config.get("gamma"),
+        "temperature": config.get("temperature"),
+        "seed": config.get("seed"),
+        "target": _dig(config, "pair", "target", "name"),
+        "draft": None if method == "ar" else _dig(config, "pair", "draft", "name"),
+        "max_new_tokens": config.get("max_new_tokens"),
+    }
+
+
+def job_rows(
+    records: Iterable[Mapping[str, Any]],
+    summary: Mapping[str, Any] | None,
+    job_dir: str = "",
+    source: str = "local",
+    status: str | None = None,
+) -> list[dict[str, Any]]:
+    """Rows of one job: its records completed from its summary (rules in the module doc)."""
+    summary = summary or {}
+    filled = config_columns(summary.get("config"))
+    if status is None:
+        status = str(summary.get("status") or "incomplete") if summary else "incomplete"
+    provenance = summary.get("provenance")
+    device = None
+    if isinstance(provenance, Mapping):
+        device = provenance.get("device") or provenance.get("hardware")
+    rows = []
+    for record in records:
+        row = dict(record)
+        for key, value in filled.items():
+            absent = key not in row or (key in IDENTITY_KEYS and _missing(row[key]))
+            if absent and value is not None:
+                row[key] = value
+        row.update(job_status=status, job_dir=job_dir, job_error=summary.get("error"), device=device, source=source)
+        rows.append(row)
+    return rows
+
+
+def rows_to_frame(rows: list[Mapping[str, Any]]) -> pd.DataFrame:
+    """A frame with every schema column present (missing ones all-null), numbers numeric,
+    and the per-round traces as lists (so a table may always index any column)."""
+    df = pd.DataFrame(list(rows))
+    for col in COLUMNS:
+        if col not in df.columns:
+            df[col] = None
+    for col in NUMERIC_COLUMNS:
+        df[col] = pd.to_numeric(df[col], errors="coerce")
+    for col in LIST_COLUMNS:
+        df[col] = [v if isinstance(v, list) else [] for v in df[col]]
+    for col in ("pair", "method", "task", "category", "prompt_id", "target", "draft"):
+        df[col] = [None if _missing(v) else str(v) for v in df[col]]
+    return df
+
+
+def read_summary(job_dir: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """(summary, status override): ``(None, None)`` when absent, ``({}, "unreadable")`` when broken."""
+    path = job_dir / "summary.json"
+    if not path.exists():
+        return None, None
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}, "unreadable"
+    return (summary, None) if isinstance(summary, dict) else ({}, "unreadable")
+
+
+def load_records(results_dir: str | Path) -> pd.DataFrame:
+    """Every record under ``results_dir`` (any depth), one row each (see module doc).
+
+    An empty frame with the schema's columns when nothing is found."""
+    root = Path(results_dir)
+    rows: list[dict[str, Any]] = []
+    for path in sorted(root.rglob("records.jsonl")):
+        job_dir = path.parent
+        summary, status = read_summary(job_dir)
+        rel = str(job_dir.relative_to(root)) if job_dir != root else "."
+        rows.extend(job_rows(read_records(path), summary, job_dir=rel, status=status))
+    return rows_to_frame(rows)
+
+
+def complete_only(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows of jobs whose summary says ``complete``."""
+    return df[df["job_status"] == "complete"]
+
+
+def scenarios(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """Split by (task, temperature): a speedup across initial γ is only meaningful
+    within one. The suffix is ``""`` when the frame holds a single scenario, else
+    e.g. ``"-spec_bench-t0"`` (used in artefact file names)."""
+    if df.empty:
+        return []
+    keys = df[["task", "temperature"]].astype(object).where(df[["task", "temperature"]].notna(), "none")
+    groups = list(df.groupby([keys["task"], keys["temperature"]], sort=True, dropna=False))
+    if len(groups) == 1:
+        return [("", df)]
+    return [(f"-{task}-t{temp:g}" if isinstance(temp, float) else f"-{task}-t{temp}", sub) for (task, temp), sub in groups]

@@ -1,0 +1,122 @@
+"""The few numbers every table and figure shares: throughput of a cell of records,
+speedups against a baseline, and mean ± std across initial γ.
+
+Conventions (stated in every caption that uses them):
+
+* throughput of a set of records, ``pooling="pooled"``: total new tokens / total
+  wall seconds (long answers weigh more, as in ``specbench.records.aggregate``);
+  ``pooling="mean"``: the mean of per-record ``tokens_per_s``;
+* std across initial γ is the *sample* std (``ddof=1``; NaN for a single γ).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+DDOF = 1
+POOLINGS = {
+    "pooled": "tokens/s pooled over prompts: total new tokens / total wall time",
+    "mean": "tokens/s averaged over prompts: mean of per-prompt tokens/s",
+}
+STD_NOTE = "sample std (ddof=1) across initial γ"
+
+METHOD_LABELS = {
+    "ar": "AR",
+    "specdecode": "SpecDecode",
+    "hf_heuristic": "HFHeuristic",
+    "assistant_threshold": "AssistantThreshold",
+    "gammatune": "GammaTune",
+    "gammatune_plus": "GammaTune+",
+    "slem": "SLEM",
+    "tli": "TLI",
+    "slrs": "SLRS",
+    "union": "Union",
+    "hf_sd": "SD (HF)",
+}
+
+
+def method_label(method: str) -> str:
+    return METHOD_LABELS.get(method, str(method))
+
+
+def ordered_methods(methods: Iterable[str]) -> list[str]:
+    """Known methods in the papers' order, then any others alphabetically."""
+    known = list(METHOD_LABELS)
+    present = {str(m) for m in methods if m is not None}
+    return [m for m in known if m in present] + sorted(present - set(known))
+
+
+def check_pooling(pooling: str) -> str:
+    if pooling not in POOLINGS:
+        raise ValueError(f"pooling must be one of {sorted(POOLINGS)}, got {pooling!r}")
+    return pooling
+
+
+def throughput(records: pd.DataFrame, pooling: str = "pooled") -> float:
+    """Tokens/s of a set of records (module doc); NaN when it cannot be computed."""
+    check_pooling(pooling)
+    if records.empty:
+        return math.nan
+    if pooling == "mean":
+        return float(records["tokens_per_s"].mean())
+    seconds = records["wall_ms"].sum() / 1000.0
+    return float(records["new_tokens"].sum() / seconds) if seconds > 0 else math.nan
+
+
+def throughput_by(df: pd.DataFrame, keys: Sequence[str], pooling: str = "pooled") -> pd.DataFrame:
+    """One row per group of ``keys`` (null keys kept): ``tokens_per_s`` and ``n_records``."""
+    keys = list(keys)
+    if df.empty:
+        return pd.DataFrame(columns=[*keys, "tokens_per_s", "n_records"])
+    rows = []
+    for values, group in df.groupby(keys, dropna=False, sort=True):
+        values = values if isinstance(values, tuple) else (values,)
+        rows.append({**dict(zip(keys, values, strict=True)), "tokens_per_s": throughput(group, pooling), "n_records": len(group)})
+    return pd.DataFrame(rows)
+
+
+def mean_std(values: Iterable[float]) -> tuple[float, float, int]:
+    """(mean, sample std with ddof=1, n) of the finite values; std is NaN when n < 2."""
+    arr = np.array([v for v in values if v is not None and np.isfinite(v)], dtype=float)
+    if arr.size == 0:
+        return math.nan, math.nan, 0
+    std = float(arr.std(ddof=DDOF)) if arr.size > DDOF else math.nan
+    return float(arr.mean()), std, int(arr.size)
+
+
+def gamma_speedups(
+    df: pd.DataFrame,
+    pooling: str = "pooled",
+    baseline: str = "specdecode",
+    scope: Sequence[str] = ("pair",),
+) -> pd.DataFrame:
+    """Throughput of every (scope..., method, gamma_init) cell divided by the
+    baseline's throughput *averaged over its initial γ* within the same scope
+    (GammaTune Table 2). Columns: scope..., method, gamma_init, tokens_per_s,
+    n_records, baseline_tokens_per_s, speedup (NaN where the scope has no baseline)."""
+    scope = list(scope)
+    cells = throughput_by(df, [*scope, "method", "gamma_init"], pooling)
+    if cells.empty:
+        return cells.assign(baseline_tokens_per_s=[], speedup=[])
+    base = cells[cells["method"] == baseline].groupby(scope, dropna=False)["tokens_per_s"].mean()
+    base = base.rename("baseline_tokens_per_s").reset_index()
+    out = cells.merge(base, on=scope, how="left")
+    out["speedup"] = out["tokens_per_s"] / out["baseline_tokens_per_s"]
+    return out
+
+
+def fmt_mean_std(mean: float, std: float, suffix: str = "×", digits: int = 2) -> str:
+    """``"1.23 ± 0.04×"``; ``"1.23×"`` when std is NaN; ``""`` when mean is NaN."""
+    if mean is None or not np.isfinite(mean):
+        return ""
+    if std is None or not np.isfinite(std):
+        return f"{mean:.{digits}f}{suffix}"
+    return f"{mean:.{digits}f} ± {std:.{digits}f}{suffix}"
+
+
+def fmt_num(value: float, digits: int = 1) -> str:
+    return "" if value is None or not np.isfinite(value) else f"{value:.{digits}f}"

@@ -1,0 +1,258 @@
+"""GammaTune's tables from a records frame: model latency (Table 1), speedup over
+SpecDecode across initial γ (Table 2), acceptance / mean γ per method, and the
+per-round trace of one prompt (Figure 2a and the appendix).
+
+Each function is pure (frame in, ``Table`` out) and returns ``None`` when its
+inputs are absent; definitions are in the docstrings and repeated in captions.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from analysis.metrics import (
+    POOLINGS,
+    STD_NOTE,
+    check_pooling,
+    fmt_mean_std,
+    fmt_num,
+    gamma_speedups,
+    mean_std,
+    method_label,
+    ordered_methods,
+    throughput,
+)
+from analysis.paper import gammatune_table1, gammatune_table2, model_key
+from analysis.render import Table
+
+
+def latency_table(df: pd.DataFrame, pooling: str = "pooled", paper: pd.DataFrame | None = None) -> Table | None:
+    """GammaTune Table 1: ms per token of each model decoding alone.
+
+    For every ``target`` of ``method == "ar"`` records: ``ms_per_token = 1000 /
+    tokens_per_s`` with tokens/s pooled as ``pooling`` says, over all its AR
+    records (every task). A draft model appears only if it was run with
+    ``method=ar`` as a target. ``paper``: GammaTune Table 1 matched by
+    ``analysis.paper.model_key``."""
+    check_pooling(pooling)
+    ar = df[(df["method"] == "ar") & df["target"].notna()]
+    if ar.empty:
+        return None
+    published = gammatune_table1(paper) if paper is not None else None
+    rows = []
+    for target, group in ar.groupby("target", sort=True):
+        tps = throughput(group, pooling)
+        row: dict[str, Any] = {
+            "model": target,
+            "ms_per_token": 1000.0 / tps if tps and np.isfinite(tps) and tps > 0 else math.nan,
+            "tokens_per_s": tps,
+            "tpot_ms": float(group["tpot_ms"].mean()),
+            "n_records": len(group),
+            "paper_model": "",
+            "paper_ms_per_token": math.nan,
+        }
+        if published is not None:
+            hit = published[published["target_key"] == model_key(target)]
+            if not hit.empty:
+                row["paper_model"] = hit["target"].iloc[0]
+                row["paper_ms_per_token"] = float(hit["ms_per_token"].iloc[0])
+        rows.append(row)
+    data = pd.DataFrame(rows)
+    display = pd.DataFrame({
+        "Model": data["model"],
+        "ms/token (measured)": data["ms_per_token"].map(lambda v: fmt_num(v, 2)),
+        "ms/token (paper)": data["paper_ms_per_token"].map(lambda v: fmt_num(v, 2)),
+        "Paper model": data["paper_model"],
+        "tokens/s": data["tokens_per_s"].map(lambda v: fmt_num(v, 1)),
+        "TPOT (ms)": data["tpot_ms"].map(lambda v: fmt_num(v, 2)),
+        "n": data["n_records"],
+    })
+    caption = (
+        "Model latency (GammaTune Table 1): milliseconds per token of each model decoding alone "
+        f"(method ar), 1000 / throughput; throughput = {POOLINGS[pooling]}. "
+        "'measured': this results folder; 'paper': GammaTune Table 1 as published (one H100; "
+        "Llama-3.1-70B int4), matched by model name without organisation and -instruct/-vX suffixes."
+    )
+    return Table("gammatune_table1_latency", caption, display, data)
+
+
+def _average(rows: pd.DataFrame) -> tuple[float, float]:
+    """The paper's Average column: mean of the pair means ± mean of the pair stds."""
+    means = rows["mean"].dropna()
+    stds = rows["std"].dropna()
+    return (float(means.mean()) if len(means) else math.nan, float(stds.mean()) if len(stds) else math.nan)
+
+
+def speedup_table(
+    df: pd.DataFrame,
+    pooling: str = "pooled",
+    baseline: str = "specdecode",
+    paper: pd.DataFrame | None = None,
+) -> Table | None:
+    """GammaTune Table 2: speedup over SpecDecode, mean ± std across initial γ.
+
+    Per pair: ``T(method, γ)`` = throughput of that job's records (``pooling``);
+    ``B`` = mean over γ of ``T(baseline, γ)``; cell = mean ± sample std (ddof=1)
+    over γ of ``T(method, γ) / B`` (so the baseline's own row is 1.00 ± its
+    sensitivity to γ). AR, when present, is one cell (no γ, no std). Average
+    column = mean of the pair means ± mean of the pair stds (reproduces the
+    paper's Average column from its pair columns). Pairs without baseline
+    records are left out."""
+    check_pooling(pooling)
+    per_gamma = gamma_speedups(df, pooling, baseline, scope=("pair",))
+    per_gamma = per_gamma[per_gamma["speedup"].notna()] if not per_gamma.empty else per_gamma
+    if per_gamma.empty:
+        return None
+    pairs = sorted(per_gamma["pair"].unique())
+    methods = ordered_methods(per_gamma["method"].unique())
+    long = []
+    for (pair, method), group in per_gamma.groupby(["pair", "method"], sort=True):
+        mean, std, n = mean_std(group["speedup"])
+        tps_mean, tps_std, _ = mean_std(group["tokens_per_s"])
+        gammas = sorted(int(g) for g in group["gamma_init"].dropna())
+        long.append({"method": method, "pair": pair, "source": "measured", "mean": mean, "std": std,
+                     "n_gamma": n, "gammas": " ".join(map(str, gammas)), "mean_tokens_per_s": tps_mean,
+                     "std_tokens_per_s": tps_std, "baseline_tokens_per_s": group["baseline_tokens_per_s"].iloc[0],
+                     "pooling": pooling})
+    measured = pd.DataFrame(long)
+    for method in methods:
+        mean, std = _average(measured[measured["method"] == method])
+        long.append({"method": method, "pair": "average", "source": "measured", "mean": mean, "std": std,
+                     "pooling": pooling})
+    published = gammatune_table2(paper) if paper is not None else pd.DataFrame(columns=["pair"])
+    published = published[published["pair"].isin(pairs)]
+    if not published.empty and baseline == "specdecode":
+        full = gammatune_table2(paper)
+        shown = pd.concat([published, full[(full["pair"] == "average") & full["method"].isin(published["method"])]])
+        for rec in shown.to_dict("records"):
+            long.append({**rec, "source": "paper"})
+    data = pd.DataFrame(long)
+    data["n_gamma"] = data["n_gamma"].astype("Int64")
+    display_rows = []
+    for method in ordered_methods(data["method"].unique()):
+        for source in ("measured", "paper"):
+            rows = data[(data["method"] == method) & (data["source"] == source)]
+            if rows.empty:
+                continue
+            cells = {p: rows[rows["pair"] == p] for p in [*pairs, "average"]}
+            row = {"Method": method_label(method), "Source": source}
+            for p, cell in cells.items():
+                row["Average" if p == "average" else p] = (
+                    fmt_mean_std(cell["mean"].iloc[0], cell["std"].iloc[0]) if not cell.empty else "")
+            display_rows.append(row)
+    display = pd.DataFrame(display_rows)
+    caption = (
+        f"Speedup over {method_label(baseline)} (GammaTune Table 2). Per pair, the throughput of each initial γ "
+        f"divided by {method_label(baseline)}'s throughput averaged over all its initial γ; cell = mean ± "
+        f"{STD_NOTE}. Throughput = {POOLINGS[pooling]}. Average = mean of the pair means ± mean of the "
+        "pair stds, over the pairs shown for 'measured' rows and over the paper's four pairs for 'paper' rows. "
+        "'measured': this results folder; 'paper': GammaTune Table 2 as published (SpecBench, one H100)."
+    )
+    return Table("gammatune_table2_speedup", caption, display, data)
+
+
+def acceptance_table(df: pd.DataFrame) -> Table | None:
+    """Acceptance rate and mean γ per pair and method, pooled over every round of
+    every prompt and initial γ: acceptance = Σ accepted / Σ drafted (the target's
+    bonus/correction token is not counted, ``specbench.records``); mean γ = mean
+    of the per-round ``gamma_trace``; accepted/round = Σ accepted / Σ rounds."""
+    spec = df[(df["method"] != "ar") & df["drafted"].notna()]
+    if spec.empty:
+        return None
+    rows = []
+    for (pair, method), group in spec.groupby(["pair", "method"], sort=True):
+        drafted, accepted, rounds = group["drafted"].sum(), group["accepted"].sum(), group["rounds"].sum()
+        gammas = [g for trace in group["gamma_trace"] for g in trace]
+        rows.append({
+            "pair": pair, "method": method,
+            "acceptance_rate": accepted / drafted if drafted else math.nan,
+            "mean_gamma": float(np.mean(gammas)) if gammas else math.nan,
+            "mean_accepted_per_round": accepted / rounds if rounds else math.nan,
+            "rounds": int(rounds), "n_gamma_init": int(group["gamma_init"].nunique()), "n_records": len(group),
+        })
+    data = pd.DataFrame(rows)
+    order = {m: i for i, m in enumerate(ordered_methods(data["method"]))}
+    data = data.sort_values(["pair", "method"], key=lambda s: s.map(order) if s.name == "method" else s)
+    display = pd.DataFrame({
+        "Pair": data["pair"], "Method": data["method"].map(method_label),
+        "Acceptance rate": data["acceptance_rate"].map(lambda v: fmt_num(v, 3)),
+        "Mean γ": data["mean_gamma"].map(lambda v: fmt_num(v, 2)),
+        "Accepted/round": data["mean_accepted_per_round"].map(lambda v: fmt_num(v, 2)),
+        "Rounds": data["rounds"], "Initial γ values": data["n_gamma_init"], "n": data["n_records"],
+    })
+    caption = (
+        "Acceptance and speculation length per method (GammaTune Appendix A), pooled over all rounds of all "
+        "prompts and initial γ: acceptance rate = Σ accepted / Σ drafted (the target's own bonus/correction "
+        "token is not counted); mean γ = mean of the γ chosen per round; accepted/round = Σ accepted / Σ rounds."
+    )
+    return Table("acceptance", caption, display, data)
+
+
+def _most_common_gamma(rows: pd.DataFrame) -> float | None:
+    counts = rows["gamma_init"].dropna().value_counts()
+    if counts.empty:
+        return None
+    top = counts[counts == counts.max()]
+    return float(min(top.index))
+
+
+def trace_frame(
+    df: pd.DataFrame,
+    pair: str | None = None,
+    gamma_init: float | None = None,
+    prompt_id: str | None = None,
+    turn: int | None = None,
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Per-round γ / drafted / accepted of one prompt, one block per method.
+
+    Defaults: the first pair (sorted), the initial γ run by most jobs of it
+    (ties: the smallest; methods without an initial γ are always included), the
+    first prompt in record order and its first turn. Returns (long frame with
+    method, round (1-based), gamma, drafted, accepted; the choices made)."""
+    spec = df[df["accepted_trace"].map(len) > 0]
+    if pair is None and not spec.empty:
+        pair = sorted(spec["pair"].dropna().unique())[0]
+    spec = spec[spec["pair"] == pair]
+    if gamma_init is None:
+        gamma_init = _most_common_gamma(spec)
+    if gamma_init is not None:
+        spec = spec[(spec["gamma_init"] == gamma_init) | spec["gamma_init"].isna()]
+    if prompt_id is None and not spec.empty:
+        prompt_id = spec["prompt_id"].iloc[0]
+    spec = spec[spec["prompt_id"] == str(prompt_id)]
+    if turn is None and not spec.empty:
+        turn = int(spec["turn"].min())
+    spec = spec[spec["turn"] == turn]
+    rows = []
+    for method in ordered_methods(spec["method"].unique()):
+        record = spec[spec["method"] == method].iloc[0]
+        drafted = record["drafted_trace"] or [math.nan] * len(record["accepted_trace"])
+        gammas = record["gamma_trace"] or [math.nan] * len(record["accepted_trace"])
+        for i, (g, d, a) in enumerate(zip(gammas, drafted, record["accepted_trace"], strict=False), start=1):
+            rows.append({"pair": pair, "method": method, "gamma_init": record["gamma_init"], "prompt_id": prompt_id,
+                         "turn": turn, "round": i, "gamma": g, "drafted": d, "accepted": a})
+    meta = {"pair": pair, "gamma_init": gamma_init, "prompt_id": prompt_id, "turn": turn}
+    return pd.DataFrame(rows, columns=["pair", "method", "gamma_init", "prompt_id", "turn", "round", "gamma",
+                                       "drafted", "accepted"]), meta
+
+
+def trace_table(trace: pd.DataFrame, meta: dict[str, Any]) -> Table | None:
+    """The trace as a table: one row per round, γ and accepted per method."""
+    if trace.empty:
+        return None
+    display = pd.DataFrame({"Round": sorted(trace["round"].unique())})
+    for method in ordered_methods(trace["method"].unique()):
+        block = trace[trace["method"] == method].set_index("round")
+        label = method_label(method)
+        display[f"{label} γ"] = display["Round"].map(block["gamma"]).map(lambda v: fmt_num(v, 0))
+        display[f"{label} accepted"] = display["Round"].map(block["accepted"]).map(lambda v: fmt_num(v, 0))
+    caption = (
+        f"Per-round trace (GammaTune Figure 2a): pair {meta['pair']}, initial γ {fmt_num(meta['gamma_init'], 0)}, "
+        f"prompt {meta['prompt_id']} turn {meta['turn']}: the γ each method chose for the round and the draft "
+        "tokens the target accepted (bonus/correction token not counted)."
+    )
+    return Table("gammatune_fig2a_trace", caption, display, trace)
