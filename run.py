@@ -29,13 +29,15 @@ log = logging.getLogger("specbench")
 
 @hydra.main(config_path="conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    from runners.job import run_job
+    import runners.job as jobs
 
     hc = HydraConfig.get()
     job_dir = hc.runtime.output_dir
     multirun = hc.mode == RunMode.MULTIRUN
+    if jobs.STOP_REQUESTED:
+        raise KeyboardInterrupt("stopped by Ctrl-C")
     try:
-        summary = run_job(cfg, job_dir, progress=True)
+        summary = jobs.run_job(cfg, job_dir, progress=True)
     except ConfigError as exc:
         log.error("configuration error: %s", exc)
         if multirun:

@@ -310,6 +310,38 @@ def _warmup(job: Job, prompts: list[Prompt]) -> None:
             job.ar.generate(ids, min(16, job.cfg.max_new_tokens))
 
 
+STOP_REQUESTED = False  # set by a Ctrl-C that came during a job's last prompt: later jobs do not start
+
+
+class StopAfterCurrentPrompt:
+    """Ctrl-C (SIGINT) once: finish the prompt in flight, record it, then stop.
+    Twice: stop at once (the prompt in flight is lost; everything before it is kept)."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous: Any = None
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        log.warning("Ctrl-C: stopping after the current prompt (press again to stop now)")
+
+    def __enter__(self) -> StopAfterCurrentPrompt:
+        import signal
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handler)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import signal
+
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+
 def _decode_all(
     job: Job, prompts: list[Prompt], done: dict, writer: RecordWriter, progress: bool, logger: JobLogger
 ) -> None:
@@ -320,8 +352,10 @@ def _decode_all(
     bar = tqdm(total=total, desc=f"{cfg.method.name} γ={cfg.gamma}", unit="turn", disable=not progress, leave=False)
     tokens = 0
     seconds = 0.0
-    try:
+    with StopAfterCurrentPrompt() as stop, bar:
         for prompt in prompts:
+            if stop.requested:
+                raise KeyboardInterrupt("stopped after the current prompt")
             history: list[tuple[str, str]] = []
             for turn, user in enumerate(prompt.turns, start=1):
                 prev = done.get((prompt.prompt_id, turn))
@@ -337,8 +371,9 @@ def _decode_all(
                 seconds += record.wall_ms / 1000.0
                 bar.update(1)
                 bar.set_postfix(tok_s=f"{tokens / seconds:.1f}" if seconds else "-")
-    finally:
-        bar.close()
+        if stop.requested:  # the last prompt finished after Ctrl-C: the job is complete, the sweep stops
+            global STOP_REQUESTED
+            STOP_REQUESTED = True
 
 
 def decode_turn(job: Job, prompt: Prompt, turn: int, history: list[tuple[str, str]], user: str) -> Record:

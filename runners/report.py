@@ -6,6 +6,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from hydra.experimental.callback import Callback
+
 
 def job_dirname(override_dirname: str) -> str:
     """A job folder named by its overrides (``gamma=4,method=gammatune``); ``default`` when none."""
@@ -41,3 +43,39 @@ def print_job_line(job_dir: str | Path, summary: dict) -> None:
     print(f"[done] {Path(job_dir).name}: {_fmt(agg.get('tokens_per_s'), '.2f', ' tok/s')}, "
           f"speedup {_fmt(agg.get('speedup'), '.3f', 'x')}, acceptance {_fmt(agg.get('acceptance_rate'), '.3f')}",
           flush=True)
+
+
+class SweepReport(Callback):
+    """Hydra callback (``hydra.callbacks.report``): at the end of a multirun, one line per
+    status and the failed jobs with their errors. It reads the ``summary.json`` files
+    written since the sweep started, so it works with any launcher on a shared disk."""
+
+    def __init__(self) -> None:
+        self.started = 0.0
+
+    def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
+        import time
+
+        self.started = time.time() - 1.0
+
+    def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
+        import json
+
+        sweep_dir = Path(str(config.hydra.sweep.dir))
+        by_status: dict[str, list[tuple[Path, dict]]] = {}
+        for path in sorted(sweep_dir.glob("*/summary.json")):
+            if path.stat().st_mtime < self.started:
+                continue
+            try:
+                summary = json.loads(path.read_text())
+            except ValueError:
+                continue
+            by_status.setdefault(summary.get("status", "unknown"), []).append((path.parent, summary))
+        counts = ", ".join(f"{len(v)} {k}" for k, v in sorted(by_status.items())) or "no job ran"
+        print(f"\nsweep finished in {sweep_dir}: {counts}", flush=True)
+        for folder, summary in by_status.get("failed", []):
+            print(f"  FAILED {folder.name}: {summary.get('error')}", flush=True)
+        for folder, _ in by_status.get("interrupted", []) + by_status.get("running", []):
+            print(f"  unfinished {folder.name}: run the same command again to resume", flush=True)
+        if by_status.get("failed"):
+            raise SystemExit(1)  # a sweep with failed jobs must not look like a success
