@@ -1,0 +1,54 @@
+#!/usr/bin/env python
+"""How much of a sweep is decoding: model loads per sweep, and sweep wall time against the sum
+of its jobs' decode times (a script, not a test).
+
+    python scripts/bench_sweep.py                      # embedded default pair, 2x2 grid
+    python scripts/bench_sweep.py -- method=ar,specdecode,gammatune gamma=1,4 task.n_prompts=3
+
+Everything after ``--`` is passed to ``run.py -m``. Runs in a fresh results folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT = ["method=specdecode,gammatune", "gamma=2,4", "task.n_prompts=2", "max_new_tokens=32"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("overrides", nargs="*", help="run.py overrides (default: %(default)s)", default=DEFAULT)
+    ap.add_argument("--results-dir", default=None)
+    args = ap.parse_args()
+    out = Path(args.results_dir or tempfile.mkdtemp(prefix="specbench-sweep-"))
+    cmd = [sys.executable, str(ROOT / "run.py"), "-m", *args.overrides, f"results_dir={out}"]
+    print("running:", " ".join(cmd), flush=True)
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=ROOT)
+    wall = time.perf_counter() - t0
+    summaries = [json.loads(p.read_text()) for p in sorted(out.glob("*/summary.json"))]
+    records = [json.loads(line) for p in sorted(out.glob("*/records.jsonl")) for line in p.read_text().splitlines()]
+    decode = sum(r["wall_ms"] for r in records) / 1000.0
+    reference = sum(r["ar_wall_ms"] or 0.0 for r in records if r.get("ar_wall_ms")) / 1000.0
+    loads = max((s["model_cache"]["loads"] for s in summaries), default=0)
+    load_s = sum(s.get("load_s") or 0.0 for s in summaries)
+    print(f"\njobs                 {len(summaries)} ({sum(s['status'] == 'complete' for s in summaries)} complete)")
+    print(f"model loads          {loads} for the whole sweep (jobs x models would be "
+          f"{len(summaries) * 2})")
+    print(f"job set-up time      {load_s:.1f} s in all (loads + transforms, first job pays them)")
+    print(f"sweep wall time      {wall:.1f} s (process start, imports and warm-ups included)")
+    print(f"decode time (timed)  {decode:.1f} s = {decode / wall:.2f} of the sweep's wall time")
+    print(f"AR reference decode  {reference:.1f} s (verify_lossless; one per prompt, cached across jobs)")
+    print(f"results              {out}")
+    sys.exit(proc.returncode)
+
+
+if __name__ == "__main__":
+    main()
