@@ -528,7 +528,14 @@ def task_source(cfg: Mapping[str, Any]) -> str:
 
 # --------------------------------------------------------------------------- selection and formatting
 
-def select(prompts: Sequence[Prompt], categories: Sequence[str] | None, n_prompts: int | None) -> list[Prompt]:
+def select(
+    prompts: Sequence[Prompt],
+    categories: Sequence[str] | None,
+    n_prompts: int | None,
+    per_category: int | None = None,
+) -> list[Prompt]:
+    """Filter by ``categories``, keep the first ``per_category`` of each category (in file
+    order), then the first ``n_prompts`` overall."""
     out = list(prompts)
     if isinstance(categories, str):
         categories = [categories]
@@ -539,6 +546,16 @@ def select(prompts: Sequence[Prompt], categories: Sequence[str] | None, n_prompt
             raise ConfigError(f"task.categories: unknown {bad}; this task has {known}")
         wanted = set(categories)
         out = [p for p in out if p.category in wanted]
+    if per_category is not None:
+        if isinstance(per_category, bool) or not isinstance(per_category, int) or per_category < 1:
+            raise ConfigError(f"task.per_category must be an integer >= 1 or null, got {per_category!r}")
+        seen: dict[str, int] = {}
+        kept = []
+        for p in out:
+            seen[p.category] = seen.get(p.category, 0) + 1
+            if seen[p.category] <= per_category:
+                kept.append(p)
+        out = kept
     if n_prompts is not None:
         if isinstance(n_prompts, bool) or not isinstance(n_prompts, int) or n_prompts < 1:
             raise ConfigError(f"task.n_prompts must be an integer >= 1 or null, got {n_prompts!r}")
@@ -551,7 +568,7 @@ def load_task(cfg: Mapping[str, Any]) -> list[Prompt]:
     prompts = loader(cfg)
     if not prompts:
         raise ConfigError(f"task {_task_name(cfg)!r} has no prompts ({task_source(cfg)})")
-    return select(prompts, cfg.get("categories"), cfg.get("n_prompts"))
+    return select(prompts, cfg.get("categories"), cfg.get("n_prompts"), cfg.get("per_category"))
 
 
 def format_turn(

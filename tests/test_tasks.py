@@ -349,3 +349,14 @@ def test_format_turn_errors():
         format_turn(PlainTok(), [], "q", True)
     with pytest.raises(ConfigError, match="auto, true or false"):
         format_turn(PlainTok(), [], "q", "sometimes")
+
+
+def test_per_category_keeps_the_first_n_of_each_category():
+    from specbench.tasks import Prompt, select
+
+    prompts = [Prompt(f"{c}{i}", c, ("x",)) for c in ("a", "b", "c") for i in range(3)]
+    out = select(prompts, None, None, per_category=2)
+    assert [p.prompt_id for p in out] == ["a0", "a1", "b0", "b1", "c0", "c1"]
+    assert [p.prompt_id for p in select(prompts, ["b", "c"], 3, per_category=1)] == ["b0", "c0"]
+    with pytest.raises(ConfigError):
+        select(prompts, None, None, per_category=0)
