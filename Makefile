@@ -8,7 +8,7 @@ ARGS   ?=
 PYTEST_ARGS ?=
 EXP    ?= mini_gammatune_table2
 
-.PHONY: setup run test test-fast lint bench clean-results
+.PHONY: setup run test test-fast lint bench reproduce export-results
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -40,3 +40,13 @@ lint: setup
 ## our engine vs transformers' assisted generation, side by side
 bench: setup
 	$(PY) scripts/bench_vs_hf.py $(ARGS)
+
+## a paper recipe (conf/experiment/EXP.yaml), then its tables and figures
+reproduce: setup
+	$(PY) run.py -m experiment=$(EXP) results_dir=results/$(EXP) $(ARGS)
+	$(PY) -m analysis results/$(EXP)
+
+## copy a finished recipe's records (without output texts) into results/committed/ and analyse them
+export-results: setup
+	$(PY) scripts/export_results.py results/$(EXP) results/committed/$(EXP)
+	$(PY) -m analysis results/committed/$(EXP)
