@@ -40,6 +40,7 @@ class RoundOutcome:
     drafted: int
     accepted: int
     confidences: tuple[float, ...] = field(default_factory=tuple)
+    eos_accepted: bool = False  # an accepted drafted token was an EOS (generation ends in this round)
 
     def __post_init__(self) -> None:
         if not 0 <= self.accepted <= self.drafted:

@@ -58,8 +58,11 @@ class HFHeuristic(GammaPolicy):
 
     def observe(self, outcome: RoundOutcome) -> None:
         self.rounds += 1
-        # transformers: ``num_matches == candidate_length`` (d == 0 included, see module doc)
-        if outcome.accepted == outcome.drafted:
+        # transformers: ``num_matches == candidate_length`` (d == 0 included, see module doc).
+        # When an accepted drafted token is an EOS, transformers cuts the kept tokens at it and
+        # reports one match fewer (the EOS counts as the target's own token): follow it.
+        matches = outcome.accepted - int(outcome.eos_accepted)
+        if matches == outcome.drafted:
             self.gamma += 2
         else:
             self.gamma = max(1, self.gamma - 1)

@@ -90,6 +90,11 @@ def validate(cfg: DictConfig) -> list[Prompt]:
         if name not in ("hf",):
             DRAFTERS.get(name) if name in DRAFTERS else _lazy_drafter(name)
         same = _get(cfg.pair, "same_tokenizer", True)
+        if cfg.method.runner == "hf" and (not same or _get(cfg.pair.draft, "kind", "model") != "model"):
+            raise ConfigError(
+                f"method {cfg.method.name!r} runs transformers' assisted generation with a draft model of the "
+                f"target's vocabulary; pair {cfg.pair.name!r} has none. Use our engine's methods instead."
+            )
         if not same and name in SAME_VOCAB_DRAFTERS:
             raise ConfigError(
                 f"pair {cfg.pair.name!r} has a draft with a different tokenizer than its target, "
@@ -158,7 +163,9 @@ class Job:
 
     def reset_policy(self) -> None:
         """A fresh policy (state carried across prompts, e.g. by warm-up, is dropped)."""
-        if self.policy is not None:
+        if self.cfg.method.runner == "hf":
+            self.runner.reset()
+        elif self.policy is not None:
             self.policy = build_policy(self.cfg.method.policy, self.cfg.gamma, self.cfg.method)
             self.runner.policy = self.policy
 

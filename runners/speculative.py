@@ -145,7 +145,8 @@ class SpeculativeRunner:
             gen.drafted_trace.append(d)
             gen.accepted_trace.append(accepted)
             gen.confidence_trace.append([round(c, 6) for c in draft.confidences[:d]])
-            self.policy.observe(RoundOutcome(gamma, d, accepted, tuple(draft.confidences[:d])))
+            eos_accepted = any(t in self.eos for t in tokens[:accepted])
+            self.policy.observe(RoundOutcome(gamma, d, accepted, tuple(draft.confidences[:d]), eos_accepted))
         timer.mark("end")
         t = timer.read()
         gen.tokens = ids[n_prompt:]

@@ -4,6 +4,8 @@ Every figure is defined here, once (the README quotes these definitions):
 
 * ``ttft_ms``  time to first token: from the start of generation (prompt ids on
   the device) until the first new token is available, i.e. the target's prefill.
+  (For ``runner: hf`` — transformers' own loop, which has no separate prefill — it
+  is the end of the first round: draft prefill, first draft block and its verification.)
 * ``tpot_ms``  time per output token after the first:
   ``(wall_ms - ttft_ms) / (new_tokens - 1)``; null when ``new_tokens < 2``.
 * ``tokens_per_s``  ``new_tokens / (wall_ms / 1000)``.

@@ -1,0 +1,244 @@
+"""Our engine against transformers' assisted generation (runners.hf_assisted), on tiny seeded models.
+
+Greedy, same pair, same γ rule. Two comparisons:
+
+* **direct**: ``HFAssistedRunner.generate(prompt, N)`` vs ``SpeculativeRunner.generate(prompt, N)``:
+  identical tokens (both equal the target's own greedy decoding). The per-round traces are
+  *not* comparable here, by construction: transformers has no separate prefill; its first
+  round drafts from the prompt and the target verifies prompt + draft in one forward, while
+  our engine's prefill emits the first token ``t0`` and its rounds start from prompt + t0.
+  The rounds are shifted by one token, so accept counts (and the heuristic's γ path) differ.
+* **aligned**: transformers given ``prompt + [t0]`` and ``N - 1`` new tokens starts its rounds
+  exactly where ours do. Then tokens, γ, drafted and accepted counts are identical round for
+  round (budget cap ``min(γ, remaining - 1)``, the final ``d = 0`` round, the heuristic's
+  ``+2 / -1`` and the γ carried to the next prompt included).
+
+A round whose *drafted* EOS is accepted: transformers reports one match fewer (the EOS counts as
+the target's own token); our loop passes ``eos_accepted`` so ``HFHeuristic`` does the same
+(``test_drafted_eos_carried_gamma_matches_transformers``).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import tiny
+import torch
+from omegaconf import OmegaConf
+
+from methods.registry import build_policy
+from runners.drafters import ModelDrafter
+from runners.hf_assisted import HFAssistedRunner, HFSettings, hf_settings
+from runners.speculative import AutoregressiveRunner, SpeculativeRunner
+from specbench.registry import ConfigError
+
+N = 24
+TEXTS = ("the quick brown fox", "def add(a, b):")
+SPECDECODE = {"name": "specdecode", "policy": "fixed"}
+HEURISTIC = {"name": "hf_heuristic", "policy": "hf_heuristic", "transient": False}
+
+
+def noisy_copy(model, scale: float, seed: int = 7):
+    """A draft that agrees with the target often but not always (partial acceptance)."""
+    draft = copy.deepcopy(model)
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in draft.parameters():
+            p.add_(torch.randn(p.shape, generator=gen) * scale * p.std())
+    return draft
+
+
+@pytest.fixture(scope="module")
+def pair():
+    tok = tiny.tiny_tokenizer()
+    target = tiny.tiny_model(len(tok), seed=1, layers=2)
+    draft = noisy_copy(target, 0.15)
+    prompts = [tok.encode(t) for t in TEXTS]
+    return target, draft, prompts
+
+
+def ours(target, draft, policy, eos=()):
+    return SpeculativeRunner(target, ModelDrafter(draft, eos), policy, list(eos))
+
+
+def assert_same_rounds(o, h):
+    assert h.gamma_trace == o.gamma_trace
+    assert h.drafted_trace == o.drafted_trace
+    assert h.accepted_trace == o.accepted_trace
+
+
+@pytest.mark.parametrize("gamma", [1, 3, 5, 8])
+def test_specdecode_identical(pair, gamma):
+    target, draft, prompts = pair
+    for ids in prompts:
+        ref = AutoregressiveRunner(target, []).generate(ids, N)
+        o = ours(target, draft, build_policy("fixed", gamma)).generate(ids, N)
+        hf = HFAssistedRunner(target, draft, SPECDECODE, gamma, [])
+        direct = hf.generate(ids, N)
+        assert o.tokens == direct.tokens == ref.tokens
+        # direct: transformers' rounds cover every new token (no prefill token); its first
+        # round drafts from the prompt with the same budget rule
+        assert sum(direct.accepted_trace) + len(direct.accepted_trace) == N
+        assert direct.drafted_trace[0] == min(gamma, N - 1)
+        assert set(direct.gamma_trace) == {gamma}
+        assert 0 < direct.ttft_ms <= direct.wall_ms
+        # ours: the prefill emits one token, then the rounds
+        assert 1 + sum(o.accepted_trace) + len(o.accepted_trace) == N
+        aligned = hf.generate(ids + o.tokens[:1], N - 1)
+        assert aligned.tokens == o.tokens[1:]
+        assert_same_rounds(o, aligned)
+        assert sum(o.accepted_trace) > 0 and sum(o.accepted_trace) < sum(o.drafted_trace)
+
+
+@pytest.mark.parametrize("transient", [False, True])
+@pytest.mark.parametrize("gamma", [1, 3, 6])
+def test_hf_heuristic_identical_over_two_prompts(pair, gamma, transient):
+    target, draft, prompts = pair
+    method = {**HEURISTIC, "transient": transient}
+    policy = build_policy("hf_heuristic", gamma, method)
+    runner = ours(target, draft, policy)
+    hf = HFAssistedRunner(target, draft, method, gamma, [])
+    direct = HFAssistedRunner(target, draft, method, gamma, [])
+    assert hf.settings.schedule == ("heuristic_transient" if transient else "heuristic")
+    carried_before = gamma
+    for ids in prompts:
+        o = runner.generate(ids, N)
+        assert direct.generate(ids, N).tokens == o.tokens
+        aligned = hf.generate(ids + o.tokens[:1], N - 1)
+        assert aligned.tokens == o.tokens[1:]
+        assert_same_rounds(o, aligned)
+        if transient:
+            assert o.gamma_trace[0] == gamma and hf.carried_gamma == gamma
+        else:
+            # γ carried from the previous prompt (transformers writes it back to the assistant's config)
+            assert aligned.gamma_trace[0] == carried_before
+            assert hf.carried_gamma == policy.gamma
+            carried_before = hf.carried_gamma
+    if not transient:
+        assert hf.carried_gamma != gamma  # the carry was actually exercised
+        hf.reset()
+        assert hf.carried_gamma == gamma
+
+
+@pytest.mark.parametrize("adaptive", [False, True])
+def test_assistant_threshold_identical(pair, adaptive):
+    target, draft, prompts = pair
+    probe = ours(target, draft, build_policy("fixed", 4)).generate(prompts[1], N)
+    conf = sorted(c for r in probe.confidence_trace for c in r)
+    tau = conf[len(conf) // 2]  # the median: a mix of stops and continues
+    method = {"name": "assistant_threshold", "policy": "assistant_threshold", "threshold": tau,
+              "adaptive_threshold": adaptive}
+    for gamma in (3, 6):
+        policy = build_policy("assistant_threshold", gamma, method)
+        o = ours(target, draft, policy).generate(prompts[1], N)
+        hf = HFAssistedRunner(target, draft, method, gamma, [])
+        aligned = hf.generate(prompts[1] + o.tokens[:1], N - 1)
+        assert aligned.tokens == o.tokens[1:]
+        assert_same_rounds(o, aligned)
+        assert any(d < min(gamma, N) for d in o.drafted_trace[:-1])  # the stop fired
+        assert hf.last_generator_class == ("AssistedCandidateGenerator" if adaptive else "_FixedThresholdGenerator")
+        if adaptive:
+            assert policy.state()["roc_fits"] > 0
+
+
+def _eos_case(pair):
+    """An EOS id, prompt and γ where a round ends on an accepted *drafted* EOS."""
+    target, _, prompts = pair
+    draft = noisy_copy(target, 0.1)
+    for ids in prompts:
+        free = AutoregressiveRunner(target, []).generate(ids, N).tokens
+        for k in range(6, N):
+            if free[k] in free[:k]:
+                continue
+            eos = [free[k]]
+            for gamma in (2, 3, 4):
+                o = ours(target, draft, build_policy("hf_heuristic", gamma, HEURISTIC), eos).generate(ids, N)
+                if o.stop_reason == "eos" and o.drafted_trace[-1] == o.accepted_trace[-1] >= 1:
+                    return draft, ids, eos, gamma
+    raise AssertionError("no prompt/EOS with an accepted drafted EOS in the tiny pair")
+
+
+def test_drafted_eos_counts(pair):
+    """transformers crops the valid tokens at the EOS and recomputes ``n_matches = len(valid) - 1``,
+    so an accepted drafted EOS is reported as the target's token; the runner's accepted_trace
+    counts it as accepted (our records' definition) and matches our engine."""
+    target, _, _ = pair
+    draft, ids, eos, gamma = _eos_case(pair)
+    o = ours(target, draft, build_policy("hf_heuristic", gamma, HEURISTIC), eos).generate(ids, N)
+    hf = HFAssistedRunner(target, draft, HEURISTIC, gamma, eos)
+    aligned = hf.generate(ids + o.tokens[:1], N - 1)
+    assert aligned.tokens == o.tokens[1:] and aligned.stop_reason == "eos"
+    assert_same_rounds(o, aligned)
+    assert hf.last_num_matches[:-1] == aligned.accepted_trace[:-1]
+    assert hf.last_num_matches[-1] == aligned.accepted_trace[-1] - 1  # transformers' count
+    # so transformers' heuristic treats that round as a partial acceptance: -1, not +2
+    assert hf.carried_gamma == max(1, aligned.gamma_trace[-1] - 1)
+
+
+def test_drafted_eos_carried_gamma_matches_transformers(pair):
+    target, _, _ = pair
+    draft, ids, eos, gamma = _eos_case(pair)
+    policy = build_policy("hf_heuristic", gamma, HEURISTIC)
+    o = ours(target, draft, policy, eos).generate(ids, N)
+    hf = HFAssistedRunner(target, draft, HEURISTIC, gamma, eos)
+    hf.generate(ids + o.tokens[:1], N - 1)
+    assert policy.gamma == hf.carried_gamma
+
+
+def test_generation_config_restored(pair, monkeypatch):
+    target, draft, prompts = pair
+    before = draft.generation_config.to_dict()
+    config_object = draft.generation_config
+    hf = HFAssistedRunner(target, draft, HEURISTIC, 3, [])
+    out = hf.generate(prompts[0], N)
+    assert out.gamma_trace[-1] != 3 and hf.carried_gamma != 3  # transformers did write γ back
+    assert draft.generation_config is config_object
+    assert draft.generation_config.to_dict() == before
+    assert "_get_candidate_generator" not in vars(target)
+    # also when generate() raises half-way
+    def boom(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(target, "forward", boom)
+    with pytest.raises(RuntimeError, match="boom"):
+        hf.generate(prompts[0], N)
+    assert draft.generation_config.to_dict() == before
+    assert "_get_candidate_generator" not in vars(target)
+
+
+def test_sampling_runs_and_leaves_global_rng(pair):
+    target, draft, prompts = pair
+    hf = HFAssistedRunner(target, draft, SPECDECODE, 3, [], temperature=0.8)
+    state = torch.get_rng_state()
+    a = hf.generate(prompts[0], N, torch.Generator().manual_seed(5))
+    b = hf.generate(prompts[0], N, torch.Generator().manual_seed(5))
+    assert torch.equal(torch.get_rng_state(), state)
+    assert a.tokens == b.tokens and len(a.tokens) == N
+    assert sum(a.accepted_trace) + len(a.accepted_trace) == N
+
+
+def test_settings_and_refusals(pair, root):
+    target, draft, _ = pair
+    assert hf_settings({"name": "specdecode"}) == HFSettings("constant", 0.0)
+    assert hf_settings({"name": "hf_heuristic_transient"}).schedule == "heuristic_transient"
+    expected = {
+        "hf_native_specdecode": HFSettings("constant", 0.0),
+        "hf_native_heuristic": HFSettings("heuristic", 0.0),
+        "hf_native_heuristic_transient": HFSettings("heuristic_transient", 0.0),
+        "hf_native_assistant_threshold": HFSettings("constant", 0.4, True),
+    }
+    for name, settings in expected.items():
+        cfg = OmegaConf.load(root / "conf" / "method" / f"{name}.yaml")
+        assert cfg.name == name and cfg.runner == "hf" and cfg.drafter == "hf"
+        assert hf_settings(cfg) == settings
+        build_policy(cfg.policy, 4, cfg)  # what job.validate checks
+    with pytest.raises(ConfigError, match="not a transformers schedule"):
+        HFAssistedRunner(target, draft, {"name": "gammatune", "policy": "gammatune"}, 4, [])
+    with pytest.raises(ConfigError, match="no transformers equivalent"):
+        HFAssistedRunner(target, draft, {"name": "gammatune"}, 4, [])
+    with pytest.raises(ConfigError, match="persist_threshold"):
+        hf_settings({"name": "t", "policy": "assistant_threshold", "persist_threshold": True})
+    other = tiny.tiny_model(len(tiny.tiny_tokenizer()) + 5, seed=3, layers=1)
+    with pytest.raises(ConfigError, match="vocabulary"):
+        HFAssistedRunner(target, other, SPECDECODE, 4, [])
