@@ -26,6 +26,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from methods.hetero import check_supported
 from methods.registry import POLICIES, build_policy
 from runners.base import Generation
 from runners.drafters import DRAFTERS
@@ -87,6 +88,7 @@ def validate(cfg: DictConfig) -> list[Prompt]:
         POLICIES.get(cfg.method.policy)
         build_policy(cfg.method.policy, gamma, cfg.method)  # parameter ranges
         name = drafter_name(cfg)
+        check_supported(cfg.method, cfg.pair)  # slrs / union: exact-evaluation only
         if name not in ("hf",):
             DRAFTERS.get(name) if name in DRAFTERS else _lazy_drafter(name)
         same = _get(cfg.pair, "same_tokenizer", True)
@@ -181,6 +183,7 @@ class Job:
             "eos_token_ids": self.eos,
             "target_vocab_size": int(self.target.get_output_embeddings().weight.shape[0]),
             "draft_cfg": draft_cfg,
+            "method_cfg": cfg.method,
         }
         if _get(draft_cfg, "kind", "model") == "model":
             spec = ModelSpec.from_cfg(draft_cfg)

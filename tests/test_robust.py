@@ -135,3 +135,10 @@ def test_heterogeneous_pair_under_a_same_vocabulary_method_leaves_no_folder(tmp_
     assert proc.returncode == 2
     assert "method=tli" in proc.stderr + proc.stdout
     assert not [p for p in tmp_path.rglob("*") if p.is_file()]
+
+
+@pytest.mark.parametrize("method", ["slrs", "union"])
+def test_exact_only_methods_are_refused_before_loading(method):
+    with pytest.raises(ConfigError) as info:
+        validate(_compose("pair=gemma3-270m_smollm2-135m", f"method={method}"))
+    assert "exact-evaluation only" in str(info.value)

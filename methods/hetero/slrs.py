@@ -185,6 +185,8 @@ class SLRS:
             raise ValueError(f"target distribution has {len(p)} entries, vocabulary {self.target_size}")
         _, cand = self.draft(draft_next, chooser)
         psi, _, _ = self.psi(draft_next)
+        if cand is not BOTTOM and psi[cand] <= 0.0:
+            raise RuntimeError(f"candidate {cand} was sampled but psi gives it no mass: psi and sampling disagree")
         if cand is not BOTTOM and bernoulli(chooser, min(1.0, float(p[cand]) / psi[cand])):
             return True, cand
         return False, chooser.choice(normalize([max(0.0, float(a) - b) for a, b in zip(p, psi, strict=True)]))

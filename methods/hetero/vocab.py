@@ -30,7 +30,7 @@ import torch
 REPLACEMENT_CHAR = "\ufffd"
 
 
-def _anchor_id(tokenizer: Any) -> int | None:
+def anchor_id(tokenizer: Any) -> int | None:
     try:
         ids = tokenizer.encode("a", add_special_tokens=False)
     except Exception:  # pragma: no cover - exotic tokenizers
@@ -47,7 +47,7 @@ def token_strings(tokenizer: Any, size: int | None = None) -> list[str | None]:
     special.update(i for i, t in added.items() if getattr(t, "special", False))
     ids = list(range(min(size, n_tok)))
     kw = {"skip_special_tokens": False, "clean_up_tokenization_spaces": False}
-    anchor = _anchor_id(tokenizer)
+    anchor = anchor_id(tokenizer)
     if anchor is not None:
         head = tokenizer.decode([anchor], **kw)
         pairs = tokenizer.batch_decode([[anchor, i] for i in ids], **kw)

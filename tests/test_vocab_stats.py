@@ -1,0 +1,99 @@
+"""Vocabulary mapping by string and the statistics of Timor et al., Tables 8-11, on tiny local tokenizers."""
+
+from __future__ import annotations
+
+import json
+
+from tiny import CORPUS, tiny_tokenizer
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import PreTrainedTokenizerFast
+
+from methods.hetero.vocab import build_vocab_mapping, token_strings
+from methods.vocab_stats import format_report, injectivity, main, prompt_overlap, vocab_overlap, vocab_report
+
+
+def sentencepiece_like(scheme: str = "always") -> PreTrainedTokenizerFast:
+    """A '▁'-convention BPE whose decoder drops the first token's leading space (Llama style)."""
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme=scheme)
+    tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme=scheme)
+    tok.train_from_iterator(CORPUS, trainers.BpeTrainer(vocab_size=200, special_tokens=["<eos>", "<unk>"], show_progress=False))
+    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<eos>", unk_token="<unk>")
+
+
+def test_token_strings_read_the_text_a_token_adds():
+    bpe = tiny_tokenizer(300, "bpe")
+    strings = token_strings(bpe)
+    the = bpe.convert_tokens_to_ids("Ġthe")
+    assert strings[the] == " the" and strings[bpe.convert_tokens_to_ids("Ċ")] == "\n"
+    assert strings[bpe.eos_token_id] is None  # special tokens are paired explicitly, never by text
+    lone_byte = bpe.convert_tokens_to_ids("Ã")  # byte 0xC3 alone: an incomplete UTF-8 character
+    assert strings[lone_byte] is None
+    assert token_strings(bpe, size=310)[300:] == [None] * 10  # padding rows of a bigger head
+
+
+def test_mapping_matches_byte_level_g_and_sentencepiece_underscore_conventions():
+    sp, bpe = sentencepiece_like(), tiny_tokenizer(300, "bpe")
+    assert sp.decode(sp.convert_tokens_to_ids(["▁the"])) == "the"  # decoded alone, the space is lost...
+    mapping = build_vocab_mapping(sp, bpe)
+    d2t = mapping.draft_to_target
+    pairs = {"▁the": "Ġthe", "▁": "Ġ", "\n": "Ċ", "at": "at"}
+    for sp_tok, bpe_tok in pairs.items():  # ...but after an anchor token it is kept, so they match
+        assert int(d2t[sp.convert_tokens_to_ids(sp_tok)]) == bpe.convert_tokens_to_ids(bpe_tok)
+    raw = set(sp.get_vocab()) & set(bpe.get_vocab())  # comparing raw vocabulary entries misses them
+    assert mapping.intersection_size >= len(raw) + 15
+
+
+def test_mapping_pairs_eos_explicitly():
+    char, bpe = tiny_tokenizer(kind="char"), tiny_tokenizer(300, "bpe")
+    mapping = build_vocab_mapping(char, bpe, draft_eos_ids=[0], target_eos_ids=[bpe.eos_token_id])
+    assert int(mapping.draft_to_target[0]) == bpe.eos_token_id
+    assert int(build_vocab_mapping(char, bpe).draft_to_target[0]) == -1
+
+
+def test_overlap_of_char_and_bpe_vocabularies():
+    char, bpe = tiny_tokenizer(kind="char"), tiny_tokenizer(300, "bpe")
+    stats = vocab_overlap(bpe, char)
+    # every character of the corpus is a single-byte token of the byte-level BPE
+    assert stats["target_vocab_size"] == 300 and stats["draft_vocab_size"] == 34
+    assert stats["intersection"] == 33 == stats["draft_strings"]
+    assert stats["intersection_ratio"] == 33 / 300
+    assert vocab_overlap(char, bpe)["intersection_ratio"] == 33 / 34
+
+
+def test_prompt_overlap_counts_distinct_target_tokens_of_the_prompts():
+    char, bpe = tiny_tokenizer(kind="char"), tiny_tokenizer(300, "bpe")
+    prompts = ["the dog", "the dog sat"]
+    seen = {t for p in prompts for t in bpe(p, add_special_tokens=False).input_ids}
+    single = {t for t in seen if len(bpe.decode([t])) == 1}
+    stats = prompt_overlap(bpe, char, prompts)
+    assert stats["prompt_tokens"] == len(seen) and stats["prompt_intersection"] == len(single)
+    assert 0 < stats["prompt_intersection_ratio"] < 1
+    assert prompt_overlap(char, bpe, prompts)["prompt_intersection_ratio"] == 1.0
+
+
+def test_injectivity_check_on_prefixes():
+    char, bpe = tiny_tokenizer(kind="char"), tiny_tokenizer(300, "bpe")
+    prompts = ["the quick brown fox " * 8, "The Dog", "a cat sat"]
+    assert injectivity(bpe, prompts)["round_trip_fraction"] == 1.0  # byte-level BPE: lossless
+    res = injectivity(char, prompts)  # unknown upper-case letters become <eos>: not injective
+    assert res["round_trips"] == 2 and not res["injective"]
+    assert res["failures"][0]["prefix"] == "The Dog" and res["failures"][0]["decoded"] == "<eos>he <eos>og"
+    assert injectivity(char, ["x" * 150 + "A"])["injective"]  # only the first 100 characters count
+
+
+def test_report_and_command_line(tmp_path, capsys):
+    char, bpe = tiny_tokenizer(kind="char"), tiny_tokenizer(300, "bpe")
+    report = vocab_report(bpe, char, ["the dog", "The cat"])
+    assert report["injectivity"]["draft"]["round_trips"] == 1
+    assert "(Table 9)" in format_report(report)
+    bpe.save_pretrained(tmp_path / "bpe")
+    char.save_pretrained(tmp_path / "char")
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text(json.dumps({"turns": ["the dog", "The cat"]}) + "\n" + json.dumps({"prompt": "a log"}) + "\n")
+    out = tmp_path / "stats.json"
+    assert main(["--target", str(tmp_path / "bpe"), "--draft", str(tmp_path / "char"), "--prompts", str(prompts),
+                 "--json", str(out)]) == 0
+    saved = json.loads(out.read_text())
+    assert saved["intersection"] == 33 and saved["injectivity"]["draft"]["prompts"] == 3
+    assert "| |T ∩ D| by string (Table 9) | 33 |" in capsys.readouterr().out
