@@ -32,6 +32,7 @@ from analysis.frame import complete_only, load_records, scenarios
 from analysis.metrics import POOLINGS
 from analysis.paper import load_paper_numbers
 from analysis.render import Table, save_figure, to_markdown, write_table
+from analysis.replay_table import replay_table
 from analysis.tables import acceptance_table, latency_table, speedup_table, trace_frame, trace_table
 
 
@@ -115,6 +116,8 @@ def analyse(df: pd.DataFrame, out: Path | None, args: argparse.Namespace) -> tup
         report.table("model latency table", lambda: latency_table(df, args.pooling, paper))
         report.table("heterogeneous-vocabulary table", lambda: hetero_table(df, args.pooling, paper))
         report.table("per-category table", lambda: category_table(df, args.pooling))
+        if args.results_dir:
+            report.table("replay oracle table", lambda: replay_table(args.results_dir))
     return speedups, report
 
 

@@ -1,0 +1,494 @@
+"""Traces and replay (runners.trace, runners.replay, runners.latency, analysis.replay_table).
+
+* replayed rounds equal the rounds of real ``SpeculativeRunner`` runs, exactly, for every
+  replayable method config and several initial γ, with one policy across prompts;
+* the trace's rollouts are what ``ModelDrafter`` drafts; batched tails match sequential ones;
+* the oracle is never beaten (random synthetic traces and latency models), equals a brute
+  force, and equals the agreement oracle under the paper's cost model;
+* the latency calibration recovers a known cost function from noisy timings;
+* the grid CLI and the oracle table.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import random
+from functools import cache
+from pathlib import Path
+
+import pytest
+import tiny
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from methods.base import FixedGamma
+from methods.registry import POLICIES, build_policy
+from runners.drafters import ModelDrafter
+from runners.latency import ForwardCost, LatencyModel, calibrate, fit_affine
+from runners.replay import (
+    AGREEMENT_ORACLE,
+    BEST_FIXED_TASK,
+    ORACLE,
+    _round_ms,
+    _seen_after,
+    agreement_oracle,
+    load_method,
+    main,
+    oracle,
+    oracle_schedule,
+    replay,
+    replay_job,
+)
+from runners.speculative import SpeculativeRunner
+from runners.trace import Trace, TraceTooShort, build_trace, pack_conf, read_traces, unpack_conf, write_traces
+
+ROOT = Path(__file__).resolve().parents[1]
+MAX_NEW = 40
+GAMMAS = [1, 2, 5, 12]
+
+
+def _replayable_methods() -> list[str]:
+    out = []
+    for path in sorted((ROOT / "conf" / "method").glob("*.yaml")):
+        try:
+            load_method(path.stem)
+        except Exception:  # noqa: BLE001 - not the speculative loop with a model drafter
+            continue
+        out.append(path.stem)
+    return out
+
+
+METHODS = _replayable_methods()
+# parameter variants that make the confidence stop, its ROC adaptation and persistence matter
+VARIANTS = [
+    "assistant_threshold:threshold=0.6",
+    "assistant_threshold:adaptive_threshold=true",
+    "assistant_threshold:adaptive_threshold=true,persist_threshold=true",
+    "gammatune:transient=true",
+    "gammatune:eta=0.6,delta=1,gamma_max=12",
+    "gammatune_plus:threshold=0.55,transient=true",
+]
+
+
+@pytest.fixture(scope="module")
+def pair():
+    """A sharpened tiny target and a noisy copy as draft: agreement runs of ~1-3 tokens, draft
+    confidences spread over ~0.3-0.9, and an EOS that the target emits in one prompt."""
+    tok = tiny.tiny_tokenizer()
+    vocab = len(tok)
+    target = tiny.tiny_model(vocab, seed=1, layers=2)
+    with torch.no_grad():
+        target.lm_head.weight.mul_(50.0)
+    draft = copy.deepcopy(target)
+    gen = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        for p in draft.parameters():
+            p.add_(torch.randn(p.shape, generator=gen) * 0.2 * p.abs().mean())
+    texts = ("the quick brown fox", "def add(a, b):", "one two three", "a cat sat on", "translate the sentence")
+    prompts = [tok.encode(t) for t in texts]
+    from runners.speculative import AutoregressiveRunner
+
+    free = AutoregressiveRunner(target, []).generate(prompts[0], MAX_NEW).tokens
+    k = next(i for i in range(12, MAX_NEW) if free[i] not in free[:i])
+    eos = [free[k]]  # prompt 0 ends with this EOS at token k+1; other prompts may or may not
+    return target, draft, prompts, eos
+
+
+@pytest.fixture(scope="module")
+def traces(pair):
+    target, draft, prompts, eos = pair
+    return [build_trace(target, draft, ids, MAX_NEW, eos, gamma_max=MAX_NEW, prompt_id=f"p{i}")
+            for i, ids in enumerate(prompts)]
+
+
+def test_the_fixture_exercises_what_matters(traces, pair):
+    assert traces[0].stop_reason == "eos"
+    assert any(tr.stop_reason == "max_new_tokens" for tr in traces)
+    agree = [a for tr in traces for a in tr.agreements]
+    assert 0.5 < sum(agree) / len(agree) < 6 and agree.count(0) > 10
+    confs = [c for tr in traces for c in tr.draft_conf]
+    assert min(confs) < 0.4 < max(confs)
+    assert sum(tr.near_ties for tr in traces) == 0  # so the exact-equality test below is meaningful
+    covered = {load_method(m).policy for m in METHODS + VARIANTS}
+    assert covered >= set(POLICIES.names())  # every registered policy is checked against real runs
+    assert {"fixed", "hf_heuristic", "assistant_threshold", "gammatune", "gammatune_plus"} <= covered
+    assert {"specdecode", "hf_heuristic", "hf_heuristic_transient", "assistant_threshold", "gammatune",
+            "gammatune_plus"} <= set(METHODS)
+
+
+def _real_job(pair, method, gamma, max_new):
+    target, draft, prompts, eos = pair
+    policy = method.build(gamma)
+    outs = [SpeculativeRunner(target, ModelDrafter(draft, eos), policy, eos).generate(ids, max_new) for ids in prompts]
+    return outs, policy
+
+
+@pytest.mark.parametrize("gamma", GAMMAS)
+@pytest.mark.parametrize("method", METHODS + VARIANTS)
+def test_replay_equals_real_runs_exactly(pair, traces, method, gamma):
+    spec = load_method(method)
+    outs, real_policy = _real_job(pair, spec, gamma, MAX_NEW)
+    policy = spec.build(gamma)
+    replays = replay_job(traces, policy)
+    for out, rep, tr in zip(outs, replays, traces):
+        assert out.tokens == tr.tokens  # lossless, and the trace's target output
+        assert rep.gamma_trace == out.gamma_trace, (tr.prompt_id, method, gamma)
+        assert rep.drafted_trace == out.drafted_trace, (tr.prompt_id, method, gamma)
+        assert rep.accepted_trace == out.accepted_trace, (tr.prompt_id, method, gamma)
+        assert rep.new_tokens == len(out.tokens) and rep.stop_reason == out.stop_reason
+        for a, b in zip(rep.confidence_trace, out.confidence_trace):
+            assert len(a) == len(b) and all(abs(x - y) <= 1.5e-6 for x, y in zip(a, b))
+    # the policies end in the same state (floats: the ROC-adapted τ is a draft confidence, equal up to rounding)
+    assert _close(policy.state(), real_policy.state())
+
+
+def _close(a, b) -> bool:
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_close(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b))
+    if isinstance(a, float) and isinstance(b, float):
+        return math.isclose(a, b, rel_tol=1e-5, abs_tol=1e-6)
+    return a == b
+
+
+@pytest.mark.parametrize("max_new", [1, 2, 3, 7, 13])
+@pytest.mark.parametrize("method", ["specdecode", "hf_heuristic", "gammatune_plus"])
+def test_replay_of_shorter_generations_equals_real_runs(pair, traces, method, max_new):
+    spec = load_method(method)
+    for gamma in (1, 4):
+        outs, _ = _real_job(pair, spec, gamma, max_new)
+        reps = replay_job(traces, spec.build(gamma), max_new_tokens=max_new)
+        for out, rep in zip(outs, reps):
+            assert (rep.gamma_trace, rep.drafted_trace, rep.accepted_trace) == (
+                out.gamma_trace, out.drafted_trace, out.accepted_trace)
+            assert rep.new_tokens == len(out.tokens)
+
+
+class _NeverStop(FixedGamma):
+    pass
+
+
+def test_trace_rollouts_are_what_the_drafter_drafts(pair, traces):
+    """rollout(t, k) from the trace == ModelDrafter.propose from the prefix at t, for every t."""
+    _, draft, prompts, eos = pair
+    for ids, tr in list(zip(prompts, traces))[:2]:
+        for t in range(1, tr.n):
+            k = tr.available(t, MAX_NEW - 1 - t)
+            if k == 0:
+                continue
+            drafter = ModelDrafter(draft, eos)
+            drafter.begin(ids)
+            got = drafter.propose(ids + tr.tokens[:t], k, _NeverStop(1), 0.0, None)
+            toks, confs = tr.rollout(t, k)
+            assert got.tokens == toks, (tr.prompt_id, t)
+            assert all(abs(a - b) < 1e-6 for a, b in zip(got.confidences, confs))
+            a = tr.agreement(t)
+            assert toks[:a] == tr.tokens[t : t + a] and (len(toks) <= a or t + a >= tr.n or toks[a] != tr.tokens[t + a])
+
+
+def test_batched_tails_match_sequential(pair, traces):
+    target, draft, prompts, eos = pair
+    for ids, seq in zip(prompts[:3], traces[:3]):
+        bat = build_trace(target, draft, ids, MAX_NEW, eos, gamma_max=MAX_NEW, mode="batched", prompt_id=seq.prompt_id)
+        assert bat.tokens == seq.tokens and bat.draft_next == seq.draft_next
+        assert max(abs(a - b) for a, b in zip(bat.draft_conf, seq.draft_conf)) < 1e-5
+        assert bat.tails.keys() == seq.tails.keys()
+        for s, (toks, confs) in seq.tails.items():
+            assert bat.tails[s][0] == toks
+            assert max(abs(a - b) for a, b in zip(bat.tails[s][1], confs)) < 1e-5
+
+
+def test_trace_files_round_trip_exactly(traces, tmp_path):
+    path = tmp_path / "trace.jsonl"
+    write_traces(path, traces)
+    back = read_traces(path)
+    for a, b in zip(traces, back):
+        assert a.tokens == b.tokens and a.draft_next == b.draft_next and a.tails.keys() == b.tails.keys()
+        assert a.draft_conf == b.draft_conf  # bit-exact through the float32 shortest repr
+        assert all(a.tails[s] == b.tails[s] for s in a.tails)
+    assert all(unpack_conf(pack_conf(c)) == c for tr in traces for c in tr.draft_conf)
+
+
+def test_a_short_trace_says_so(pair):
+    target, draft, prompts, eos = pair
+    tr = build_trace(target, draft, prompts[1], 30, [], gamma_max=2)
+    assert all(len(toks) <= 2 for toks, _ in tr.tails.values())
+    replay(tr, FixedGamma(2))  # γ <= gamma_max always replays
+    with pytest.raises(TraceTooShort, match="gamma-max"):
+        replay(tr, FixedGamma(20))
+
+
+# ----------------------------------------------------------------- the oracle on synthetic traces
+
+EOS = 0
+
+
+@st.composite
+def synthetic_traces(draw):
+    """Random target outputs, agreement flags, confidences and tails (with EOS), gamma_max >= M."""
+    n = draw(st.integers(1, 12))
+    ends_eos = draw(st.booleans())
+    m = n + draw(st.integers(1, 3)) if ends_eos else n
+    x = [draw(st.integers(1, 4)) for _ in range(n)]
+    if ends_eos:
+        x[-1] = EOS
+    conf = st.floats(0.0, 1.0, allow_nan=False)
+    draft_next, draft_conf, tails = [], [], {}
+    for t in range(1, n):
+        match = draw(st.booleans())
+        tok = x[t] if match else draw(st.sampled_from([v for v in range(5) if v != x[t]]))
+        c = draw(conf)
+        draft_next.append(tok)
+        draft_conf.append(c)
+        length = m - 1 - t
+        if not match and length > 0:
+            toks, confs = [tok], [c]
+            while len(toks) < length and toks[-1] != EOS:
+                toks.append(draw(st.integers(0, 4)))
+                confs.append(draw(conf))
+            tails[t] = (toks, confs)
+    return Trace(prompt_id="s", turn=1, prompt_tokens=draw(st.integers(1, 6)), max_new_tokens=m, gamma_max=m,
+                 eos=(EOS,), tokens=x, draft_next=draft_next, draft_conf=draft_conf, tails=tails)
+
+
+@st.composite
+def affine_latency(draw):
+    """Random affine costs, T_target(k) and T_draft(k) nondecreasing in k and in the context."""
+    f = st.floats(0.0, 20.0, allow_nan=False)
+    small = st.floats(0.0, 2.0, allow_nan=False)
+    return LatencyModel.affine(target=(draw(f), draw(small)), draft=(draw(f), draw(small)),
+                               round_overhead_ms=draw(small), ar_overhead_ms=draw(small),
+                               context=(draw(st.floats(0, 0.2)), draw(st.floats(0, 0.2))),
+                               target_prefill=(draw(f), draw(small)), draft_prefill=(draw(f), draw(small)))
+
+
+def _policy_strategy():
+    gammas = st.integers(1, 8)
+    thr = st.floats(0.0, 1.0, allow_nan=False)
+    return st.one_of(
+        st.builds(lambda g: ("fixed", g, {}), gammas),
+        st.builds(lambda g, tr: ("hf_heuristic", g, {"transient": tr}), gammas, st.booleans()),
+        st.builds(lambda g, t: ("assistant_threshold", g, {"threshold": t}), gammas, thr),
+        st.builds(lambda g, e, d, tr: ("gammatune", g, {"eta": e, "delta": d, "transient": tr}),
+                  gammas, st.floats(0.05, 1.0), st.floats(0.0, 3.0), st.booleans()),
+        st.builds(lambda g, e, t: ("gammatune_plus", g, {"eta": e, "threshold": t}), gammas, st.floats(0.05, 1.0), thr),
+    )
+
+
+def _brute_force(trace: Trace, lat: LatencyModel, m: int) -> float:
+    """Minimum predicted wall over every sequence of drafted lengths (memoised on the exact state)."""
+    n, p = min(trace.n, m), trace.prompt_tokens
+
+    @cache
+    def best(t: int, seen: int) -> float:
+        if t >= n:
+            return 0.0
+        budget = m - t - 1
+        options = [0] + list(range(1, trace.available(t, budget) + 1)) if budget > 0 else [0]
+        out = math.inf
+        for d in options:
+            acc = min(d, trace.agreement(t))
+            new_t = min(t + acc + 1, n)
+            cost = _round_ms(lat, p, t, seen, d) + best(new_t, _seen_after(p, t, seen, d, acc, new_t))
+            out = min(out, cost)
+        return out
+
+    return lat.target_prefill_ms(p) + best(1, 0)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(trace=synthetic_traces(), lat=affine_latency(), policies=st.lists(_policy_strategy(), min_size=1, max_size=4),
+       cut=st.integers(0, 3))
+def test_no_policy_beats_the_oracle(trace, lat, policies, cut):
+    m = max(1, trace.max_new_tokens - cut)  # also shorter generations than the trace holds
+    best = oracle(trace, lat, m)
+    total, _ = oracle_schedule(trace, lat, m)
+    assert math.isclose(best.wall_ms, total, rel_tol=1e-9, abs_tol=1e-9)
+    assert math.isclose(total, _brute_force(trace, lat, m), rel_tol=1e-9, abs_tol=1e-9)
+    assert best.new_tokens == min(trace.n, m)
+    assert best.wall_ms <= agreement_oracle(trace, lat, m).wall_ms + 1e-9
+    for name, gamma, params in policies:
+        res = replay(trace, build_policy(name, gamma, params), lat, m)
+        assert best.wall_ms <= res.wall_ms + 1e-9, (name, gamma, params)
+
+
+@settings(max_examples=100, deadline=None)
+@given(trace=synthetic_traces(), c=st.floats(1.0, 30.0))
+def test_agreement_oracle_is_optimal_under_the_paper_cost_model(trace, c):
+    lat = LatencyModel.paper(c)
+    assert math.isclose(agreement_oracle(trace, lat).wall_ms, oracle(trace, lat).wall_ms, rel_tol=1e-12)
+
+
+def test_agreement_oracle_can_be_beaten_when_target_calls_are_cheap():
+    """Run of 9 agreeing tokens; the target costs ~nothing, a draft token 10: two rounds beat one."""
+    x = [1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3]
+    tr = Trace("c", 1, 3, 11, 11, (EOS,), x, x[1:], [0.9] * 10, {})
+    lat = LatencyModel.affine(target=(0.0, 0.0), draft=(10.0, 0.0))
+    assert oracle(tr, lat).wall_ms < agreement_oracle(tr, lat).wall_ms
+
+
+# ----------------------------------------------------------------- latency model and calibration
+
+def test_calibration_recovers_a_known_cost_function():
+    rng = random.Random(0)
+    truth = {  # a + b·k + c·context for steps; p + q·k for prefills
+        "target": {"a": 40.0, "b": 1.5, "c": 0.02, "p": 30.0, "q": 0.8},
+        "draft": {"a": 8.0, "b": 0.4, "c": 0.005, "p": 6.0, "q": 0.2},
+    }
+
+    def fake(model: str, k: int, context: int) -> float:
+        c = truth[model]
+        mean = c["p"] + c["q"] * k if context == 0 else c["a"] + c["b"] * k + c["c"] * context
+        return mean * (1 + rng.gauss(0, 0.02)) + (50.0 if rng.random() < 0.05 else 0.0)  # noise + outliers
+
+    lat = calibrate(fake, k_max=16, draft_k_max=4, ref_context=128, contexts=(32, 512, 1024),
+                    prefill_lengths=(16, 64, 128, 256, 512), warmup=1, repeats=7)
+    for model, cost in (("target", lat.target), ("draft", lat.draft)):
+        c = truth[model]
+        assert cost.step_affine[1] == pytest.approx(c["b"], rel=0.15)
+        assert cost.context_ms_per_token == pytest.approx(c["c"], rel=0.2)
+        assert cost.prefill_affine[1] == pytest.approx(c["q"], rel=0.1)
+        for k, ctx in ((1, 64), (3, 300), (12, 800), (30, 200)):
+            want = c["a"] + c["b"] * k + c["c"] * ctx
+            assert cost.forward_ms(k, ctx) == pytest.approx(want, rel=0.05), (model, k, ctx)
+        assert cost.forward_ms(200, 0) == pytest.approx(c["p"] + c["q"] * 200, rel=0.05)
+    assert lat.c == pytest.approx((40 + 1.5 + 0.02 * 128) / (8 + 0.4 + 0.005 * 128), rel=0.05)
+
+
+def test_fit_affine_and_latency_json_round_trip(tmp_path):
+    assert fit_affine([1, 2, 3], [3, 5, 7]) == pytest.approx((1.0, 2.0))
+    lat = LatencyModel(ForwardCost({1: 5.0, 2: 5.5}, (4.5, 0.5), 0.01, 64, (10.0, 0.1)),
+                       ForwardCost.affine(1.0, 0.1), 0.3, 0.1, {"pair": "x"})
+    back = LatencyModel.load(lat.save(tmp_path / "lat.json"))
+    assert back == lat
+    assert back.target.forward_ms(2, 64) == 5.5 and back.target.forward_ms(4, 74) == pytest.approx(6.6)
+    assert back.target.forward_ms(100, 0) == pytest.approx(20.0)
+
+
+def test_predicted_wall_adds_up(traces):
+    lat = LatencyModel.affine(target=(10.0, 1.0), draft=(2.0, 0.5), round_overhead_ms=0.25)
+    res = replay(traces[1], FixedGamma(3), lat)
+    assert res.ttft_ms == lat.target_prefill_ms(traces[1].prompt_tokens)
+    assert res.wall_ms == pytest.approx(res.ttft_ms + sum(res.round_ms))
+    # every round: one target forward of d+1 tokens, d draft forwards, the overhead
+    drafting = [d for d in res.drafted_trace if d]
+    lo = sum(10.0 + (d + 1) + 0.25 for d in res.drafted_trace) + sum(2.0 + 0.5 * d for d in drafting)
+    assert res.wall_ms - res.ttft_ms >= lo - 1e-9
+
+
+# ----------------------------------------------------------------- CLI and the oracle table
+
+def test_grid_cli_writes_rows_and_the_oracle_table(traces, tmp_path, capsys):
+    from analysis.replay_table import load_replay, oracle_fractions, replay_table
+
+    folder = tmp_path / "results" / "traces" / "tiny__embedded__m40__x"
+    for tr in traces:
+        tr.pair, tr.task = "tiny", "embedded"
+    write_traces(folder / "trace.jsonl", traces)
+    lat = LatencyModel.affine(target=(10.0, 0.5), draft=(2.0, 0.1), round_overhead_ms=0.2)
+    lat.save(tmp_path / "lat.json")
+    rc = main(["grid", str(tmp_path / "results"), "--methods", "specdecode", "hf_heuristic", "gammatune_plus:threshold=0.5",
+               "--gammas", "1,2,4", "--latency", str(tmp_path / "lat.json")])
+    assert rc == 0
+    out = tmp_path / "results" / "replay"
+    rows = [json.loads(line) for line in (out / "replay.jsonl").read_text().splitlines()]
+    n = len(traces)
+    assert sum(r["method"] == "specdecode" for r in rows) == 3 * n
+    assert sum(r["method"] == ORACLE for r in rows) == n and sum(r["method"] == AGREEMENT_ORACLE for r in rows) == n
+    assert sum(r["method"] == BEST_FIXED_TASK for r in rows) == n
+    assert {"pair", "method", "gamma_init", "prompt_id", "new_tokens", "rounds", "drafted", "accepted",
+            "acceptance_rate", "gamma_trace", "tokens_per_s"} <= set(rows[0])
+    assert (out / "replay.csv").exists() and (out / "replay_oracle.md").exists()
+    assert "× oracle" in capsys.readouterr().out
+    frac = oracle_fractions(load_replay(tmp_path / "results"))
+    real = frac[~frac["method"].isin([ORACLE])]
+    assert (real["x_oracle"] <= 1 + 1e-9).all()
+    assert (frac.loc[frac["method"] == "specdecode", "x_best_fixed_prompt"] <= 1 + 1e-9).all()
+    table = replay_table(tmp_path / "results")
+    assert table is not None and "gammatune_plus:threshold=0.5" in set(table.display["method"])
+    assert replay_table(tmp_path / "nothing") is None and replay_table(None) is None
+
+
+def test_paper_cost_model_grid_needs_no_calibration(traces, tmp_path):
+    write_traces(tmp_path / "t" / "trace.jsonl", traces[:2])
+    assert main(["grid", str(tmp_path / "t"), "--methods", "gammatune", "--gammas", "1-3", "--cost-ratio", "4",
+                 "--out", str(tmp_path / "o")]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "o" / "replay.jsonl").read_text().splitlines()]
+    assert {r["gamma_init"] for r in rows if r["method"] == "gammatune"} == {1, 2, 3}
+
+
+def test_unreplayable_methods_are_refused():
+    from specbench.registry import ConfigError
+
+    for name in ("ar", "slem", "hf_native_heuristic", "nonexistent"):
+        with pytest.raises(ConfigError):
+            load_method(name)
+    assert load_method("gammatune:eta=0.5").params["eta"] == 0.5
+
+
+# ----------------------------------------------------------------- jobs → traces → replay, end to end
+
+def test_recorded_jobs_are_replayed_exactly(pair, tmp_path):
+    """``run_job`` (warm-up, policy reset, prompt order, tokenisation) → ``python -m runners.trace
+    --results`` → ``replay_job``: the replayed rounds are the recorded ones."""
+    from omegaconf import OmegaConf
+
+    from runners.job import run_job
+    from runners.trace import compose_config
+    from runners.trace import main as trace_main
+
+    target, draft, _, _ = pair
+    tok = tiny.tiny_tokenizer()
+    for name, model in (("target", target), ("draft", draft)):
+        model.save_pretrained(tmp_path / name)
+        tok.save_pretrained(tmp_path / name)
+    spec = {"dtype": "float32", "device": "cpu", "trust_remote_code": False}
+    tiny_pair = {"name": "tiny", "same_tokenizer": True,
+                 "target": {"name": "tiny-target", "path": str(tmp_path / "target"), **spec},
+                 "draft": {"kind": "model", "name": "tiny-draft", "path": str(tmp_path / "draft"), **spec,
+                           "transform": None}}
+    results = tmp_path / "results"
+    jobs = [("gammatune", 3), ("hf_heuristic", 2), ("assistant_threshold", 4), ("gammatune_plus", 1)]
+    for method, gamma in jobs:
+        cfg = compose_config([f"method={method}", f"gamma={gamma}", "task.n_prompts=4", "max_new_tokens=24",
+                              "warmup=1", "logger=none"])
+        cfg.pair = OmegaConf.create(tiny_pair)
+        run_job(cfg, results / f"{method}-{gamma}", progress=False)
+    assert trace_main(["--results", str(results), "--gamma-max", "24"]) == 0
+    files = list((results / "traces").rglob("trace.jsonl"))
+    assert len(files) == 1  # one pair × task × length, whatever the methods
+    traces = read_traces(files[0])
+    assert len(traces) == 4
+    for method, gamma in jobs:
+        records = [json.loads(line) for line in (results / f"{method}-{gamma}" / "records.jsonl").read_text().splitlines()]
+        reps = replay_job(traces, load_method(method).build(gamma))
+        assert [r["prompt_id"] for r in records] == [t.prompt_id for t in traces]
+        for rec, rep in zip(records, reps):
+            assert rec["new_tokens"] == rep.new_tokens
+            assert (rec["gamma_trace"], rec["drafted_trace"], rec["accepted_trace"]) == (
+                rep.gamma_trace, rep.drafted_trace, rep.accepted_trace), (method, gamma, rec["prompt_id"])
+    assert main(["grid", str(results), "--methods", "gammatune", "--gammas", "3", "--cost-ratio", "5"]) == 0
+    rows = [json.loads(line) for line in (results / "replay" / "replay.jsonl").read_text().splitlines()]
+    replayed = [r for r in rows if r["method"] == "gammatune"]
+    recorded = [json.loads(line) for line in (results / "gammatune-3" / "records.jsonl").read_text().splitlines()]
+    assert [r["accepted_trace"] for r in replayed] == [r["accepted_trace"] for r in recorded]
+    assert {r["pair"] for r in rows} == {"tiny"}
+
+
+def test_chunk_dependent_drafts_are_traced_sequentially(pair):
+    """torch's dynamic int8 quantization scales a Linear's input per tensor: batching changes outputs."""
+    from runners.trace import chunk_invariant
+
+    target, draft, prompts, eos = pair
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.ao deprecation notices
+        q = torch.ao.quantization.quantize_dynamic(copy.deepcopy(draft), {torch.nn.Linear}, dtype=torch.qint8)
+    assert chunk_invariant(draft) and not chunk_invariant(q)
+    tr = build_trace(target, q, prompts[2], 16, eos, gamma_max=8, mode="batched")
+    assert tr.extra["mode"] == "sequential"
