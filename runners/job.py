@@ -27,7 +27,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from methods.hetero import check_supported
-from methods.registry import POLICIES, build_policy
+from methods.registry import build_policy
 from runners.base import Generation
 from runners.drafters import DRAFTERS
 from runners.speculative import AutoregressiveRunner, SpeculativeRunner
@@ -85,12 +85,11 @@ def validate(cfg: DictConfig) -> list[Prompt]:
     if cfg.method.runner != "ar":
         if not _get(cfg.pair, "draft"):
             raise ConfigError(f"method {cfg.method.name!r} needs a draft but pair {cfg.pair.name!r} has none")
-        POLICIES.get(cfg.method.policy)
-        build_policy(cfg.method.policy, gamma, cfg.method)  # parameter ranges
+        build_policy(cfg.method.policy, gamma, cfg.method)  # name and parameter ranges
         name = drafter_name(cfg)
         check_supported(cfg.method, cfg.pair)  # slrs / union: exact-evaluation only
-        if name not in ("hf",):
-            DRAFTERS.get(name) if name in DRAFTERS else _lazy_drafter(name)
+        if name != "hf":  # transformers' own loop drafts for itself
+            find_drafter(name)
         same = _get(cfg.pair, "same_tokenizer", True)
         if cfg.method.runner == "hf" and (not same or _get(cfg.pair.draft, "kind", "model") != "model"):
             raise ConfigError(
@@ -113,17 +112,14 @@ def validate(cfg: DictConfig) -> list[Prompt]:
     return prompts
 
 
-def _lazy_drafter(name: str) -> Any:
-    """Drafters of optional modules register themselves on import."""
+def find_drafter(name: str) -> Any:
+    """The drafter factory ``name``; drafters of optional modules register themselves on import."""
     import importlib
 
     for module in ("runners.prompt_lookup", "runners.hetero"):
-        try:
-            importlib.import_module(module)
-        except ImportError:
-            continue
         if name in DRAFTERS:
-            return DRAFTERS.get(name)
+            break
+        importlib.import_module(module)
     return DRAFTERS.get(name)  # raises with the known names
 
 
@@ -174,7 +170,7 @@ class Job:
     def _drafter(self, cache_dir: str | None) -> Any:
         cfg = self.cfg
         name = drafter_name(cfg)
-        factory = DRAFTERS.get(name) if name in DRAFTERS else _lazy_drafter(name)
+        factory = find_drafter(name)
         draft_cfg = cfg.pair.draft
         kwargs: dict[str, Any] = {
             "draft_model": None,
