@@ -1,0 +1,65 @@
+"""Model loading: specs, the int8 paths (optimum-quanto on any device, torch dynamic on CPU), the cache."""
+
+from __future__ import annotations
+
+import pytest
+import tiny
+
+from methods.base import FixedGamma
+from runners.drafters import ModelDrafter
+from runners.speculative import AutoregressiveRunner, SpeculativeRunner
+from specbench.models import ModelCache, ModelSpec
+from specbench.registry import ConfigError
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    path = tmp_path_factory.mktemp("tiny")
+    tok = tiny.tiny_tokenizer()
+    tiny.tiny_model(len(tok), seed=3, hidden=64, layers=2).save_pretrained(path)
+    tok.save_pretrained(path)
+    return path, tok
+
+
+def test_quanto_int8_target_loads_and_decodes_losslessly(saved):
+    pytest.importorskip("optimum.quanto")
+    path, tok = saved
+    cache = ModelCache()
+    target = cache.model(ModelSpec(path=str(path), quant="int8"))
+    assert any("QLinear" in type(m).__name__ for m in target.modules())
+    ids = tok.encode("the quick brown fox")
+    ref = AutoregressiveRunner(target, []).generate(ids, 20)
+    draft = cache.model(ModelSpec(path=str(path)))
+    out = SpeculativeRunner(target, ModelDrafter(draft, []), FixedGamma(4), []).generate(ids, 20)
+    assert out.tokens == ref.tokens
+    assert cache.loads == 2
+
+
+def test_cache_loads_each_spec_once_and_derives_transforms(saved):
+    path, _ = saved
+    cache = ModelCache()
+    a = cache.model(ModelSpec(path=str(path), name="x"))
+    b = cache.model(ModelSpec(path=str(path), name="y"))  # the label does not make it another model
+    q = cache.model(ModelSpec(path=str(path), transform="int8_dynamic"))
+    assert a is b and q is not a
+    assert cache.loads == 1 and cache.hits >= 2
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"dtype": "float8"}, "dtype"),
+        ({"quant": "int4"}, "quant"),
+        ({"transform": "int8_dynamic", "device": "cuda"}, "CPU-only"),
+    ],
+)
+def test_bad_model_specs_are_refused(kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        ModelSpec(path="x", **kwargs)
+
+
+def test_unknown_offline_alias_lists_the_known_ones(tmp_path):
+    from specbench.models import resolve
+
+    with pytest.raises(ConfigError, match="pypi:gemma3-270m"):
+        resolve(ModelSpec(path="pypi:llama-7b"), tmp_path)
