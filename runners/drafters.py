@@ -42,7 +42,7 @@ class ModelDrafter(Drafter):
 
     def __init__(self, model: Any, eos_token_ids: Iterable[int]) -> None:
         self.model = model
-        self.device = next(model.parameters()).device if any(True for _ in model.parameters()) else "cpu"
+        self.device = next(model.parameters()).device
         self.eos = set(eos_token_ids)
         self.cache = None
         self.seq: list[int] = []
