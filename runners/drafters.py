@@ -21,6 +21,14 @@ from runners.verify import probs, sample
 from specbench.registry import Registry
 
 
+def logits_width(model: Any) -> int:
+    """How many logits a model emits per position (its head's rows; can exceed len(tokenizer))."""
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    if head is not None and getattr(head, "weight", None) is not None:
+        return int(head.weight.shape[0])
+    return int(model.config.vocab_size)
+
+
 def common_prefix_len(a: list[int], b: list[int]) -> int:
     n = min(len(a), len(b))
     i = 0

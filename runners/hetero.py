@@ -54,7 +54,7 @@ from methods.base import GammaPolicy
 from methods.hetero import check_supported  # noqa: F401 - re-exported for the job's validation
 from methods.hetero.vocab import REPLACEMENT_CHAR, VocabMapping, anchor_id, build_vocab_mapping, token_strings
 from runners.base import Draft, Drafter
-from runners.drafters import DRAFTERS, common_prefix_len
+from runners.drafters import DRAFTERS, common_prefix_len, logits_width
 from runners.kv import crop_to, new_cache
 from runners.verify import probs, sample
 from specbench.registry import ConfigError
@@ -121,13 +121,6 @@ def eos_of(model: Any, tokenizer: Any) -> list[int]:
         elif isinstance(value, list | tuple):
             ids.update(int(v) for v in value)
     return sorted(ids)
-
-
-def _logits_width(model: Any) -> int:
-    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    if head is not None and getattr(head, "weight", None) is not None:
-        return int(head.weight.shape[0])
-    return int(model.config.vocab_size)
 
 
 class TextSyncedDrafter(Drafter):
@@ -356,7 +349,7 @@ class TLIDrafter(TextSyncedDrafter):
         self.mapping = mapping or cached_mapping(
             draft_tokenizer,
             target_tokenizer,
-            _logits_width(draft_model),
+            logits_width(draft_model),
             self.target_vocab_size,
             tuple(sorted(self.draft_eos)),
             self.target_eos,

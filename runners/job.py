@@ -29,7 +29,7 @@ from omegaconf import DictConfig, OmegaConf
 from methods.hetero import check_supported
 from methods.registry import build_policy
 from runners.base import Generation
-from runners.drafters import DRAFTERS
+from runners.drafters import DRAFTERS, logits_width
 from runners.speculative import AutoregressiveRunner, SpeculativeRunner
 from specbench.loggers import JobLogger, build_logger
 from specbench.models import MODEL_CACHE, ModelSpec
@@ -177,7 +177,7 @@ class Job:
             "draft_tokenizer": None,
             "target_tokenizer": self.tokenizer,
             "eos_token_ids": self.eos,
-            "target_vocab_size": int(self.target.get_output_embeddings().weight.shape[0]),
+            "target_vocab_size": logits_width(self.target),
             "draft_cfg": draft_cfg,
             "method_cfg": cfg.method,
         }

@@ -40,6 +40,18 @@ def _guarded_connect(self, address):  # pragma: no cover - only hit by a bug
 socket.socket.connect = _guarded_connect
 
 
+@pytest.fixture(scope="module")
+def hydra_conf():
+    """Hydra initialised on conf/ for ``compose`` calls in a test module."""
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        yield
+    GlobalHydra.instance().clear()
+
+
 @pytest.fixture(scope="session")
 def root() -> Path:
     return ROOT

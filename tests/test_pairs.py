@@ -9,8 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
+from hydra import compose
 from omegaconf import OmegaConf
 
 from runners.prompt_lookup import PromptLookupDrafter
@@ -24,14 +23,6 @@ MODEL_KEYS = set(DEFAULT["target"])  # name, path, gguf_file, dtype, device, dev
 DRAFT_KEYS = set(DEFAULT["draft"])  # the same + kind, transform
 HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 DTYPES = ("float32", "float16", "bfloat16", "auto")
-
-
-@pytest.fixture(scope="module")
-def hydra_conf():
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(CONF), version_base=None):
-        yield
-    GlobalHydra.instance().clear()
 
 
 def pypi_aliases() -> set[str] | None:

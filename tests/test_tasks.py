@@ -8,8 +8,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
+from hydra import compose
 from omegaconf import OmegaConf
 
 from specbench import tasks
@@ -48,14 +47,6 @@ def _empty_data_cache(tmp_path, monkeypatch):
 
 
 # --------------------------------------------------------------------------- the task yamls
-
-
-@pytest.fixture(scope="module")
-def hydra_conf():
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(CONF), version_base=None):
-        yield
-    GlobalHydra.instance().clear()
 
 
 @pytest.mark.parametrize("name", TASK_NAMES)
