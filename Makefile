@@ -34,8 +34,10 @@ test: setup
 test-fast: setup
 	HF_HUB_OFFLINE=1 WANDB_MODE=disabled $(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
+## ruff (with stale-noqa detection) and the layering contracts of pyproject.toml (import-linter)
 lint: setup
 	$(PY) -m ruff check .
+	$(VENV)/bin/lint-imports
 
 ## our engine vs transformers' assisted generation, side by side
 bench: setup

@@ -15,21 +15,22 @@ import sys
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-import hydra  # noqa: E402
-from hydra.core.hydra_config import HydraConfig  # noqa: E402
-from hydra.types import RunMode  # noqa: E402
-from omegaconf import DictConfig, OmegaConf  # noqa: E402
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig
 
-from runners.report import job_dirname, print_job_line, print_summary  # noqa: E402
-from specbench.registry import ConfigError  # noqa: E402
+from runners.jobs.report import print_job_line, print_summary
+from specbench.config import register_resolvers
+from specbench.registry import ConfigError
 
-OmegaConf.register_new_resolver("job_dirname", job_dirname, replace=True)
+register_resolvers()
 log = logging.getLogger("specbench")
 
 
 @hydra.main(config_path="conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    import runners.job as jobs
+    import runners.jobs.job as jobs
 
     hc = HydraConfig.get()
     job_dir = hc.runtime.output_dir

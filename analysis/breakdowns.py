@@ -26,6 +26,14 @@ from analysis.render import Table
 HETERO_KEYS = ["target", "task", "temperature", "method", "draft", "gamma_init"]
 
 
+def rule_method(method: str, hetero: str | None) -> str:
+    """The row label of the heterogeneous table, from what ran: the cross-vocabulary algorithm
+    (``slem``), followed by the γ policy's method when it is not the fixed γ (``slem+gammatune``)."""
+    if not isinstance(hetero, str) or not hetero:
+        return method
+    return hetero if method == "specdecode" else f"{hetero}+{method}"
+
+
 def _ar_baselines(df: pd.DataFrame, pooling: str) -> tuple[dict, dict]:
     """AR tokens/s per (target, task, temperature) and per (target, task)."""
     ar = df[df["method"] == "ar"]
@@ -46,6 +54,7 @@ def hetero_table(df: pd.DataFrame, pooling: str = "pooled", paper: pd.DataFrame 
     rows for the same target, dataset and temperature follow the measured ones."""
     check_pooling(pooling)
     data = df[df["target"].notna()]
+    data = data.assign(method=[rule_method(m, h) for m, h in zip(data["method"], data["hetero"], strict=True)])
     with_ar = set(map(tuple, data.loc[data["method"] == "ar", ["target", "task"]].drop_duplicates().values))
     data = data[[(t, k) in with_ar for t, k in zip(data["target"], data["task"], strict=True)]]
     data = data.assign(draft=[None if m == "ar" else d for m, d in zip(data["method"], data["draft"], strict=True)])

@@ -72,7 +72,7 @@ class Report:
             if self.out is not None:
                 self.written += write(result)
             return result
-        except Exception:  # noqa: BLE001 - one broken artefact must not stop the others
+        except Exception:
             self.failed.append(label)
             print(f"error: {label} failed:\n{traceback.format_exc()}", file=sys.stderr)
             return None
@@ -96,7 +96,8 @@ def analyse(df: pd.DataFrame, out: Path | None, args: argparse.Namespace) -> tup
     report = Report(out)
     paper = None if args.no_paper else load_paper_numbers()
     speedups: list[Table] = []
-    for suffix, sub in scenarios(df):
+    same_vocab = df[df["hetero"].isna()]  # GammaTune's artefacts compare γ policies on one vocabulary
+    for suffix, sub in scenarios(same_vocab):
         tag = suffix or " (all records)"
         t = report.table(f"speedup table{tag}", lambda s=sub, x=suffix: _renamed(
             speedup_table(s, args.pooling, args.baseline, paper), x))
@@ -138,12 +139,26 @@ def load(args: argparse.Namespace, parser: argparse.ArgumentParser) -> tuple[pd.
     return df, None if args.print_only else Path(args.out) if args.out else default_out
 
 
+def replay_only(results_dir: Path, out: Path | None) -> bool:
+    """A folder of replay rows (``python -m runners.replay grid``) and no records: the oracle table alone."""
+    table = replay_table(results_dir)
+    if table is None:
+        return False
+    if out is not None:
+        paths = write_table(table, out / "tables")
+        print(f"wrote {len(paths)} files under {out}", file=sys.stderr)
+    print(to_markdown(table.display, table.caption))
+    return True
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     df, out = load(args, parser)
     source = args.wandb or args.results_dir
     if df.empty:
+        if args.results_dir and replay_only(Path(args.results_dir), out):
+            return 0
         print(f"note: no records found in {source}; nothing to analyse", file=sys.stderr)
         return 0
     if not args.include_incomplete:

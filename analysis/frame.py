@@ -122,7 +122,7 @@ def rows_to_frame(rows: list[Mapping[str, Any]]) -> pd.DataFrame:
         df[col] = pd.to_numeric(df[col], errors="coerce")
     for col in LIST_COLUMNS:
         df[col] = [v if isinstance(v, list) else [] for v in df[col]]
-    for col in ("pair", "method", "task", "category", "prompt_id", "target", "draft"):
+    for col in ("pair", "method", "hetero", "task", "category", "prompt_id", "target", "draft"):
         df[col] = [None if _missing(v) else str(v) for v in df[col]]
     return df
 

@@ -4,7 +4,7 @@ speedups against a baseline, and mean ± std across initial γ.
 Conventions (stated in every caption that uses them):
 
 * throughput of a set of records, ``pooling="pooled"``: total new tokens / total
-  wall seconds (long answers weigh more, as in ``specbench.records.aggregate``);
+  wall seconds (``specbench.records.pooled_tokens_per_s``: long answers weigh more);
   ``pooling="mean"``: the mean of per-record ``tokens_per_s``;
 * std across initial γ is the *sample* std (``ddof=1``; NaN for a single γ).
 """
@@ -16,6 +16,8 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
+
+from specbench.records import pooled_tokens_per_s
 
 DDOF = 1
 POOLINGS = {
@@ -40,6 +42,10 @@ METHOD_LABELS = {
 
 
 def method_label(method: str) -> str:
+    """The paper's name of a method key; ``slem+gammatune`` (a cross-vocabulary algorithm under a γ
+    policy) reads ``SLEM + GammaTune``."""
+    if isinstance(method, str) and "+" in method and method not in METHOD_LABELS:
+        return " + ".join(METHOD_LABELS.get(part, part) for part in method.split("+"))
     return METHOD_LABELS.get(method, str(method))
 
 
@@ -63,8 +69,7 @@ def throughput(records: pd.DataFrame, pooling: str = "pooled") -> float:
         return math.nan
     if pooling == "mean":
         return float(records["tokens_per_s"].mean())
-    seconds = records["wall_ms"].sum() / 1000.0
-    return float(records["new_tokens"].sum() / seconds) if seconds > 0 else math.nan
+    return pooled_tokens_per_s(records["new_tokens"], records["wall_ms"])
 
 
 def throughput_by(df: pd.DataFrame, keys: Sequence[str], pooling: str = "pooled") -> pd.DataFrame:

@@ -15,8 +15,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import pandas as pd  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
+import pandas as pd
+from matplotlib.figure import Figure
 
 
 @dataclass

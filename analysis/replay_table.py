@@ -15,7 +15,7 @@ Definitions (see ``runners.replay``; this module only reads its rows):
 * the summary table gives, per method, the mean ± sample std (ddof=1) of those fractions
   across initial γ, their minimum, and the initial γ with the best throughput.
 
-Imports only pandas (and ``analysis.render``).
+Imports pandas, ``specbench.records`` (the file name and the pooled throughput) and ``analysis.render``.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.render import Table
+from specbench.records import REPLAY_FILE, pooled_tokens_per_s
 
-REPLAY_FILE = "replay.jsonl"
 REFERENCES = ("oracle", "oracle_agreement", "best_fixed_task", "best_fixed_prompt")
 GROUP = ["pair", "task", "max_new_tokens"]
 
@@ -55,8 +55,7 @@ def load_replay(root: str | os.PathLike) -> pd.DataFrame:
 
 
 def _pooled(group: pd.DataFrame) -> float:
-    wall_s = group["wall_ms"].sum() / 1000.0
-    return float(group["new_tokens"].sum() / wall_s) if wall_s > 0 else math.nan
+    return pooled_tokens_per_s(group["new_tokens"], group["wall_ms"])
 
 
 def oracle_fractions(df: pd.DataFrame) -> pd.DataFrame | None:

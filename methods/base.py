@@ -1,6 +1,6 @@
 """The interface between the decoding loop and a speculation-length policy.
 
-The loop (``runners.speculative.SpeculativeRunner``) owns prefill, drafting,
+The loop (``runners.engine.speculative.SpeculativeRunner``) owns prefill, drafting,
 verification and cache cropping. A policy only *decides*:
 
 * ``begin_prompt()`` is called before every prompt (per-turn);
@@ -66,6 +66,10 @@ class GammaPolicy(ABC):
         if int(gamma_init) != gamma_init or gamma_init < 1:
             raise ValueError(f"gamma must be an integer >= 1, got {gamma_init!r}")
         self.gamma_init = int(gamma_init)
+
+    def reset(self) -> None:  # noqa: B027 - optional hook
+        """Back to the state right after construction (a job calls it once, after its warm-up,
+        so that every timed prompt sees the policy the job configured)."""
 
     def begin_prompt(self) -> None:  # noqa: B027 - optional hook
         """Called before each prompt; per-prompt state is reset here."""

@@ -1,5 +1,5 @@
 """GammaTune and GammaTune+ (Gautam, Shrestha & Reddy, "Token-Driven GammaTune", Sec. 4,
-Algorithm 1; /work/shared/papers/gammatune.md).
+Algorithm 1; ../shared/papers/gammatune.md).
 
 Algorithm 1, after each verification round with ``A`` accepted draft tokens::
 
@@ -59,7 +59,8 @@ from __future__ import annotations
 import math
 
 from methods.base import GammaPolicy, RoundOutcome
-from methods.threshold import DEFAULT_THRESHOLD, ConfidenceStop, check_flag, check_number
+from methods.threshold import DEFAULT_THRESHOLD, ConfidenceStop
+from specbench.config import check_bool, check_number
 
 CEIL_EPS = 1e-9
 
@@ -94,7 +95,10 @@ class GammaTune(GammaPolicy):
                 f"initial gamma {self.gamma_init} outside [gamma_min, gamma_max] = "
                 f"[{gamma_min}, {gamma_max}]; widen method.gamma_min/method.gamma_max"
             )
-        self.transient = check_flag("transient", transient)
+        self.transient = check_bool("transient", transient)
+        self.reset()
+
+    def reset(self) -> None:
         self.gamma_bar = float(self.gamma_init)
         self.gamma = self.gamma_init
         self.rounds = 0
@@ -142,8 +146,12 @@ class GammaTunePlus(GammaTune):
         adaptive_threshold: bool = False,
         persist_threshold: bool = False,
     ) -> None:
-        super().__init__(gamma_init, eta, delta, gamma_min, gamma_max, transient)
         self.confidence = ConfidenceStop(threshold, adaptive_threshold, persist_threshold)
+        super().__init__(gamma_init, eta, delta, gamma_min, gamma_max, transient)
+
+    def reset(self) -> None:
+        super().reset()
+        self.confidence.reset()
 
     def begin_prompt(self) -> None:
         super().begin_prompt()

@@ -8,7 +8,7 @@ Rule, as in ``AssistedCandidateGenerator.update_candidate_strategy``
     else:
         num_assistant_tokens = max(1, num_assistant_tokens - 1)
 
-Facts checked in that source (see also /work/shared/notes/transformers-assisted-generation.md):
+Facts checked in that source (see also ../shared/notes/transformers-assisted-generation.md):
 
 * the comparison is against the number of tokens actually drafted in the round
   (``scores`` holds the target's ``candidate_length + 1`` logits), not against γ:
@@ -29,6 +29,7 @@ Facts checked in that source (see also /work/shared/notes/transformers-assisted-
 from __future__ import annotations
 
 from methods.base import GammaPolicy, RoundOutcome
+from specbench.config import check_bool
 
 
 class HFHeuristic(GammaPolicy):
@@ -43,9 +44,10 @@ class HFHeuristic(GammaPolicy):
 
     def __init__(self, gamma_init: int, transient: bool = False) -> None:
         super().__init__(gamma_init)
-        if not isinstance(transient, bool):
-            raise ValueError(f"transient must be true or false, got {transient!r}")
-        self.transient = transient
+        self.transient = check_bool("transient", transient)
+        self.reset()
+
+    def reset(self) -> None:
         self.gamma = self.gamma_init
         self.rounds = 0
 

@@ -1,4 +1,4 @@
-"""Registry of speculation-length policies: ``policy:`` in ``conf/method/*.yaml``."""
+"""Registry of speculation-length policies: ``policy:`` in ``conf/method/*.yaml`` (imported lazily)."""
 
 from __future__ import annotations
 
@@ -6,17 +6,17 @@ import inspect
 from collections.abc import Mapping
 from typing import Any
 
-from methods.base import FixedGamma, GammaPolicy
-from methods.gammatune import GammaTune, GammaTunePlus
-from methods.hf_heuristic import HFHeuristic
-from methods.threshold import AssistantThreshold
+from methods.base import GammaPolicy
 from specbench.registry import ConfigError, Registry
 
-POLICIES: Registry[type[GammaPolicy]] = Registry("gamma policy")
-POLICIES.add(FixedGamma.name, FixedGamma)
-# Adaptive speculation length (GammaTune paper's comparison set).
-for _policy in (HFHeuristic, AssistantThreshold, GammaTune, GammaTunePlus):
-    POLICIES.add(_policy.name, _policy)
+POLICIES: Registry[type[GammaPolicy]] = Registry("gamma policy", {
+    "fixed": "methods.base:FixedGamma",  # SpecDecode
+    # adaptive speculation length (GammaTune paper's comparison set)
+    "hf_heuristic": "methods.hf_heuristic:HFHeuristic",
+    "assistant_threshold": "methods.threshold:AssistantThreshold",
+    "gammatune": "methods.gammatune:GammaTune",
+    "gammatune_plus": "methods.gammatune:GammaTunePlus",
+})
 
 
 def policy_params(cls: type[GammaPolicy]) -> list[str]:
@@ -26,11 +26,17 @@ def policy_params(cls: type[GammaPolicy]) -> list[str]:
 
 
 def build_policy(name: str, gamma_init: int, params: Mapping[str, Any] | None = None) -> GammaPolicy:
-    """Instantiate policy ``name``; ``params`` may hold keys of other policies
-    (a method config lists every knob), only this policy's are passed on."""
+    """Instantiate policy ``name`` (once per job); ``params`` are its knobs. A knob the policy does
+    not take is a ``ConfigError`` (a typo in ``method.<knob>=`` must not be ignored)."""
     cls = POLICIES.get(name)
     params = dict(params or {})
-    kwargs = {k: params[k] for k in policy_params(cls) if k in params and params[k] is not None}
+    known = policy_params(cls)
+    unknown = sorted(k for k in params if k not in known)
+    if unknown:
+        raise ConfigError(
+            f"policy {name!r} has no setting {unknown[0]!r}; its settings: {', '.join(known) or 'none'}"
+        )
+    kwargs = {k: v for k, v in params.items() if v is not None}
     try:
         return cls(gamma_init, **kwargs)
     except (TypeError, ValueError) as exc:

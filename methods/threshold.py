@@ -38,9 +38,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from numbers import Real
 
 from methods.base import GammaPolicy, RoundOutcome
+from specbench.config import check_bool, check_number
 from specbench.registry import ConfigError
 
 #: transformers' default ``assistant_confidence_threshold`` (since 4.45).
@@ -49,23 +49,6 @@ DEFAULT_THRESHOLD = 0.4
 FN_WEIGHT = 3.0
 #: the ROC is fitted once *more than* this many labelled pairs are held (transformers: 5).
 MIN_PAIRS = 5
-
-
-def check_flag(name: str, value: object) -> bool:
-    """A real boolean (a YAML/CLI ``true``/``false``), never a truthy string."""
-    if not isinstance(value, bool):
-        raise ValueError(f"{name} must be true or false, got {value!r}")
-    return value
-
-
-def check_number(name: str, value: object, lo: float | None = None, hi: float | None = None) -> float:
-    """A finite real number in ``[lo, hi]`` (bounds optional)."""
-    if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(float(value)):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
-    value = float(value)
-    if (lo is not None and value < lo) or (hi is not None and value > hi):
-        raise ValueError(f"{name} must be in [{lo}, {hi}], got {value!r}")
-    return value
 
 
 def load_roc_curve() -> Callable:
@@ -89,9 +72,12 @@ class ConfidenceStop:
 
     def __init__(self, threshold: float, adaptive: bool = False, persist: bool = False) -> None:
         self.threshold_init = check_number("threshold", threshold, 0.0, 1.0)
-        self.adaptive = check_flag("adaptive_threshold", adaptive)
-        self.persist = check_flag("persist_threshold", persist)
+        self.adaptive = check_bool("adaptive_threshold", adaptive)
+        self.persist = check_bool("persist_threshold", persist)
         self._roc_curve = load_roc_curve() if self.adaptive else None
+        self.reset()
+
+    def reset(self) -> None:
         self.threshold = self.threshold_init
         self.probs: list[float] = []
         self.matches: list[int] = []
@@ -167,6 +153,9 @@ class AssistantThreshold(GammaPolicy):
     ) -> None:
         super().__init__(gamma_init)
         self.confidence = ConfidenceStop(threshold, adaptive_threshold, persist_threshold)
+
+    def reset(self) -> None:
+        self.confidence.reset()
 
     def begin_prompt(self) -> None:
         self.confidence.begin_prompt()

@@ -18,7 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from specbench.paths import REPO_ROOT as ROOT
+
 DEFAULT = ["method=specdecode,gammatune", "gamma=2,4", "task.n_prompts=2", "max_new_tokens=32"]
 
 

@@ -21,7 +21,7 @@ thermal) falls on every engine alike. Printed: per prompt and overall tokens/s, 
 ratio ours/hf, each engine's speedup over AR, acceptance (accepted/drafted draft
 tokens), TTFT, and whether the outputs are identical token for token.
 
-Read the numbers knowing that (runners/hf_assisted.py): transformers has no separate
+Read the numbers knowing that (runners/engine/hf_assisted.py): transformers has no separate
 prefill, so its rounds are shifted by one token against ours (acceptance differs a
 little for that reason alone) and its TTFT includes the first draft block and its
 verification; ours is the target's prefill. Timings are only meaningful on a quiet
@@ -40,10 +40,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run as `python scripts/bench_vs_hf.py` without an install
-    sys.path.insert(0, str(ROOT))
 
 ENGINES = ("ours", "hf", "ar")
 
@@ -107,27 +103,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def load_pair(name: str | None, cache_dir: str | None) -> tuple[str, Any, Any, Any]:
     """(label, target, draft, tokenizer) through MODEL_CACHE."""
-    from omegaconf import OmegaConf
-
-    from specbench.models import MODEL_CACHE, ModelSpec
+    from specbench.config import JobConfig, compose
+    from specbench.models import MODEL_CACHE
     from specbench.registry import ConfigError
 
-    if name is None:
-        label = "gemma3-270m (fp32) / gemma3-270m-int8 (int8_dynamic copy)"
-        target_spec = ModelSpec(path="pypi:gemma3-270m", name="gemma3-270m")
-        draft_spec = ModelSpec(path="pypi:gemma3-270m", transform="int8_dynamic", name="gemma3-270m-int8")
-    else:
-        path = ROOT / "conf" / "pair" / f"{name}.yaml"
-        if not path.exists():
-            raise ConfigError(f"no pair config {path}")
-        cfg = OmegaConf.load(path)
-        if not cfg.get("draft") or cfg.draft.get("kind", "model") != "model":
-            raise ConfigError(f"pair {name!r} has no draft model (transformers' peer needs one)")
-        if cfg.get("same_tokenizer", True) is False:
-            raise ConfigError(f"pair {name!r}: the draft has another tokenizer; this benchmark needs one vocabulary")
-        label = str(cfg.get("name", name))
-        target_spec = ModelSpec.from_cfg(cfg.target)
-        draft_spec = ModelSpec.from_cfg(cfg.draft)
+    pair = JobConfig.from_mapping(compose([f"pair={name}"] if name else [])).pair
+    if pair.draft is None or pair.draft.model is None:
+        raise ConfigError(f"pair {pair.name!r} has no draft model (transformers' peer needs one)")
+    if not pair.same_tokenizer:
+        raise ConfigError(f"pair {pair.name!r}: the draft has another tokenizer; this benchmark needs one vocabulary")
+    label = pair.name
+    target_spec, draft_spec = pair.target, pair.draft.model
     target = MODEL_CACHE.model(target_spec, cache_dir)
     draft = MODEL_CACHE.model(draft_spec, cache_dir)
     tokenizer = MODEL_CACHE.tokenizer(target_spec, cache_dir)
@@ -135,7 +121,7 @@ def load_pair(name: str | None, cache_dir: str | None) -> tuple[str, Any, Any, A
 
 
 def load_prompts(tokenizer: Any, n: int | None) -> list[tuple[str, list[int]]]:
-    """The first turn of each embedded prompt, formatted and encoded as ``runners.job`` does."""
+    """The first turn of each embedded prompt, formatted and encoded as ``runners.jobs.job`` does."""
     from specbench.tasks import format_turn, load_task
 
     prompts = load_task({"name": "embedded", "loader": "embedded"})
@@ -158,10 +144,10 @@ def main(argv: list[str] | None = None) -> int:
     import transformers
 
     from methods.base import FixedGamma
-    from runners.drafters import ModelDrafter
-    from runners.hf_assisted import HFAssistedRunner
-    from runners.job import eos_ids
-    from runners.speculative import AutoregressiveRunner, SpeculativeRunner
+    from runners.drafters.model import ModelDrafter
+    from runners.engine.hf_assisted import HFAssistedRunner
+    from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
+    from specbench.models import eos_ids
 
     torch.set_num_threads(args.threads)
     transformers.logging.set_verbosity_error()  # transformers' internal per-round notices
@@ -174,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     gamma, n_new = args.gamma, args.max_new_tokens
     runners = {
         "ours": SpeculativeRunner(target, ModelDrafter(draft, eos), FixedGamma(gamma), eos, 0.0),
-        "hf": HFAssistedRunner(target, draft, {"name": "hf_native_specdecode", "policy": "fixed"}, gamma, eos, 0.0),
+        "hf": HFAssistedRunner(target, draft, FixedGamma(gamma), eos, 0.0),
         "ar": AutoregressiveRunner(target, eos, 0.0),
     }
     print(f"pair: {label}   (loaded in {load_s:.1f} s)")
@@ -248,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  ar: median TTFT {statistics.median(total['ar'].ttft_ms):.1f} ms")
     print(f"outputs identical token for token (ours = hf = ar, every prompt and repeat): {'yes' if identical_all else 'NO'}")
     print("note: hf has no separate prefill (its rounds are shifted by one token against ours; its TTFT includes "
-          "the first draft block), see runners/hf_assisted.py")
+          "the first draft block), see runners/engine/hf_assisted.py")
 
     if args.json:
         result = {

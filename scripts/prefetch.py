@@ -29,18 +29,13 @@ import argparse
 import fnmatch
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run as `python scripts/prefetch.py` without an install
-    sys.path.insert(0, str(ROOT))
+from specbench.config import JobConfig, PairConfig, TaskConfig, compose
+from specbench.paths import CONF_DIR as CONF
+from specbench.registry import ConfigError
 
-from omegaconf import DictConfig, OmegaConf  # noqa: E402
-
-from specbench.registry import ConfigError  # noqa: E402
-
-CONF = ROOT / "conf"
 META_PATTERNS = ["*.json", "tokenizer*", "*.model", "*.tiktoken", "*.txt", "*.jinja"]
 IGNORE_PATTERNS = ["original/*", "consolidated*", "*.pth", "*.msgpack", "*.h5", "*.onnx", "*.ot", "*.tflite"]
 
@@ -62,7 +57,7 @@ class ModelFetch:
 @dataclass
 class TaskFetch:
     name: str
-    cfg: DictConfig
+    cfg: TaskConfig
     source: str
 
     def describe(self) -> str:
@@ -106,11 +101,10 @@ def split_overrides(overrides: list[str]) -> dict[str, list[str]]:
     return out
 
 
-def load_group(group: str, name: str, overrides: list[str], conf_dir: Path = CONF) -> DictConfig:
-    cfg = OmegaConf.load(conf_dir / group / f"{name}.yaml")
-    if overrides:
-        cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist(overrides))
-    return cfg
+def load_group(group: str, name: str, overrides: list[str], conf_dir: Path = CONF) -> PairConfig | TaskConfig:
+    """The typed ``pair`` or ``task`` config ``name``, composed as a job would compose it."""
+    config = JobConfig.from_mapping(compose([f"{group}={name}", *(f"{group}.{o}" for o in overrides)], conf_dir))
+    return getattr(config, group)
 
 
 def is_hub_id(path: str) -> bool:
@@ -128,30 +122,28 @@ def make_plan(
     by_key: dict[tuple[str, str | None, str | None], ModelFetch] = {}
     for pair_name in expand_names("pair", pairs, conf_dir):
         pair = load_group("pair", pair_name, ov["pair"], conf_dir)
-        for role in ("target", "draft"):
-            spec = pair.get(role)
-            if spec is None or spec.get("kind", "model") != "model":
-                kind = None if spec is None else spec.get("kind")
+        roles = {"target": pair.target, "draft": pair.draft.model if pair.draft else None}
+        for role, spec in roles.items():
+            if spec is None:
+                kind = pair.draft.kind if pair.draft else None
                 plan.skipped.append(f"{pair_name} {role}: kind={kind}, no model to fetch")
                 continue
-            path = str(spec.get("path") or "")
-            if not is_hub_id(path):
-                plan.skipped.append(f"{pair_name} {role}: {path} is not a Hub id (nothing to fetch)")
+            if not is_hub_id(spec.path):
+                plan.skipped.append(f"{pair_name} {role}: {spec.path} is not a Hub id (nothing to fetch)")
                 continue
-            key = (path, spec.get("revision"), spec.get("gguf_file"))
+            key = (spec.path, spec.revision, spec.gguf_file)
             if key not in by_key:
-                by_key[key] = ModelFetch(path, spec.get("revision"), spec.get("gguf_file"),
-                                         bool(spec.get("trust_remote_code")))
+                by_key[key] = ModelFetch(spec.path, spec.revision, spec.gguf_file, spec.trust_remote_code)
                 plan.models.append(by_key[key])
-            by_key[key].trust_remote_code |= bool(spec.get("trust_remote_code"))
+            by_key[key].trust_remote_code |= spec.trust_remote_code
             by_key[key].used_by.append(f"{pair_name} {role}")
     from specbench.tasks import task_source
 
     for task_name in expand_names("task", tasks, conf_dir):
         cfg = load_group("task", task_name, ov["task"], conf_dir)
-        if cfg.get("loader") == "humaneval" and cfg.get("source", "auto") == "auto":
-            cfg.source = "hub"  # fetch the Hub copy; do not fall back silently
-        if cfg.get("loader") in ("embedded", "custom") or cfg.get("data_files"):
+        if cfg.loader == "humaneval" and (cfg.source or "auto") == "auto":
+            cfg = replace(cfg, source="hub")  # fetch the Hub copy; do not fall back silently
+        if cfg.loader in ("embedded", "custom") or cfg.data_files:
             plan.skipped.append(f"task {task_name}: {task_source(cfg)} (nothing to fetch)")
             continue
         plan.tasks.append(TaskFetch(task_name, cfg, task_source(cfg)))
@@ -185,8 +177,7 @@ def fetch_model(fetch: ModelFetch, cache_dir: str | None = None) -> str:
 def fetch_task(fetch: TaskFetch) -> int:
     from specbench.tasks import TASKS
 
-    cfg = OmegaConf.to_container(fetch.cfg, resolve=True)
-    return len(TASKS.get(cfg.get("loader", cfg.get("name")))(cfg))
+    return len(TASKS.get(fetch.cfg.loader)(fetch.cfg))
 
 
 def _offline() -> bool:

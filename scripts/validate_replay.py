@@ -8,12 +8,12 @@ predicted throughput from the measured one?
 
 Steps: load the pair (``conf/pair/NAME.yaml``; default: Gemma-3-270M fp32 verified against its
 int8-dynamic copy) and the task's first prompts; build their greedy traces
-(``runners.trace.build_trace``); for every ``METHOD:GAMMA`` run the real ``SpeculativeRunner``
+(``runners.replay.trace.build_trace``); for every ``METHOD:GAMMA`` run the real ``SpeculativeRunner``
 like a job does (one untimed warm-up generation, then a fresh policy across the prompts, timed)
-and ``runners.replay.replay_job`` on the traces; print, per run, whether the rounds are equal
+and ``runners.replay.replay.replay_job`` on the traces; print, per run, whether the rounds are equal
 (γ / drafted / accepted traces), the measured and predicted pooled tokens/s and the relative
 error, and the same for the target alone (AR, measured while tracing). Without ``--latency`` a
-quick calibration (``runners.latency.calibrate``, few repeats) is made first.
+quick calibration (``runners.replay.latency.calibrate``, few repeats) is made first.
 
 Timings are only meaningful on a quiet machine: run it when nothing else uses the CPU.
 """
@@ -24,24 +24,21 @@ import argparse
 import os
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 def _single_token_catchup_drafter() -> type:
     import torch
 
-    from runners.drafters import ModelDrafter, common_prefix_len
-    from runners.kv import crop_to
+    from runners.drafters.model import ModelDrafter, common_prefix_len
+    from runners.engine.kv import crop_to
 
     class SingleTokenCatchup(ModelDrafter):
         """``ModelDrafter`` that, after its first forward, feeds the tokens it has not seen one per forward."""
 
         @torch.inference_mode()
-        def propose(self, ids, max_tokens, policy, temperature, generator):  # noqa: ANN001, ANN201
+        def propose(self, ids, max_tokens, policy, temperature, generator):
             if self.cache is not None and self.seq:
                 n = min(common_prefix_len(self.seq, ids), len(ids) - 1)
                 if n < len(self.seq):
@@ -70,34 +67,35 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--single-token-catchup", action="store_true",
                    help="diagnosis: the real runs' drafter feeds its catch-up tokens one per forward, as the trace "
-                        "does (an int8-dynamic draft is then replayed exactly; see runners.trace)")
+                        "does (an int8-dynamic draft is then replayed exactly; see runners.replay.trace)")
     args = p.parse_args(argv)
 
     import torch
 
     torch.set_num_threads(args.threads)
-    from runners.drafters import ModelDrafter
-    from runners.job import Job, validate
-    from runners.latency import LatencyModel, ModelTimer, calibrate, measure_overheads
-    from runners.replay import load_method, replay_job
-    from runners.speculative import SpeculativeRunner
-    from runners.trace import build_trace, compose_config
-    from specbench.models import MODEL_CACHE, ModelSpec
+    from runners.drafters.model import ModelDrafter
+    from runners.engine.speculative import SpeculativeRunner
+    from runners.jobs.job import Job, prepare
+    from runners.replay.latency import LatencyModel, ModelTimer, calibrate, measure_overheads
+    from runners.replay.replay import load_method, replay_job
+    from runners.replay.trace import build_trace
+    from specbench.config import compose
+    from specbench.models import MODEL_CACHE
+    from specbench.records import pooled_tokens_per_s
     from specbench.tasks import format_turn
 
     drafter_cls = _single_token_catchup_drafter() if args.single_token_catchup else ModelDrafter
-    cfg = compose_config([f"pair={args.pair}", f"task={args.task}", "method=ar",
-                          f"max_new_tokens={args.max_new_tokens}"])
-    cfg.task.n_prompts = args.n_prompts
-    prompts = validate(cfg)[: args.n_prompts]
+    prepared = prepare(compose([f"pair={args.pair}", f"task={args.task}", "method=ar",
+                                f"max_new_tokens={args.max_new_tokens}", f"task.n_prompts={args.n_prompts}"]))
+    config = prepared.config
+    prompts = prepared.prompts[: args.n_prompts]
     t0 = time.perf_counter()
-    job = Job(cfg)
-    draft = MODEL_CACHE.model(ModelSpec.from_cfg(cfg.pair.draft), cfg.get("cache_dir"))
+    job = Job(prepared)
+    draft = MODEL_CACHE.model(config.pair.draft.model, config.cache_dir)
     print(f"models loaded in {time.perf_counter() - t0:.1f} s")
-    chat = cfg.task.get("chat_template", "auto")
     ids_list = []
     for prompt in prompts:
-        text, template = format_turn(job.tokenizer, [], prompt.turns[0], chat)
+        text, template = format_turn(job.tokenizer, [], prompt.turns[0], config.task.chat_template)
         ids_list.append(job.encode(text, template is not None))
 
     if args.latency:
@@ -119,13 +117,13 @@ def main(argv: list[str] | None = None) -> int:
         ids_list[0], min(16, args.max_new_tokens))
     t0 = time.perf_counter()
     traces = [build_trace(job.target, draft, ids, args.max_new_tokens, job.eos, args.gamma_max, args.trace_mode,
-                          prompt_id=pr.prompt_id, category=pr.category, pair=cfg.pair.name, task=cfg.task.name)
+                          prompt_id=pr.prompt_id, category=pr.category, pair=config.pair.name, task=config.task.name)
               for pr, ids in zip(prompts, ids_list)]
     print(f"traced {len(traces)} prompts in {time.perf_counter() - t0:.1f} s "
           f"({sum(len(t.tails) for t in traces)} tails, near-ties {sum(t.near_ties for t in traces)})")
 
     def pooled(tokens: int, ms: float) -> float:
-        return tokens / (ms / 1000.0) if ms > 0 else float("nan")
+        return pooled_tokens_per_s([tokens], [ms])
 
     n_tok = sum(t.n for t in traces)
     ar_meas = pooled(n_tok, sum(t.ar_wall_ms for t in traces))

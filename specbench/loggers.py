@@ -1,6 +1,6 @@
 """Per-job experiment loggers: ``conf/logger/{none,wandb}.yaml``.
 
-``build_logger(cfg)`` returns a ``JobLogger`` for ``cfg.logger.name``. A job uses it as::
+``build_logger(cfg)`` returns a ``JobLogger`` for ``cfg.name`` (a ``specbench.config.LoggerConfig``). A job uses it as::
 
     logger = build_logger(cfg)
     logger.start(config_dict, job_name)
@@ -42,8 +42,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from specbench.config import LoggerConfig
 from specbench.records import RECORD_FIELDS
-from specbench.registry import ConfigError, Registry
+from specbench.registry import Registry
 
 log = logging.getLogger(__name__)
 
@@ -119,17 +120,6 @@ def traces_table(records: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[
     return list(TRACE_COLUMNS), rows
 
 
-def _plain(obj: Any) -> Any:
-    """An OmegaConf node as plain containers (anything else unchanged)."""
-    try:
-        from omegaconf import DictConfig, ListConfig, OmegaConf
-    except ImportError:  # pragma: no cover - omegaconf is a dependency
-        return obj
-    if isinstance(obj, (DictConfig, ListConfig)):
-        return OmegaConf.to_container(obj, resolve=True)
-    return obj
-
-
 class WandbLogger(JobLogger):
     """``logger=wandb``: one W&B run per job (module doc)."""
 
@@ -153,7 +143,7 @@ class WandbLogger(JobLogger):
     def start(self, config: Mapping[str, Any], job_name: str) -> None:
         import wandb
 
-        config = dict(_plain(config) or {})
+        config = dict(config or {})
         group = self.group or Path(str(config.get("results_dir") or "results")).name
         if self.dir:
             Path(self.dir).mkdir(parents=True, exist_ok=True)
@@ -185,7 +175,7 @@ class WandbLogger(JobLogger):
         try:
             import wandb
 
-            summary = dict(_plain(summary) or {})
+            summary = dict(summary or {})
             aggregates = summary.get("aggregates") or {}
             values = {k: (int(v) if isinstance(v, bool) else v) for k, v in aggregates.items()
                       if isinstance(v, bool) or _is_number(v)}
@@ -204,20 +194,14 @@ class WandbLogger(JobLogger):
             run.finish(exit_code=1 if failed else 0)
 
 
-LOGGERS: Registry[type[JobLogger]] = Registry("logger")
-LOGGERS.add(NullLogger.name, NullLogger)
-LOGGERS.add(WandbLogger.name, WandbLogger)
+LOGGERS: Registry[type[JobLogger]] = Registry(
+    "logger", {"none": "specbench.loggers:NullLogger", "wandb": "specbench.loggers:WandbLogger"}
+)
 
 
-def build_logger(cfg: Any) -> JobLogger:
-    """The logger ``cfg.logger`` names (``none`` when there is no ``logger`` node)."""
-    node = _plain(cfg.get("logger") if hasattr(cfg, "get") else None) or {"name": "none"}
-    name = node.get("name", "none")
-    cls = LOGGERS.get(str(name))
+def build_logger(cfg: LoggerConfig) -> JobLogger:
+    """The logger ``cfg`` names (``conf/logger/<name>.yaml``)."""
+    cls = LOGGERS.get(cfg.name)
     if cls is NullLogger:
         return NullLogger()
-    mode = node.get("mode")
-    if mode not in (None, "online", "offline", "disabled", "shared"):
-        raise ConfigError(f"logger.mode must be online, offline, disabled or null, got {mode!r}")
-    return WandbLogger(project=node.get("project") or "specbench", entity=node.get("entity"), group=node.get("group"),
-                       tags=node.get("tags") or (), mode=mode, dir=node.get("dir"))
+    return cls(project=cfg.project, entity=cfg.entity, group=cfg.group, tags=cfg.tags, mode=cfg.mode, dir=cfg.dir)

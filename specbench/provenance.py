@@ -11,9 +11,9 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from specbench.paths import REPO_ROOT
 from specbench.records import SCHEMA_VERSION
 
-ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("torch", "transformers", "accelerate", "hydra-core", "specbench", "optimum-quanto", "wandb")
 
 
@@ -24,7 +24,7 @@ def _version(name: str) -> str | None:
         return None
 
 
-def git_commit(root: Path = ROOT) -> dict[str, Any]:
+def git_commit(root: Path = REPO_ROOT) -> dict[str, Any]:
     try:
         commit = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5, check=True

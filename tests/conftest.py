@@ -18,13 +18,13 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "disabled")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-import pytest  # noqa: E402
-import torch  # noqa: E402
+import pytest
+import torch
 
 torch.set_num_threads(int(os.environ.get("SPECBENCH_TEST_THREADS", "2")))
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # `import tiny`
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # `import helpers`
 SHARED = ROOT.parent / "shared"
 
 _real_connect = socket.socket.connect
@@ -38,6 +38,14 @@ def _guarded_connect(self, address):  # pragma: no cover - only hit by a bug
 
 
 socket.socket.connect = _guarded_connect
+
+
+@pytest.fixture(scope="module")
+def tiny_conf(tmp_path_factory) -> Path:
+    """A config dir holding pair/tiny.yaml: a tiny seeded target and draft saved to disk."""
+    from helpers import write_tiny_pair
+
+    return write_tiny_pair(tmp_path_factory.mktemp("tinypair"))
 
 
 @pytest.fixture(scope="module")

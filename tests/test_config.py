@@ -8,33 +8,21 @@ import sys
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
 
 from methods.registry import build_policy
-from runners.job import validate
-from runners.report import job_dirname
-from specbench.models import ModelSpec
+from runners.jobs.job import prepare
+from specbench.config import JobConfig, MethodConfig
 from specbench.registry import ConfigError
 
-ROOT = Path(__file__).resolve().parents[1]
-CONF = ROOT / "conf"
+from helpers import ROOT, options
+from helpers import compose as _compose
 
-OmegaConf.register_new_resolver("job_dirname", job_dirname, replace=True)
-
-
-def _compose(*overrides: str):
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return compose(config_name="config", overrides=list(overrides))
-
-
-def _options(group: str) -> list[str]:
-    return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
+_options = options
 
 
 def test_default_config_is_valid():
     cfg = _compose()
-    prompts = validate(cfg)
+    prompts = prepare(cfg).prompts
     assert len(prompts) >= 10
     assert cfg.results_dir == "results"
     assert {"gamma", "temperature", "max_new_tokens", "seed", "results_dir", "verify_lossless"} <= set(cfg)
@@ -45,7 +33,8 @@ def test_every_method_composes_and_builds_its_policy(method):
     cfg = _compose(f"method={method}")
     assert cfg.method.name == method  # file stem == name == registry key
     if cfg.method.runner == "speculative":
-        policy = build_policy(cfg.method.policy, cfg.gamma, cfg.method)
+        config = MethodConfig.from_mapping(cfg.method)
+        policy = build_policy(config.policy, cfg.gamma, config.params)
         assert policy.next_gamma() >= 1
 
 
@@ -53,12 +42,11 @@ def test_every_method_composes_and_builds_its_policy(method):
 def test_every_pair_composes_and_its_model_specs_are_valid(pair):
     cfg = _compose(f"pair={pair}")
     assert cfg.pair.name == pair
-    ModelSpec.from_cfg(cfg.pair.target)
-    if cfg.pair.get("draft") and cfg.pair.draft.get("kind", "model") == "model":
-        ModelSpec.from_cfg(cfg.pair.draft)
+    typed = JobConfig.from_mapping(cfg).pair  # the target's and the draft's ModelSpec are validated here
+    assert typed.target.path and (typed.draft is None or typed.draft.kind != "model" or typed.draft.model.path)
 
 
-@pytest.mark.parametrize("group", ["task", "logger"])
+@pytest.mark.parametrize("group", ["task", "logger", "hetero"])
 def test_every_option_of_other_groups_composes(group):
     for option in _options(group):
         cfg = _compose(f"{group}={option}")
@@ -80,7 +68,7 @@ def test_every_option_of_other_groups_composes(group):
 def test_bad_values_are_refused_by_validate(override, message):
     cfg = _compose(override)
     with pytest.raises(ConfigError) as info:
-        validate(cfg)
+        prepare(cfg)
     assert message in str(info.value)
 
 

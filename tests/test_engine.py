@@ -6,13 +6,14 @@ import itertools
 import math
 
 import pytest
-import tiny
 import torch
 
 from methods.base import FixedGamma, GammaPolicy, RoundOutcome
-from runners.drafters import ModelDrafter
-from runners.speculative import AutoregressiveRunner, SpeculativeRunner
-from runners.verify import verify_sampling
+from runners.drafters.model import ModelDrafter
+from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
+from runners.engine.verify import verify_sampling
+
+from helpers import tiny
 
 GAMMAS = [1, 2, 3, 5, 8, 16]
 

@@ -21,12 +21,14 @@ import copy
 
 import pytest
 import torch
-from tiny import tiny_model, tiny_tokenizer
 
 from methods.base import FixedGamma
 from methods.hetero.vocab import token_strings
-from runners.hetero import SLEMDrafter, TLIDrafter
-from runners.speculative import AutoregressiveRunner, SpeculativeRunner
+from runners.drafters.slem import SLEMDrafter
+from runners.drafters.tli import TLIDrafter
+from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
+
+from helpers.tiny import tiny_model, tiny_tokenizer
 
 BPE_SIZE = 300
 PROMPTS = ["the quick brown fox", "def add(a, b):\n", "one two three"]
@@ -91,7 +93,7 @@ def test_slem_greedy_equals_target_greedy(bpe, char, gamma):
 @pytest.mark.parametrize("pairing", ["sp-target", "sp-draft"])
 def test_slem_and_tli_with_a_llama_style_tokenizer(bpe, char, pairing):
     """A '▁' tokenizer that prepends a space to everything it encodes, as target or as draft."""
-    from test_vocab_stats import sentencepiece_like
+    from helpers import sentencepiece_like
 
     sp = sentencepiece_like("always")
     ttok, dtok = (sp, char) if pairing == "sp-target" else (bpe, sp)
@@ -141,7 +143,7 @@ def test_slem_alignment_after_a_non_canonical_target_token(bpe, char):
 def test_slem_alignment_beats_encoding_the_new_text_alone(char):
     """A Llama-style '▁' target tokenizer prepends a space to any text it encodes alone: the
     look-behind window (accepted text + new text, cut at the accepted text's end) does not."""
-    from test_vocab_stats import sentencepiece_like
+    from helpers import sentencepiece_like
 
     sp = sentencepiece_like("always")
     drafter = SLEMDrafter(tiny_model(len(char), seed=5), char, sp, [0])
@@ -286,18 +288,23 @@ def test_real_pair_gemma3_target_smollm2_draft():
 
 
 def test_drafter_factories_in_the_registry(bpe, char):
-    from runners.drafters import DRAFTERS
+    from dataclasses import replace
+
+    from methods.hetero import check_supported
+    from runners.drafters import DrafterContext, build_drafter
+    from specbench.config import HeteroConfig
     from specbench.registry import ConfigError
 
-    kw = {"draft_model": tiny_model(len(char), seed=14), "draft_tokenizer": char, "target_tokenizer": bpe,
-          "eos_token_ids": [0], "target_vocab_size": BPE_SIZE, "draft_cfg": {"kind": "model"}}
-    slem = DRAFTERS.get("slem")(**kw, method_cfg={"lookbehind": 4})
+    ctx = DrafterContext(target_tokenizer=bpe, eos_token_ids=[0], target_vocab_size=BPE_SIZE,
+                         draft_model=tiny_model(len(char), seed=14), draft_tokenizer=char,
+                         hetero=HeteroConfig("slem", lookbehind=4))
+    slem = build_drafter("slem", ctx)
     assert isinstance(slem, SLEMDrafter) and slem.lookbehind == 4
-    assert isinstance(DRAFTERS.get("tli")(**kw), TLIDrafter)
+    assert isinstance(build_drafter("tli", ctx), TLIDrafter)
     for name in ("slrs", "union"):
         with pytest.raises(ConfigError, match="toy/exact-evaluation only"):
-            DRAFTERS.get(name)(**kw)
+            check_supported(name)
     with pytest.raises(ConfigError, match="needs a draft model"):
-        DRAFTERS.get("slem")(**{**kw, "draft_model": None})
+        build_drafter("slem", replace(ctx, draft_model=None))
     with pytest.raises(ConfigError, match="lookbehind"):
-        DRAFTERS.get("tli")(**kw, method_cfg={"lookbehind": 0})
+        HeteroConfig.from_mapping({"name": "tli", "lookbehind": 0})

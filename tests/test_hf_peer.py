@@ -1,4 +1,4 @@
-"""Our engine against transformers' assisted generation (runners.hf_assisted), on tiny seeded models.
+"""Our engine against transformers' assisted generation (runners.engine.hf_assisted), on tiny seeded models.
 
 Greedy, same pair, same γ rule. Two comparisons:
 
@@ -23,15 +23,17 @@ from __future__ import annotations
 import copy
 
 import pytest
-import tiny
 import torch
 from omegaconf import OmegaConf
 
 from methods.registry import build_policy
-from runners.drafters import ModelDrafter
-from runners.hf_assisted import HFAssistedRunner, HFSettings, hf_settings
-from runners.speculative import AutoregressiveRunner, SpeculativeRunner
+from runners.drafters.model import ModelDrafter
+from runners.engine.hf_assisted import HFAssistedRunner, HFSettings, hf_settings
+from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
+from specbench.config import MethodConfig
 from specbench.registry import ConfigError
+
+from helpers import tiny
 
 N = 24
 TEXTS = ("the quick brown fox", "def add(a, b):")
@@ -58,6 +60,11 @@ def pair():
     return target, draft, prompts
 
 
+def _policy(method: dict, gamma: int):
+    """The job's policy for a method config (its knobs are the keys besides name and policy)."""
+    return build_policy(method["policy"], gamma, {k: v for k, v in method.items() if k not in ("name", "policy")})
+
+
 def ours(target, draft, policy, eos=()):
     return SpeculativeRunner(target, ModelDrafter(draft, eos), policy, list(eos))
 
@@ -74,7 +81,7 @@ def test_specdecode_identical(pair, gamma):
     for ids in prompts:
         ref = AutoregressiveRunner(target, []).generate(ids, N)
         o = ours(target, draft, build_policy("fixed", gamma)).generate(ids, N)
-        hf = HFAssistedRunner(target, draft, SPECDECODE, gamma, [])
+        hf = HFAssistedRunner(target, draft, _policy(SPECDECODE, gamma), [])
         direct = hf.generate(ids, N)
         assert o.tokens == direct.tokens == ref.tokens
         # direct: transformers' rounds cover every new token (no prefill token); its first
@@ -96,10 +103,10 @@ def test_specdecode_identical(pair, gamma):
 def test_hf_heuristic_identical_over_two_prompts(pair, gamma, transient):
     target, draft, prompts = pair
     method = {**HEURISTIC, "transient": transient}
-    policy = build_policy("hf_heuristic", gamma, method)
+    policy = _policy(method, gamma)
     runner = ours(target, draft, policy)
-    hf = HFAssistedRunner(target, draft, method, gamma, [])
-    direct = HFAssistedRunner(target, draft, method, gamma, [])
+    hf = HFAssistedRunner(target, draft, _policy(method, gamma), [])
+    direct = HFAssistedRunner(target, draft, _policy(method, gamma), [])
     assert hf.settings.schedule == ("heuristic_transient" if transient else "heuristic")
     carried_before = gamma
     for ids in prompts:
@@ -130,9 +137,9 @@ def test_assistant_threshold_identical(pair, adaptive):
     method = {"name": "assistant_threshold", "policy": "assistant_threshold", "threshold": tau,
               "adaptive_threshold": adaptive}
     for gamma in (3, 6):
-        policy = build_policy("assistant_threshold", gamma, method)
+        policy = _policy(method, gamma)
         o = ours(target, draft, policy).generate(prompts[1], N)
-        hf = HFAssistedRunner(target, draft, method, gamma, [])
+        hf = HFAssistedRunner(target, draft, _policy(method, gamma), [])
         aligned = hf.generate(prompts[1] + o.tokens[:1], N - 1)
         assert aligned.tokens == o.tokens[1:]
         assert_same_rounds(o, aligned)
@@ -153,7 +160,7 @@ def _eos_case(pair):
                 continue
             eos = [free[k]]
             for gamma in (2, 3, 4):
-                o = ours(target, draft, build_policy("hf_heuristic", gamma, HEURISTIC), eos).generate(ids, N)
+                o = ours(target, draft, _policy(HEURISTIC, gamma), eos).generate(ids, N)
                 if o.stop_reason == "eos" and o.drafted_trace[-1] == o.accepted_trace[-1] >= 1:
                     return draft, ids, eos, gamma
     raise AssertionError("no prompt/EOS with an accepted drafted EOS in the tiny pair")
@@ -165,8 +172,8 @@ def test_drafted_eos_counts(pair):
     counts it as accepted (our records' definition) and matches our engine."""
     target, _, _ = pair
     draft, ids, eos, gamma = _eos_case(pair)
-    o = ours(target, draft, build_policy("hf_heuristic", gamma, HEURISTIC), eos).generate(ids, N)
-    hf = HFAssistedRunner(target, draft, HEURISTIC, gamma, eos)
+    o = ours(target, draft, _policy(HEURISTIC, gamma), eos).generate(ids, N)
+    hf = HFAssistedRunner(target, draft, _policy(HEURISTIC, gamma), eos)
     aligned = hf.generate(ids + o.tokens[:1], N - 1)
     assert aligned.tokens == o.tokens[1:] and aligned.stop_reason == "eos"
     assert_same_rounds(o, aligned)
@@ -179,9 +186,9 @@ def test_drafted_eos_counts(pair):
 def test_drafted_eos_carried_gamma_matches_transformers(pair):
     target, _, _ = pair
     draft, ids, eos, gamma = _eos_case(pair)
-    policy = build_policy("hf_heuristic", gamma, HEURISTIC)
+    policy = _policy(HEURISTIC, gamma)
     o = ours(target, draft, policy, eos).generate(ids, N)
-    hf = HFAssistedRunner(target, draft, HEURISTIC, gamma, eos)
+    hf = HFAssistedRunner(target, draft, _policy(HEURISTIC, gamma), eos)
     hf.generate(ids + o.tokens[:1], N - 1)
     assert policy.gamma == hf.carried_gamma
 
@@ -190,7 +197,7 @@ def test_generation_config_restored(pair, monkeypatch):
     target, draft, prompts = pair
     before = draft.generation_config.to_dict()
     config_object = draft.generation_config
-    hf = HFAssistedRunner(target, draft, HEURISTIC, 3, [])
+    hf = HFAssistedRunner(target, draft, _policy(HEURISTIC, 3), [])
     out = hf.generate(prompts[0], N)
     assert out.gamma_trace[-1] != 3 and hf.carried_gamma != 3  # transformers did write γ back
     assert draft.generation_config is config_object
@@ -209,7 +216,7 @@ def test_generation_config_restored(pair, monkeypatch):
 
 def test_sampling_runs_and_leaves_global_rng(pair):
     target, draft, prompts = pair
-    hf = HFAssistedRunner(target, draft, SPECDECODE, 3, [], temperature=0.8)
+    hf = HFAssistedRunner(target, draft, _policy(SPECDECODE, 3), [], temperature=0.8)
     state = torch.get_rng_state()
     a = hf.generate(prompts[0], N, torch.Generator().manual_seed(5))
     b = hf.generate(prompts[0], N, torch.Generator().manual_seed(5))
@@ -220,8 +227,8 @@ def test_sampling_runs_and_leaves_global_rng(pair):
 
 def test_settings_and_refusals(pair, root):
     target, draft, _ = pair
-    assert hf_settings({"name": "specdecode"}) == HFSettings("constant", 0.0)
-    assert hf_settings({"name": "hf_heuristic_transient"}).schedule == "heuristic_transient"
+    assert hf_settings(_policy(SPECDECODE, 4)) == HFSettings("constant", 0.0)
+    assert hf_settings(_policy({**HEURISTIC, "transient": True}, 4)).schedule == "heuristic_transient"
     expected = {
         "hf_native_specdecode": HFSettings("constant", 0.0),
         "hf_native_heuristic": HFSettings("heuristic", 0.0),
@@ -229,16 +236,13 @@ def test_settings_and_refusals(pair, root):
         "hf_native_assistant_threshold": HFSettings("constant", 0.4, True),
     }
     for name, settings in expected.items():
-        cfg = OmegaConf.load(root / "conf" / "method" / f"{name}.yaml")
-        assert cfg.name == name and cfg.runner == "hf" and cfg.drafter == "hf"
-        assert hf_settings(cfg) == settings
-        build_policy(cfg.policy, 4, cfg)  # what job.validate checks
+        cfg = MethodConfig.from_mapping(OmegaConf.to_container(OmegaConf.load(root / "conf" / "method" / f"{name}.yaml")))
+        assert cfg.name == name and cfg.runner == "hf"
+        assert hf_settings(build_policy(cfg.policy, 4, cfg.params)) == settings  # what job.prepare checks
     with pytest.raises(ConfigError, match="not a transformers schedule"):
-        HFAssistedRunner(target, draft, {"name": "gammatune", "policy": "gammatune"}, 4, [])
-    with pytest.raises(ConfigError, match="no transformers equivalent"):
-        HFAssistedRunner(target, draft, {"name": "gammatune"}, 4, [])
+        HFAssistedRunner(target, draft, _policy({"name": "gammatune", "policy": "gammatune"}, 4), [])
     with pytest.raises(ConfigError, match="persist_threshold"):
-        hf_settings({"name": "t", "policy": "assistant_threshold", "persist_threshold": True})
+        hf_settings(_policy({"name": "t", "policy": "assistant_threshold", "persist_threshold": True}, 4))
     other = tiny.tiny_model(len(tiny.tiny_tokenizer()) + 5, seed=3, layers=1)
     with pytest.raises(ConfigError, match="vocabulary"):
-        HFAssistedRunner(target, other, SPECDECODE, 4, [])
+        HFAssistedRunner(target, other, _policy(SPECDECODE, 4), [])

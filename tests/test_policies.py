@@ -21,6 +21,7 @@ from methods.gammatune import GammaTune, GammaTunePlus
 from methods.hf_heuristic import HFHeuristic
 from methods.registry import POLICIES, build_policy, policy_params
 from methods.threshold import AssistantThreshold
+from specbench.config import MethodConfig
 from specbench.registry import ConfigError
 
 METHOD_DIR = Path(__file__).resolve().parents[1] / "conf" / "method"
@@ -381,6 +382,11 @@ def test_adaptive_threshold_without_sklearn(monkeypatch):
 # --------------------------------------------------------------------------- registry and configs
 
 
+def _params(cfg) -> dict:
+    """A method config's policy knobs (what ``specbench.config.MethodConfig.params`` holds)."""
+    return dict(MethodConfig.from_mapping(OmegaConf.to_container(cfg)).params)
+
+
 def method_yamls():
     return sorted(METHOD_DIR.glob("*.yaml"))
 
@@ -398,14 +404,14 @@ def test_method_yaml_builds(path):
         assert cfg.runner != "speculative"
         return
     for g in PAPER_GAMMAS:
-        p = build_policy(cfg.policy, g, cfg)
+        p = build_policy(cfg.policy, g, _params(cfg))
         p.begin_prompt()
         assert p.next_gamma() == g
         p.observe(rnd(1, min(g, 3), g, (0.9,) * min(g, 3)))
         assert p.next_gamma() >= 1
         OmegaConf.create(p.state())  # JSON-like
     with pytest.raises(ConfigError):
-        build_policy(cfg.policy, 0, cfg)
+        build_policy(cfg.policy, 0, _params(cfg))
 
 
 @pytest.mark.parametrize("stem", OURS)
@@ -414,7 +420,7 @@ def test_our_yamls_pass_every_key_on(stem):
     assert cfg.runner == "speculative"
     params = set(cfg) - {"name", "runner", "policy"}
     assert params == set(policy_params(POLICIES.get(cfg.policy)))  # no typo, nothing left out
-    p = build_policy(cfg.policy, 5, cfg)
+    p = build_policy(cfg.policy, 5, _params(cfg))
     for key in params:
         attr = {
             "threshold": "threshold_init",
@@ -427,10 +433,10 @@ def test_our_yamls_pass_every_key_on(stem):
 
 def test_transient_flags_in_yamls():
     assert (
-        build_policy("hf_heuristic", 5, OmegaConf.load(METHOD_DIR / "hf_heuristic.yaml")).transient is False
+        build_policy("hf_heuristic", 5, _params(OmegaConf.load(METHOD_DIR / "hf_heuristic.yaml"))).transient is False
     )
     assert build_policy(
-        "hf_heuristic", 5, OmegaConf.load(METHOD_DIR / "hf_heuristic_transient.yaml")
+        "hf_heuristic", 5, _params(OmegaConf.load(METHOD_DIR / "hf_heuristic_transient.yaml"))
     ).transient
 
 
@@ -439,7 +445,7 @@ def test_sweep_overrides_reach_the_policy():
     cfg = OmegaConf.merge(
         cfg, OmegaConf.from_dotlist(["eta=0.5", "transient=true", "threshold=0.3", "delta=1"])
     )
-    p = build_policy(cfg.policy, 5, cfg)
+    p = build_policy(cfg.policy, 5, _params(cfg))
     assert (p.eta, p.transient, p.confidence.threshold, p.delta) == (0.5, True, 0.3, 1.0)
 
 

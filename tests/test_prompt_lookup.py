@@ -6,11 +6,10 @@ import random
 
 import pytest
 import torch
-from omegaconf import OmegaConf
 
 from methods.base import FixedGamma
-from runners.base import Draft, Drafter
-from runners.prompt_lookup import PromptLookupDrafter
+from runners.drafters.prompt_lookup import PromptLookupDrafter
+from runners.engine.base import Draft, Drafter
 
 
 class NoAskPolicy(FixedGamma):
@@ -100,13 +99,21 @@ def test_bad_arguments(kwargs):
         PromptLookupDrafter(**kwargs)
 
 
-def test_from_pair_config(root):
-    pair = OmegaConf.load(root / "conf" / "pair" / "gemma3-270m_prompt-lookup.yaml")
-    d = PromptLookupDrafter.from_cfg(pair.draft, eos_token_ids=[1, 106])
+def _prompt_lookup_pair():
+    from specbench.config import JobConfig
+
+    from helpers import compose
+
+    return JobConfig.from_mapping(compose("pair=gemma3-270m_prompt-lookup")).pair
+
+
+def test_from_pair_config():
+    pair = _prompt_lookup_pair()
+    d = PromptLookupDrafter.from_options(pair.draft.options, eos_token_ids=[1, 106])
     assert (d.max_ngram_size, d.min_ngram_size, d.match) == (
-        pair.draft.max_ngram_size,
-        pair.draft.min_ngram_size,
-        pair.draft.match,
+        pair.draft.options["max_ngram_size"],
+        pair.draft.options["min_ngram_size"],
+        pair.draft.options["match"],
     )
     assert d.eos_token_ids == {1, 106}
 
@@ -150,16 +157,9 @@ def test_eos_differs_from_transformers_only_by_keeping_the_eos():
             assert ours == theirs
 
 
-def test_registered_as_the_prompt_lookup_drafter(root):
-    from runners.drafters import DRAFTERS
+def test_registered_as_the_prompt_lookup_drafter():
+    from runners.drafters import DrafterContext, build_drafter
 
-    pair = OmegaConf.load(root / "conf" / "pair" / "gemma3-270m_prompt-lookup.yaml")
-    d = DRAFTERS.get("prompt_lookup")(
-        draft_model=None,
-        draft_tokenizer=None,
-        target_tokenizer=None,
-        eos_token_ids=[1],
-        target_vocab_size=10,
-        draft_cfg=pair.draft,
-    )
+    pair = _prompt_lookup_pair()
+    d = build_drafter("prompt_lookup", DrafterContext(None, [1], 10, options=pair.draft.options))
     assert isinstance(d, PromptLookupDrafter) and d.eos_token_ids == {1}

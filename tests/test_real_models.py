@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from methods.base import FixedGamma
-from runners.drafters import ModelDrafter
-from runners.job import eos_ids
-from runners.speculative import AutoregressiveRunner, SpeculativeRunner
-from specbench.models import MODEL_CACHE, ModelSpec
+from runners.drafters.model import ModelDrafter
+from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
+from specbench.config import ModelSpec
+from specbench.models import MODEL_CACHE, eos_ids
 from specbench.tasks import load_task
 
 pytestmark = pytest.mark.slow

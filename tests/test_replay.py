@@ -1,4 +1,4 @@
-"""Traces and replay (runners.trace, runners.replay, runners.latency, analysis.replay_table).
+"""Traces and replay (runners.replay: trace, replay, latency, cli; analysis.replay_table).
 
 * replayed rounds equal the rounds of real ``SpeculativeRunner`` runs, exactly, for every
   replayable method config and several initial γ, with one policy across prompts;
@@ -19,16 +19,17 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-import tiny
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from methods.base import FixedGamma
 from methods.registry import POLICIES, build_policy
-from runners.drafters import ModelDrafter
-from runners.latency import ForwardCost, LatencyModel, calibrate, fit_affine
-from runners.replay import (
+from runners.drafters.model import ModelDrafter
+from runners.engine.speculative import SpeculativeRunner
+from runners.replay.cli import main
+from runners.replay.latency import ForwardCost, LatencyModel, calibrate, fit_affine
+from runners.replay.replay import (
     AGREEMENT_ORACLE,
     BEST_FIXED_TASK,
     ORACLE,
@@ -36,14 +37,22 @@ from runners.replay import (
     _seen_after,
     agreement_oracle,
     load_method,
-    main,
     oracle,
     oracle_schedule,
     replay,
     replay_job,
 )
-from runners.speculative import SpeculativeRunner
-from runners.trace import Trace, TraceTooShort, build_trace, pack_conf, read_traces, unpack_conf, write_traces
+from runners.replay.trace import (
+    Trace,
+    TraceTooShort,
+    build_trace,
+    pack_conf,
+    read_traces,
+    unpack_conf,
+    write_traces,
+)
+
+from helpers import tiny
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_NEW = 40
@@ -55,7 +64,7 @@ def _replayable_methods() -> list[str]:
     for path in sorted((ROOT / "conf" / "method").glob("*.yaml")):
         try:
             load_method(path.stem)
-        except Exception:  # noqa: BLE001 - not the speculative loop with a model drafter
+        except Exception:
             continue
         out.append(path.stem)
     return out
@@ -89,7 +98,7 @@ def pair():
             p.add_(torch.randn(p.shape, generator=gen) * 0.2 * p.abs().mean())
     texts = ("the quick brown fox", "def add(a, b):", "one two three", "a cat sat on", "translate the sentence")
     prompts = [tok.encode(t) for t in texts]
-    from runners.speculative import AutoregressiveRunner
+    from runners.engine.speculative import AutoregressiveRunner
 
     free = AutoregressiveRunner(target, []).generate(prompts[0], MAX_NEW).tokens
     k = next(i for i in range(12, MAX_NEW) if free[i] not in free[:i])
@@ -402,7 +411,11 @@ def test_grid_cli_writes_rows_and_the_oracle_table(traces, tmp_path, capsys):
     assert sum(r["method"] == BEST_FIXED_TASK for r in rows) == n
     assert {"pair", "method", "gamma_init", "prompt_id", "new_tokens", "rounds", "drafted", "accepted",
             "acceptance_rate", "gamma_trace", "tokens_per_s"} <= set(rows[0])
-    assert (out / "replay.csv").exists() and (out / "replay_oracle.md").exists()
+    assert (out / "replay.csv").exists()
+    from analysis.cli import main as analysis_main  # the simulator writes rows; analysis renders them
+
+    assert analysis_main([str(out)]) == 0
+    assert (out / "analysis" / "tables" / "replay_oracle.md").exists()
     assert "× oracle" in capsys.readouterr().out
     frac = oracle_fractions(load_replay(tmp_path / "results"))
     real = frac[~frac["method"].isin([ORACLE])]
@@ -433,13 +446,13 @@ def test_unreplayable_methods_are_refused():
 # ----------------------------------------------------------------- jobs → traces → replay, end to end
 
 def test_recorded_jobs_are_replayed_exactly(pair, tmp_path):
-    """``run_job`` (warm-up, policy reset, prompt order, tokenisation) → ``python -m runners.trace
+    """``run_job`` (warm-up, policy reset, prompt order, tokenisation) → ``python -m runners.replay trace
     --results`` → ``replay_job``: the replayed rounds are the recorded ones."""
     from omegaconf import OmegaConf
 
-    from runners.job import run_job
-    from runners.trace import compose_config
-    from runners.trace import main as trace_main
+    from runners.jobs.job import run_job
+
+    from helpers import compose
 
     target, draft, _, _ = pair
     tok = tiny.tiny_tokenizer()
@@ -454,11 +467,11 @@ def test_recorded_jobs_are_replayed_exactly(pair, tmp_path):
     results = tmp_path / "results"
     jobs = [("gammatune", 3), ("hf_heuristic", 2), ("assistant_threshold", 4), ("gammatune_plus", 1)]
     for method, gamma in jobs:
-        cfg = compose_config([f"method={method}", f"gamma={gamma}", "task.n_prompts=4", "max_new_tokens=24",
-                              "warmup=1", "logger=none"])
+        cfg = compose(f"method={method}", f"gamma={gamma}", "task.n_prompts=4", "max_new_tokens=24",
+                      "warmup=1", "logger=none")
         cfg.pair = OmegaConf.create(tiny_pair)
         run_job(cfg, results / f"{method}-{gamma}", progress=False)
-    assert trace_main(["--results", str(results), "--gamma-max", "24"]) == 0
+    assert main(["trace", "--results", str(results), "--gamma-max", "24"]) == 0
     files = list((results / "traces").rglob("trace.jsonl"))
     assert len(files) == 1  # one pair × task × length, whatever the methods
     traces = read_traces(files[0])
@@ -481,7 +494,7 @@ def test_recorded_jobs_are_replayed_exactly(pair, tmp_path):
 
 def test_chunk_dependent_drafts_are_traced_sequentially(pair):
     """torch's dynamic int8 quantization scales a Linear's input per tensor: batching changes outputs."""
-    from runners.trace import chunk_invariant
+    from runners.replay.trace import chunk_invariant
 
     target, draft, prompts, eos = pair
     import warnings

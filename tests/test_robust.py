@@ -11,11 +11,12 @@ import time
 from pathlib import Path
 
 import pytest
-from test_config import _compose
-from test_sweep import run_sweep, tiny_conf  # noqa: F401 - fixture
 
-from runners.job import validate
+from runners.jobs.job import prepare
 from specbench.registry import ConfigError
+
+from helpers import compose as _compose
+from helpers import run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 ARGS = ["pair=tiny", "max_new_tokens=40", "warmup=0", "verify_lossless=false"]
@@ -41,7 +42,7 @@ def _wait_for_lines(path_glob, tmp: Path, n: int, proc: subprocess.Popen, timeou
     raise AssertionError("timed out")
 
 
-def test_sigkill_mid_job_then_resume_keeps_whole_lines_and_no_duplicates(tiny_conf, tmp_path):  # noqa: F811
+def test_sigkill_mid_job_then_resume_keeps_whole_lines_and_no_duplicates(tiny_conf, tmp_path):
     proc = _start(tiny_conf, tmp_path, ARGS)
     records = _wait_for_lines("records.jsonl", tmp_path, 3, proc)
     os.killpg(proc.pid, signal.SIGKILL)
@@ -63,7 +64,7 @@ def test_sigkill_mid_job_then_resume_keeps_whole_lines_and_no_duplicates(tiny_co
     assert json.loads((records.parent / "summary.json").read_text())["status"] == "complete"
 
 
-def test_ctrl_c_stops_after_the_current_prompt_and_resumes(tiny_conf, tmp_path):  # noqa: F811
+def test_ctrl_c_stops_after_the_current_prompt_and_resumes(tiny_conf, tmp_path):
     proc = _start(tiny_conf, tmp_path, ARGS)
     records = _wait_for_lines("records.jsonl", tmp_path, 2, proc)
     os.killpg(proc.pid, signal.SIGINT)
@@ -77,7 +78,7 @@ def test_ctrl_c_stops_after_the_current_prompt_and_resumes(tiny_conf, tmp_path):
     assert len(records.read_text().splitlines()) == 10
 
 
-def test_a_failing_job_does_not_stop_the_sweep(tiny_conf, tmp_path):  # noqa: F811
+def test_a_failing_job_does_not_stop_the_sweep(tiny_conf, tmp_path):
     broken = tiny_conf.parent / "conf_broken"
     (broken / "pair").mkdir(parents=True, exist_ok=True)
     text = (tiny_conf / "pair" / "tiny.yaml").read_text()
@@ -97,7 +98,7 @@ def test_a_failing_job_does_not_stop_the_sweep(tiny_conf, tmp_path):  # noqa: F8
     assert all("nonexistent" in f["error"] for f in failed)
 
 
-def test_models_are_loaded_once_per_sweep(tiny_conf, tmp_path):  # noqa: F811
+def test_models_are_loaded_once_per_sweep(tiny_conf, tmp_path):
     proc = run_sweep(["-m", "method=ar,specdecode,gammatune", "gamma=2,4", "task.n_prompts=1", "max_new_tokens=6",
                       "pair=tiny", "warmup=0"], tiny_conf, tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -107,7 +108,7 @@ def test_models_are_loaded_once_per_sweep(tiny_conf, tmp_path):  # noqa: F811
     assert max(c["hits"] for c in caches) >= 8
 
 
-def test_submitit_local_launcher_runs_the_jobs(tiny_conf, tmp_path):  # noqa: F811
+def test_submitit_local_launcher_runs_the_jobs(tiny_conf, tmp_path):
     pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
     proc = run_sweep(["-m", "hydra/launcher=local", "gamma=1,2", "pair=tiny", "task.n_prompts=1", "max_new_tokens=6",
                       "warmup=0"], tiny_conf, tmp_path, timeout=600)
@@ -119,26 +120,26 @@ def test_submitit_local_launcher_runs_the_jobs(tiny_conf, tmp_path):  # noqa: F8
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        (["pair=gemma3-270m_smollm2-135m", "method=specdecode"], "method=slem"),
+        (["pair=gemma3-270m_smollm2-135m", "hetero=none"], "hetero=slem"),
         (["task=custom", "task.data_files=/nonexistent/prompts.jsonl"], "/nonexistent/prompts.jsonl"),
         (["gamma=0"], "gamma must be an integer >= 1"),
     ],
 )
 def test_clear_errors_name_the_bad_value(overrides, message):
     with pytest.raises(ConfigError) as info:
-        validate(_compose(*overrides))
+        prepare(_compose(*overrides))
     assert message in str(info.value)
 
 
-def test_heterogeneous_pair_under_a_same_vocabulary_method_leaves_no_folder(tmp_path):
-    proc = run_sweep(["pair=gemma3-270m_smollm2-135m", "method=specdecode"], None, tmp_path, timeout=120)
+def test_heterogeneous_pair_with_one_vocabulary_leaves_no_folder(tmp_path):
+    proc = run_sweep(["pair=gemma3-270m_smollm2-135m", "hetero=none"], None, tmp_path, timeout=120)
     assert proc.returncode == 2
-    assert "method=tli" in proc.stderr + proc.stdout
+    assert "hetero=tli" in proc.stderr + proc.stdout
     assert not [p for p in tmp_path.rglob("*") if p.is_file()]
 
 
-@pytest.mark.parametrize("method", ["slrs", "union"])
-def test_exact_only_methods_are_refused_before_loading(method):
+@pytest.mark.parametrize("rule", ["slrs", "union"])
+def test_exact_only_algorithms_are_refused_before_loading(rule):
     with pytest.raises(ConfigError) as info:
-        validate(_compose("pair=gemma3-270m_smollm2-135m", f"method={method}"))
+        prepare(_compose("pair=gemma3-270m_smollm2-135m", f"hetero={rule}"))
     assert "exact-evaluation only" in str(info.value)

@@ -3,48 +3,17 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from dataclasses import fields
 from pathlib import Path
 
 import pytest
-import tiny
 
 from specbench.records import Record
 
+from helpers import run_sweep
+
 ROOT = Path(__file__).resolve().parents[1]
 RECORD_FIELDS = {f.name for f in fields(Record)}
-
-
-@pytest.fixture(scope="module")
-def tiny_conf(tmp_path_factory) -> Path:
-    """A config dir holding pair/tiny.yaml: a tiny seeded target and draft saved to disk."""
-    base = tmp_path_factory.mktemp("tinypair")
-    tok = tiny.tiny_tokenizer()
-    for name, seed, layers in (("target", 1, 2), ("draft", 2, 1)):
-        model = tiny.tiny_model(len(tok), seed=seed, layers=layers)
-        model.save_pretrained(base / name)
-        tok.save_pretrained(base / name)
-    conf = base / "conf" / "pair"
-    conf.mkdir(parents=True)
-    spec = "  dtype: float32\n  device: cpu\n  trust_remote_code: false\n"
-    (conf / "tiny.yaml").write_text(
-        "name: tiny\nsame_tokenizer: true\n"
-        f"target:\n  name: tiny-target\n  path: {base / 'target'}\n{spec}"
-        f"draft:\n  kind: model\n  name: tiny-draft\n  path: {base / 'draft'}\n{spec}  transform: null\n"
-    )
-    return base / "conf"
-
-
-def run_sweep(args: list[str], conf: Path | None, tmp: Path, timeout: int = 600) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "disabled"}
-    cmd = [sys.executable, str(ROOT / "run.py")]
-    if conf is not None:
-        cmd += ["--config-dir", str(conf)]
-    cmd += [*args, f"results_dir={tmp}"]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env)
 
 
 def check_job(folder: Path, n_records: int, method: str, gamma: int | None) -> list[dict]:

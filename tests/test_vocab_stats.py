@@ -4,21 +4,11 @@ from __future__ import annotations
 
 import json
 
-from tiny import CORPUS, tiny_tokenizer
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import PreTrainedTokenizerFast
-
+from methods.hetero.stats import format_report, injectivity, main, prompt_overlap, vocab_overlap, vocab_report
 from methods.hetero.vocab import build_vocab_mapping, token_strings
-from methods.vocab_stats import format_report, injectivity, main, prompt_overlap, vocab_overlap, vocab_report
 
-
-def sentencepiece_like(scheme: str = "always") -> PreTrainedTokenizerFast:
-    """A '▁'-convention BPE whose decoder drops the first token's leading space (Llama style)."""
-    tok = Tokenizer(models.BPE(unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme=scheme)
-    tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme=scheme)
-    tok.train_from_iterator(CORPUS, trainers.BpeTrainer(vocab_size=200, special_tokens=["<eos>", "<unk>"], show_progress=False))
-    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<eos>", unk_token="<unk>")
+from helpers import sentencepiece_like
+from helpers.tiny import tiny_tokenizer
 
 
 def test_token_strings_read_the_text_a_token_adds():

@@ -6,15 +6,15 @@ Inference with Lossless Speculative Decoding Algorithms for Heterogeneous Vocabu
 * ``token_level``: TLI (Algorithm 4) and the union baseline (Algorithm 1);
 * ``slrs``: String-Level Rejection Sampling (Algorithm 3) with the Sec. 3.3 lookahead.
 
-SLEM (Algorithm 2) is string-level exact matching and lives in ``runners.hetero`` as a
-drafter; TLI has a drafter there too. The method configs (``conf/method/{slem,tli,slrs,union}.yaml``)
-name it with ``drafter:``; ``check_supported`` says which can run on a real model pair.
+* ``stats``: the vocabulary statistics of a pair (Tables 5 and 8-11; ``python -m methods.hetero.stats``).
+
+The real-model drafters that use this mathematics are beside the other drafters
+(``runners/drafters/slem.py``, ``tli.py``, on the text sync of ``text_sync.py``). The algorithm is
+its own config choice (``hetero=auto|slem|tli|slrs|union``), independent of the γ policy;
+``check_supported`` says which can run on a real model pair.
 """
 
 from __future__ import annotations
-
-from collections.abc import Mapping
-from typing import Any
 
 from methods.hetero.sampling import TorchChooser, acceptance_probability, enumerate_outcomes, verify_token
 from methods.hetero.slrs import SLRS
@@ -23,7 +23,7 @@ from methods.hetero.vocab import VocabMapping, build_vocab_mapping, mapping_from
 from specbench.registry import ConfigError
 
 REAL_DRAFTERS = ("slem", "tli")
-"""Drafters that run on real model pairs (``runners.hetero``)."""
+"""Drafters that run on real model pairs (``runners.drafters.slem``, ``runners.drafters.tli``)."""
 EXACT_ONLY = ("slrs", "union")
 """Algorithms kept as exact, toy-vocabulary evaluations (``methods.hetero.slrs`` / ``token_level``)."""
 
@@ -41,31 +41,14 @@ _WHY = {
 }
 
 
-def _get(node: Any, key: str, default: Any = None) -> Any:
-    return node.get(key, default) if isinstance(node, Mapping) or hasattr(node, "get") else default
-
-
-def check_supported(method_cfg: Any, pair_cfg: Any) -> None:
-    """Raise ``ConfigError`` if a heterogeneous-vocabulary method cannot run on this pair.
-
-    ``slrs`` and ``union`` are toy/exact-evaluation only and refused for every real model
-    pair; ``slem`` and ``tli`` need a draft *model* (``pair.draft.kind: model``) with its
-    tokenizer. Other drafters are not this module's business (no error).
-    """
-    name = _get(method_cfg, "drafter")
-    method = _get(method_cfg, "name", name)
-    if name in EXACT_ONLY:
+def check_supported(rule: str) -> None:
+    """Raise ``ConfigError`` if the cross-vocabulary algorithm ``rule`` cannot run on a real model pair
+    (``slrs`` and ``union`` are toy/exact-evaluation only)."""
+    if rule in EXACT_ONLY:
         raise ConfigError(
-            f"method {method!r} (drafter {name!r}) is toy/exact-evaluation only; refused for real model pairs: "
-            f"{_WHY[name]}. Use method=slem (greedy) or method=tli (any temperature) on real models."
+            f"hetero={rule} is toy/exact-evaluation only; refused for real model pairs: {_WHY[rule]}. "
+            f"Use hetero=slem (greedy) or hetero=tli (any temperature) on real models."
         )
-    if name in REAL_DRAFTERS:
-        draft = _get(pair_cfg, "draft")
-        if not draft:
-            raise ConfigError(f"method {method!r} needs a draft model, but the pair has no draft")
-        kind = _get(draft, "kind", "model")
-        if kind != "model":
-            raise ConfigError(f"method {method!r} (drafter {name!r}) needs pair.draft.kind: model, got {kind!r}")
 
 
 __all__ = [

@@ -1,6 +1,6 @@
 """Vocabulary mapping between two tokenizers by token *string* (Timor et al., Sec. 4).
 
-The rule (used by TLI, the union baseline, SLRS and ``methods.vocab_stats``):
+The rule (used by TLI, the union baseline, SLRS and ``methods.hetero.stats``):
 
 * The string of token ``i`` is the text it adds when decoded **after** a fixed anchor token:
   ``decode([anchor, i])`` minus ``decode([anchor])`` (``skip_special_tokens=False``,

@@ -1,0 +1,93 @@
+"""``ModelDrafter``: a draft model sharing the target's vocabulary, with its own KV cache."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+
+from methods.base import GammaPolicy
+from runners.engine.base import Draft, Drafter
+from runners.engine.kv import crop_to, new_cache
+from runners.engine.verify import probs, sample
+from specbench.models import model_device
+
+
+def common_prefix_len(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+class ModelDrafter(Drafter):
+    """A draft model sharing the target's vocabulary.
+
+    Its KV cache holds the states of ``self.seq``. Each round feeds the tokens of
+    the sequence the cache has not seen (at least the target's last token), then
+    drafts one token per forward. After verification the cache is cropped to the
+    longest common prefix of what it holds and the accepted sequence.
+    """
+
+    name = "model"
+
+    def __init__(self, model: Any, eos_token_ids: Iterable[int]) -> None:
+        self.model = model
+        self.device = model_device(model)
+        self.eos = set(eos_token_ids)
+        self.cache = None
+        self.seq: list[int] = []
+
+    def begin(self, prompt_ids: list[int]) -> None:
+        self.cache = new_cache(self.model)
+        self.seq = []
+
+    @torch.inference_mode()
+    def propose(
+        self,
+        ids: list[int],
+        max_tokens: int,
+        policy: GammaPolicy,
+        temperature: float,
+        generator: torch.Generator | None,
+    ) -> Draft:
+        if self.cache is None:
+            self.begin(ids)
+        n = min(common_prefix_len(self.seq, ids), len(ids) - 1)
+        if n < len(self.seq):
+            crop_to(self.cache, n)
+            self.seq = self.seq[:n]
+        feed = ids[n:]
+        tokens: list[int] = []
+        qs: list[torch.Tensor] = []
+        confidences: list[float] = []
+        for _ in range(max_tokens):
+            inp = torch.tensor([feed], device=self.device)
+            logits = self.model(input_ids=inp, past_key_values=self.cache, use_cache=True, logits_to_keep=1).logits[0, -1]
+            self.seq.extend(feed)
+            if temperature > 0:
+                q = probs(logits, temperature)
+                tok = sample(q, generator)
+                qs.append(q)
+                conf = float(q[tok])
+            else:
+                tok = int(logits.argmax())
+                conf = float(torch.softmax(logits.float(), dim=-1)[tok])
+            tokens.append(tok)
+            confidences.append(conf)
+            feed = [tok]
+            if tok in self.eos or policy.stop_drafting(conf):
+                break
+        return Draft(tokens, torch.stack(qs) if qs else None, confidences)
+
+    def commit(self, ids: list[int]) -> None:
+        n = min(common_prefix_len(self.seq, ids), len(ids) - 1)
+        if n < len(self.seq):
+            crop_to(self.cache, n)
+            self.seq = self.seq[:n]
+
+    @classmethod
+    def from_context(cls, ctx: Any) -> ModelDrafter:
+        return cls(ctx.draft_model, ctx.eos_token_ids)

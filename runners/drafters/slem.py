@@ -1,0 +1,100 @@
+"""SLEM (Timor et al., Algorithm 2: string-level exact match), a drafter with another tokenizer.
+
+Greedy drafting, ``q=None``: draft up to
+``max_tokens`` draft tokens, decode them to new text ``X`` (a trailing incomplete UTF-8
+character dropped), and re-tokenize with the **look-behind alignment**: re-encode the text
+of the last ``lookbehind`` accepted target tokens followed by ``X``, find the token
+boundary of that re-encoding where the accepted text ends (prefix decodes compared as
+strings), and propose the tokens after it. If the re-encoding has no boundary there (the
+last accepted token would merge with the new text, or the tokenizer normalises the
+window), the proposal is the target tokenization of ``X`` alone (``encode_piece``). This
+compares text, not token ids, so it also aligns when the accepted tokens are not the
+target tokenizer's own encoding of their text (``['▁q', 'u']`` for ``'▁qu'``), which the
+paper's token-level longest-overlap search would miss or misplace. A drafted EOS is
+proposed as the target's EOS. ``confidences[j]`` = product of the draft probabilities of
+the draft tokens whose text overlaps target token ``j`` (``policy.stop_drafting`` is asked
+after every *draft* token with that token's probability).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from methods.base import GammaPolicy
+from methods.hetero.vocab import REPLACEMENT_CHAR
+from runners.drafters.text_sync import TextSyncedDrafter, need_model
+from runners.engine.base import Draft
+from runners.engine.verify import probs
+
+
+class SLEMDrafter(TextSyncedDrafter):
+    """Algorithm 2 (String-Level Exact Match): greedy draft tokens, re-tokenized into target ids."""
+
+    name = "slem"
+
+    @torch.inference_mode()
+    def propose(
+        self, ids: list[int], max_tokens: int, policy: GammaPolicy, temperature: float, generator: torch.Generator | None
+    ) -> Draft:
+        feed = self._first_feed(ids)
+        drafted: list[int] = []
+        confs: list[float] = []
+        for _ in range(max_tokens):
+            logits = self._forward(feed)
+            tok = int(logits.argmax())
+            p = probs(logits, temperature) if temperature > 0 else torch.softmax(logits.float(), dim=-1)
+            drafted.append(tok)
+            confs.append(float(p[tok]))
+            feed = [tok]
+            if tok in self.draft_eos or policy.stop_drafting(confs[-1]):
+                break
+        ended = bool(drafted) and drafted[-1] in self.draft_eos
+        body = drafted[:-1] if ended else drafted
+        tokens, spans = self.to_target(body)
+        # confidence of target token j: product over the draft tokens whose text overlaps it
+        ctx = self.d_ids[-self.lookbehind:]
+        dl = self.dtok.prefix_lengths(ctx + body)[len(ctx):]
+        d_spans = [(dl[i] - dl[0], dl[i + 1] - dl[0]) for i in range(len(body))]
+        confidences = []
+        for a, b in spans:
+            c = 1.0
+            for (x, y), pr in zip(d_spans, confs, strict=False):
+                if x < b and y > a:
+                    c *= pr
+            confidences.append(c)
+        if ended:
+            tokens.append(self.target_eos)
+            confidences.append(confs[-1])
+        return Draft(tokens[:max_tokens], None, confidences[:max_tokens])
+
+    def to_target(self, draft_tokens: list[int]) -> tuple[list[int], list[tuple[int, int]]]:
+        """Target ids for the text of ``draft_tokens`` after the accepted sequence (look-behind
+        alignment, module docstring) and each one's character span in that new text."""
+        if not draft_tokens:
+            return [], []
+        ctx = self.d_ids[-self.lookbehind:]
+        full, head = self.dtok.text(ctx + draft_tokens), self.dtok.text(ctx)
+        new_text = full[len(head):] if full.startswith(head) else self.dtok.text(draft_tokens)
+        new_text = new_text.rstrip(REPLACEMENT_CHAR)  # an incomplete UTF-8 character at the end
+        if not new_text:
+            return [], []
+        window_text = self.ttok.text(self.t_ids[-self.lookbehind:])
+        w = self.ttok.encode_piece(window_text + new_text)
+        lengths = self.ttok.prefix_lengths(w)
+        n = len(window_text)
+        for j in range(len(w)):
+            if lengths[j] > n:
+                break
+            if lengths[j] == n and self.ttok.text(w[:j]) == window_text:
+                return w[j:], [(lengths[i] - n, lengths[i + 1] - n) for i in range(j, len(w))]
+        c = self.ttok.encode_piece(new_text)  # no boundary where the accepted text ends
+        cl = self.ttok.prefix_lengths(c)
+        return c, [(cl[i], cl[i + 1]) for i in range(len(c))]
+
+    @classmethod
+    def from_context(cls, ctx: Any) -> SLEMDrafter:
+        need_model("slem", ctx)
+        return cls(ctx.draft_model, ctx.draft_tokenizer, ctx.target_tokenizer, ctx.eos_token_ids,
+                   lookbehind=ctx.hetero.lookbehind)

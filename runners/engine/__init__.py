@@ -1,0 +1,1 @@
+"""The timed decoding loops and the interfaces a drafter and a γ policy plug into."""

@@ -1,0 +1,72 @@
+"""Types shared by the runners: what a drafter proposes and what a generation returns.
+
+A *drafter* proposes tokens **in the target's vocabulary**; how it gets them
+(a same-vocabulary model with its KV cache, n-gram lookup in the prompt, or a
+model with another tokenizer whose text is re-tokenized, as SLEM/TLI do) is its
+own business. The loop in ``runners.engine.speculative`` verifies whatever it proposes.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+import torch
+
+from methods.base import GammaPolicy
+
+
+@dataclass
+class Draft:
+    """Tokens proposed for one round.
+
+    ``tokens``: target-vocabulary ids. ``q``: the drafter's distribution each token
+    was sampled from, shape ``[len(tokens), target_vocab]`` (probabilities), or
+    ``None`` for a deterministic proposal (treated as one-hot by speculative
+    sampling, which keeps it lossless). ``confidences[i]``: the drafter's
+    probability of ``tokens[i]`` (empty when it has none).
+    """
+
+    tokens: list[int]
+    q: torch.Tensor | None = None
+    confidences: list[float] = field(default_factory=list)
+
+
+class Drafter(ABC):
+    """Proposes draft tokens; keeps its own state (caches) in sync with the sequence."""
+
+    name: str = ""
+
+    def begin(self, prompt_ids: list[int]) -> None:  # noqa: B027 - optional hook
+        """A new sequence starts with ``prompt_ids`` (target vocabulary)."""
+
+    @abstractmethod
+    def propose(
+        self,
+        ids: list[int],
+        max_tokens: int,
+        policy: GammaPolicy,
+        temperature: float,
+        generator: torch.Generator | None,
+    ) -> Draft:
+        """Draft up to ``max_tokens`` tokens continuing ``ids`` (the whole sequence so
+        far, prompt included). Must ask ``policy.stop_drafting(confidence)`` after each
+        drafted token when it has confidences, and stop after drafting an EOS."""
+
+    def commit(self, ids: list[int]) -> None:  # noqa: B027 - optional hook
+        """The sequence after verification (drop cached states past the accepted part)."""
+
+
+@dataclass
+class Generation:
+    """One prompt's decoding: the new tokens and how long it took (see specbench.records)."""
+
+    tokens: list[int]
+    ttft_ms: float
+    wall_ms: float
+    stop_reason: str
+    gamma_trace: list[int] = field(default_factory=list)
+    drafted_trace: list[int] = field(default_factory=list)
+    accepted_trace: list[int] = field(default_factory=list)
+    confidence_trace: list[list[float]] = field(default_factory=list)
+    speculative: bool = True

@@ -1,0 +1,152 @@
+"""The decoding loops: one speculative loop for every method, and plain autoregressive decoding.
+
+``SpeculativeRunner(target, drafter, policy, eos_token_ids, temperature).generate(prompt_ids,
+max_new_tokens, generator)`` runs, for batch size 1:
+
+1. prefill: the target reads the prompt and emits the first new token (TTFT ends here);
+2. each round: ``γ = policy.next_gamma()``; the drafter proposes up to
+   ``min(γ, remaining - 1)`` tokens (asking ``policy.stop_drafting`` after each);
+   the target scores its last token plus the draft in **one** forward;
+   ``runners.verify`` accepts a prefix and adds the target's own token; both
+   caches are cropped to the accepted sequence; ``policy.observe`` is told
+   ``(γ, drafted, accepted)``;
+3. stop at an EOS (drafted-and-accepted or the target's) or at ``max_new_tokens``,
+   never past it: a round drafts at most ``remaining - 1`` tokens because it always
+   adds one target token.
+
+A round with nothing drafted (the budget's last token, or prompt lookup with no
+match) is a plain target step: it is recorded in the traces with ``drafted = 0``
+and reported to the policy like any round, as transformers does (its "heuristic"
+schedule counts 0 == 0 as all accepted; GammaTune ignores such rounds).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+
+from methods.base import GammaPolicy, RoundOutcome
+from runners.engine.base import Draft, Drafter, Generation
+from runners.engine.kv import crop_to, new_cache
+from runners.engine.verify import probs, sample, verify_greedy, verify_sampling
+from specbench.models import model_device
+from specbench.timing import Timer
+
+
+def _first_token(logits: torch.Tensor, temperature: float, generator: torch.Generator | None) -> int:
+    if temperature > 0:
+        return sample(probs(logits, temperature), generator)
+    return int(logits.argmax())
+
+
+class AutoregressiveRunner:
+    """The target alone, one token per forward, with its KV cache (``method=ar``)."""
+
+    def __init__(self, target: Any, eos_token_ids: Iterable[int], temperature: float = 0.0) -> None:
+        self.target = target
+        self.eos = set(eos_token_ids)
+        self.temperature = float(temperature)
+        self.device = model_device(target)
+
+    @torch.inference_mode()
+    def generate(self, prompt_ids: list[int], max_new_tokens: int, generator: torch.Generator | None = None) -> Generation:
+        timer = Timer(self.device)
+        cache = new_cache(self.target)
+        timer.start()
+        inp = torch.tensor([prompt_ids], device=self.device)
+        new: list[int] = []
+        while True:
+            logits = self.target(input_ids=inp, past_key_values=cache, use_cache=True, logits_to_keep=1).logits[0, -1]
+            tok = _first_token(logits, self.temperature, generator)
+            new.append(tok)
+            if len(new) == 1:
+                timer.mark("first")
+            if tok in self.eos or len(new) >= max_new_tokens:
+                break
+            inp = torch.tensor([[tok]], device=self.device)
+        timer.mark("end")
+        t = timer.read()
+        return Generation(
+            tokens=new,
+            ttft_ms=t["first"],
+            wall_ms=t["end"],
+            stop_reason="eos" if new[-1] in self.eos else "max_new_tokens",
+            speculative=False,
+        )
+
+
+class SpeculativeRunner:
+    """Draft → verify in one target forward → accept → crop caches → repeat."""
+
+    def __init__(
+        self,
+        target: Any,
+        drafter: Drafter,
+        policy: GammaPolicy,
+        eos_token_ids: Iterable[int],
+        temperature: float = 0.0,
+    ) -> None:
+        self.target = target
+        self.drafter = drafter
+        self.policy = policy
+        self.eos = set(eos_token_ids)
+        self.temperature = float(temperature)
+        self.device = model_device(target)
+
+    @torch.inference_mode()
+    def generate(self, prompt_ids: list[int], max_new_tokens: int, generator: torch.Generator | None = None) -> Generation:
+        if max_new_tokens < 1:
+            raise ValueError("max_new_tokens must be >= 1")
+        timer = Timer(self.device)
+        cache = new_cache(self.target)
+        self.policy.begin_prompt()
+        timer.start()
+        # 1. prefill: the target's first token
+        inp = torch.tensor([prompt_ids], device=self.device)
+        logits = self.target(input_ids=inp, past_key_values=cache, use_cache=True, logits_to_keep=1).logits[0, -1]
+        ids = list(prompt_ids)
+        ids.append(_first_token(logits, self.temperature, generator))
+        timer.mark("first")
+        self.drafter.begin(list(prompt_ids))
+        gen = Generation(tokens=[], ttft_ms=0.0, wall_ms=0.0, stop_reason="")
+        n_prompt = len(prompt_ids)
+
+        # 2. rounds; the target cache always holds ids[:-1]
+        while ids[-1] not in self.eos and len(ids) - n_prompt < max_new_tokens:
+            remaining = max_new_tokens - (len(ids) - n_prompt)
+            gamma = int(self.policy.next_gamma())
+            budget = min(gamma, remaining - 1)
+            draft = (
+                self.drafter.propose(ids, budget, self.policy, self.temperature, generator) if budget > 0 else Draft([])
+            )
+            tokens = draft.tokens[:budget]
+            d = len(tokens)
+            inp = torch.tensor([[ids[-1], *tokens]], device=self.device)
+            logits = self.target(input_ids=inp, past_key_values=cache, use_cache=True, logits_to_keep=d + 1).logits[0]
+            if self.temperature > 0:
+                q = draft.q[:d] if draft.q is not None else None
+                accepted, next_tok = verify_sampling(tokens, q, logits, self.temperature, generator)
+            else:
+                accepted, next_tok = verify_greedy(tokens, logits)
+            emitted = tokens[:accepted] + [next_tok]
+            for j, tok in enumerate(emitted):  # an accepted EOS ends the sequence where the target would
+                if tok in self.eos:
+                    emitted = emitted[: j + 1]
+                    break
+            ids.extend(emitted)
+            crop_to(cache, len(ids) - 1)  # states of the accepted tokens stay; rejected ones go
+            self.drafter.commit(ids)
+            gen.gamma_trace.append(gamma)
+            gen.drafted_trace.append(d)
+            gen.accepted_trace.append(accepted)
+            gen.confidence_trace.append([round(c, 6) for c in draft.confidences[:d]])
+            eos_accepted = any(t in self.eos for t in tokens[:accepted])
+            self.policy.observe(RoundOutcome(gamma, d, accepted, tuple(draft.confidences[:d]), eos_accepted))
+        timer.mark("end")
+        t = timer.read()
+        gen.tokens = ids[n_prompt:]
+        gen.ttft_ms, gen.wall_ms = t["first"], t["end"]
+        gen.stop_reason = "eos" if gen.tokens[-1] in self.eos else "max_new_tokens"
+        return gen

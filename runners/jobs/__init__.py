@@ -1,0 +1,1 @@
+"""Jobs: a composed config validated once into typed objects, then models, prompts and records."""

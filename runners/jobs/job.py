@@ -1,0 +1,363 @@
+"""One job: a pair × method × task × initial γ, from a composed Hydra config to records on disk.
+
+``prepare(cfg)`` is the boundary: it validates the composed config once into a typed
+``specbench.config.JobConfig``, builds the job's γ policy (its knobs checked), checks the drafter's
+options and the cross-vocabulary algorithm, and loads the prompts — all before any model loads —
+and raises ``ConfigError`` for anything wrong. ``run_job(cfg, job_dir)`` then loads the models
+(once per process, see ``specbench.models.MODEL_CACHE``), warms up, resets the policy, decodes
+every prompt and appends one record per prompt turn to ``records.jsonl`` as soon as it is done,
+and writes ``summary.json`` atomically at the start (``running``) and at the end (``complete``,
+``failed`` or ``interrupted``). Below this module only typed objects travel.
+
+A job whose summary says ``complete`` is skipped unless ``overwrite=true``; otherwise prompt turns
+already in ``records.jsonl`` are not redone.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import time
+import traceback
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from methods.base import GammaPolicy
+from methods.hetero import check_supported
+from methods.registry import build_policy
+from runners.drafters import DrafterContext, build_drafter, check_drafter
+from runners.engine.base import Generation
+from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
+from specbench.config import JobConfig
+from specbench.loggers import JobLogger, build_logger
+from specbench.models import MODEL_CACHE, eos_ids, logits_width
+from specbench.provenance import provenance
+from specbench.records import (
+    Record,
+    RecordWriter,
+    aggregate,
+    first_divergence,
+    read_records,
+    sha256_text,
+    speculation_fields,
+    timing_fields,
+    write_json_atomic,
+)
+from specbench.registry import ConfigError
+from specbench.tasks import Prompt, format_turn, load_task
+
+log = logging.getLogger("specbench")
+
+
+@dataclass
+class PreparedJob:
+    """A validated job: its typed config, its prompts, and its γ policy (built once; None for AR)."""
+
+    config: JobConfig
+    prompts: list[Prompt]
+    policy: GammaPolicy | None = None
+
+
+def prepare(cfg: Any) -> PreparedJob:
+    """Validate everything that can be checked without a model (a ``DictConfig``, a plain mapping or a
+    ``JobConfig``); raise ``ConfigError`` naming the offending key."""
+    config = cfg if isinstance(cfg, JobConfig) else JobConfig.from_mapping(cfg)
+    policy = None
+    if config.speculative:
+        policy = build_policy(config.method.policy, config.gamma, config.method.params)
+        if config.method.runner == "hf":
+            from runners.engine.hf_assisted import hf_settings
+
+            hf_settings(policy)  # a schedule transformers has
+    if config.hetero_rule is not None:
+        check_supported(config.hetero_rule)
+    if config.drafter is not None:
+        check_drafter(config.drafter, config.pair.draft.options)
+    prompts = load_task(config.task)
+    if not prompts:
+        raise ConfigError(f"task {config.task.name!r} selected no prompts")
+    return PreparedJob(config, prompts, policy)
+
+
+class Job:
+    """Models, tokenizers, the drafter and the runner of one job (built once, after ``prepare``)."""
+
+    def __init__(self, prepared: PreparedJob) -> None:
+        config = self.config = prepared.config
+        self.policy = prepared.policy
+        target_spec, cache_dir = config.pair.target, config.cache_dir
+        self.target = MODEL_CACHE.model(target_spec, cache_dir)
+        self.tokenizer = MODEL_CACHE.tokenizer(target_spec, cache_dir)
+        self.eos = eos_ids(self.target, self.tokenizer)
+        self.ar = AutoregressiveRunner(self.target, self.eos, config.temperature)
+        self.runner: Any = self.ar
+        draft = config.pair.draft
+        if config.method.runner == "speculative":
+            self.runner = SpeculativeRunner(self.target, self._drafter(), self.policy, self.eos, config.temperature)
+        elif config.method.runner == "hf":
+            from runners.engine.hf_assisted import HFAssistedRunner
+
+            assistant = MODEL_CACHE.model(draft.model, cache_dir)
+            self.runner = HFAssistedRunner(self.target, assistant, self.policy, self.eos, config.temperature)
+
+    def _drafter(self) -> Any:
+        config = self.config
+        draft = config.pair.draft
+        ctx = DrafterContext(
+            target_tokenizer=self.tokenizer,
+            eos_token_ids=self.eos,
+            target_vocab_size=logits_width(self.target),
+            draft_model=MODEL_CACHE.model(draft.model, config.cache_dir) if draft.model else None,
+            draft_tokenizer=MODEL_CACHE.tokenizer(draft.model, config.cache_dir) if draft.model else None,
+            options=draft.options,
+            hetero=config.hetero,
+        )
+        return build_drafter(config.drafter, ctx)
+
+    def reset(self) -> None:
+        """The policy as configured (state carried across prompts, e.g. by the warm-up, is dropped)."""
+        if self.policy is not None:
+            self.policy.reset()
+        if hasattr(self.runner, "reset"):
+            self.runner.reset()
+
+    def encode(self, text: str, templated: bool) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=not templated).input_ids
+
+    def generator(self, seed: int) -> torch.Generator:
+        return torch.Generator(device="cpu").manual_seed(int(seed))
+
+
+_AR_REFERENCE: dict[tuple, Generation] = {}
+
+
+def ar_reference(job: Job, prompt_ids: list[int]) -> Generation:
+    """The target's own greedy decoding of a prompt, cached per process (timed once)."""
+    key = (job.config.pair.target, tuple(prompt_ids), job.config.max_new_tokens)
+    if key not in _AR_REFERENCE:
+        ref = AutoregressiveRunner(job.target, job.eos, 0.0)
+        _AR_REFERENCE[key] = ref.generate(prompt_ids, job.config.max_new_tokens)
+    return _AR_REFERENCE[key]
+
+
+def _summary(config: JobConfig, status: str, records: list[dict], extra: Mapping[str, Any] | None = None) -> dict:
+    pair = config.pair
+    dtypes = {"target": pair.target.dtype}
+    if pair.draft is not None and pair.draft.model is not None:
+        dtypes["draft"] = pair.draft.model.dtype
+    return {
+        "status": status,
+        "config": config.as_dict(),
+        "provenance": provenance(pair.target.device, dtypes),
+        "aggregates": aggregate(records),
+        "model_cache": {"loads": MODEL_CACHE.loads, "hits": MODEL_CACHE.hits, "load_seconds": MODEL_CACHE.load_seconds},
+        **(extra or {}),
+    }
+
+
+def is_complete(job_dir: Path) -> bool:
+    try:
+        return json.loads((job_dir / "summary.json").read_text()).get("status") == "complete"
+    except (OSError, ValueError):
+        return False
+
+
+def run_job(cfg: Any, job_dir: str | Path, progress: bool = True) -> dict:
+    """Validate, run and record one job; returns its summary (see module docstring)."""
+    job_dir = Path(job_dir)
+    existed_before = (job_dir / "records.jsonl").exists() or (job_dir / "summary.json").exists()
+    try:
+        prepared = prepare(cfg)
+    except ConfigError:
+        if not existed_before:  # leave nothing behind for a bad config
+            shutil.rmtree(job_dir, ignore_errors=True)
+        raise
+    config = prepared.config
+    records_path = job_dir / "records.jsonl"
+    if config.overwrite:
+        records_path.unlink(missing_ok=True)
+        (job_dir / "summary.json").unlink(missing_ok=True)
+    elif is_complete(job_dir):
+        log.info("job %s is complete; skipped (overwrite=true to redo)", job_dir)
+        return json.loads((job_dir / "summary.json").read_text())
+    done = {(r["prompt_id"], r["turn"]): r for r in read_records(records_path)}
+    if done:
+        _rewrite_whole_lines(records_path, list(done.values()))
+    write_json_atomic(job_dir / "summary.json", _summary(config, "running", list(done.values())))
+    logger = build_logger(config.logger)
+    logger.start(config.as_dict(), job_name=job_dir.name)
+    summary: dict = {}
+    failed = True
+    try:
+        for record in done.values():  # on resume, so the logged table is complete
+            logger.log_record(record)
+        if config.threads:
+            torch.set_num_threads(config.threads)
+        t_load = time.perf_counter()
+        job = Job(prepared)
+        load_s = time.perf_counter() - t_load
+        _warmup(job, prepared.prompts)
+        job.reset()  # timed prompts start from the configured initial gamma
+        with RecordWriter(records_path) as writer:
+            _decode_all(job, prepared.prompts, done, writer, progress, logger)
+        records = read_records(records_path)
+        extra = {"load_s": load_s, "policy_state": job.policy.state() if job.policy else None}
+        summary = _summary(config, "complete", records, extra)
+        write_json_atomic(job_dir / "summary.json", summary)
+        failed = False
+        return summary
+    except KeyboardInterrupt:
+        summary = _summary(config, "interrupted", read_records(records_path))
+        write_json_atomic(job_dir / "summary.json", summary)
+        raise
+    except Exception as exc:
+        summary = _summary(
+            config, "failed", read_records(records_path),
+            {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()},
+        )
+        write_json_atomic(job_dir / "summary.json", summary)
+        raise
+    finally:
+        logger.finish(summary or {"status": "failed"}, failed=failed)
+
+
+def _rewrite_whole_lines(path: Path, records: list[dict]) -> None:
+    """Drop a torn last line (a kill mid-write) and duplicates before appending again."""
+    tmp = path.with_suffix(".jsonl.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        for r in records:
+            fh.write(json.dumps(r, ensure_ascii=False) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def _warmup(job: Job, prompts: list[Prompt]) -> None:
+    """Untimed generations so one-off costs (allocations, kernels) stay out of the records."""
+    config = job.config
+    if config.warmup <= 0:
+        return
+    text, template = format_turn(job.tokenizer, [], prompts[0].turns[0], config.task.chat_template)
+    ids = job.encode(text, template is not None)
+    n_tokens = min(16, config.max_new_tokens)
+    for _ in range(config.warmup):
+        job.runner.generate(ids, n_tokens, job.generator(config.seed))
+        if config.verify_lossless and config.greedy and job.runner is not job.ar:
+            job.ar.generate(ids, n_tokens)
+
+
+STOP_REQUESTED = False  # set by a Ctrl-C that came during a job's last prompt: later jobs do not start
+
+
+class StopAfterCurrentPrompt:
+    """Ctrl-C (SIGINT) once: finish the prompt in flight, record it, then stop.
+    Twice: stop at once (the prompt in flight is lost; everything before it is kept)."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous: Any = None
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        log.warning("Ctrl-C: stopping after the current prompt (press again to stop now)")
+
+    def __enter__(self) -> StopAfterCurrentPrompt:
+        import signal
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handler)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import signal
+
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+
+def _decode_all(
+    job: Job, prompts: list[Prompt], done: dict, writer: RecordWriter, progress: bool, logger: JobLogger
+) -> None:
+    from tqdm.auto import tqdm
+
+    config = job.config
+    total = sum(len(p.turns) for p in prompts)
+    bar = tqdm(total=total, desc=f"{config.method.name} γ={config.gamma}", unit="turn", disable=not progress,
+               leave=False)
+    tokens = 0
+    seconds = 0.0
+    with StopAfterCurrentPrompt() as stop, bar:
+        for prompt in prompts:
+            if stop.requested:
+                raise KeyboardInterrupt("stopped after the current prompt")
+            history: list[tuple[str, str]] = []
+            for turn, user in enumerate(prompt.turns, start=1):
+                prev = done.get((prompt.prompt_id, turn))
+                if prev is not None:
+                    history.append((user, prev["output_text"]))
+                    bar.update(1)
+                    continue
+                record = decode_turn(job, prompt, turn, history, user)
+                writer.write(record)
+                logger.log_record(asdict(record))
+                history.append((user, record.output_text))
+                tokens += record.new_tokens
+                seconds += record.wall_ms / 1000.0
+                bar.update(1)
+                bar.set_postfix(tok_s=f"{tokens / seconds:.1f}" if seconds else "-")
+        if stop.requested:  # the last prompt finished after Ctrl-C: the job is complete, the sweep stops
+            global STOP_REQUESTED
+            STOP_REQUESTED = True
+
+
+def decode_turn(job: Job, prompt: Prompt, turn: int, history: list[tuple[str, str]], user: str) -> Record:
+    config = job.config
+    text, template = format_turn(job.tokenizer, history, user, config.task.chat_template)
+    ids = job.encode(text, template is not None)
+    gen = job.runner.generate(ids, config.max_new_tokens, job.generator(config.seed))
+    output_text = job.tokenizer.decode(gen.tokens, skip_special_tokens=True)
+    fields: dict[str, Any] = {}
+    if gen.speculative:
+        fields.update(speculation_fields(gen.gamma_trace, gen.drafted_trace, gen.accepted_trace))
+        fields["confidence_trace"] = gen.confidence_trace
+    if config.verify_lossless and config.greedy:
+        ref = gen if job.runner is job.ar else ar_reference(job, ids)
+        div = first_divergence(gen.tokens, ref.tokens)
+        fields.update(lossless=div is None, first_divergence=div)
+        ref_t = timing_fields(ref.wall_ms, ref.ttft_ms, len(ref.tokens))
+        fields.update(ar_tokens_per_s=ref_t["tokens_per_s"], ar_wall_ms=ref.wall_ms)
+    timing = timing_fields(gen.wall_ms, gen.ttft_ms, len(gen.tokens))
+    if fields.get("ar_tokens_per_s"):
+        fields["speedup"] = timing["tokens_per_s"] / fields["ar_tokens_per_s"]
+    pair = config.pair
+    return Record(
+        pair=pair.name,
+        target=pair.target.label,
+        draft=pair.draft.name if pair.draft is not None and config.speculative else None,
+        method=config.method.name,
+        hetero=config.hetero_rule,
+        task=config.task.name,
+        category=prompt.category,
+        prompt_id=prompt.prompt_id,
+        turn=turn,
+        gamma_init=config.gamma if config.speculative else None,
+        temperature=config.temperature,
+        seed=config.seed,
+        prompt_tokens=len(ids),
+        new_tokens=len(gen.tokens),
+        output_text=output_text,
+        output_sha=sha256_text(output_text),
+        stop_reason=gen.stop_reason,
+        chat_template=template,
+        **timing,
+        **fields,
+    )

@@ -1,0 +1,7 @@
+"""``python -m runners.replay trace | calibrate | grid`` (see ``runners.replay.cli``)."""
+
+import sys
+
+from runners.replay.cli import main
+
+sys.exit(main())

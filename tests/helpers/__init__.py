@@ -1,0 +1,69 @@
+"""Helpers shared by the test modules (no test module imports another): tiny seeded models and
+tokenizers (``helpers.tiny``), config composition, and running ``run.py`` in a subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from specbench.config import compose as _compose_config
+
+ROOT = Path(__file__).resolve().parents[2]
+CONF = ROOT / "conf"
+
+
+def compose(*overrides: str) -> Any:
+    """``conf/config.yaml`` composed with ``overrides`` (a ``DictConfig``, as ``run.py`` gets it)."""
+    return _compose_config(list(overrides))
+
+
+def options(group: str) -> list[str]:
+    """The option names of a config group (``conf/<group>/*.yaml``)."""
+    return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
+
+
+def run_sweep(args: list[str], conf: Path | None, tmp: Path, timeout: int = 600) -> subprocess.CompletedProcess:
+    """``python run.py [--config-dir conf] ARGS results_dir=tmp`` in a subprocess, offline."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "disabled"}
+    cmd = [sys.executable, str(ROOT / "run.py")]
+    if conf is not None:
+        cmd += ["--config-dir", str(conf)]
+    cmd += [*args, f"results_dir={tmp}"]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env)
+
+
+def write_tiny_pair(base: Path) -> Path:
+    """A config dir holding ``pair/tiny.yaml``: a tiny seeded target and draft saved under ``base``."""
+    from helpers import tiny
+
+    tok = tiny.tiny_tokenizer()
+    for name, seed, layers in (("target", 1, 2), ("draft", 2, 1)):
+        model = tiny.tiny_model(len(tok), seed=seed, layers=layers)
+        model.save_pretrained(base / name)
+        tok.save_pretrained(base / name)
+    conf = base / "conf" / "pair"
+    conf.mkdir(parents=True)
+    spec = "  dtype: float32\n  device: cpu\n  trust_remote_code: false\n"
+    (conf / "tiny.yaml").write_text(
+        "name: tiny\nsame_tokenizer: true\n"
+        f"target:\n  name: tiny-target\n  path: {base / 'target'}\n{spec}"
+        f"draft:\n  kind: model\n  name: tiny-draft\n  path: {base / 'draft'}\n{spec}  transform: null\n"
+    )
+    return base / "conf"
+
+
+def sentencepiece_like(scheme: str = "always") -> Any:
+    """A '▁'-convention BPE whose decoder drops the first token's leading space (Llama style)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    from helpers.tiny import CORPUS
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme=scheme)
+    tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme=scheme)
+    tok.train_from_iterator(CORPUS, trainers.BpeTrainer(vocab_size=200, special_tokens=["<eos>", "<unk>"], show_progress=False))
+    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<eos>", unk_token="<unk>")
