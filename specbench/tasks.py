@@ -133,10 +133,21 @@ def resolve_data_files(data_files: Any, split: str | None = None) -> list[Path]:
 
 
 def _read_text(path: Path) -> str:
-    if path.suffix == ".gz":
-        with gzip.open(path, "rt", encoding="utf-8") as f:
-            return f.read()
-    return path.read_text(encoding="utf-8")
+    """A data file's text; a file that is not UTF-8 (or not gzip when named ``.gz``) is a ``ConfigError``
+    naming it and what is wrong, never a traceback."""
+    try:
+        if path.suffix == ".gz":
+            with gzip.open(path, "rt", encoding="utf-8") as f:
+                return f.read()
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        bom = path.read_bytes()[:4] if path.suffix != ".gz" else b""
+        what = "UTF-16" if bom[:2] in (b"\xff\xfe", b"\xfe\xff") else "not UTF-8"
+        raise ConfigError(
+            f"data file {str(path)!r} is {what} text (byte {exc.start}: {exc.reason}); save it as UTF-8"
+        ) from None
+    except (gzip.BadGzipFile, EOFError, OSError) as exc:
+        raise ConfigError(f"data file {str(path)!r} cannot be read: {type(exc).__name__}: {exc}") from None
 
 
 def _json_lines(text: str, where: str) -> list[Any]:
@@ -185,7 +196,10 @@ def read_rows(path: str | os.PathLike) -> list[dict]:
             import pyarrow.parquet as pq
         except ImportError as exc:  # pragma: no cover - pyarrow comes with datasets/pandas
             raise ConfigError(f"reading {str(path)!r} needs pyarrow (pip install pyarrow)") from exc
-        return pq.read_table(path).to_pylist()
+        try:
+            return pq.read_table(path).to_pylist()
+        except Exception as exc:  # pyarrow raises its own errors for a file that is not parquet
+            raise ConfigError(f"data file {str(path)!r} is not a readable parquet file: {exc}") from None
     core = suffixes[:-1] if suffixes and suffixes[-1] == ".gz" else suffixes
     if not core or core[-1] not in (".json", ".jsonl"):
         raise ConfigError(f"data file {str(path)!r}: expected .json, .jsonl (optionally .gz) or .parquet")
@@ -558,7 +572,15 @@ def load_task(cfg: TaskConfig | Mapping[str, Any]) -> list[Prompt]:
     prompts = loader(cfg)
     if not prompts:
         raise ConfigError(f"task {cfg.name!r} has no prompts ({task_source(cfg)})")
-    return select(prompts, cfg.categories, cfg.n_prompts, cfg.per_category)
+    selected = select(prompts, cfg.categories, cfg.n_prompts, cfg.per_category)
+    for prompt in selected:  # a generation from nothing measures nothing: refuse it, naming the row
+        for turn, text in enumerate(prompt.turns, start=1):
+            if not text.strip():
+                raise ConfigError(
+                    f"task {cfg.name!r}: prompt {prompt.prompt_id!r} (turn {turn}) is empty; remove the row or "
+                    f"fix its prompt field ({task_source(cfg)})"
+                )
+    return selected
 
 
 def format_turn(
@@ -587,3 +609,13 @@ def format_turn(
         return text, "chat"
     parts = [f"{u}{a}" for u, a in history] + [user]
     return "\n\n".join(parts), None
+
+
+def encode_turn(
+    tokenizer: Any, history: Sequence[tuple[str, str]], user: str, chat_template: bool | str = "auto"
+) -> tuple[list[int], str | None]:
+    """The token ids a job feeds for ``user`` after ``history`` (``format_turn``'s text; the tokenizer's
+    special tokens added to plain text, not to a chat template's, which carries its own), and the
+    template name. Every place that decodes a task's prompts encodes them here."""
+    text, template = format_turn(tokenizer, history, user, chat_template)
+    return list(tokenizer(text, add_special_tokens=template is None).input_ids), template

@@ -81,21 +81,28 @@ def test_ctrl_c_stops_after_the_current_prompt_and_resumes(tiny_conf, tmp_path):
 def test_a_failing_job_does_not_stop_the_sweep(tiny_conf, tmp_path):
     broken = tiny_conf.parent / "conf_broken"
     (broken / "pair").mkdir(parents=True, exist_ok=True)
+    empty = tiny_conf.parent / "empty_model"  # a folder that exists (valid) but holds no model: fails to load
+    empty.mkdir(exist_ok=True)
     text = (tiny_conf / "pair" / "tiny.yaml").read_text()
     (broken / "pair" / "tiny.yaml").write_text(text)
     (broken / "pair" / "broken.yaml").write_text(
-        text.replace("name: tiny\n", "name: broken\n", 1).replace(str(tiny_conf.parent / "target"), "/nonexistent/model")
+        text.replace("name: tiny\n", "name: broken\n", 1).replace(str(tiny_conf.parent / "target"), str(empty))
     )
-    proc = run_sweep(["-m", "pair=tiny,broken", "gamma=1,3", "task.n_prompts=2", "max_new_tokens=8", "warmup=0"],
-                     broken, tmp_path)
+    (broken / "pair" / "invalid.yaml").write_text(
+        text.replace("name: tiny\n", "name: invalid\n", 1).replace(str(tiny_conf.parent / "target"), "/nonexistent/model")
+    )
+    proc = run_sweep(["-m", "pair=tiny,broken,invalid", "gamma=1,3", "task.n_prompts=2", "max_new_tokens=8",
+                      "warmup=0"], broken, tmp_path)
     assert proc.returncode == 1  # the sweep reports its failures
     out = proc.stdout + proc.stderr
-    assert "2 complete, 2 failed" in out and "FAILED gamma=1" in out
+    assert "2 complete, 2 failed, 2 invalid" in out and "FAILED gamma=1" in out
+    assert "INVALID gamma=1,pair=invalid (not run, no folder): pair.target.path: no local folder /nonexistent/model" in out
     statuses = {p.parent.name: json.loads(p.read_text())["status"] for p in tmp_path.rglob("summary.json")}
     assert sorted(statuses.values()) == ["complete", "complete", "failed", "failed"]
+    assert not [p for p in tmp_path.iterdir() if "invalid" in p.name and p.is_dir()]  # refused jobs leave no folder
     failed = [json.loads(p.read_text()) for p in tmp_path.rglob("summary.json")
               if json.loads(p.read_text())["status"] == "failed"]
-    assert all("nonexistent" in f["error"] for f in failed)
+    assert all("empty_model" in f["error"] or "config" in f["error"].lower() for f in failed)
 
 
 def test_models_are_loaded_once_per_sweep(tiny_conf, tmp_path):

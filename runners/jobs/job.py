@@ -34,9 +34,11 @@ from methods.registry import build_policy
 from runners.drafters import DrafterContext, build_drafter, check_drafter
 from runners.engine.base import Generation
 from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
+from runners.jobs.inputs import check_inputs, fit_prompt
+from runners.jobs.report import INVALID_JOBS, print_job_line, print_summary
 from specbench.config import JobConfig
 from specbench.loggers import JobLogger, build_logger
-from specbench.models import MODEL_CACHE, eos_ids, logits_width
+from specbench.models import MODEL_CACHE, check_model_source, eos_ids, logits_width
 from specbench.provenance import provenance
 from specbench.records import (
     Record,
@@ -50,7 +52,7 @@ from specbench.records import (
     write_json_atomic,
 )
 from specbench.registry import ConfigError
-from specbench.tasks import Prompt, format_turn, load_task
+from specbench.tasks import Prompt, encode_turn, load_task
 
 log = logging.getLogger("specbench")
 
@@ -62,12 +64,16 @@ class PreparedJob:
     config: JobConfig
     prompts: list[Prompt]
     policy: GammaPolicy | None = None
+    positions: int | None = None  # the target's positions, once ``check_inputs`` has read its config
 
 
 def prepare(cfg: Any) -> PreparedJob:
     """Validate everything that can be checked without a model (a ``DictConfig``, a plain mapping or a
     ``JobConfig``); raise ``ConfigError`` naming the offending key."""
     config = cfg if isinstance(cfg, JobConfig) else JobConfig.from_mapping(cfg)
+    check_model_source(config.pair.target, "pair.target")
+    if config.speculative and config.pair.draft is not None and config.pair.draft.model is not None:
+        check_model_source(config.pair.draft.model, "pair.draft")
     policy = None
     if config.speculative:
         policy = build_policy(config.method.policy, config.gamma, config.method.params)
@@ -91,6 +97,7 @@ class Job:
     def __init__(self, prepared: PreparedJob) -> None:
         config = self.config = prepared.config
         self.policy = prepared.policy
+        self.positions = prepared.positions
         target_spec, cache_dir = config.pair.target, config.cache_dir
         self.target = MODEL_CACHE.model(target_spec, cache_dir)
         self.tokenizer = MODEL_CACHE.tokenizer(target_spec, cache_dir)
@@ -127,9 +134,6 @@ class Job:
         if hasattr(self.runner, "reset"):
             self.runner.reset()
 
-    def encode(self, text: str, templated: bool) -> list[int]:
-        return self.tokenizer(text, add_special_tokens=not templated).input_ids
-
     def generator(self, seed: int) -> torch.Generator:
         return torch.Generator(device="cpu").manual_seed(int(seed))
 
@@ -161,6 +165,40 @@ def _summary(config: JobConfig, status: str, records: list[dict], extra: Mapping
     }
 
 
+def run_cli_job(cfg: Any, job_dir: str | Path, multirun: bool = False) -> int:
+    """``run.py``'s job: run it, print its summary (a sweep: one line), and return the exit status.
+
+    A bad config is one line on stderr naming the key or file, no traceback and no job folder: status 2
+    for a single run; in a sweep the job is listed in the sweep folder's ``invalid_jobs.jsonl`` (read by
+    the sweep report, which then exits 1) and the sweep goes on. A job that fails while running is
+    recorded in its ``summary.json`` (status 1 for a single run; the sweep goes on)."""
+    job_dir = Path(job_dir)
+    if STOP_REQUESTED:
+        raise KeyboardInterrupt("stopped by Ctrl-C")
+    try:
+        summary = run_job(cfg, job_dir, progress=True)
+    except ConfigError as exc:
+        log.error("configuration error: %s", exc)
+        if not multirun:
+            return 2
+        _append_line(job_dir.parent / INVALID_JOBS, {"job": job_dir.name, "error": str(exc), "time": time.time()})
+        return 0
+    except KeyboardInterrupt:
+        log.error("interrupted: records so far are kept in %s; run the same command again to resume", job_dir)
+        raise
+    except Exception as exc:  # crash isolation: the failure is in summary.json
+        log.exception("job failed: %s (details in %s/summary.json)", exc, job_dir)
+        return 0 if multirun else 1
+    (print_job_line if multirun else print_summary)(job_dir, summary)
+    return 0
+
+
+def _append_line(path: Path, row: Mapping[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
 def is_complete(job_dir: Path) -> bool:
     try:
         return json.loads((job_dir / "summary.json").read_text()).get("status") == "complete"
@@ -177,6 +215,17 @@ def run_job(cfg: Any, job_dir: str | Path, progress: bool = True) -> dict:
     except ConfigError:
         if not existed_before:  # leave nothing behind for a bad config
             shutil.rmtree(job_dir, ignore_errors=True)
+        raise
+    try:
+        prepared.positions = check_inputs(prepared.config, prepared.prompts)
+    except ConfigError:
+        if not existed_before:
+            shutil.rmtree(job_dir, ignore_errors=True)
+        raise
+    except Exception as exc:  # e.g. a model folder whose config.json cannot be read: a failed job, recorded
+        failure = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+        write_json_atomic(job_dir / "summary.json",
+                          _summary(prepared.config, "failed", read_records(job_dir / "records.jsonl"), failure))
         raise
     config = prepared.config
     records_path = job_dir / "records.jsonl"
@@ -243,8 +292,7 @@ def _warmup(job: Job, prompts: list[Prompt]) -> None:
     config = job.config
     if config.warmup <= 0:
         return
-    text, template = format_turn(job.tokenizer, [], prompts[0].turns[0], config.task.chat_template)
-    ids = job.encode(text, template is not None)
+    ids, _ = encode_turn(job.tokenizer, [], prompts[0].turns[0], config.task.chat_template)
     n_tokens = min(16, config.max_new_tokens)
     for _ in range(config.warmup):
         job.runner.generate(ids, n_tokens, job.generator(config.seed))
@@ -321,8 +369,8 @@ def _decode_all(
 
 def decode_turn(job: Job, prompt: Prompt, turn: int, history: list[tuple[str, str]], user: str) -> Record:
     config = job.config
-    text, template = format_turn(job.tokenizer, history, user, config.task.chat_template)
-    ids = job.encode(text, template is not None)
+    ids, template = encode_turn(job.tokenizer, history, user, config.task.chat_template)
+    ids, dropped = fit_prompt(ids, config, job.positions, f"prompt {prompt.prompt_id!r} turn {turn}")
     gen = job.runner.generate(ids, config.max_new_tokens, job.generator(config.seed))
     output_text = job.tokenizer.decode(gen.tokens, skip_special_tokens=True)
     fields: dict[str, Any] = {}
@@ -358,6 +406,7 @@ def decode_turn(job: Job, prompt: Prompt, turn: int, history: list[tuple[str, st
         output_sha=sha256_text(output_text),
         stop_reason=gen.stop_reason,
         chat_template=template,
+        extra={"truncated_tokens": dropped, "truncated": config.task.truncate} if dropped else {},
         **timing,
         **fields,
     )

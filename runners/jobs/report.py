@@ -8,6 +8,8 @@ from typing import Any
 
 from hydra.experimental.callback import Callback
 
+INVALID_JOBS = "invalid_jobs.jsonl"  # in a sweep's folder: the jobs refused by validation (they have no folder)
+
 
 def _fmt(value: Any, spec: str, unit: str = "") -> str:
     return "n/a" if value is None else f"{value:{spec}}{unit}"
@@ -65,11 +67,20 @@ class SweepReport(Callback):
             except ValueError:
                 continue
             by_status.setdefault(summary.get("status", "unknown"), []).append((path.parent, summary))
+        invalid = []
+        path = sweep_dir / INVALID_JOBS
+        if path.exists():
+            rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+            invalid = [r for r in rows if r.get("time", 0) >= self.started]
+        if invalid:
+            by_status["invalid"] = [(sweep_dir / r["job"], r) for r in invalid]
         counts = ", ".join(f"{len(v)} {k}" for k, v in sorted(by_status.items())) or "no job ran"
         print(f"\nsweep finished in {sweep_dir}: {counts}", flush=True)
         for folder, summary in by_status.get("failed", []):
             print(f"  FAILED {folder.name}: {summary.get('error')}", flush=True)
+        for folder, row in by_status.get("invalid", []):
+            print(f"  INVALID {folder.name} (not run, no folder): {row.get('error')}", flush=True)
         for folder, _ in by_status.get("interrupted", []) + by_status.get("running", []):
             print(f"  unfinished {folder.name}: run the same command again to resume", flush=True)
-        if by_status.get("failed"):
-            raise SystemExit(1)  # a sweep with failed jobs must not look like a success
+        if by_status.get("failed") or by_status.get("invalid"):
+            raise SystemExit(1)  # a sweep with failed or refused jobs must not look like a success
