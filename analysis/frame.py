@@ -37,7 +37,8 @@ from specbench.records import RECORD_FIELDS, read_records
 
 EXTRA_COLUMNS = ("max_new_tokens", "job_status", "job_dir", "job_error", "device", "source")
 COLUMNS = tuple(RECORD_FIELDS) + EXTRA_COLUMNS
-LIST_COLUMNS = ("gamma_trace", "drafted_trace", "accepted_trace", "confidence_trace")
+LIST_COLUMNS = ("gamma_trace", "drafted_trace", "accepted_trace", "confidence_trace", "drafted_per_pos",
+                "compared_per_pos", "accepted_per_pos")
 IDENTITY_KEYS = ("pair", "method", "task", "target")
 NUMERIC_COLUMNS = (
     "turn", "gamma_init", "temperature", "seed", "prompt_tokens", "new_tokens", "ttft_ms", "tpot_ms",

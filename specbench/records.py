@@ -20,7 +20,16 @@ Every figure is defined here, once (the README quotes these definitions):
   are ``mean_accepted_per_round + 1``.
 * ``gamma_trace[i]`` the γ the method chose for round ``i`` (before any cap by
   the remaining token budget), ``drafted_trace[i]`` the tokens actually drafted,
-  ``accepted_trace[i]`` the draft tokens accepted in that round.
+  ``accepted_trace[i]`` the draft tokens accepted in that round. ``discarded_trace[i]``:
+  tokens drafted but not verified (a policy's ``verify_count``, e.g. a peek; not in
+  ``drafted``); empty when no round discarded anything.
+* acceptance per position in the round (``j`` = 0-based position of a drafted token):
+  ``drafted_per_pos[j]`` rounds that drafted at least ``j + 1`` tokens;
+  ``compared_per_pos[j]`` rounds in which the target compared position ``j`` (drafted, and
+  every earlier position accepted); ``accepted_per_pos[j]`` rounds that accepted position
+  ``j`` (vLLM's ``num_accepted_tokens_per_pos``). So ``accepted_per_pos[j] /
+  compared_per_pos[j]`` is the conditional acceptance of position ``j`` (NeMo's per-position
+  acceptance), and ``accepted_per_pos[j] / rounds`` vLLM's per-position acceptance rate.
 * ``lossless`` for greedy runs with ``verify_lossless``: whether the output equals
   the target's own greedy decoding token for token; ``first_divergence`` is the
   first new-token index where they differ (null when equal or not verified).
@@ -38,7 +47,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: drafted_per_pos, compared_per_pos, accepted_per_pos
 REPLAY_FILE = "replay.jsonl"  # rows written by ``python -m runners.replay grid``, read by ``analysis``
 
 
@@ -79,6 +88,10 @@ class Record:
     drafted_trace: list[int] = field(default_factory=list)
     accepted_trace: list[int] = field(default_factory=list)
     confidence_trace: list[list[float]] = field(default_factory=list)
+    drafted_per_pos: list[int] = field(default_factory=list)
+    compared_per_pos: list[int] = field(default_factory=list)
+    accepted_per_pos: list[int] = field(default_factory=list)
+    discarded_trace: list[int] = field(default_factory=list)  # per round; empty when nothing was discarded
     # exactness
     lossless: bool | None = None
     first_divergence: int | None = None
@@ -114,12 +127,27 @@ def timing_fields(wall_ms: float, ttft_ms: float, new_tokens: int) -> dict[str, 
             "wall_ms": wall_ms}
 
 
+def per_position(drafted_trace: list[int], accepted_trace: list[int]) -> dict[str, list[int]]:
+    """``drafted_per_pos``, ``compared_per_pos``, ``accepted_per_pos`` of the rounds (definitions above)."""
+    width = max(drafted_trace, default=0)
+    drafted_pp, compared_pp, accepted_pp = [0] * width, [0] * width, [0] * width
+    for d, a in zip(drafted_trace, accepted_trace):
+        for j in range(d):
+            drafted_pp[j] += 1
+        for j in range(min(d, a + 1)):
+            compared_pp[j] += 1
+        for j in range(a):
+            accepted_pp[j] += 1
+    return {"drafted_per_pos": drafted_pp, "compared_per_pos": compared_pp, "accepted_per_pos": accepted_pp}
+
+
 def speculation_fields(gamma_trace: list[int], drafted_trace: list[int], accepted_trace: list[int]) -> dict:
     """Aggregates of the per-round traces (definitions above)."""
     rounds = len(accepted_trace)
     drafted = sum(drafted_trace)
     accepted = sum(accepted_trace)
     return {
+        **per_position(drafted_trace, accepted_trace),
         "rounds": rounds,
         "drafted": drafted,
         "accepted": accepted,

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from methods.base import GammaPolicy
+from methods.base import DraftStep, GammaPolicy
 from methods.hetero.vocab import VocabMapping, build_vocab_mapping
 from runners.drafters.text_sync import DEFAULT_LOOKBEHIND, TextSyncedDrafter, need_model
 from runners.engine.base import Draft
@@ -94,7 +94,8 @@ class TLIDrafter(TextSyncedDrafter):
             if temperature > 0:
                 qs.append(q)
             feed = [d_tok]
-            if d_tok in self.draft_eos or t_tok in self.eos or policy.stop_drafting(confs[-1]):
+            if d_tok in self.draft_eos or t_tok in self.eos or policy.stop_drafting(
+                    DraftStep(len(tokens), t_tok, confs[-1], budget=max_tokens)):
                 break
         return Draft(tokens, torch.stack(qs) if qs else None, confs)
 

@@ -377,6 +377,7 @@ def decode_turn(job: Job, prompt: Prompt, turn: int, history: list[tuple[str, st
     if gen.speculative:
         fields.update(speculation_fields(gen.gamma_trace, gen.drafted_trace, gen.accepted_trace))
         fields["confidence_trace"] = gen.confidence_trace
+        fields["discarded_trace"] = gen.discarded_trace if any(gen.discarded_trace) else []
     if config.verify_lossless and config.greedy:
         ref = gen if job.runner is job.ar else ar_reference(job, ids)
         div = first_divergence(gen.tokens, ref.tokens)

@@ -349,25 +349,28 @@ class _ForwardClock:
 
 
 def measure_overheads(target: Any, draft: Any, eos: Iterable[int], prompt_ids: Sequence[int], new_tokens: int = 32,
-                      gamma: int = 4, repeats: int = 3) -> dict[str, float]:
+                      gamma: int = 4, repeats: int = 3, drafter: Any = None) -> dict[str, float]:
     """The loops' own time: ``(wall − TTFT − Σ forwards after the prefill) / rounds`` for
     ``SpeculativeRunner`` (fixed γ) and ``/ (new_tokens − 1)`` for ``AutoregressiveRunner``;
-    medians over ``repeats`` (after one warm-up each)."""
+    medians over ``repeats`` (after one warm-up each). ``drafter``: a drafter without a model
+    (prompt lookup, ``draft=None``), whose whole time is then part of the round's overhead."""
     from methods.base import FixedGamma
     from runners.drafters.model import ModelDrafter
     from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
 
     eos = list(eos)
-    clocks = {"target": _ForwardClock(target), "draft": _ForwardClock(draft)}
+    clocks = {"target": _ForwardClock(target)}
+    if draft is not None:
+        clocks["draft"] = _ForwardClock(draft)
     try:
         spec, ar = [], []
         for i in range(repeats + 1):
-            runner = SpeculativeRunner(target, ModelDrafter(draft, eos), FixedGamma(gamma), eos)
+            runner = SpeculativeRunner(target, drafter or ModelDrafter(draft, eos), FixedGamma(gamma), eos)
             for c in clocks.values():
                 c.reset()
             gen = runner.generate(list(prompt_ids), new_tokens)
             rounds = len(gen.accepted_trace)
-            forwards = clocks["target"].total_ms + clocks["draft"].total_ms
+            forwards = sum(c.total_ms for c in clocks.values())
             if i and rounds:  # the prefill forward is in both the wall time and the forwards
                 spec.append(max(0.0, (gen.wall_ms - forwards) / rounds))
             for c in clocks.values():
