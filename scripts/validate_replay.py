@@ -95,8 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"models loaded in {time.perf_counter() - t0:.1f} s")
     ids_list = []
     for prompt in prompts:
-        text, template = format_turn(job.tokenizer, [], prompt.turns[0], config.task.chat_template)
-        ids_list.append(job.encode(text, template is not None))
+        text, fmt = format_turn(job.tokenizer, [], prompt.turns[0], config.task.prompt_format)
+        ids_list.append(job.encode(text, fmt))
 
     if args.latency:
         latency = LatencyModel.load(args.latency)

@@ -99,7 +99,7 @@ def trace_config(config: JobConfig, out_dir: str | os.PathLike, gamma_max: int =
 
     from specbench.models import MODEL_CACHE, eos_ids
     from specbench.provenance import provenance
-    from specbench.tasks import format_turn, load_task
+    from specbench.tasks import add_special_tokens, format_turn, load_task
 
     why = traceable(config)
     if why:
@@ -133,8 +133,8 @@ def trace_config(config: JobConfig, out_dir: str | os.PathLike, gamma_max: int =
             k += 1
             prev = done.get((prompt.prompt_id, turn))
             if prev is None:
-                text, template = format_turn(tokenizer, history, user, config.task.chat_template)
-                ids = tokenizer(text, add_special_tokens=template is None).input_ids
+                text, fmt = format_turn(tokenizer, history, user, config.task.prompt_format)
+                ids = tokenizer(text, add_special_tokens=add_special_tokens(fmt)).input_ids
                 prev = build_trace(target, draft, ids, config.max_new_tokens, eos, gamma_max, mode,
                                    prompt_id=prompt.prompt_id, turn=turn, category=prompt.category, **names)
                 write_traces(path, [prev], append=True)
