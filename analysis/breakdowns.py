@@ -148,13 +148,13 @@ def _speedup_cell(value: float) -> str:
     return fmt_num(value, 2) + "×" if value is not None and np.isfinite(value) else ""
 
 
-def hetero_table(df: pd.DataFrame, pooling: str = "pooled", paper: pd.DataFrame | None = None) -> Table | None:
+def hetero_table(df: pd.DataFrame, pooling: str = "pooled") -> Table | None:
     """The heterogeneous-vocabulary cells under **our** definitions (``specbench.records``): TTFT
     (ms) = mean per-prompt ``ttft_ms`` (the target's prefill); TPOT (ms) = mean per-prompt
     ``tpot_ms``; tokens/s as ``pooling`` says; speedup = tokens/s over AR's (dynamic KV cache, the
     speculative runs' own) for the same target, task and temperature; none at that temperature:
-    empty cell and a footnote. No paper numbers here (they follow hf-bench's definitions:
-    ``hfbench_table``); ``paper`` is accepted and ignored so every table builder has one signature."""
+    empty cell and a footnote. No paper numbers here: they follow hf-bench's definitions
+    (``hfbench_table``)."""
     check_pooling(pooling)
     data = _labelled(df)
     if data.empty or (~data["method"].isin(AR_KEYS)).sum() == 0:

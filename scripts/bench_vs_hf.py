@@ -122,13 +122,13 @@ def load_pair(name: str | None, cache_dir: str | None) -> tuple[str, Any, Any, A
 
 def load_prompts(tokenizer: Any, n: int | None) -> list[tuple[str, list[int]]]:
     """The first turn of each embedded prompt, formatted and encoded as ``runners.jobs.job`` does."""
-    from specbench.tasks import format_turn, load_task
+    from specbench.tasks import add_special_tokens, format_turn, load_task
 
     prompts = load_task({"name": "embedded", "loader": "embedded"})
     out = []
     for prompt in prompts[:n] if n else prompts:
-        text, template = format_turn(tokenizer, [], prompt.turns[0], "auto")
-        out.append((prompt.prompt_id, tokenizer(text, add_special_tokens=template is None).input_ids))
+        text, fmt = format_turn(tokenizer, [], prompt.turns[0], "auto")
+        out.append((prompt.prompt_id, tokenizer(text, add_special_tokens=add_special_tokens(fmt)).input_ids))
     return out
 
 

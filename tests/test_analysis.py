@@ -297,8 +297,8 @@ def test_hfbench_table_unfiltered_keeps_every_example(complete):
     assert slem["n_kept"] == 3 and set(data["source"]) == {"measured"}
 
 
-def test_our_hetero_table_by_hand(complete, paper):
-    table = hetero_table(complete, "pooled", paper)
+def test_our_hetero_table_by_hand(complete):
+    table = hetero_table(complete, "pooled")
     data = table.data
     slem = data[(data["target"] == "phi-4") & (data["method"] == "slem")].iloc[0]
     assert slem["tokens_per_s"] == pytest.approx(503000 / 7900)  # pooled: 503 tokens / 7.9 s
