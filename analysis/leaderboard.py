@@ -102,7 +102,7 @@ def leaderboard(df: pd.DataFrame) -> Table | None:
                "pooled tokens/s). Fractions of the oracle (exact DP: the best any γ policy can do on these traces), "
                "of the best fixed γ in hindsight for the whole task and per prompt; mean ± sample std (ddof=1) over "
                "the initial γ; spread = max − min of × oracle across initial γ; worst initial γ = the one with the "
-               "lowest throughput. Restart-per-turn variants are marked transient=true (issue 13).")
+               "lowest throughput. Adaptive policies restart at every prompt turn (issue 13's default); carry-over variants are marked *_carryover or transient=false.")
     return Table("policy_leaderboard", caption, display, board)
 
 

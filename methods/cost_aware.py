@@ -69,9 +69,11 @@ acceptance), ``gamma_max`` (the longest round, 32), ``prior_weight`` (2), ``rho_
 ``peek`` (true), ``decay`` (0.98: forgetting of the per-position rates of a featureless drafter),
 ``probe`` (8: after this many plain steps in a row a round drafts anyway — a policy that never drafts
 learns nothing, the lock-in SmartSpec's probe avoids too).
-``transient`` (default ``false``): what is learnt is a property of the pair and the machine (how
-confidence maps to acceptance, what a verification costs), not a γ, so it is kept across the
-prompts of a job; ``true`` forgets it at every generation call. The initial γ is the most the
+``transient`` (default ``true``, issue 13's rule for every adaptive policy: restart at every
+generation call, so a job's prompts are independent of their order); ``false`` keeps what was learnt
+across the prompts of a job — what it learns is a property of the pair and the machine (how
+confidence maps to acceptance, what a verification costs), not a γ, so carrying it over is the
+natural deployment setting, and the lab reports both. The initial γ is the most the
 very first round after a (re)start may draft, before anything is known; after that γ is the
 model's choice (γ = 0 included). What a causal policy cannot know is in ``runners.replay``'s
 oracle: the oracle knows where the draft will diverge; this policy only knows the odds.
@@ -116,7 +118,7 @@ class CostAware(GammaPolicy):
 
     def __init__(self, gamma_init: int, feature: str = "confidence", gamma_max: int = 32, prior_weight: float = 2.0,
                  rho_prior_rounds: float = 4.0, alpha_prior: float = 0.6, peek: bool = True,
-                 decay: float = 0.98, probe: int = 8, transient: bool = False, latency: str | None = None) -> None:
+                 decay: float = 0.98, probe: int = 8, transient: bool = True, latency: str | None = None) -> None:
         super().__init__(gamma_init)
         self.features = tuple(str(feature).split("+"))
         if not 1 <= len(self.features) <= 2 or any(f not in BUCKETS for f in self.features):

@@ -44,17 +44,18 @@ sys.path.insert(0, str(ROOT))
 
 from specbench.records import pooled_tokens_per_s  # noqa: E402 - after the path is set
 
-#: label -> method spec (``runners.replay.replay.load_method``). Restart-per-turn variants of the field's
-#: adaptive policies (issue 13's default) and their carry-over twins, the stoppers, the bandits, ours.
+#: label -> method spec (``runners.replay.replay.load_method``). Every adaptive policy restarts per prompt turn
+#: (issue 13's default) and has its carry-over twin (``*_carryover`` / ``:transient=false``); the stoppers,
+#: the bandits, ours.
 LAB_METHODS = [
     "specdecode",
     "assistant_threshold",
-    "hf_heuristic_transient",
     "hf_heuristic",
-    "gammatune:transient=true",
+    "hf_heuristic_carryover",
     "gammatune",
-    "gammatune_plus:transient=true",
+    "gammatune:transient=false",
     "gammatune_plus",
+    "gammatune_plus:transient=false",
     "adaedl",
     "svip",
     "max_confidence",
@@ -68,7 +69,7 @@ LAB_METHODS = [
     "smartspec",
     "smartspec:transient=false",
     "cost_aware",
-    "cost_aware:transient=true",
+    "cost_aware:transient=false",
     "cost_aware:latency=none",
 ]
 GAMMAS = "1-8,12,16,20,24"
@@ -370,7 +371,7 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--compare-out", default="results/policy_lab/compare")
     f.add_argument("--pairs", nargs="+", default=PAIRS)
     f.add_argument("--tasks", nargs="+", choices=sorted(TASKS), default=list(TASKS))
-    f.add_argument("--methods", nargs="+", default=["specdecode", "hf_heuristic_transient", "cost_aware"],
+    f.add_argument("--methods", nargs="+", default=["specdecode", "hf_heuristic", "cost_aware", "cost_aware:transient=false"],
                    help="conf/method names, or NAME:key=value,... (knobs passed as method.key=value)")
     f.add_argument("--cost-methods", nargs="+", default=["cost_aware", "smartspec", "banditspec", "tapout"],
                    help="methods given the pair's latency file (method.latency=...)")

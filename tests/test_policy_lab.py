@@ -223,8 +223,9 @@ def test_smartspec_maximises_predicted_goodput_and_can_step_plainly(tmp_path):
 
 
 def _trained(tmp_path, table, draft_ms, acc_by_conf, n=400, **kw) -> CostAware:
-    """A cost-aware policy whose acceptance model has seen ``n`` rounds of 1-token drafts per bucket."""
-    p = CostAware(4, latency=latency_json(tmp_path, table, draft_ms), **kw)
+    """A cost-aware policy whose acceptance model has seen ``n`` rounds of 1-token drafts per bucket
+    (carried over: ``transient=False``, so a new prompt keeps what it learnt)."""
+    p = CostAware(4, latency=latency_json(tmp_path, table, draft_ms), **{"transient": False, **kw})
     for conf, rate in acc_by_conf.items():
         for i in range(n):
             acc = int(i < rate * n)
@@ -457,7 +458,7 @@ def test_leaderboard_from_cells_equals_leaderboard_from_rows(noisy_pair, tmp_pat
               enumerate(prompts)]
     lat = LatencyModel.affine(target=(10.0, 1.0), draft=(2.0, 0.3), round_overhead_ms=0.2)
     lab = _lab_script(root)
-    methods = [lab.method_spec(m, None) for m in ("specdecode", "hf_heuristic_transient", "cost_aware")]
+    methods = [lab.method_spec(m, None) for m in ("specdecode", "hf_heuristic", "cost_aware")]
     rows = replay_grid(traces, methods, [1, 3, 6], lat)
     (tmp_path / "rows").mkdir()
     (tmp_path / "rows" / "replay.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))

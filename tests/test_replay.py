@@ -77,14 +77,15 @@ VARIANTS = [
     "assistant_threshold:threshold=0.6",
     "assistant_threshold:adaptive_threshold=true",
     "assistant_threshold:adaptive_threshold=true,persist_threshold=true",
-    "gammatune:transient=true",
+    "gammatune:transient=false",
     "gammatune:eta=0.6,delta=1,gamma_max=12",
-    "gammatune_plus:threshold=0.55,transient=true",
+    "gammatune_plus:threshold=0.55,transient=false",
+    "gammatune_plus:expand_on=drafted",
     # the policy lab: persistence, the other bandit, other features, thresholds that fire on the tiny pair
     "banditspec:transient=false",
     "tapout:algorithm=exp3,transient=false",
     "smartspec:transient=false",
-    "cost_aware:transient=true,feature=entropy",
+    "cost_aware:transient=false,feature=entropy",
     "adaedl:threshold=0.9",
     "logit_margin:threshold=0.6",
 ]
@@ -132,7 +133,7 @@ def test_the_fixture_exercises_what_matters(traces, pair):
     covered = {load_method(m).policy for m in METHODS + VARIANTS}
     assert covered >= set(POLICIES.names())  # every registered policy is checked against real runs
     assert {"fixed", "hf_heuristic", "assistant_threshold", "gammatune", "gammatune_plus"} <= covered
-    assert {"specdecode", "hf_heuristic", "hf_heuristic_transient", "assistant_threshold", "gammatune",
+    assert {"specdecode", "hf_heuristic", "hf_heuristic_carryover", "assistant_threshold", "gammatune",
             "gammatune_plus"} <= set(METHODS)
 
 
@@ -220,7 +221,8 @@ def test_trace_rollouts_are_what_the_drafter_drafts(pair, traces):
             got = drafter.propose(ids + tr.tokens[:t], k, _NeverStop(1), 0.0, None)
             toks, confs = tr.rollout(t, k)
             assert got.tokens == toks, (tr.prompt_id, t)
-            assert len(got.confidences) == len(confs) and all(abs(a - b) < 1e-6 for a, b in zip(got.confidences, confs))
+            assert len(got.confidences) == len(confs)
+            assert all(abs(a - b) < 1e-5 for a, b in zip(got.confidences, confs)), (got.confidences, confs)  # fp32 noise of two forward shapes
             _, feats = tr.rollout_steps(t, k)
             assert len(got.steps) == len(feats)
             for step, f in zip(got.steps, feats):
