@@ -96,7 +96,8 @@ def test_a_failing_job_does_not_stop_the_sweep(tiny_conf, tmp_path):
     assert proc.returncode == 1  # the sweep reports its failures
     out = proc.stdout + proc.stderr
     assert "2 complete, 2 failed, 2 invalid" in out and "FAILED gamma=1" in out
-    assert "INVALID gamma=1,pair=invalid (not run, no folder): pair.target.path: no local folder /nonexistent/model" in out
+    assert "INVALID gamma=1,max_new_tokens=8,pair=invalid,task.n_prompts=2 (not run, no folder): " \
+        "pair.target.path: no local folder /nonexistent/model and not a valid Hub id" in out
     statuses = {p.parent.name: json.loads(p.read_text())["status"] for p in tmp_path.rglob("summary.json")}
     assert sorted(statuses.values()) == ["complete", "complete", "failed", "failed"]
     assert not [p for p in tmp_path.iterdir() if "invalid" in p.name and p.is_dir()]  # refused jobs leave no folder
