@@ -43,6 +43,7 @@ NUMERIC_COLUMNS = (
     "turn", "gamma_init", "temperature", "seed", "prompt_tokens", "new_tokens", "ttft_ms", "tpot_ms",
     "tokens_per_s", "wall_ms", "rounds", "drafted", "accepted", "acceptance_rate",
     "mean_accepted_per_round", "ar_tokens_per_s", "ar_wall_ms", "speedup", "max_new_tokens",
+    "draft_forwards", "fallback_rounds",
 )
 
 

@@ -19,7 +19,6 @@ import torch
 import methods.hetero.sampling as sampling
 from methods.hetero import (
     SLRS,
-    check_supported,
     enumerate_outcomes,
     mapping_from_strings,
     tli_distribution,
@@ -229,9 +228,9 @@ def test_slrs_lookahead_rule():
     assert not algo.determined("ab")  # "abab" may still follow
     assert algo.determined("abb") and algo.determined("c")
     # stop as soon as the first target token is fixed: "ab"+"b" -> "abb" -> first token "ab"
-    assert algo._advance("ab", 2, 1) == ("abb", True, 2)
-    assert algo._advance("", 1, 4) == ("", True, 7)  # an immediate draft EOS proposes the target EOS
-    assert slrs(2)._advance("a", 2, 0) == ("aa", True, 0)  # K = 2 reached: first token of "aa" is "a"
+    assert algo.advance("ab", 2, 1) == ("abb", True, 2)
+    assert algo.advance("", 1, 4) == ("", True, 7)  # an immediate draft EOS proposes the target EOS
+    assert slrs(2).advance("a", 2, 0) == ("aa", True, 0)  # K = 2 reached: first token of "aa" is "a"
 
 
 def test_slrs_a_longer_lookahead_accepts_more_here():
@@ -308,16 +307,11 @@ def test_a_round_with_a_drafter_that_lies_about_q_is_detected():
 # ---------------------------------------------------------------- configs
 
 
-def test_check_supported_refuses_exact_only_methods_for_real_pairs():
-    for name in ("slrs", "union"):
-        with pytest.raises(ConfigError, match="toy/exact-evaluation only"):
-            check_supported(name)
-    for name in ("slem", "tli"):
-        check_supported(name)
+def test_a_cross_vocabulary_algorithm_needs_a_draft_model():
     from specbench.config import JobConfig
 
     from helpers import compose
 
-    for name in ("slem", "tli"):  # a cross-vocabulary algorithm needs a draft model with its tokenizer
+    for name in ("slem", "tli", "slrs", "union"):  # a cross-vocabulary algorithm needs a draft model with its tokenizer
         with pytest.raises(ConfigError, match="needs a draft model"):
             JobConfig.from_mapping(compose("pair=gemma3-270m_prompt-lookup", f"hetero={name}"))

@@ -116,6 +116,7 @@ class TextSyncedDrafter(Drafter):
         self.lookbehind = lookbehind
         self.cache: Any = None
         self.t_ids: list[int] = []
+        self.forwards = 0  # draft model forwards so far (``Draft.forwards`` reports a round's share)
 
     # ------------------------------------------------------------------ text sync
     def begin(self, prompt_ids: list[int]) -> None:
@@ -191,7 +192,22 @@ class TextSyncedDrafter(Drafter):
         inp = torch.tensor([feed], device=self.device)
         out = self.model(input_ids=inp, past_key_values=self.cache, use_cache=True, logits_to_keep=1)
         self.cached.extend(feed)
+        self.forwards += 1
         return out.logits[0, -1]
+
+    def _crop(self, n: int) -> None:
+        """Keep the first ``n`` cached draft tokens."""
+        if n < len(self.cached):
+            crop_to(self.cache, n)
+            self.cached = self.cached[:n]
+
+    def _forward_after(self, base: int, path: list[int]) -> torch.Tensor:
+        """The logits after ``cached[:base] + path`` (``path`` non-empty): the cache is cropped to
+        what it shares with that sequence and the rest is fed (one token when ``path`` extends the
+        last one by a token, as in a depth-first walk)."""
+        want = self.cached[:base] + list(path)
+        self._crop(min(common_prefix_len(self.cached, want), len(want) - 1))
+        return self._forward(want[len(self.cached):])
 
     def _first_feed(self, ids: list[int]) -> list[int]:
         if self.cache is None:
