@@ -95,10 +95,9 @@ class SLRSDrafter(TLIDrafter):
                 return (self.bottom if cand is None else cand), conf
             logits = self._forward_after(base, path)
 
-    def _sampled_candidate(
-        self, logits: torch.Tensor, temperature: float, generator: torch.Generator | None
-    ) -> tuple[int, torch.Tensor, float]:
-        """Temperature > 0: ``(candidate or ⊥, ψ on target ids, ψ(candidate))``; raises ``SLRSTooLarge``."""
+    def _psi(self, logits: torch.Tensor, temperature: float) -> tuple[torch.Tensor, float]:
+        """ψ at the context whose draft logits are ``logits`` (the tree's root): ``(ψ on target ids,
+        float64, mass of ⊥)``; raises ``SLRSTooLarge`` past ``max_nodes``."""
         base = len(self.cached)
         root = top_k_proposal(probs(logits, temperature), self.draft_top_k)
 
@@ -108,12 +107,24 @@ class SLRSDrafter(TLIDrafter):
             return top_k_proposal(probs(self._forward_after(base, list(seq)), temperature), self.draft_top_k)
 
         psi, bottom, _ = self.rule.psi_sparse(draft_next)
-        q = torch.zeros(self.target_vocab_size + 1, dtype=torch.float64)
+        q = torch.zeros(self.target_vocab_size, dtype=torch.float64)
         if psi:
             q[torch.tensor(list(psi), dtype=torch.long)] = torch.tensor(list(psi.values()), dtype=torch.float64)
-        q[-1] = bottom
-        cand = sample(q, generator)
-        return cand, q[:-1].to(device=self.device, dtype=torch.float32), float(q[cand])
+        return q, bottom
+
+    @torch.inference_mode()
+    def psi_after(self, ids: list[int], temperature: float) -> tuple[torch.Tensor, float]:
+        """ψ for the position after ``ids`` (target ids): ``(ψ on target ids, mass of ⊥)``."""
+        return self._psi(self.next_logits(ids), temperature)
+
+    def _sampled_candidate(
+        self, logits: torch.Tensor, temperature: float, generator: torch.Generator | None
+    ) -> tuple[int, torch.Tensor, float]:
+        """Temperature > 0: ``(candidate or ⊥, ψ on target ids, ψ(candidate))``; raises ``SLRSTooLarge``."""
+        psi, bottom = self._psi(logits, temperature)
+        cand = sample(torch.cat([psi, psi.new_tensor([bottom])]), generator)
+        conf = bottom if cand == self.bottom else float(psi[cand])
+        return cand, psi.to(device=self.device, dtype=torch.float32), conf
 
     @torch.inference_mode()
     def propose(

@@ -187,6 +187,12 @@ class TextSyncedDrafter(Drafter):
             crop_to(self.cache, n)
             self.cached = self.cached[:n]
 
+    @torch.inference_mode()
+    def next_logits(self, ids: list[int]) -> torch.Tensor:
+        """The draft model's logits for the token after the text of ``ids`` (target ids; the drafter is
+        synced on that text first, its cache reused), without drafting."""
+        return self._forward(self._first_feed(list(ids)))
+
     def _forward(self, feed: list[int]) -> torch.Tensor:
         """Feed tokens the cache has not seen; the logits after the last one."""
         inp = torch.tensor([feed], device=self.device)
