@@ -259,6 +259,7 @@ class MethodConfig:
 
 
 HETERO = ("auto", "none", "slem", "tli", "slrs", "union")
+SLRS_KEYS = ("max_nodes", "max_lookahead", "draft_top_k")
 
 
 @dataclass(frozen=True)
@@ -282,8 +283,12 @@ class HeteroConfig:
     @classmethod
     def from_mapping(cls, node: Mapping[str, Any] | None) -> HeteroConfig:
         values = _split(node or {}, "hetero", _names(cls))
+        name = check_choice("hetero", values.get("name", "auto"), HETERO)
+        inert = [k for k in SLRS_KEYS if k in values] if name != "slrs" else []
+        if inert:
+            raise ConfigError(f"hetero.{inert[0]} is a setting of hetero=slrs; hetero={name} has none")
         return cls(
-            name=check_choice("hetero", values.get("name", "auto"), HETERO),
+            name=name,
             lookbehind=check_int("hetero.lookbehind", values.get("lookbehind", 10), 1),
             max_nodes=check_int("hetero.max_nodes", values.get("max_nodes", 32), 1),
             max_lookahead=check_int("hetero.max_lookahead", values.get("max_lookahead"), 1, optional=True),

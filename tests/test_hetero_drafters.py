@@ -315,3 +315,5 @@ def test_drafter_factories_in_the_registry(bpe, char):
     assert HeteroConfig.from_mapping({"name": "slrs", "max_lookahead": None, "draft_top_k": None}).draft_top_k is None
     with pytest.raises(ConfigError, match="max_node"):  # a misspelt knob names the known ones
         HeteroConfig.from_mapping({"name": "slrs", "max_node": 4})
+    with pytest.raises(ConfigError, match="hetero.max_nodes is a setting of hetero=slrs"):  # never silently inert
+        HeteroConfig.from_mapping({"name": "tli", "max_nodes": 4})
