@@ -273,18 +273,26 @@ def test_real_pair_gemma3_target_smollm2_draft():
     eos = sorted({ttok.eos_token_id, *([target.generation_config.eos_token_id] if isinstance(
         target.generation_config.eos_token_id, int) else target.generation_config.eos_token_id or [])})
     vocab = int(target.get_output_embeddings().weight.shape[0])
+    from runners.drafters.slrs import SLRSDrafter
+    from runners.drafters.union import UnionDrafter
+
     for prompt in ("The capital of France is", "def fibonacci(n):\n"):
         ids = ttok(prompt).input_ids
         want = AutoregressiveRunner(target, eos).generate(ids, 24).tokens
-        slem = SpeculativeRunner(target, SLEMDrafter(draft, dtok, ttok, eos), FixedGamma(4), eos).generate(ids, 24)
-        assert slem.tokens == want
-        tli = SpeculativeRunner(target, TLIDrafter(draft, dtok, ttok, eos, vocab), FixedGamma(4), eos).generate(ids, 24)
-        assert tli.tokens == want
+        for drafter in (SLEMDrafter(draft, dtok, ttok, eos), TLIDrafter(draft, dtok, ttok, eos, vocab),
+                        UnionDrafter(draft, dtok, ttok, eos, vocab), SLRSDrafter(draft, dtok, ttok, eos, vocab)):
+            out = SpeculativeRunner(target, drafter, FixedGamma(4), eos).generate(ids, 24)
+            assert out.tokens == want, type(drafter).__name__
     drafter = TLIDrafter(draft, dtok, ttok, eos, vocab)
     drafter.begin(ids)
     out = drafter.propose(ids, 3, FixedGamma(3), 1.0, torch.Generator().manual_seed(0))
     assert out.q.shape == (len(out.tokens), vocab)
     assert torch.allclose(out.q.sum(-1), torch.ones(len(out.tokens)), atol=1e-4)
+    slrs = SLRSDrafter(draft, dtok, ttok, eos, vocab)  # ψ on the real pair: top-8 proposals, a small tree
+    psi, bottom = slrs.psi_after(ids, 1.0)
+    assert float(psi.sum()) + bottom == pytest.approx(1.0, abs=1e-4)
+    out = slrs.propose(ids, 3, FixedGamma(3), 1.0, torch.Generator().manual_seed(0))
+    assert out.forwards <= 3 * (slrs.rule.max_nodes + 1) and out.q.shape[-1] == vocab
 
 
 def test_drafter_factories_in_the_registry(bpe, char):

@@ -175,3 +175,29 @@ def test_calibration_pools_and_overheads_of_a_cross_vocabulary_pair():
 
     over = measure_overheads(target, draft, [0], bpe(text).input_ids, new_tokens=8, repeats=1, drafter=make)
     assert len(built) == 2 and over["round_overhead_ms"] >= 0.0 and over["ar_overhead_ms"] >= 0.0
+
+
+# ---------------------------------------------------------------- the recipes
+
+
+@pytest.mark.parametrize("recipe", ["mini_hetero_slem", "mini_hetero_tli", "mini_hetero_policies", "mini_hetero_union",
+                                    "mini_hetero_slrs"])
+def test_every_cell_of_the_hetero_recipes_is_a_valid_job(recipe):
+    import itertools
+
+    import yaml
+
+    from runners.jobs.job import prepare
+
+    from helpers import CONF, compose
+
+    params = yaml.safe_load((CONF / "experiment" / f"{recipe}.yaml").read_text())["hydra"]["sweeper"]["params"]
+    keys = sorted(params)
+    rules = set()
+    for values in itertools.product(*(str(params[k]).split(",") for k in keys)):
+        job = prepare(compose(f"experiment={recipe}", *(f"{k}={v}" for k, v in zip(keys, values, strict=True))))
+        assert job.prompts and job.config.pair.same_tokenizer is False
+        rules.add((job.config.temperature, job.config.hetero_rule))
+    assert any(rule is not None for _, rule in rules)
+    if recipe == "mini_hetero_policies":  # hetero=auto: SLEM when greedy, TLI when sampling
+        assert {(0.0, "slem"), (1.0, "tli")} <= rules
