@@ -52,6 +52,7 @@ NUMERIC_COLUMNS = (
     "mean_accepted_per_round", "ar_tokens_per_s", "ar_wall_ms", "speedup", "max_new_tokens",
     "hfbench_ttft_ms", "hfbench_tpot_ms", "hfbench_tokens_per_s", "top_k", "top_p", "typical_p",
     "target_vocab_size", "draft_vocab_size",
+    "draft_forwards", "fallback_rounds",
 )
 ALWAYS_FROM_CONFIG = ("target_path", "draft_path", "target_quant")
 

@@ -256,23 +256,41 @@ class MethodConfig:
 
 
 HETERO = ("auto", "none", "slem", "tli", "slrs", "union")
+SLRS_KEYS = ("max_nodes", "max_lookahead", "draft_top_k")
 
 
 @dataclass(frozen=True)
 class HeteroConfig:
     """The cross-vocabulary algorithm (Timor et al.): ``auto`` = SLEM at temperature 0 and TLI above
     on pairs whose draft has another tokenizer (none on same-tokenizer pairs); ``none`` = one
-    vocabulary; ``slem`` | ``tli`` | ``slrs`` | ``union`` = that algorithm. ``lookbehind``: tokens
-    re-encoded behind new text when re-syncing the drafter (transformers' default 10)."""
+    vocabulary; ``slem`` | ``tli`` | ``slrs`` | ``union`` = that algorithm (Algorithms 2, 4, 3, 1).
+    ``lookbehind``: tokens re-encoded behind new text when re-syncing the drafter (transformers'
+    default 10). SLRS only (``runners/drafters/slrs.py``): ``max_nodes`` = the expansion bound, the
+    most draft forwards one position may spend computing ψ (past it the round falls back to TLI);
+    ``max_lookahead`` = the threshold K of Sec. 3.3 (None: stop only once the first target token is
+    determined); ``draft_top_k`` = the drafter proposes from its k most likely tokens (None: its
+    whole distribution, whose ψ tree is the worst case)."""
 
     name: str = "auto"
     lookbehind: int = 10
+    max_nodes: int = 32
+    max_lookahead: int | None = None
+    draft_top_k: int | None = 8
 
     @classmethod
     def from_mapping(cls, node: Mapping[str, Any] | None) -> HeteroConfig:
         values = _split(node or {}, "hetero", _names(cls))
         name = check_choice("hetero", values.get("name", "auto"), HETERO)
-        return cls(name, check_int("hetero.lookbehind", values.get("lookbehind", 10), 1))
+        inert = [k for k in SLRS_KEYS if k in values] if name != "slrs" else []
+        if inert:
+            raise ConfigError(f"hetero.{inert[0]} is a setting of hetero=slrs; hetero={name} has none")
+        return cls(
+            name=name,
+            lookbehind=check_int("hetero.lookbehind", values.get("lookbehind", 10), 1),
+            max_nodes=check_int("hetero.max_nodes", values.get("max_nodes", 32), 1),
+            max_lookahead=check_int("hetero.max_lookahead", values.get("max_lookahead"), 1, optional=True),
+            draft_top_k=check_int("hetero.draft_top_k", values.get("draft_top_k", 8), 1, optional=True),
+        )
 
 
 TRUNCATE = (None, "left", "right")  # a prompt longer than the model's positions: refused, or cut on this side
@@ -509,7 +527,8 @@ class JobConfig:
         if rule is None and not pair.same_tokenizer and draft.kind == "model":
             raise ConfigError(
                 f"pair {pair.name!r} has a draft with a different tokenizer than its target, and hetero=none "
-                f"needs one vocabulary. Use hetero=auto, hetero=slem (greedy) or hetero=tli (any temperature)."
+                f"needs one vocabulary. Use hetero=auto, hetero=slem (greedy) or hetero=tli (any temperature), "
+                f"or hetero=union / hetero=slrs."
             )
         if rule is not None and draft.kind != "model":
             raise ConfigError(f"hetero={rule} needs a draft model with its tokenizer; pair {pair.name!r} drafts "

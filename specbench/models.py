@@ -220,8 +220,13 @@ def eos_ids(model: Any, tokenizer: Any) -> list[int]:
 def logits_width(model: Any) -> int:
     """How many logits a model emits per position (its head's rows; can exceed len(tokenizer))."""
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    if head is not None and getattr(head, "weight", None) is not None:
-        return int(head.weight.shape[0])
+    if isinstance(getattr(head, "out_features", None), int):  # nn.Linear, and its dynamically quantized twin
+        return int(head.out_features)
+    weight = getattr(head, "weight", None)
+    if callable(weight):  # a quantized module's weight is a method
+        weight = weight()
+    if weight is not None:
+        return int(weight.shape[0])
     return int(model.config.vocab_size)
 
 

@@ -44,7 +44,6 @@ from typing import Any
 import torch
 
 from methods.base import GammaPolicy
-from methods.hetero import check_supported
 from methods.registry import build_policy
 from runners.drafters import DrafterContext, build_drafter, check_drafter
 from runners.engine.base import Generation
@@ -106,8 +105,6 @@ def prepare(cfg: Any) -> PreparedJob:
             from runners.engine.hf_assisted import hf_settings
 
             hf_settings(policy)  # a schedule transformers has
-    if config.hetero_rule is not None:
-        check_supported(config.hetero_rule)
     if config.drafter is not None:
         check_drafter(config.drafter, config.pair.draft.options)
     if config.method.ar_cache == "offloaded":
@@ -171,8 +168,13 @@ class Job:
                 "draft_vocab_size": config_vocab_size(draft_model),
                 "tokenizers_identical": tokenizers_identical(self.tokenizer, draft_tokenizer),
             }
+        self.shared_target: torch.Tensor | None = None  # hetero: target ids with a string in the draft vocabulary
+        self.vocabulary: dict[str, Any] | None = None
         if config.method.runner == "speculative":
-            self.runner = SpeculativeRunner(self.target, self._drafter(), self.policy, self.eos, self.sampling)
+            drafter = self._drafter()
+            self.runner = SpeculativeRunner(self.target, drafter, self.policy, self.eos, self.sampling)
+            if config.hetero_rule is not None:
+                self._overlap(drafter)
         elif config.method.runner == "hf":
             from runners.engine.hf_assisted import HFAssistedRunner
 
@@ -192,6 +194,41 @@ class Job:
             hetero=config.hetero,
         )
         return build_drafter(config.drafter, ctx)
+
+    def _overlap(self, drafter: Any) -> None:
+        """The pair's vocabulary overlap (``summary.json: hetero.vocabulary``) and the shared target ids."""
+        from runners.drafters.vocab_map import drafter_mapping, overlap_summary
+
+        mapping = getattr(drafter, "mapping", None) or drafter_mapping(drafter, logits_width(self.target))
+        self.vocabulary = overlap_summary(mapping, self.tokenizer, drafter.dtok.tok)
+        self.shared_target = torch.zeros(mapping.target_vocab_size, dtype=torch.bool)
+        self.shared_target[mapping.shared_target_ids] = True
+
+    def hetero_summary(self, records: list[dict]) -> dict[str, Any] | None:
+        """What a job with a cross-vocabulary algorithm adds to its summary: the rule, the vocabulary
+        overlap next to the acceptance it allows, the share of output tokens a token-level drafter
+        could have proposed at all, and (SLRS) the fallback rule and how often it ran."""
+        config = self.config
+        if config.hetero_rule is None or self.vocabulary is None:
+            return None
+        out_tokens = sum(r["new_tokens"] for r in records)
+        shared = sum((r.get("extra") or {}).get("output_tokens_shared", 0) for r in records)
+        agg = aggregate(records)
+        out: dict[str, Any] = {
+            "rule": config.hetero_rule,
+            "vocabulary": self.vocabulary,
+            "acceptance_rate": agg.get("acceptance_rate"),
+            "leviathan_alpha": agg.get("leviathan_alpha"),
+            "output_tokens": out_tokens,
+            "output_tokens_shared": shared,
+            "output_shared_fraction": shared / out_tokens if out_tokens else None,
+        }
+        if config.hetero_rule == "slrs":
+            h = config.hetero
+            out.update(fallback_rule="tli", fallback_rounds=agg.get("fallback_rounds"),
+                       rounds=sum(r.get("rounds") or 0 for r in records),
+                       max_nodes=h.max_nodes, max_lookahead=h.max_lookahead, draft_top_k=h.draft_top_k)
+        return out
 
     def reset(self) -> None:
         """The policy as configured (state carried across prompts, e.g. by the warm-up, is dropped)."""
@@ -352,6 +389,9 @@ def run_job(cfg: Any, job_dir: str | Path, progress: bool = True) -> dict:
             _decode_all(job, prepared.prompts, done, writer, progress, logger)
         records = read_records(records_path)
         extra = {"load_s": load_s, "policy_state": job.policy.state() if job.policy else None}
+        hetero = job.hetero_summary(records)
+        if hetero is not None:
+            extra["hetero"] = hetero
         summary = _summary(config, "complete", records, extra)
         write_json_atomic(job_dir / "summary.json", summary)
         failed = False
@@ -474,6 +514,12 @@ def decode_turn(job: Job, prompt: Prompt, turn: int, history: list[tuple[str, st
     if gen.speculative:
         fields.update(speculation_fields(gen.gamma_trace, gen.drafted_trace, gen.accepted_trace))
         fields["confidence_trace"] = gen.confidence_trace
+        fields["draft_forwards"] = gen.draft_forwards
+        if config.hetero_rule == "slrs":
+            fields["fallback_rounds"] = gen.fallback_rounds
+    if job.shared_target is not None:
+        fields["extra"] = {"output_tokens_shared": sum(
+            1 for t in gen.tokens if t < job.shared_target.numel() and bool(job.shared_target[t]))}
     if config.verify_lossless and config.greedy:
         ref = gen if job.runner is job.ar else ar_reference(job, ids)
         div = first_divergence(gen.tokens, ref.tokens)

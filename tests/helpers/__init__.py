@@ -55,6 +55,26 @@ def write_tiny_pair(base: Path) -> Path:
     return base / "conf"
 
 
+def write_tiny_hetero_pair(base: Path) -> Path:
+    """A config dir holding ``pair/tiny_hetero.yaml``: a tiny seeded target with the byte-level BPE
+    tokenizer and a tiny seeded draft with the character-level one (another vocabulary), saved under ``base``."""
+    from helpers import tiny
+
+    for name, tok, seed, layers in (("target", tiny.tiny_tokenizer(), 1, 2), ("draft", tiny.tiny_tokenizer(kind="char"), 2, 1)):
+        model = tiny.tiny_model(len(tok), seed=seed, layers=layers)
+        model.save_pretrained(base / name)
+        tok.save_pretrained(base / name)
+    conf = base / "conf" / "pair"
+    conf.mkdir(parents=True)
+    spec = "  dtype: float32\n  device: cpu\n  trust_remote_code: false\n"
+    (conf / "tiny_hetero.yaml").write_text(
+        "name: tiny_hetero\nsame_tokenizer: false\n"
+        f"target:\n  name: tiny-bpe\n  path: {base / 'target'}\n{spec}"
+        f"draft:\n  kind: model\n  name: tiny-char\n  path: {base / 'draft'}\n{spec}  transform: null\n"
+    )
+    return base / "conf"
+
+
 def sentencepiece_like(scheme: str = "always") -> Any:
     """A '▁'-convention BPE whose decoder drops the first token's leading space (Llama style)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
