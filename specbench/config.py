@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from specbench.registry import ConfigError
+from specbench.resources import parse_bytes
 
 # --------------------------------------------------------------------------- value checks
 
@@ -210,14 +211,19 @@ class DraftConfig:
 
 @dataclass(frozen=True)
 class PairConfig:
+    """``gpus``: the GPUs one job of this pair needs when its models are on GPU (its weights and KV
+    cache do not fit one GPU otherwise); launchers take it from here (``${specbench_gpus:}`` in
+    ``conf/hydra/launcher/``, ``specbench.resources``). Ignored for a pair on CPU."""
+
     name: str
     target: ModelSpec
     draft: DraftConfig | None = None
     same_tokenizer: bool = True
+    gpus: int = 1
 
     @classmethod
     def from_mapping(cls, node: Mapping[str, Any]) -> PairConfig:
-        values = _split(node, "pair", ("name", "target", "draft", "same_tokenizer"))
+        values = _split(node, "pair", ("name", "target", "draft", "same_tokenizer", "gpus"))
         name = check_str("pair.name", values.get("name"))
         target = ModelSpec.from_mapping(values.get("target") or {}, "pair.target")
         draft = values.get("draft")
@@ -226,6 +232,7 @@ class PairConfig:
             target=target,
             draft=DraftConfig.from_mapping(draft, "pair.draft") if draft else None,
             same_tokenizer=check_bool("pair.same_tokenizer", values.get("same_tokenizer", True)),
+            gpus=check_int("pair.gpus", values.get("gpus", 1), 1),
         )
 
 
@@ -361,7 +368,9 @@ class LoggerConfig:
 # --------------------------------------------------------------------------- the job
 
 TOP_LEVEL = ("pair", "method", "task", "logger", "hetero", "gamma", "temperature", "max_new_tokens", "seed",
-             "results_dir", "verify_lossless", "warmup", "threads", "cache_dir", "overwrite")
+             "results_dir", "verify_lossless", "warmup", "threads", "cache_dir", "overwrite", "model_budget",
+             "on_locked")
+ON_LOCKED = ("skip", "wait")
 
 
 @dataclass(frozen=True)
@@ -383,6 +392,8 @@ class JobConfig:
     threads: int | None = None
     cache_dir: str | None = None
     overwrite: bool = False
+    model_budget: int | None = None  # bytes the process's model cache may hold (None: the device's free memory)
+    on_locked: str = "skip"  # another process runs this job: skip it, or wait for it to finish
     resolved: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -403,6 +414,8 @@ class JobConfig:
             "threads": check_int("threads", values.get("threads"), 1, optional=True),
             "cache_dir": check_str("cache_dir", values.get("cache_dir"), optional=True),
             "overwrite": check_bool("overwrite", values.get("overwrite", False)),
+            "model_budget": parse_bytes(values.get("model_budget"), "model_budget"),
+            "on_locked": check_choice("on_locked", values.get("on_locked", "skip"), ON_LOCKED),
         }
         job = cls(
             pair=PairConfig.from_mapping(values["pair"]),
@@ -512,6 +525,9 @@ def register_resolvers() -> None:
     from hydra.core.config_store import ConfigStore
     from omegaconf import OmegaConf
 
+    from specbench.resources import register_launcher_resolvers
+
     OmegaConf.register_new_resolver("job_dirname", job_dirname, replace=True)
+    register_launcher_resolvers()
     base = {f.name: (None if f.default is MISSING else f.default) for f in fields(ModelSpec)}
     ConfigStore.instance().store(group="model", name="base", node=base)

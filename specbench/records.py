@@ -24,6 +24,16 @@ Every figure is defined here, once (the README quotes these definitions):
 * ``lossless`` for greedy runs with ``verify_lossless``: whether the output equals
   the target's own greedy decoding token for token; ``first_divergence`` is the
   first new-token index where they differ (null when equal or not verified).
+* ``ar_source``: where the record's AR reference (``ar_tokens_per_s``, ``ar_wall_ms``,
+  ``speedup``) came from: ``self`` (the job is ``method=ar``: its own decoding), ``decoded`` (this
+  job decoded it), ``cache`` (another job of the sweep did: ``runners.jobs.ar_cache``);
+  ``ar_device_jobs`` is ``device_jobs`` (below) of the decoding that timed it.
+* ``output_ids``: the generated token ids (target vocabulary).
+* ``device_id``, ``device_jobs``, ``device_neighbours``: the device this turn was decoded on
+  (``cpu@host``, ``cuda:<GPU UUID>@host``), the most jobs seen running on it during the turn (1 =
+  alone) and the other jobs' folder names (``runners.jobs.device_share``). Timings of a turn with
+  ``device_jobs > 1`` were taken beside other jobs and are not comparable with sequential runs;
+  ``analysis`` flags speedups across jobs whose neighbours differ.
 """
 
 from __future__ import annotations
@@ -86,6 +96,13 @@ class Record:
     ar_tokens_per_s: float | None = None
     ar_wall_ms: float | None = None
     speedup: float | None = None
+    ar_source: str | None = None  # "self" | "decoded" | "cache"
+    ar_device_jobs: int | None = None
+    # what was generated, and where (concurrent launchers)
+    output_ids: list[int] = field(default_factory=list)
+    device_id: str | None = None
+    device_jobs: int | None = None
+    device_neighbours: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
 

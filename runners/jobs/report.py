@@ -13,7 +13,18 @@ def _fmt(value: Any, spec: str, unit: str = "") -> str:
     return "n/a" if value is None else f"{value:{spec}}{unit}"
 
 
+def print_skipped(job_dir: str | Path, summary: dict) -> bool:
+    """One line for a job another process holds (``run_job`` returned ``status: skipped``)."""
+    if summary.get("status") != "skipped":
+        return False
+    print(f"[skipped] {summary.get('message') or Path(job_dir).name}: another process runs it "
+          f"(on_locked=wait to wait for it)", flush=True)
+    return True
+
+
 def print_summary(job_dir: str | Path, summary: dict) -> None:
+    if print_skipped(job_dir, summary):
+        return
     agg = summary.get("aggregates", {})
     cfg = summary.get("config", {})
     print()
@@ -33,6 +44,8 @@ def print_summary(job_dir: str | Path, summary: dict) -> None:
 
 
 def print_job_line(job_dir: str | Path, summary: dict) -> None:
+    if print_skipped(job_dir, summary):
+        return
     agg = summary.get("aggregates", {})
     print(f"[done] {Path(job_dir).name}: {_fmt(agg.get('tokens_per_s'), '.2f', ' tok/s')}, "
           f"speedup {_fmt(agg.get('speedup'), '.3f', 'x')}, acceptance {_fmt(agg.get('acceptance_rate'), '.3f')}",
