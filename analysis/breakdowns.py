@@ -11,12 +11,15 @@ import pandas as pd
 
 from analysis.metrics import (
     POOLINGS,
+    SHARED_MARK,
+    SHARED_NOTE,
     STD_NOTE,
     check_pooling,
     fmt_num,
     mean_std,
     method_label,
     ordered_methods,
+    shared_device_mismatch,
     throughput,
     throughput_by,
 )
@@ -67,9 +70,11 @@ def hetero_table(df: pd.DataFrame, pooling: str = "pooled", paper: pd.DataFrame 
         tps = throughput(group, pooling)
         ar = exact.get((row["target"], row["task"], row["temperature"]), loose.get((row["target"], row["task"])))
         devices = group["device"].dropna()
+        ar_rows = data[(data["method"] == "ar") & (data["target"] == row["target"]) & (data["task"] == row["task"])]
         row.update(source="measured", hardware=str(devices.iloc[0]) if len(devices) else "",
                    ttft_ms=float(group["ttft_ms"].mean()), tpot_ms=float(group["tpot_ms"].mean()),
-                   tokens_per_s=tps, speedup=tps / ar if ar else math.nan, n_records=len(group))
+                   tokens_per_s=tps, speedup=tps / ar if ar else math.nan, n_records=len(group),
+                   shared_device=row["method"] != "ar" and shared_device_mismatch(pd.concat([group, ar_rows])))
         measured.append(row)
     measured = pd.DataFrame(measured)
     order = {m: i for i, m in enumerate(ordered_methods(measured["method"]))}
@@ -100,7 +105,8 @@ def hetero_table(df: pd.DataFrame, pooling: str = "pooled", paper: pd.DataFrame 
         "γ": table["gamma_init"].map(lambda v: fmt_num(v, 0)), "Source": table["source"], "Hardware": table["hardware"],
         "TTFT (ms)": table["ttft_ms"].map(lambda v: fmt_num(v, 1)), "TPOT (ms)": table["tpot_ms"].map(lambda v: fmt_num(v, 1)),
         "Tok/s": table["tokens_per_s"].map(lambda v: fmt_num(v, 1)),
-        "Speedup": table["speedup"].map(lambda v: fmt_num(v, 2) + "×" if np.isfinite(v) else ""),
+        "Speedup": [fmt_num(v, 2) + "×" + (SHARED_MARK if shared is True else "") if np.isfinite(v) else ""
+                    for v, shared in zip(table["speedup"], table.get("shared_device", [None] * len(table)), strict=True)],
         "n": table["n_records"].map(lambda v: fmt_num(v, 0)),
     })
     caption = (
@@ -110,6 +116,8 @@ def hetero_table(df: pd.DataFrame, pooling: str = "pooled", paper: pd.DataFrame 
         "Appendix D as published for the same target, dataset and temperature (its own hardware; SD (HF) = "
         "Hugging Face Transformers' standard speculative decoding)."
     )
+    if "shared_device" in table and (table["shared_device"] == True).any():  # noqa: E712 - NaN for paper rows
+        caption += " " + SHARED_NOTE
     return Table("hetero_speedup", caption, display, table)
 
 
@@ -148,24 +156,30 @@ def category_table(df: pd.DataFrame, pooling: str = "pooled") -> Table | None:
             cells = throughput_by(spec_cat, ["method", "gamma_init"], pooling)
             for method, per_gamma in cells.groupby("method"):
                 mean, std, n = mean_std(per_gamma["tokens_per_s"] / base)
+                shared = shared_device_mismatch(pd.concat([spec_cat[spec_cat["method"] == method], base_cat]))
                 long.append({"pair": pair, "task": task, "method": method, "baseline": "ar" if use_ar else "specdecode",
-                             "category": "All" if cat is None else cat, "speedup": mean, "std": std, "n_gamma": n})
+                             "category": "All" if cat is None else cat, "speedup": mean, "std": std, "n_gamma": n,
+                             "shared_device": shared})
     if not long:
         return None
     data_long = pd.DataFrame(long)
     cats = sorted(c for c in data_long["category"].unique() if c != "All") + ["All"]
-    wide = data_long.pivot_table(index=["pair", "task", "method", "baseline"], columns="category", values="speedup",
+    data_long["cell"] = [fmt_num(v, 2) + "×" + (SHARED_MARK if shared else "") if np.isfinite(v) else ""
+                         for v, shared in zip(data_long["speedup"], data_long["shared_device"], strict=True)]
+    wide = data_long.pivot_table(index=["pair", "task", "method", "baseline"], columns="category", values="cell",
                                  aggfunc="first").reset_index()
     order = {m: i for i, m in enumerate(ordered_methods(wide["method"]))}
     wide = wide.sort_values(["pair", "task", "method"], key=lambda s: s.map(order) if s.name == "method" else s)
     display = pd.DataFrame({"Pair": wide["pair"], "Task": wide["task"], "Method": wide["method"].map(method_label),
                             "Baseline": wide["baseline"].map(method_label)})
     for cat in cats:
-        display[cat] = wide[cat].map(lambda v: fmt_num(v, 2) + "×" if np.isfinite(v) else "") if cat in wide else ""
+        display[cat] = wide[cat].fillna("") if cat in wide else ""
     caption = (
         "Speedup per category: mean over initial γ of the method's throughput in that category over the "
         "baseline's (AR on the same target and task when it was run, else SpecDecode averaged over its "
         f"initial γ for the same pair); throughput = {POOLINGS[pooling]}. All = every category pooled. "
         f"The {STD_NOTE} is in the .data.csv."
     )
+    if data_long["shared_device"].any():
+        caption += " " + SHARED_NOTE
     return Table("category_speedup", caption, display, data_long)

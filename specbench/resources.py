@@ -198,7 +198,15 @@ def mixed_gpu_warning(root: Any) -> str | None:
 
 
 def register_launcher_resolvers() -> None:
+    """The resolvers above, and silence Hydra's notice that ``conf/hydra/launcher/ray.yaml`` is validated
+    against the plugin's ConfigStore schema of the same name: that match is what we want (the file
+    sets the plugin's fields, typed by the plugin), and the file cannot extend the schema by name
+    instead (a file named ``ray`` listing ``- ray`` in its defaults names itself)."""
+    import warnings
+
     from omegaconf import OmegaConf
+
+    warnings.filterwarnings("ignore", message=r"\s*'hydra/launcher/ray' is validated against ConfigStore schema")
 
     OmegaConf.register_new_resolver("specbench_gpus", sweep_gpus, replace=True)
     OmegaConf.register_new_resolver("specbench_cpus", sweep_cpus, replace=True)

@@ -64,6 +64,13 @@ class SweepReport(Callback):
         import time
 
         self.started = time.time() - 1.0
+        launcher = str(config.hydra.get("launcher", {}).get("_target_", ""))
+        if "BasicLauncher" not in launcher:  # launchers that take one GPU count for every job
+            from specbench.resources import mixed_gpu_warning
+
+            note = mixed_gpu_warning(config)
+            if note:
+                print(f"note: {note}", flush=True)
 
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
         import json
