@@ -48,7 +48,7 @@ def _launch(name: str, conf: Path, results: Path) -> subprocess.CompletedProcess
     if name == "ray":
         pytest.importorskip("ray")
         pytest.importorskip("hydra_plugins.hydra_ray_launcher")
-    return run_sweep([*LAUNCHERS[name], *SWEEP], conf, results, timeout=900)
+    return run_sweep([SWEEP[0], *LAUNCHERS[name], *SWEEP[1:]], conf, results, timeout=900)
 
 
 @pytest.fixture(scope="module")
