@@ -458,7 +458,9 @@ class ModelCache:
 
     def stats(self) -> dict[str, Any]:
         """What ``summary.json: model_cache`` records."""
-        return {"loads": self.loads, "hits": self.hits, "load_seconds": dict(self.load_seconds),
+        import socket
+
+        return {"process": f"{socket.gethostname()}:{os.getpid()}", "loads": self.loads, "hits": self.hits, "load_seconds": dict(self.load_seconds),
                 "load_counts": dict(self.load_counts), "evictions": self.evictions, "held_bytes": self.held_bytes,
                 "peak_bytes": self.peak_bytes, "budget_bytes": self.budget_bytes,
                 "held": sorted(self._labels[k] for k in self._models)}

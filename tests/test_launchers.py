@@ -131,3 +131,42 @@ def test_the_slurm_batch_script_follows_the_launcher_config(tmp_path):
     # a CPU pair asks for no GPU at all
     lines = render("method=specdecode", "gamma=1,2")
     assert not [line for line in lines if "gpus" in line]
+
+
+def _sweep_config(sweep_dir: Path):
+    from omegaconf import OmegaConf
+
+    return OmegaConf.create({"hydra": {
+        "mode": "MULTIRUN", "sweep": {"dir": str(sweep_dir)}, "launcher": {"_target_": "RayLauncher"},
+        "sweeper": {"_target_": "hydra._internal.core_plugins.basic_sweeper.BasicSweeper", "params": None},
+        "overrides": {"task": ["pair=tiny", "method=ar,specdecode", "gamma=2"]},
+        "job": {"config": {"override_dirname": {"kv_sep": "=", "item_sep": ",", "exclude_keys": ["results_dir"]}}},
+    }, "pair": {"name": "tiny", "target": {"device": "cpu"}}})
+
+
+def test_a_job_whose_worker_cannot_see_the_results_folder_is_reported_failed(tmp_path, capsys):
+    """A worker without the shared results folder refuses to run (it would write where nobody reads),
+    and the driver's report lists the job as failed because its summary never arrived."""
+    from runners.jobs.report import (
+        SWEEP_FILE,
+        ResultsFolderNotShared,
+        SweepReport,
+        check_sweep_folder_visible,
+    )
+
+    report = SweepReport()
+    config = _sweep_config(tmp_path)
+    report.on_multirun_start(config)
+    assert (tmp_path / SWEEP_FILE).exists()
+    assert report.expected == ["gamma=2,method=ar,pair=tiny", "gamma=2,method=specdecode,pair=tiny"]
+    (tmp_path / "elsewhere").mkdir()  # the worker's view: a folder at that path without the driver's file
+    with pytest.raises(ResultsFolderNotShared, match="does not see the sweep's results folder"):
+        check_sweep_folder_visible(tmp_path / "elsewhere", timeout_s=0)
+    check_sweep_folder_visible(tmp_path, timeout_s=0)  # the driver's folder: fine
+    (tmp_path / "gamma=2,method=ar,pair=tiny").mkdir()
+    (tmp_path / "gamma=2,method=ar,pair=tiny" / "summary.json").write_text(json.dumps({"status": "complete"}))
+    with pytest.raises(SystemExit) as exit_info:
+        report.on_multirun_end(config)
+    assert exit_info.value.code == 1
+    out = capsys.readouterr().out
+    assert "1 complete, 1 failed" in out and "FAILED gamma=2,method=specdecode,pair=tiny: no summary.json" in out

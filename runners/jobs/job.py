@@ -14,6 +14,8 @@ already in ``records.jsonl`` are not redone.
 
 Around that, for sweeps at scale:
 
+* a multirun job on a node that does not see the sweep's results folder fails at once and writes
+  nothing (``runners.jobs.report.check_sweep_folder_visible``; the driver's report lists it);
 * one writer per job folder: ``run_job`` takes the folder's lock (``runners.jobs.lock``) before it
   writes anything; a job another live process holds is skipped with one line naming the holder
   (``on_locked=skip``, the default; the returned summary says ``skipped`` and nothing is written) or
@@ -52,6 +54,7 @@ from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
 from runners.jobs.ar_cache import ARCache, hardware, reference_key
 from runners.jobs.device_share import DeviceShare
 from runners.jobs.lock import JobLock, JobLocked, describe
+from runners.jobs.report import check_sweep_folder_visible
 from specbench.config import JobConfig
 from specbench.loggers import JobLogger, build_logger
 from specbench.models import MODEL_CACHE, eos_ids, logits_width, model_device
@@ -263,6 +266,7 @@ def run_job(cfg: Any, job_dir: str | Path, progress: bool = True) -> dict:
     """Validate, run and record one job; returns its summary (see module docstring). A job another
     live process holds returns ``{"status": "skipped", "holder": ...}`` and writes nothing."""
     job_dir = Path(job_dir)
+    check_sweep_folder_visible()  # a worker without the shared results folder writes nothing
     existed_before = (job_dir / "records.jsonl").exists() or (job_dir / "summary.json").exists()
     try:
         prepared = prepare(cfg)
