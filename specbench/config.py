@@ -519,7 +519,8 @@ def job_dirname(override_dirname: str) -> str:
 
 
 def register_resolvers() -> None:
-    """What ``conf/`` needs before Hydra composes it: the ``job_dirname`` resolver, and the model base
+    """What ``conf/`` needs before Hydra composes it: the ``job_dirname`` resolver, the launcher
+    resolvers (``${specbench_gpus:}``, ``${specbench_cpus:}``: ``specbench.resources``), and the model base
     node in Hydra's ConfigStore (``model/base``: every ``ModelSpec`` field at its default, so a pair's
     ``pair.target.dtype=...`` override finds its key whichever fields the model file sets)."""
     from hydra.core.config_store import ConfigStore
