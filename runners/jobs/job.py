@@ -319,8 +319,8 @@ def _run_locked(prepared: PreparedJob, job_dir: Path, progress: bool, lock: JobL
         job.name = job_dir.name
         load_s = time.perf_counter() - t_load
         if config.verify_lossless and config.greedy:
-            job.ar_cache = ARCache(config.results_dir)
-        with DeviceShare(config.results_dir, job_dir.name, job.devices()) as share:
+            job.ar_cache = ARCache(job_dir.parent)  # the sweep's folder (results_dir under Hydra)
+        with DeviceShare(job_dir.parent, job_dir.name, job.devices()) as share:
             job.share = share
             _warmup(job, prepared.prompts)
             job.reset()  # timed prompts start from the configured initial gamma
