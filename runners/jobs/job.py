@@ -113,6 +113,7 @@ class Job:
         config = self.config = prepared.config
         self.policy = prepared.policy
         self.share: DeviceShare | None = None  # set by run_job while the job decodes
+        self.draft_model: Any = None
         self.name = ""
         self.ar_cache: ARCache | None = None
         target_spec, cache_dir = config.pair.target, config.cache_dir
@@ -129,7 +130,7 @@ class Job:
         elif config.method.runner == "hf":
             from runners.engine.hf_assisted import HFAssistedRunner
 
-            assistant = MODEL_CACHE.model(draft.model, cache_dir)
+            assistant = self.draft_model = MODEL_CACHE.model(draft.model, cache_dir)
             self.runner = HFAssistedRunner(self.target, assistant, self.policy, self.eos, config.temperature)
 
     def model_specs(self) -> list:
@@ -143,10 +144,14 @@ class Job:
 
     def devices(self) -> list[str]:
         """Every device the job's models have parameters on."""
-        models = [self.target]
-        if self.config.speculative and self.config.pair.draft is not None and self.config.pair.draft.model is not None:
-            models.append(MODEL_CACHE.model(self.config.pair.draft.model, self.config.cache_dir))
+        models = [m for m in (self.target, self.draft_model) if m is not None]
         return sorted({str(p.device) for m in models for p in m.parameters()} or {str(model_device(self.target))})
+
+    def _load_draft(self) -> Any:
+        draft = self.config.pair.draft
+        if draft is not None and draft.model is not None:
+            self.draft_model = MODEL_CACHE.model(draft.model, self.config.cache_dir)
+        return self.draft_model
 
     def _drafter(self) -> Any:
         config = self.config
@@ -155,7 +160,7 @@ class Job:
             target_tokenizer=self.tokenizer,
             eos_token_ids=self.eos,
             target_vocab_size=logits_width(self.target),
-            draft_model=MODEL_CACHE.model(draft.model, config.cache_dir) if draft.model else None,
+            draft_model=self._load_draft(),
             draft_tokenizer=MODEL_CACHE.tokenizer(draft.model, config.cache_dir) if draft.model else None,
             options=draft.options,
             hetero=config.hetero,

@@ -13,7 +13,8 @@ records. ``JobLock(job_dir).acquire()`` takes two locks, in this order:
    holder rewrites every ``heartbeat_s`` seconds from a daemon thread), for shared filesystems that
    cannot hold an OS lock across nodes (``flock`` silently local to each client). A holder file
    written by another *live* process is respected even when the OS lock was granted: on this host
-   "live" means its pid still runs; on another host it means its heartbeat is younger than
+   "live" means its pid still runs (unless this process got the OS lock, which proves it gone); on
+   another host it means its heartbeat is younger than
    ``stale_s`` (default 5 × ``heartbeat_s``). A stale holder file (a dead pid here, a silent host
    there) is taken over. The holder file is replaced atomically (write + rename); after writing it,
    the taker reads it back once, so of two hosts taking over the same stale lock at once only the
@@ -121,15 +122,19 @@ class JobLock:
         now = time.time()
         info = {"host": self.host, "pid": self.pid, "token": self.token, "job": self.job_dir.name,
                 "started": started, "heartbeat": now}
-        tmp = self.holder_path.with_name(f"{HOLDER_FILE}.{self.pid}.tmp")
+        tmp = self.holder_path.with_name(f"{HOLDER_FILE}.{self.host}.{self.pid}.tmp")
         tmp.write_text(json.dumps(info), encoding="utf-8")
         os.replace(tmp, self.holder_path)
 
-    def holder_is_live(self, holder: dict[str, Any]) -> bool:
-        """Whether a holder file names another process that still holds the job (module docstring)."""
+    def holder_is_live(self, holder: dict[str, Any], os_locked: bool = False) -> bool:
+        """Whether a holder file names another process that still holds the job (module docstring).
+        ``os_locked``: this process holds the OS lock, which proves a holder on this host is gone (its
+        pid may have been reused since)."""
         if not holder or holder.get("token") == self.token:
             return False
         if holder.get("host") == self.host:
+            if os_locked:
+                return False
             pid = holder.get("pid")
             return isinstance(pid, int) and pid != self.pid and _pid_alive(pid)
         beat = holder.get("heartbeat")
@@ -170,7 +175,7 @@ class JobLock:
         if not self._try_os_lock():
             return self.read_holder() or {}
         holder = self.read_holder()
-        if self.holder_is_live(holder):
+        if self.holder_is_live(holder, os_locked=self._fd is not None):
             self._release_os_lock()
             return holder
         started = time.time()
