@@ -32,7 +32,7 @@ import pandas as pd
 
 from analysis.breakdowns import PAPER_MIN_NEW_TOKENS, category_table, hetero_table, hfbench_table
 from analysis.figures import plot_sensitivity, plot_throughput, plot_trace
-from analysis.frame import complete_only, load_records, scenarios
+from analysis.frame import DuplicateRecords, complete_only, load_records, scenarios
 from analysis.metrics import POOLINGS
 from analysis.paper import load_paper_numbers
 from analysis.prediction import load_calibrations, prediction_table
@@ -174,7 +174,11 @@ def replay_only(results_dir: Path, out: Path | None) -> bool:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    df, out = load(args, parser)
+    try:
+        df, out = load(args, parser)
+    except DuplicateRecords as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     source = args.wandb or args.results_dir
     if df.empty:
         if args.results_dir and replay_only(Path(args.results_dir), out):

@@ -68,6 +68,19 @@ What ran, so a record can be labelled and compared later:
 * ``target_vocab_size`` / ``draft_vocab_size`` (``config.vocab_size``, what transformers and
   hf-bench compare to choose SD or SLEM/TLI) and ``tokenizers_identical`` (same token-to-id
   map), for a draft model.
+
+For sweeps at scale:
+
+* ``ar_source``: where the record's AR reference (``ar_tokens_per_s``, ``ar_wall_ms``,
+  ``speedup``) came from: ``self`` (the job is ``method=ar``: its own decoding), ``decoded`` (this
+  job decoded it), ``cache`` (another job of the sweep did: ``runners.jobs.ar_cache``);
+  ``ar_device_jobs`` is ``device_jobs`` (below) of the decoding that timed it.
+* ``output_ids``: the generated token ids (target vocabulary).
+* ``device_id``, ``device_jobs``, ``device_neighbours``: the device this turn was decoded on
+  (``cpu@host``, ``cuda:<GPU UUID>@host``), the most jobs seen running on it during the turn (1 =
+  alone) and the other jobs' folder names (``runners.jobs.device_share``). Timings of a turn with
+  ``device_jobs > 1`` were taken beside other jobs and are not comparable with sequential runs;
+  ``analysis`` flags speedups across jobs whose neighbours differ.
 """
 
 from __future__ import annotations
@@ -146,6 +159,13 @@ class Record:
     target_vocab_size: int | None = None
     draft_vocab_size: int | None = None
     tokenizers_identical: bool | None = None
+    ar_source: str | None = None  # "self" | "decoded" | "cache"
+    ar_device_jobs: int | None = None
+    # what was generated, and where (concurrent launchers)
+    output_ids: list[int] = field(default_factory=list)
+    device_id: str | None = None
+    device_jobs: int | None = None
+    device_neighbours: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
 

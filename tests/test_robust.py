@@ -116,15 +116,6 @@ def test_models_are_loaded_once_per_sweep(tiny_conf, tmp_path):
     assert max(c["hits"] for c in caches) >= 8
 
 
-def test_submitit_local_launcher_runs_the_jobs(tiny_conf, tmp_path):
-    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
-    proc = run_sweep(["-m", "hydra/launcher=local", "gamma=1,2", "pair=tiny", "task.n_prompts=1", "max_new_tokens=6",
-                      "warmup=0"], tiny_conf, tmp_path, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    statuses = [json.loads(p.read_text())["status"] for p in tmp_path.glob("*/summary.json")]
-    assert statuses == ["complete", "complete"]
-
-
 @pytest.mark.parametrize(
     "overrides, message",
     [
