@@ -32,7 +32,7 @@ import pandas as pd
 
 from analysis.breakdowns import PAPER_MIN_NEW_TOKENS, category_table, hetero_table, hfbench_table
 from analysis.figures import plot_sensitivity, plot_throughput, plot_trace
-from analysis.frame import complete_only, load_records, scenarios
+from analysis.frame import DuplicateRecords, complete_only, load_records, scenarios
 from analysis.leaderboard import (
     leaderboard,
     leviathan_table,
@@ -42,6 +42,7 @@ from analysis.leaderboard import (
 )
 from analysis.metrics import POOLINGS
 from analysis.paper import load_paper_numbers
+from analysis.prediction import load_calibrations, prediction_table
 from analysis.render import Table, save_figure, to_markdown, write_table
 from analysis.replay_table import load_replay, replay_table
 from analysis.tables import acceptance_table, latency_table, speedup_table, trace_frame, trace_table
@@ -66,6 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trace-gamma", type=int, help="initial γ of the trace (default: the most common)")
     p.add_argument("--trace-prompt", help="prompt id of the trace (default: the first)")
     p.add_argument("--print-only", action="store_true", help="print the speedup table(s), write nothing")
+    p.add_argument("--latency", help="folder of calibration files <pair>.json (python -m runners.replay calibrate) for "
+                                     "the Leviathan prediction of the cross-vocabulary table (default: RESULTS_DIR/latency)")
     return p
 
 
@@ -136,6 +139,10 @@ def analyse(df: pd.DataFrame, out: Path | None, args: argparse.Namespace) -> tup
             report.table("heterogeneous-vocabulary table (hf-bench's definitions, unfiltered)",
                          lambda: hfbench_table(df, None, 0, name="hetero_speedup_unfiltered"))
         report.table("heterogeneous-vocabulary table (our definitions)", lambda: hetero_table(df, args.pooling))
+        results_dir = getattr(args, "results_dir", None)
+        latency = getattr(args, "latency", None) or (Path(results_dir) / "latency" if results_dir else None)
+        report.table("cross-vocabulary prediction table",
+                      lambda: prediction_table(df, load_calibrations(latency), args.pooling))
         report.table("per-category table", lambda: category_table(df, args.pooling))
         if args.results_dir:
             report.table("replay oracle table", lambda: replay_table(args.results_dir))
@@ -195,7 +202,11 @@ def replay_only(results_dir: Path, out: Path | None) -> int | None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    df, out = load(args, parser)
+    try:
+        df, out = load(args, parser)
+    except DuplicateRecords as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     source = args.wandb or args.results_dir
     if df.empty:
         if args.results_dir:

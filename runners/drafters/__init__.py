@@ -2,7 +2,7 @@
 
 ``DRAFTERS`` maps a drafter key to its class, imported on first use: the pair's draft kind
 (``model``: a same-vocabulary model; ``prompt_lookup``) or, for a draft model with another
-tokenizer, the cross-vocabulary algorithm (``slem``, ``tli``). Every class builds itself from a
+tokenizer, the cross-vocabulary algorithm (``slem``, ``tli``, ``union``, ``slrs``). Every class builds itself from a
 ``DrafterContext`` (``from_context``) once per job, and checks its pair options before any model
 loads (``check_options``; a drafter with no options accepts none).
 """
@@ -22,6 +22,8 @@ DRAFTERS: Registry[type[Drafter]] = Registry("drafter", {
     "prompt_lookup": "runners.drafters.prompt_lookup:PromptLookupDrafter",
     "slem": "runners.drafters.slem:SLEMDrafter",
     "tli": "runners.drafters.tli:TLIDrafter",
+    "union": "runners.drafters.union:UnionDrafter",
+    "slrs": "runners.drafters.slrs:SLRSDrafter",
 })
 
 

@@ -92,7 +92,7 @@ class ModelDrafter(Drafter):
             steps.append(step)
             if tok in self.eos or policy.stop_drafting(step):
                 break
-        return Draft(tokens, torch.stack(qs) if qs else None, confidences, steps)
+        return Draft(tokens, torch.stack(qs) if qs else None, confidences, steps, forwards=len(tokens))
 
     def commit(self, ids: list[int]) -> None:
         n = min(common_prefix_len(self.seq, ids), len(ids) - 1)

@@ -27,6 +27,10 @@ generator per device) or a ``torch.Generator`` on the device of the tensors it s
 ``AutoregressiveRunner(..., cache="offloaded")`` keeps the target's KV cache on the CPU, as
 ``generate(cache_implementation="offloaded")`` (hf-bench's AR baseline, issue 20; CUDA only).
 
+A drafted id outside the target's vocabulary (``>= logits_width(target)``: union's draft-only
+tokens, SLRS's ⊥; ``runners.engine.base``) ends the draft: it is verified (rejected with certainty,
+the replacement sampled from the residual) but never fed to the target.
+
 A policy that ``needs`` ``COSTS`` is told each round's measured ``draft_ms`` (the drafter's
 ``propose``), ``verify_ms`` (the target's forward and the verification) and ``round_ms``
 (the whole round, from ``next_gamma`` to ``observe``), ``time.perf_counter`` wall time
@@ -51,7 +55,7 @@ from runners.engine.base import Draft, Drafter, Generation
 from runners.engine.kv import crop_to, new_cache
 from runners.engine.verify import Sampling, probs, sample, verify_greedy, verify_sampling
 from specbench.config import AR_CACHES
-from specbench.models import model_device
+from specbench.models import logits_width, model_device
 from specbench.timing import Timer
 
 
@@ -119,6 +123,7 @@ class SpeculativeRunner:
         self.eos = set(eos_token_ids)
         self.temperature = Sampling.of(temperature)
         self.device = model_device(target)
+        self.vocab = logits_width(target)
 
     @torch.inference_mode()
     def generate(self, prompt_ids: list[int], max_new_tokens: int, generator: Any = None) -> Generation:
@@ -150,6 +155,9 @@ class SpeculativeRunner:
             )
             t_drafted = time.perf_counter() if timed else 0.0
             tokens = draft.tokens[:budget]
+            outside = next((i for i, t in enumerate(tokens) if t >= self.vocab), None)
+            if outside is not None:  # the target cannot accept it: nothing after it is verified
+                tokens = tokens[: outside + 1]
             proposed = len(tokens)
             if proposed:  # the policy may verify only a prefix (a peek: none)
                 keep = int(self.policy.verify_count(proposed))
@@ -157,8 +165,10 @@ class SpeculativeRunner:
                     raise ValueError(f"verify_count returned {keep} for {proposed} proposed tokens")
                 tokens = tokens[:keep]
             d = len(tokens)
-            inp = torch.tensor([[ids[-1], *tokens]], device=self.device)
-            logits = self.target(input_ids=inp, past_key_values=cache, use_cache=True, logits_to_keep=d + 1).logits[0]
+            fed = tokens if outside is None else tokens[:outside]
+            inp = torch.tensor([[ids[-1], *fed]], device=self.device)
+            logits = self.target(input_ids=inp, past_key_values=cache, use_cache=True,
+                                 logits_to_keep=len(fed) + 1).logits[0]
             if self.temperature > 0:
                 q = draft.q[:d] if draft.q is not None else None
                 accepted, next_tok = verify_sampling(tokens, q, logits, self.temperature, generator)
@@ -178,6 +188,9 @@ class SpeculativeRunner:
             gen.accepted_trace.append(accepted)
             gen.confidence_trace.append([round(c, 6) for c in draft.confidences[:d]])
             gen.discarded_trace.append(proposed - d)
+            if draft.forwards is not None:
+                gen.draft_forwards = (gen.draft_forwards or 0) + draft.forwards
+            gen.fallback_rounds += int(draft.fallback)
             eos_accepted = any(t in self.eos for t in tokens[:accepted])
             costs = {}
             if timed:
