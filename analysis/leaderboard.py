@@ -172,9 +172,12 @@ def solve_alpha(tokens_per_round: float, gamma: int) -> float:
 
 
 def leviathan_speedup(alpha: float, gamma: int, c: float) -> float:
-    """Leviathan et al. (2023) Thm. 3.8: ``(1 − α^(γ+1)) / ((1 − α)(γc + 1))``."""
-    tokens = gamma + 1.0 if alpha >= 1.0 else (1 - alpha ** (gamma + 1)) / (1 - alpha)
-    return tokens / (gamma * c + 1.0)
+    """Leviathan et al. (2023) Thm. 3.8: ``(1 − α^(γ+1)) / ((1 − α)(γc + 1))`` with their ``c`` =
+    T_draft / T_target; the figure is defined once, in ``specbench.records.leviathan_speedup``, whose
+    ``c`` is the inverse (T_target / T_draft)."""
+    from specbench.records import leviathan_speedup as speedup
+
+    return speedup(alpha, gamma, 1.0 / c if c > 0 else math.inf)
 
 
 def cost_ratio(latency: Mapping) -> float:
