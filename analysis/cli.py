@@ -34,6 +34,7 @@ from analysis.paper import load_paper_numbers
 from analysis.render import Table, save_figure, to_markdown, write_table
 from analysis.replay_table import replay_table
 from analysis.tables import acceptance_table, latency_table, speedup_table, trace_frame, trace_table
+from analysis.time_breakdown import plot_time_breakdown, time_breakdown_table
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -117,6 +118,8 @@ def analyse(df: pd.DataFrame, out: Path | None, args: argparse.Namespace) -> tup
         report.table("model latency table", lambda: latency_table(df, args.pooling, paper))
         report.table("heterogeneous-vocabulary table", lambda: hetero_table(df, args.pooling, paper))
         report.table("per-category table", lambda: category_table(df, args.pooling))
+        report.table("time breakdown table", lambda: time_breakdown_table(df))
+        report.figure("time breakdown figure", "time_breakdown", lambda: plot_time_breakdown(df))
         if args.results_dir:
             report.table("replay oracle table", lambda: replay_table(args.results_dir))
     return speedups, report

@@ -1,6 +1,7 @@
 #!/usr/bin/env python
-"""How much of a sweep is decoding: model loads per sweep, and sweep wall time against the sum
-of its jobs' decode times (a script, not a test).
+"""How much of a sweep is decoding: model loads per sweep (against the distinct model weights it
+names), AR reference decodes per sweep (against the distinct prompt turns), and sweep wall time
+against the sum of its jobs' decode times (a script, not a test).
 
     python scripts/bench_sweep.py                      # embedded default pair, 2x2 grid
     python scripts/bench_sweep.py -- method=ar,specdecode,gammatune gamma=1,4 task.n_prompts=3
@@ -23,6 +24,20 @@ from specbench.paths import REPO_ROOT as ROOT
 DEFAULT = ["method=specdecode,gammatune", "gamma=2,4", "task.n_prompts=2", "max_new_tokens=32"]
 
 
+def distinct_weights(summaries: list[dict]) -> set[tuple]:
+    """Model weights the sweep's jobs name (a draft that is a transform of its target shares them)."""
+    out = set()
+    for s in summaries:
+        config = s.get("config") or {}
+        pair = config.get("pair") or {}
+        ar_only = ((config.get("method") or {}).get("runner")) == "ar"
+        for side in ("target",) if ar_only else ("target", "draft"):
+            node = pair.get(side) or {}
+            if node.get("path") and node.get("kind", "model") in ("model", "hybrid"):
+                out.add(tuple(node.get(k) for k in ("path", "gguf_file", "dtype", "quant", "device", "revision")))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("overrides", nargs="*", help="run.py overrides (default: %(default)s)", default=DEFAULT)
@@ -41,11 +56,16 @@ def main() -> None:
     refs = {(r["pair"], r["prompt_id"], r["turn"]): r["ar_wall_ms"] for r in records if r.get("ar_wall_ms")}
     reference = sum(refs.values()) / 1000.0
     loads = max((s["model_cache"]["loads"] for s in summaries), default=0)
+    distinct = distinct_weights(summaries)
+    ar_decodes = max(((s.get("ar_reference") or {}).get("decodes", 0) for s in summaries), default=0)
+    turns = {(r["pair"], r["prompt_id"], r["turn"]) for r in records}
     load_s = sum(s.get("load_s") or 0.0 for s in summaries)
     print(f"\njobs                 {len(summaries)} ({sum(s['status'] == 'complete' for s in summaries)} complete)")
-    print(f"model loads          {loads} from disk for the whole sweep (a job-by-job harness: "
-          f"{len(summaries)} jobs x 2 models = {len(summaries) * 2}; a draft that is a transform of "
-          f"the target is derived in memory)")
+    print(f"model loads          {loads} from disk for the whole sweep, {len(distinct)} distinct model weights "
+          f"({loads / max(1, len(distinct)):.1f} per distinct model; a job-by-job harness: {len(summaries)} jobs x 2 "
+          f"models = {len(summaries) * 2}; a draft that is a transform of the target is derived in memory)")
+    print(f"AR reference decodes {ar_decodes} for {len(turns)} distinct prompt turns x pairs "
+          f"(verify_lossless; each decoded once per process and shared by every job)")
     print(f"job set-up time      {load_s:.1f} s in all (loads + transforms, first job pays them)")
     print(f"sweep wall time      {wall:.1f} s (process start, imports and warm-ups included)")
     print(f"decode time (timed)  {decode:.1f} s = {decode / wall:.2f} of the sweep's wall time")

@@ -70,3 +70,4 @@ class Generation:
     accepted_trace: list[int] = field(default_factory=list)
     confidence_trace: list[list[float]] = field(default_factory=list)
     speculative: bool = True
+    phase_ms: dict[str, float] = field(default_factory=dict)  # draft / verify / overhead after TTFT

@@ -7,7 +7,7 @@ max_new_tokens, generator)`` runs, for batch size 1:
 2. each round: ``γ = policy.next_gamma()``; the drafter proposes up to
    ``min(γ, remaining - 1)`` tokens (asking ``policy.stop_drafting`` after each);
    the target scores its last token plus the draft in **one** forward;
-   ``runners.verify`` accepts a prefix and adds the target's own token; both
+   ``runners.engine.verify`` accepts a prefix and adds the target's own token; both
    caches are cropped to the accepted sequence; ``policy.observe`` is told
    ``(γ, drafted, accepted)``;
 3. stop at an EOS (drafted-and-accepted or the target's) or at ``max_new_tokens``,
@@ -18,6 +18,15 @@ A round with nothing drafted (the budget's last token, or prompt lookup with no
 match) is a plain target step: it is recorded in the traces with ``drafted = 0``
 and reported to the policy like any round, as transformers does (its "heuristic"
 schedule counts 0 == 0 as all accepted; GammaTune ignores such rounds).
+
+Options (both lossless; ``runners.engine.verify_forward``): ``forward`` runs the target's
+blocks (shape-aware padding of a verification block, a faster LM head for a few rows);
+``fused_prefill`` skips step 1: the first round drafts from the prompt and the target
+verifies prompt + draft in its prefill forward (as transformers does).
+
+Time after the first token is attributed to phases (``Generation.phase_ms``):
+``draft`` (the drafter's ``propose``), ``verify`` (the target's forward) and
+``overhead`` (everything else: acceptance, cache crops, policy, bookkeeping).
 """
 
 from __future__ import annotations
@@ -30,7 +39,8 @@ import torch
 from methods.base import GammaPolicy, RoundOutcome
 from runners.engine.base import Draft, Drafter, Generation
 from runners.engine.kv import crop_to, new_cache
-from runners.engine.verify import probs, sample, verify_greedy, verify_sampling
+from runners.engine.verify import greedy_token, probs, sample, verify_greedy, verify_sampling
+from runners.engine.verify_forward import VerifyForward
 from specbench.models import model_device
 from specbench.timing import Timer
 
@@ -38,7 +48,7 @@ from specbench.timing import Timer
 def _first_token(logits: torch.Tensor, temperature: float, generator: torch.Generator | None) -> int:
     if temperature > 0:
         return sample(probs(logits, temperature), generator)
-    return int(logits.argmax())
+    return greedy_token(logits)
 
 
 class AutoregressiveRunner:
@@ -58,7 +68,11 @@ class AutoregressiveRunner:
         inp = torch.tensor([prompt_ids], device=self.device)
         new: list[int] = []
         while True:
+            if new:
+                timer.lap("overhead")
             logits = self.target(input_ids=inp, past_key_values=cache, use_cache=True, logits_to_keep=1).logits[0, -1]
+            if new:
+                timer.lap("verify")
             tok = _first_token(logits, self.temperature, generator)
             new.append(tok)
             if len(new) == 1:
@@ -66,7 +80,7 @@ class AutoregressiveRunner:
             if tok in self.eos or len(new) >= max_new_tokens:
                 break
             inp = torch.tensor([[tok]], device=self.device)
-        timer.mark("end")
+        timer.lap("overhead", mark="end")
         t = timer.read()
         return Generation(
             tokens=new,
@@ -74,11 +88,20 @@ class AutoregressiveRunner:
             wall_ms=t["end"],
             stop_reason="eos" if new[-1] in self.eos else "max_new_tokens",
             speculative=False,
+            phase_ms=timer.phases(),
         )
 
 
 class SpeculativeRunner:
-    """Draft → verify in one target forward → accept → crop caches → repeat."""
+    """Draft → verify in one target forward → accept → crop caches → repeat.
+
+    ``forward``: how the target runs a block (``runners.engine.verify_forward.VerifyForward``;
+    default: one plain forward, as before). ``fused_prefill``: the first round drafts
+    from the prompt and the target verifies prompt + draft in its prefill forward (as
+    transformers does); TTFT is then the end of that first round (``specbench.records``).
+    Time after the first token is split into ``draft`` / ``verify`` / ``overhead``
+    phases (``Generation.phase_ms``, ``specbench.timing.Timer.lap``).
+    """
 
     def __init__(
         self,
@@ -87,6 +110,8 @@ class SpeculativeRunner:
         policy: GammaPolicy,
         eos_token_ids: Iterable[int],
         temperature: float = 0.0,
+        forward: VerifyForward | None = None,
+        fused_prefill: bool = False,
     ) -> None:
         self.target = target
         self.drafter = drafter
@@ -94,6 +119,8 @@ class SpeculativeRunner:
         self.eos = set(eos_token_ids)
         self.temperature = float(temperature)
         self.device = model_device(target)
+        self.forward = forward if forward is not None else VerifyForward(target)
+        self.fused_prefill = bool(fused_prefill)
 
     @torch.inference_mode()
     def generate(self, prompt_ids: list[int], max_new_tokens: int, generator: torch.Generator | None = None) -> Generation:
@@ -103,18 +130,19 @@ class SpeculativeRunner:
         cache = new_cache(self.target)
         self.policy.begin_prompt()
         timer.start()
-        # 1. prefill: the target's first token
-        inp = torch.tensor([prompt_ids], device=self.device)
-        logits = self.target(input_ids=inp, past_key_values=cache, use_cache=True, logits_to_keep=1).logits[0, -1]
         ids = list(prompt_ids)
-        ids.append(_first_token(logits, self.temperature, generator))
-        timer.mark("first")
+        n_prompt = len(prompt_ids)
+        if not self.fused_prefill:  # 1. prefill: the target's first token
+            logits = self.forward(cache, ids, 1)
+            ids.append(_first_token(logits[-1], self.temperature, generator))
+            timer.mark("first")
         self.drafter.begin(list(prompt_ids))
         gen = Generation(tokens=[], ttft_ms=0.0, wall_ms=0.0, stop_reason="")
-        n_prompt = len(prompt_ids)
+        lap = timer.lap if not self.fused_prefill else _no_lap  # a fused first round is all TTFT
 
-        # 2. rounds; the target cache always holds ids[:-1]
-        while ids[-1] not in self.eos and len(ids) - n_prompt < max_new_tokens:
+        # 2. rounds; the target cache holds ids[:-1] (nothing before a fused first round)
+        while len(ids) == n_prompt or (ids[-1] not in self.eos and len(ids) - n_prompt < max_new_tokens):
+            lap("overhead")
             remaining = max_new_tokens - (len(ids) - n_prompt)
             gamma = int(self.policy.next_gamma())
             budget = min(gamma, remaining - 1)
@@ -123,8 +151,10 @@ class SpeculativeRunner:
             )
             tokens = draft.tokens[:budget]
             d = len(tokens)
-            inp = torch.tensor([[ids[-1], *tokens]], device=self.device)
-            logits = self.target(input_ids=inp, past_key_values=cache, use_cache=True, logits_to_keep=d + 1).logits[0]
+            lap("draft")
+            feed = ids[-1:] if len(ids) > n_prompt else ids  # a fused first round feeds the whole prompt
+            logits = self.forward(cache, [*feed, *tokens], d + 1)
+            lap("verify")
             if self.temperature > 0:
                 q = draft.q[:d] if draft.q is not None else None
                 accepted, next_tok = verify_sampling(tokens, q, logits, self.temperature, generator)
@@ -136,7 +166,7 @@ class SpeculativeRunner:
                     emitted = emitted[: j + 1]
                     break
             ids.extend(emitted)
-            crop_to(cache, len(ids) - 1)  # states of the accepted tokens stay; rejected ones go
+            crop_to(cache, len(ids) - 1)  # states of the accepted tokens stay; rejected (and padded) ones go
             self.drafter.commit(ids)
             gen.gamma_trace.append(gamma)
             gen.drafted_trace.append(d)
@@ -144,9 +174,17 @@ class SpeculativeRunner:
             gen.confidence_trace.append([round(c, 6) for c in draft.confidences[:d]])
             eos_accepted = any(t in self.eos for t in tokens[:accepted])
             self.policy.observe(RoundOutcome(gamma, d, accepted, tuple(draft.confidences[:d]), eos_accepted))
-        timer.mark("end")
+            if lap is _no_lap:  # the fused first round ends: first new tokens available
+                timer.mark("first")
+                lap = timer.lap
+        timer.lap("overhead", mark="end")
         t = timer.read()
         gen.tokens = ids[n_prompt:]
         gen.ttft_ms, gen.wall_ms = t["first"], t["end"]
         gen.stop_reason = "eos" if gen.tokens[-1] in self.eos else "max_new_tokens"
+        gen.phase_ms = timer.phases()
         return gen
+
+
+def _no_lap(phase: str) -> None:
+    """Stands in for ``Timer.lap`` during a fused first round (its time is TTFT)."""

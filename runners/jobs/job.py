@@ -35,6 +35,7 @@ from runners.drafters import DrafterContext, build_drafter, check_drafter
 from runners.engine.base import Generation
 from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
 from runners.jobs.inputs import check_inputs, fit_prompt
+from runners.jobs.predict import find_latency, predicted_wall
 from runners.jobs.report import INVALID_JOBS, print_job_line, print_summary
 from specbench.config import JobConfig
 from specbench.loggers import JobLogger, build_logger
@@ -44,6 +45,7 @@ from specbench.records import (
     Record,
     RecordWriter,
     aggregate,
+    breakdown_fields,
     first_divergence,
     read_records,
     sha256_text,
@@ -105,8 +107,13 @@ class Job:
         self.ar = AutoregressiveRunner(self.target, self.eos, config.temperature)
         self.runner: Any = self.ar
         draft = config.pair.draft
+        self.latency, self.latency_path = find_latency(config)  # predicted wall times (runners.jobs.predict)
         if config.method.runner == "speculative":
-            self.runner = SpeculativeRunner(self.target, self._drafter(), self.policy, self.eos, config.temperature)
+            from runners.engine.verify_forward import engine_options
+
+            engine = engine_options(self.target, config.engine, config.gamma)  # lossless; all off by default
+            self.runner = SpeculativeRunner(self.target, self._drafter(), self.policy, self.eos, config.temperature,
+                                            **engine)
         elif config.method.runner == "hf":
             from runners.engine.hf_assisted import HFAssistedRunner
 
@@ -161,6 +168,7 @@ def _summary(config: JobConfig, status: str, records: list[dict], extra: Mapping
         "provenance": provenance(pair.target.device, dtypes),
         "aggregates": aggregate(records),
         "model_cache": {"loads": MODEL_CACHE.loads, "hits": MODEL_CACHE.hits, "load_seconds": MODEL_CACHE.load_seconds},
+        "ar_reference": {"decodes": len(_AR_REFERENCE)},  # this process's reference decodes so far (shared by jobs)
         **(extra or {}),
     }
 
@@ -256,7 +264,8 @@ def run_job(cfg: Any, job_dir: str | Path, progress: bool = True) -> dict:
         with RecordWriter(records_path) as writer:
             _decode_all(job, prepared.prompts, done, writer, progress, logger)
         records = read_records(records_path)
-        extra = {"load_s": load_s, "policy_state": job.policy.state() if job.policy else None}
+        extra = {"load_s": load_s, "policy_state": job.policy.state() if job.policy else None,
+                 "latency_model": job.latency_path, "engine": _engine_summary(job)}
         summary = _summary(config, "complete", records, extra)
         write_json_atomic(job_dir / "summary.json", summary)
         failed = False
@@ -274,6 +283,15 @@ def run_job(cfg: Any, job_dir: str | Path, progress: bool = True) -> dict:
         raise
     finally:
         logger.finish(summary or {"status": "failed"}, failed=failed)
+
+
+def _engine_summary(job: Job) -> dict[str, Any] | None:
+    """The engine options the speculative loop ran with (null for ``ar`` and ``hf``): the fast-linear
+    scope, the padding buckets (as probed), ``fused_prefill``."""
+    forward = getattr(job.runner, "forward", None)
+    if forward is None:
+        return None
+    return {**forward.describe(), "fused_prefill": bool(getattr(job.runner, "fused_prefill", False))}
 
 
 def _rewrite_whole_lines(path: Path, records: list[dict]) -> None:
@@ -384,6 +402,8 @@ def decode_turn(job: Job, prompt: Prompt, turn: int, history: list[tuple[str, st
         ref_t = timing_fields(ref.wall_ms, ref.ttft_ms, len(ref.tokens))
         fields.update(ar_tokens_per_s=ref_t["tokens_per_s"], ar_wall_ms=ref.wall_ms)
     timing = timing_fields(gen.wall_ms, gen.ttft_ms, len(gen.tokens))
+    predicted = predicted_wall(job.latency, config, bool(getattr(job.runner, "fused_prefill", False)), len(ids), gen)
+    timing.update(breakdown_fields(gen.phase_ms), predicted_wall_ms=predicted)
     if fields.get("ar_tokens_per_s"):
         fields["speedup"] = timing["tokens_per_s"] / fields["ar_tokens_per_s"]
     pair = config.pair
