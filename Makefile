@@ -8,7 +8,7 @@ ARGS   ?=
 PYTEST_ARGS ?=
 EXP    ?= mini_gammatune_table2
 
-.PHONY: setup run test test-fast lint bench reproduce export-results
+.PHONY: setup run test test-fast lint bench gpu-smoke reproduce export-results
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -42,6 +42,10 @@ lint: setup
 ## our engine vs transformers' assisted generation, side by side
 bench: setup
 	$(PY) scripts/bench_vs_hf.py $(ARGS)
+
+## every method at T = 0 and 1 on tiny models on CUDA, and AR with the dynamic vs the offloaded KV cache
+gpu-smoke: setup
+	PY=$(PY) scripts/gpu_smoke.sh $(ARGS)
 
 ## a paper recipe (conf/experiment/EXP.yaml), then its tables and figures
 reproduce: setup

@@ -1,6 +1,6 @@
 """``python -m analysis``: a results folder (or a W&B project) in, the papers' tables and figures out.
 
-    python -m analysis RESULTS_DIR [--out DIR] [--pooling pooled|mean]
+    python -m analysis RESULTS_DIR [--out DIR] [--pooling pooled|mean|question] [--min-new-tokens 128]
     python -m analysis --wandb ENTITY/PROJECT [--out DIR]
     python -m analysis RESULTS_DIR --print-only        # the speedup table(s) to stdout, nothing written
 
@@ -8,6 +8,10 @@ Writes ``DIR/tables/<name>.{md,tex,csv,data.csv}`` and ``DIR/figures/<name>.{png
 (default ``DIR``: ``RESULTS_DIR/analysis``; for ``--wandb``: ``results/wandb/ENTITY_PROJECT/analysis``)
 and prints the Markdown speedup table(s). An artefact whose inputs are absent is skipped with a
 note; one that fails is reported and the others are still written (exit status 1).
+
+Heterogeneous-vocabulary tables: ``hetero_speedup`` (hf-bench's definitions and example filter,
+``--min-new-tokens``, beside the paper's numbers), ``hetero_speedup_unfiltered`` (the same
+definitions, every example) and ``hetero_speedup_ours`` (specbench's definitions, ``--pooling``).
 
 By default only records of jobs whose summary says ``complete`` are used (a job cut short covers
 fewer prompts than its siblings); ``--include-incomplete`` uses every record found.
@@ -26,7 +30,7 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.breakdowns import category_table, hetero_table
+from analysis.breakdowns import PAPER_MIN_NEW_TOKENS, category_table, hetero_table, hfbench_table
 from analysis.figures import plot_sensitivity, plot_throughput, plot_trace
 from analysis.frame import complete_only, load_records, scenarios
 from analysis.metrics import POOLINGS
@@ -44,7 +48,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--wandb", metavar="ENTITY/PROJECT", help="read the runs of a W&B project instead of a folder")
     p.add_argument("--out", help="output folder (default: RESULTS_DIR/analysis)")
     p.add_argument("--pooling", choices=sorted(POOLINGS), default="pooled",
-                   help="throughput over prompts: pooled = total tokens / total time (default); mean = mean of per-prompt tokens/s")
+                   help="throughput over prompts: pooled = total tokens / total time (default); mean = mean of "
+                        "per-prompt tokens/s; question = Spec-Bench's speed.py (per question over its turns, then the mean)")
+    p.add_argument("--min-new-tokens", type=int, default=PAPER_MIN_NEW_TOKENS,
+                   help="hf-bench's example filter for the table beside Timor et al.'s numbers: drop examples "
+                        f"shorter than this under any method (default {PAPER_MIN_NEW_TOKENS}, the paper's; 0: off)")
     p.add_argument("--baseline", default="specdecode", help="method of the speedup table's denominator (default: specdecode)")
     p.add_argument("--include-incomplete", action="store_true", help="also use records of failed / unfinished jobs")
     p.add_argument("--no-paper", action="store_true", help="leave the papers' own numbers out")
@@ -116,7 +124,12 @@ def analyse(df: pd.DataFrame, out: Path | None, args: argparse.Namespace) -> tup
         report.table(f"trace table{tag}", lambda t=trace, m=meta, x=suffix: _renamed(trace_table(t, m), x))
     if out is not None:
         report.table("model latency table", lambda: latency_table(df, args.pooling, paper))
-        report.table("heterogeneous-vocabulary table", lambda: hetero_table(df, args.pooling, paper))
+        report.table("heterogeneous-vocabulary table (hf-bench's definitions, beside the paper)",
+                     lambda: hfbench_table(df, paper, args.min_new_tokens))
+        if args.min_new_tokens > 0:
+            report.table("heterogeneous-vocabulary table (hf-bench's definitions, unfiltered)",
+                         lambda: hfbench_table(df, None, 0, name="hetero_speedup_unfiltered"))
+        report.table("heterogeneous-vocabulary table (our definitions)", lambda: hetero_table(df, args.pooling))
         report.table("per-category table", lambda: category_table(df, args.pooling))
         report.table("time breakdown table", lambda: time_breakdown_table(df))
         report.figure("time breakdown figure", "time_breakdown", lambda: plot_time_breakdown(df))

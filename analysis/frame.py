@@ -10,7 +10,12 @@ folder at any depth and adds a few columns from the job's summary:
   ``config.pair.name``, ``method`` = ``config.method.name``, ``task`` =
   ``config.task.name``, ``gamma_init`` = ``config.gamma`` (never for ``method ==
   "ar"``; a record's null ``gamma_init`` stays null), ``temperature``, ``seed``,
-  ``target``/``draft`` = ``config.pair.{target,draft}.name``, and ``max_new_tokens``;
+  ``target``/``draft`` = ``config.pair.{target,draft}.name``, ``max_new_tokens``,
+  ``method_params`` (the method's knobs), ``ar_cache`` (an AR method's ``cache``, ``dynamic``
+  when older configs had none), and, always from the config, ``target_path`` / ``draft_path``
+  (Hub ids: hf-bench's labels are guessed from them) and ``target_quant``;
+* ``method`` becomes its variant key (``analysis.metrics.method_key``: ``gammatune[carryover]``
+  when γ was carried over between prompts), so no table pools two variants under one name;
 * ``job_status``: the summary's ``status`` (``"complete"`` / ``"failed"``), or
   ``"incomplete"`` when there is no summary yet (a running or killed job), or
   ``"unreadable"`` when the summary is not valid JSON;
@@ -33,9 +38,11 @@ from typing import Any
 
 import pandas as pd
 
+from analysis.metrics import method_key
 from specbench.records import RECORD_FIELDS, read_records
 
-EXTRA_COLUMNS = ("max_new_tokens", "job_status", "job_dir", "job_error", "device", "source")
+EXTRA_COLUMNS = ("max_new_tokens", "target_path", "draft_path", "target_quant", "job_status", "job_dir", "job_error",
+                 "device", "source")
 COLUMNS = tuple(RECORD_FIELDS) + EXTRA_COLUMNS
 LIST_COLUMNS = ("gamma_trace", "drafted_trace", "accepted_trace", "confidence_trace")
 IDENTITY_KEYS = ("pair", "method", "task", "target")
@@ -44,7 +51,10 @@ NUMERIC_COLUMNS = (
     "tokens_per_s", "wall_ms", "draft_ms", "verify_ms", "overhead_ms", "predicted_wall_ms",
     "rounds", "drafted", "accepted", "acceptance_rate",
     "mean_accepted_per_round", "ar_tokens_per_s", "ar_wall_ms", "speedup", "max_new_tokens",
+    "hfbench_ttft_ms", "hfbench_tpot_ms", "hfbench_tokens_per_s", "top_k", "top_p", "typical_p",
+    "target_vocab_size", "draft_vocab_size",
 )
+ALWAYS_FROM_CONFIG = ("target_path", "draft_path", "target_quant")
 
 
 def _dig(obj: Any, *keys: str) -> Any:
@@ -71,16 +81,26 @@ def config_columns(config: Mapping[str, Any] | None) -> dict[str, Any]:
         return value.get("name") if isinstance(value, Mapping) else value
 
     method = name_of("method")
+    node = config.get("method")
+    runner = node.get("runner") if isinstance(node, Mapping) else None
+    params = ({k: v for k, v in node.items() if k not in ("name", "runner", "policy")}
+              if isinstance(node, Mapping) else None)
+    ar = runner == "ar" or method == "ar"
     return {
         "pair": name_of("pair"),
         "method": method,
         "task": name_of("task"),
-        "gamma_init": None if method == "ar" else config.get("gamma"),
+        "gamma_init": None if ar else config.get("gamma"),
         "temperature": config.get("temperature"),
         "seed": config.get("seed"),
         "target": _dig(config, "pair", "target", "name"),
-        "draft": None if method == "ar" else _dig(config, "pair", "draft", "name"),
+        "draft": None if ar else _dig(config, "pair", "draft", "name"),
         "max_new_tokens": config.get("max_new_tokens"),
+        "method_params": params,
+        "ar_cache": (params or {}).get("cache", "dynamic") if ar else None,
+        "target_path": _dig(config, "pair", "target", "path"),
+        "draft_path": None if ar else _dig(config, "pair", "draft", "path"),
+        "target_quant": _dig(config, "pair", "target", "quant"),
     }
 
 
@@ -105,8 +125,18 @@ def job_rows(
         row = dict(record)
         for key, value in filled.items():
             absent = key not in row or (key in IDENTITY_KEYS and _missing(row[key]))
-            if absent and value is not None:
+            if (absent or key in ALWAYS_FROM_CONFIG) and value is not None:
                 row[key] = value
+        if "hfbench_ttft_ms" not in row and row.get("ar_cache") is not None and row.get("ttft_ms") is not None:
+            # records from before hf-bench's fields (schema 1): for autoregressive decoding they are ours
+            tpot = row.get("tpot_ms")
+            row.update(hfbench_ttft_ms=row["ttft_ms"], hfbench_tpot_ms=tpot,
+                       hfbench_tokens_per_s=1000.0 / tpot if tpot else None)
+        params = row.get("method_params")
+        if isinstance(params, Mapping) and "eta" in params and "expand_on" not in params \
+                and int(row.get("schema_version") or 1) < 2:
+            # GammaTune before expand_on existed (schema 1) expanded when every drafted token was accepted
+            row["method_params"] = {**params, "expand_on": "drafted"}
         row.update(job_status=status, job_dir=job_dir, job_error=summary.get("error"), device=device, source=source)
         rows.append(row)
     return rows
@@ -123,8 +153,11 @@ def rows_to_frame(rows: list[Mapping[str, Any]]) -> pd.DataFrame:
         df[col] = pd.to_numeric(df[col], errors="coerce")
     for col in LIST_COLUMNS:
         df[col] = [v if isinstance(v, list) else [] for v in df[col]]
-    for col in ("pair", "method", "hetero", "task", "category", "prompt_id", "target", "draft"):
+    df["method_params"] = [v if isinstance(v, Mapping) else {} for v in df["method_params"]]
+    for col in ("pair", "method", "hetero", "task", "category", "prompt_id", "target", "draft", "ar_cache",
+                "target_path", "draft_path", "target_quant", "prompt_format"):
         df[col] = [None if _missing(v) else str(v) for v in df[col]]
+    df["method"] = [method_key(m, p) for m, p in zip(df["method"], df["method_params"], strict=True)]
     return df
 
 

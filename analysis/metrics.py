@@ -6,13 +6,22 @@ Conventions (stated in every caption that uses them):
 * throughput of a set of records, ``pooling="pooled"``: total new tokens / total
   wall seconds (``specbench.records.pooled_tokens_per_s``: long answers weigh more);
   ``pooling="mean"``: the mean of per-record ``tokens_per_s``;
-* std across initial γ is the *sample* std (``ddof=1``; NaN for a single γ).
+  ``pooling="question"``: Spec-Bench's ``evaluation/speed.py`` (``speed``): per question, the
+  new tokens of all its turns over the wall time of all its turns; then the mean over questions;
+* std across initial γ is the *sample* std (``ddof=1``; NaN for a single γ);
+* ``hmean``: the harmonic mean (``scipy.stats.hmean``, as hf-bench's
+  ``summarize_results.py: get_df_summary_of_results``), used only under hf-bench's definitions.
+
+Method keys: a record's ``method`` with a variant tag when its knobs change what the method is
+(``method_key``): ``gammatune[carryover]`` (``transient: false``: γ carried over between
+prompts), ``gammatune[expand=drafted]``; ``method_label`` reads them ``GammaTune (carry-over)``.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -23,37 +32,68 @@ DDOF = 1
 POOLINGS = {
     "pooled": "tokens/s pooled over prompts: total new tokens / total wall time",
     "mean": "tokens/s averaged over prompts: mean of per-prompt tokens/s",
+    "question": "tokens/s per question (all its turns' new tokens / their wall time), averaged over questions "
+                "(Spec-Bench's speed.py)",
 }
 STD_NOTE = "sample std (ddof=1) across initial γ"
 
 METHOD_LABELS = {
     "ar": "AR",
+    "ar_offloaded": "AR (offloaded cache)",
     "specdecode": "SpecDecode",
     "hf_heuristic": "HFHeuristic",
+    "hf_heuristic_carryover": "HFHeuristic (carry-over)",
     "assistant_threshold": "AssistantThreshold",
     "gammatune": "GammaTune",
     "gammatune_plus": "GammaTune+",
+    "sd": "SD",
     "slem": "SLEM",
     "tli": "TLI",
     "slrs": "SLRS",
     "union": "Union",
     "hf_sd": "SD (HF)",
 }
+VARIANT_LABELS = {"carryover": "carry-over", "expand=drafted": "expand on A = d"}
+
+
+def method_key(method: str | None, params: Mapping[str, Any] | None) -> str | None:
+    """``method`` tagged with the knobs that change what it is (module docstring)."""
+    if not isinstance(method, str) or not isinstance(params, Mapping) or "[" in method:
+        return method
+    tags = []
+    if params.get("transient") is False and "carryover" not in method:
+        tags.append("carryover")
+    if params.get("expand_on") == "drafted":
+        tags.append("expand=drafted")
+    return f"{method}[{','.join(tags)}]" if tags else method
 
 
 def method_label(method: str) -> str:
     """The paper's name of a method key; ``slem+gammatune`` (a cross-vocabulary algorithm under a γ
-    policy) reads ``SLEM + GammaTune``."""
-    if isinstance(method, str) and "+" in method and method not in METHOD_LABELS:
+    policy) reads ``SLEM + GammaTune``; a variant tag reads ``GammaTune (carry-over)``."""
+    if not isinstance(method, str):
+        return str(method)
+    base, _, tags = method.partition("[")
+    if tags:
+        names = ", ".join(VARIANT_LABELS.get(t, t) for t in tags.rstrip("]").split(","))
+        return f"{method_label(base)} ({names})"
+    if "+" in method and method not in METHOD_LABELS:
         return " + ".join(METHOD_LABELS.get(part, part) for part in method.split("+"))
     return METHOD_LABELS.get(method, str(method))
 
 
 def ordered_methods(methods: Iterable[str]) -> list[str]:
-    """Known methods in the papers' order, then any others alphabetically."""
+    """Known methods in the papers' order (a variant right after its method), then any others
+    alphabetically."""
     known = list(METHOD_LABELS)
     present = {str(m) for m in methods if m is not None}
-    return [m for m in known if m in present] + sorted(present - set(known))
+    rank = {m: i for i, m in enumerate(known)}
+
+    def order(m: str) -> tuple:
+        base = m.partition("[")[0]
+        return (rank.get(base, len(known)), base if base not in rank else "", m)
+
+    return sorted(present, key=order)
 
 
 def check_pooling(pooling: str) -> str:
@@ -69,7 +109,26 @@ def throughput(records: pd.DataFrame, pooling: str = "pooled") -> float:
         return math.nan
     if pooling == "mean":
         return float(records["tokens_per_s"].mean())
+    if pooling == "question":
+        keys = [k for k in ("task", "prompt_id") if k in records.columns]
+        rates = [pooled_tokens_per_s(g["new_tokens"], g["wall_ms"])
+                 for _, g in records.groupby(keys, dropna=False, sort=False)]
+        rates = [r for r in rates if np.isfinite(r)]
+        return float(np.mean(rates)) if rates else math.nan
     return pooled_tokens_per_s(records["new_tokens"], records["wall_ms"])
+
+
+def hmean(values: Iterable[float]) -> float:
+    """Harmonic mean of the finite positive values (NaN when none): hf-bench's average of TPOT and
+    of tokens/s (``scipy.stats.hmean`` over an example's group)."""
+    arr = np.array([v for v in values if v is not None and np.isfinite(v) and v > 0], dtype=float)
+    return float(len(arr) / np.sum(1.0 / arr)) if arr.size else math.nan
+
+
+def is_ar(df: pd.DataFrame) -> pd.Series:
+    """Records of autoregressive decoding (any KV cache): ``ar_cache`` set, or method ``ar``."""
+    cache = df["ar_cache"] if "ar_cache" in df.columns else pd.Series(None, index=df.index)
+    return cache.notna() | (df["method"] == "ar")
 
 
 def throughput_by(df: pd.DataFrame, keys: Sequence[str], pooling: str = "pooled") -> pd.DataFrame:

@@ -9,8 +9,8 @@ Transformers' standard SD, which has no exact twin here), ``method_label`` (the
 paper's), ``temperature``, ``metric``, ``value``, ``std``, ``unit``, ``note``.
 
 Models are matched by ``model_key``: lower case, organisation prefix and a
-trailing ``*`` dropped, and the suffixes ``-instruct``/``-it``/``-hf``/``-vX.Y``
-removed (so ``lmsys/vicuna-13b-v1.5`` and ``vicuna-13b`` match, and GammaTune
+trailing ``*`` dropped, and the suffixes ``-instruct``/``-it``/``-hf``/``-vX.Y`` and the
+quantization tags ``-int4``/``-int8`` removed (so ``lmsys/vicuna-13b-v1.5`` and ``vicuna-13b`` match, and GammaTune
 Table 1's ``Llama-3.1-8B`` matches our ``llama-3.1-8b-instruct``). Datasets by
 ``dataset_key`` (``openai_humaneval`` = ``humaneval``, ``cnn_dm`` =
 ``cnn_dailymail``, ``spec_bench`` = ``specbench``).
@@ -23,7 +23,7 @@ from importlib import resources
 
 import pandas as pd
 
-_SUFFIXES = re.compile(r"(-instruct|-it|-hf|-chat|-v\d+(\.\d+)*)$")
+_SUFFIXES = re.compile(r"(-instruct|-it|-hf|-chat|-v\d+(\.\d+)*|-int4|-int8)$")
 _DATASET_ALIASES = {"openai_humaneval": "humaneval", "cnn_dm": "cnn_dailymail", "cnndm": "cnn_dailymail",
                     "spec_bench": "specbench", "spec-bench": "specbench"}
 

@@ -21,6 +21,7 @@ from analysis.metrics import (
     fmt_mean_std,
     fmt_num,
     gamma_speedups,
+    is_ar,
     mean_std,
     method_label,
     ordered_methods,
@@ -30,61 +31,97 @@ from analysis.paper import gammatune_table1, gammatune_table2, model_key
 from analysis.render import Table
 
 
-def latency_table(df: pd.DataFrame, pooling: str = "pooled", paper: pd.DataFrame | None = None) -> Table | None:
-    """GammaTune Table 1: ms per token of each model decoding alone.
-
-    For every ``target`` of ``method == "ar"`` records: ``ms_per_token = 1000 /
-    tokens_per_s`` with tokens/s pooled as ``pooling`` says, over all its AR
-    records (every task). A draft model appears only if it was run with
-    ``method=ar`` as a target. ``paper``: GammaTune Table 1 matched by
-    ``analysis.paper.model_key``."""
+def ar_tpot_ms(records: pd.DataFrame, pooling: str = "pooled") -> float:
+    """Milliseconds per output token after the first (TPOT, prefill excluded) of a set of records:
+    ``pooled``: Σ (wall − TTFT) / Σ (new tokens − 1); ``mean``: the mean of per-record ``tpot_ms``;
+    ``question``: the pooled value per question (all its turns), averaged over questions. Records
+    with fewer than two new tokens have no TPOT and are left out."""
     check_pooling(pooling)
-    ar = df[(df["method"] == "ar") & df["target"].notna()]
+    rows = records[records["new_tokens"] >= 2]
+    if rows.empty:
+        return math.nan
+    if pooling == "mean":
+        return float(rows["tpot_ms"].mean())
+
+    def pooled(g: pd.DataFrame) -> float:
+        return float((g["wall_ms"] - g["ttft_ms"]).sum() / (g["new_tokens"] - 1).sum())
+
+    if pooling == "question":
+        keys = [k for k in ("task", "prompt_id") if k in rows.columns]
+        return float(np.mean([pooled(g) for _, g in rows.groupby(keys, dropna=False, sort=False)]))
+    return pooled(rows)
+
+
+def latency_table(df: pd.DataFrame, pooling: str = "pooled", paper: pd.DataFrame | None = None) -> Table | None:
+    """GammaTune Table 1: milliseconds per token of each model decoding alone, **excluding the
+    prefill**: the TPOT of autoregressive decoding (``ar_tpot_ms``), per model (``target``), its
+    weight quantization and its KV cache. Every model of the table (targets and drafts) is timed as
+    the target of an AR job (recipe ``gammatune_table1``: ``pair=target-only model@pair.target=...``).
+    ``paper``: GammaTune Table 1 matched by ``analysis.paper.model_key`` (quantization suffixes
+    ignored, so both the int8 and the int4 70B rows face the paper's int4 number)."""
+    check_pooling(pooling)
+    ar = df[is_ar(df) & df["target"].notna()]
     if ar.empty:
         return None
     published = gammatune_table1(paper) if paper is not None else None
+    ar = ar.assign(_quant=ar["target_quant"].fillna("—"), _cache=ar["ar_cache"].fillna("dynamic"))
     rows = []
-    for target, group in ar.groupby("target", sort=True):
+    for (target, quant, cache), group in ar.groupby(["target", "_quant", "_cache"], sort=True):
         tps = throughput(group, pooling)
         row: dict[str, Any] = {
             "model": target,
-            "ms_per_token": 1000.0 / tps if tps and np.isfinite(tps) and tps > 0 else math.nan,
+            "quant": quant,
+            "cache": cache,
+            "ms_per_token": ar_tpot_ms(group, pooling),
             "tokens_per_s": tps,
-            "tpot_ms": float(group["tpot_ms"].mean()),
+            "ttft_ms": float(group["ttft_ms"].mean()),
             "n_records": len(group),
             "paper_model": "",
             "paper_ms_per_token": math.nan,
+            "paper_note": "",
         }
         if published is not None:
             hit = published[published["target_key"] == model_key(target)]
             if not hit.empty:
                 row["paper_model"] = hit["target"].iloc[0]
                 row["paper_ms_per_token"] = float(hit["ms_per_token"].iloc[0])
+                note = hit["note"].iloc[0]
+                row["paper_note"] = note if isinstance(note, str) else ""
         rows.append(row)
     data = pd.DataFrame(rows)
     display = pd.DataFrame({
         "Model": data["model"],
+        "Quant": data["quant"],
+        "KV cache": data["cache"],
         "ms/token (measured)": data["ms_per_token"].map(lambda v: fmt_num(v, 2)),
         "ms/token (paper)": data["paper_ms_per_token"].map(lambda v: fmt_num(v, 2)),
         "Paper model": data["paper_model"],
         "tokens/s": data["tokens_per_s"].map(lambda v: fmt_num(v, 1)),
-        "TPOT (ms)": data["tpot_ms"].map(lambda v: fmt_num(v, 2)),
+        "TTFT (ms)": data["ttft_ms"].map(lambda v: fmt_num(v, 1)),
         "n": data["n_records"],
     })
+    tpot_how = {"pooled": "Σ (wall − TTFT) / Σ (new tokens − 1) over prompts",
+                "mean": "mean of per-prompt TPOT",
+                "question": "Σ (wall − TTFT) / Σ (new tokens − 1) per question, averaged over questions"}[pooling]
     caption = (
-        "Model latency (GammaTune Table 1): milliseconds per token of each model decoding alone "
-        f"(method ar), 1000 / throughput; throughput = {POOLINGS[pooling]}. "
-        "'measured': this results folder; 'paper': GammaTune Table 1 as published (one H100; "
-        "Llama-3.1-70B int4), matched by model name without organisation and -instruct/-vX suffixes."
+        "Model latency (GammaTune Table 1): milliseconds per output token of each model decoding alone "
+        f"(autoregressive), excluding the prefill: TPOT = {tpot_how}. tokens/s = {POOLINGS[pooling]} (prefill "
+        "included). 'measured': this results folder; 'paper': GammaTune Table 1 as published (one H100; its "
+        "Llama-3.1-70B row is int4 per the table's footnote, int8 per its Sec. 5), matched by model name without "
+        "organisation, -instruct/-vX and quantization suffixes."
     )
     return Table("gammatune_table1_latency", caption, display, data)
 
 
 def _average(rows: pd.DataFrame) -> tuple[float, float]:
-    """The paper's Average column: mean of the pair means ± mean of the pair stds."""
+    """The paper's Average column: the mean of the pair means ± the square root of the mean of the
+    pair variances (sqrt(mean(std²))). That reproduces all five of GammaTune Table 2's Average stds
+    from its pair stds at two decimals (0.23, 0.12, 0.06, 0.05, 0.03); the mean of the stds gives
+    0.11 for HFHeuristic (``tests/test_analysis.py``)."""
     means = rows["mean"].dropna()
     stds = rows["std"].dropna()
-    return (float(means.mean()) if len(means) else math.nan, float(stds.mean()) if len(stds) else math.nan)
+    return (float(means.mean()) if len(means) else math.nan,
+            float(np.sqrt((stds ** 2).mean())) if len(stds) else math.nan)
 
 
 def speedup_table(
@@ -99,9 +136,9 @@ def speedup_table(
     ``B`` = mean over γ of ``T(baseline, γ)``; cell = mean ± sample std (ddof=1)
     over γ of ``T(method, γ) / B`` (so the baseline's own row is 1.00 ± its
     sensitivity to γ). AR, when present, is one cell (no γ, no std). Average
-    column = mean of the pair means ± mean of the pair stds (reproduces the
-    paper's Average column from its pair columns). Pairs without baseline
-    records are left out."""
+    column = mean of the pair means ± sqrt of the mean of the pair variances
+    (``_average``: reproduces the paper's Average column from its pair columns).
+    Pairs without baseline records are left out."""
     check_pooling(pooling)
     per_gamma = gamma_speedups(df, pooling, baseline, scope=("pair",))
     per_gamma = per_gamma[per_gamma["speedup"].notna()] if not per_gamma.empty else per_gamma
@@ -148,8 +185,9 @@ def speedup_table(
     caption = (
         f"Speedup over {method_label(baseline)} (GammaTune Table 2). Per pair, the throughput of each initial γ "
         f"divided by {method_label(baseline)}'s throughput averaged over all its initial γ; cell = mean ± "
-        f"{STD_NOTE}. Throughput = {POOLINGS[pooling]}. Average = mean of the pair means ± mean of the "
-        "pair stds, over the pairs shown for 'measured' rows and over the paper's four pairs for 'paper' rows. "
+        f"{STD_NOTE}. Throughput = {POOLINGS[pooling]}. Average = mean of the pair means ± sqrt(mean of the "
+        "pair variances), over the pairs shown for 'measured' rows and over the paper's four pairs for 'paper' "
+        "rows (the paper's own Average column, which that formula reproduces). "
         "'measured': this results folder; 'paper': GammaTune Table 2 as published (SpecBench, one H100)."
     )
     return Table("gammatune_table2_speedup", caption, display, data)

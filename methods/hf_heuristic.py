@@ -35,14 +35,15 @@ from specbench.config import check_bool
 class HFHeuristic(GammaPolicy):
     """+2 after a round whose drafted tokens were all accepted, else ``max(1, γ − 1)``.
 
-    ``transient=False`` (default, transformers' ``"heuristic"``): γ persists across
-    the prompts of a job. ``transient=True`` (``"heuristic_transient"``): γ goes
-    back to the initial γ at every ``begin_prompt()``.
+    ``transient=True`` (default, transformers' ``"heuristic_transient"``): γ goes back to
+    the initial γ at every ``begin_prompt()``, so the initial γ means the same for every
+    prompt (issue 13 item 2). ``transient=False`` (``"heuristic"``): γ persists across the
+    prompts of a job, as transformers' write-back to the assistant's config.
     """
 
     name = "hf_heuristic"
 
-    def __init__(self, gamma_init: int, transient: bool = False) -> None:
+    def __init__(self, gamma_init: int, transient: bool = True) -> None:
         super().__init__(gamma_init)
         self.transient = check_bool("transient", transient)
         self.reset()

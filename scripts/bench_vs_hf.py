@@ -163,7 +163,7 @@ def load_prompts(tokenizer: Any, task: str = "embedded", data_files: str | None 
     out = []
     for prompt in load_task(config.task):
         out.append((f"{prompt.category}:{prompt.prompt_id}" if task != "embedded" else prompt.prompt_id,
-                    encode_turn(tokenizer, [], prompt.turns[0], config.task.chat_template)[0]))
+                    encode_turn(tokenizer, [], prompt.turns[0], config.task.prompt_format)[0]))
     return out
 
 

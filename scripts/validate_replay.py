@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"models loaded in {time.perf_counter() - t0:.1f} s")
     ids_list = []
     for prompt in prompts:
-        ids_list.append(encode_turn(job.tokenizer, [], prompt.turns[0], config.task.chat_template)[0])
+        ids_list.append(encode_turn(job.tokenizer, [], prompt.turns[0], config.task.prompt_format)[0])
 
     if args.latency:
         latency = LatencyModel.load(args.latency)

@@ -13,10 +13,12 @@ Shapes (``conf/``):
   ``conf/model/<name>.yaml`` and pairs compose them (``defaults: [/model@target: …]``), so a pair
   file holds only what differs. Every model field not set takes ``ModelSpec``'s default.
 * ``method``: ``name``, ``runner`` (``ar`` | ``speculative`` | ``hf``), ``policy`` (a key of
-  ``methods.registry.POLICIES``; none for ``ar``) and the policy's knobs (the other keys).
+  ``methods.registry.POLICIES``; none for ``ar``) and the policy's knobs (the other keys); an
+  ``ar`` method's only knob is ``cache`` (``dynamic`` | ``offloaded``).
 * ``hetero``: the cross-vocabulary algorithm, its own choice (``auto`` = SLEM at temperature 0,
   TLI above, on pairs whose draft has another tokenizer; nothing on same-tokenizer pairs).
-* ``task``, ``logger``, and the scalars (``gamma``, ``temperature``, ``max_new_tokens``, …).
+* ``task``, ``logger``, and the scalars (``gamma``, ``temperature``, the sampling processors
+  ``top_k`` / ``top_p`` / ``typical_p``, ``max_new_tokens``, …).
 
 Hydra's ConfigStore holds the model base node (``register_resolvers``: every ``ModelSpec`` field at
 its default, the defaults defined once, here), not typed schemas: a schema-typed group makes Hydra
@@ -27,6 +29,8 @@ leaves no job folder behind.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -214,6 +218,7 @@ class PairConfig:
 # --------------------------------------------------------------------------- method, hetero, task, logger
 
 RUNNERS = ("ar", "speculative", "hf")
+AR_CACHES = ("dynamic", "offloaded")  # runners.engine.kv.new_cache; offloaded = hf-bench's AR baseline
 
 
 @dataclass(frozen=True)
@@ -237,7 +242,21 @@ class MethodConfig:
         policy = values.pop("policy", None)
         if runner != "ar":
             check_str("method.policy", policy)
+        else:
+            _split(values, "method (runner ar)", ("cache",))
+            check_choice("method.cache", values.get("cache", "dynamic"), AR_CACHES)
         return cls(name, runner, policy, values)
+
+    @property
+    def ar_cache(self) -> str | None:
+        """The KV cache of an autoregressive method (``dynamic`` | ``offloaded``); None otherwise."""
+        return str(self.params.get("cache", "dynamic")) if self.runner == "ar" else None
+
+    @property
+    def transient(self) -> bool | None:
+        """Whether an adaptive policy restarts at every prompt turn (None: the policy has no such knob)."""
+        value = self.params.get("transient")
+        return value if isinstance(value, bool) else None
 
 
 HETERO = ("auto", "none", "slem", "tli", "slrs", "union")
@@ -260,26 +279,35 @@ class HeteroConfig:
         return cls(name, check_int("hetero.lookbehind", values.get("lookbehind", 10), 1))
 
 
-CHAT_TEMPLATE_VALUES = (True, False, "auto")
 TRUNCATE = (None, "left", "right")  # a prompt longer than the model's positions: refused, or cut on this side
+PROMPT_FORMATS = ("auto", "chat_template", "vicuna_v1.1", "plain")
 
 
-def check_chat_template(value: Any) -> bool | str:
-    """``auto`` | ``true`` | ``false`` (the strings ``"true"``/``"false"`` of a CLI override too)."""
-    if isinstance(value, str) and value.lower() in ("true", "false"):
-        value = value.lower() == "true"
-    if value not in CHAT_TEMPLATE_VALUES:
-        raise ConfigError(f"task.chat_template must be auto, true or false, got {value!r}")
-    return value
+def check_prompt_format(value: Any) -> str:
+    """``auto`` (the tokenizer's chat template when it has one, else plain) | ``chat_template`` |
+    ``vicuna_v1.1`` | ``plain`` (see ``specbench.tasks.format_turn``)."""
+    return check_choice("task.prompt_format", value, PROMPT_FORMATS)
+
+
+def legacy_chat_template(value: Any) -> str | None:
+    """The ``prompt_format`` meant by the former ``task.chat_template`` key (summaries written before
+    ``prompt_format`` existed): true -> chat_template, false -> plain, auto -> None (no preference)."""
+    if isinstance(value, str) and value.lower() in ("true", "false", "auto"):
+        value = {"true": True, "false": False, "auto": "auto"}[value.lower()]
+    if value not in (True, False, "auto", None):
+        raise ConfigError(f"task.chat_template (now task.prompt_format) must be auto, true or false, got {value!r}")
+    return {True: "chat_template", False: "plain"}.get(value)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
 class TaskConfig:
     """Where prompts come from (``specbench.tasks``): ``loader`` (a key of ``TASKS``), the loader's
-    source settings, and the selection common to every task (``categories``, ``per_category``,
-    ``n_prompts``). Loader-specific keys a loader does not use are ignored by it. ``truncate``: a
-    prompt too long for the target's positions is refused (null, the default) or cut on the
-    ``left`` (its start) or ``right`` (its end) side, and the record says how many tokens went."""
+    source settings, the selection common to every task (``categories``, ``per_category``,
+    ``n_prompts``), and ``prompt_format`` (how a turn becomes the model's text). Loader-specific
+    keys a loader does not use are ignored by it. The former ``chat_template`` key (true / false /
+    auto) is still read from old summaries as ``prompt_format`` chat_template / plain / auto. ``truncate``:
+    a prompt too long for the target's positions is refused (null, the default) or cut on the ``left``
+    (its start) or ``right`` (its end) side, and the record says how many tokens went."""
 
     name: str
     loader: str
@@ -299,13 +327,15 @@ class TaskConfig:
     n_prompts: int | None = None
     per_category: int | None = None
     categories: tuple[str, ...] | None = None
-    chat_template: bool | str = "auto"
+    prompt_format: str = "auto"
     truncate: str | None = None
 
     @classmethod
     def from_mapping(cls, node: Mapping[str, Any]) -> TaskConfig:
         if isinstance(node, TaskConfig):
             return node
+        node = dict(node) if isinstance(node, Mapping) else node
+        legacy = legacy_chat_template(node.pop("chat_template", None)) if isinstance(node, dict) else None
         values = _split(node, "task", _names(cls))
         loader = values.get("loader") or values.get("name")
         values["loader"] = check_str("task.loader", loader)
@@ -318,8 +348,13 @@ class TaskConfig:
         if cats is not None and not all(isinstance(c, str) for c in cats):
             raise ConfigError(f"task.categories must be a list of names, got {cats!r}")
         values["categories"] = tuple(cats) if cats else None
-        values["chat_template"] = check_chat_template(values.get("chat_template", "auto"))
         check_choice("task.truncate", values.get("truncate"), TRUNCATE)
+        fmt = check_prompt_format(values.get("prompt_format", "auto"))
+        if legacy is not None:
+            if fmt not in ("auto", legacy):
+                raise ConfigError(f"task.chat_template and task.prompt_format={fmt} disagree; set prompt_format only")
+            fmt = legacy
+        values["prompt_format"] = fmt
         return cls(**values)
 
 
@@ -423,8 +458,30 @@ def check_latency(value: Any) -> str | bool | None:
 
 # --------------------------------------------------------------------------- the job
 
-TOP_LEVEL = ("pair", "method", "task", "logger", "hetero", "gamma", "temperature", "max_new_tokens", "seed",
-             "results_dir", "verify_lossless", "warmup", "threads", "cache_dir", "overwrite", "engine", "latency")
+TOP_LEVEL = ("pair", "method", "task", "logger", "hetero", "gamma", "temperature", "top_k", "top_p", "typical_p",
+             "max_new_tokens", "seed", "results_dir", "verify_lossless", "warmup", "warmup_per_prompt", "threads",
+             "cache_dir", "overwrite", "engine", "latency")
+#: keys that do not change what a job measures: left out of job folder names (``hydra.job.config.
+#: override_dirname.exclude_keys`` in conf/config.yaml) and of the check that a job folder holds
+#: results of the same config (``config_drift``).
+NON_IDENTITY_KEYS = ("results_dir", "overwrite", "logger", "threads", "cache_dir", "warmup", "latency")
+CHECKPOINT = "checkpoint"  # a sampling processor's value from the target checkpoint's generation config
+
+
+def check_processor(key: str, value: Any) -> int | float | str | None:
+    """``top_k`` (an integer >= 0; 0 = off), ``top_p`` / ``typical_p`` (in (0, 1]; 1 = off), null
+    (off), or ``checkpoint``: the value in the target's ``generation_config`` (transformers'
+    default when the checkpoint sets none: top_k 50, top_p 1, typical_p 1), which is what
+    hf-bench's ``generate`` calls got, since it never passed them."""
+    if value is None or value == CHECKPOINT:
+        return value
+    if key == "top_k":
+        if isinstance(value, str):
+            raise ConfigError(f"top_k must be an integer >= 0, null or {CHECKPOINT}, got {value!r}")
+        return check_int(key, value, 0)
+    if isinstance(value, str) or (check_number(key, value, lo=0.0, hi=1.0) == 0.0):
+        raise ConfigError(f"{key} must be in (0, 1], null or {CHECKPOINT}, got {value!r}")
+    return float(value)
 
 
 @dataclass(frozen=True)
@@ -439,11 +496,15 @@ class JobConfig:
     engine: EngineConfig = field(default_factory=EngineConfig)
     gamma: int = 5
     temperature: float = 0.0
+    top_k: int | str | None = None
+    top_p: float | str | None = None
+    typical_p: float | str | None = None
     max_new_tokens: int = 64
     seed: int = 0
     results_dir: str = "results"
     verify_lossless: bool = True
     warmup: int = 1
+    warmup_per_prompt: int = 0
     threads: int | None = None
     cache_dir: str | None = None
     overwrite: bool = False
@@ -460,11 +521,15 @@ class JobConfig:
         scalars = {
             "gamma": check_int("gamma", values.get("gamma", 5), 1),
             "temperature": check_number("temperature", values.get("temperature", 0.0), lo=0.0),
+            "top_k": check_processor("top_k", values.get("top_k")),
+            "top_p": check_processor("top_p", values.get("top_p")),
+            "typical_p": check_processor("typical_p", values.get("typical_p")),
             "max_new_tokens": check_int("max_new_tokens", values.get("max_new_tokens", 64), 1),
             "seed": check_int("seed", values.get("seed", 0)),
             "results_dir": check_str("results_dir", values.get("results_dir", "results")),
             "verify_lossless": check_bool("verify_lossless", values.get("verify_lossless", True)),
             "warmup": check_int("warmup", values.get("warmup", 1), 0),
+            "warmup_per_prompt": check_int("warmup_per_prompt", values.get("warmup_per_prompt", 0), 0),
             "threads": check_int("threads", values.get("threads"), 1, optional=True),
             "cache_dir": check_str("cache_dir", values.get("cache_dir"), optional=True),
             "overwrite": check_bool("overwrite", values.get("overwrite", False)),
@@ -569,10 +634,111 @@ def compose(overrides: Sequence[str] = (), config_dir: str | Path | None = None)
         return hydra_compose(config_name="config", overrides=list(overrides))
 
 
-def job_dirname(override_dirname: str) -> str:
-    """A job folder named by its overrides (``gamma=4,method=gammatune``); ``default`` when none."""
-    name = override_dirname.strip() or "default"
+_ITEM_START = re.compile(r"^[+~]*[A-Za-z_][\w.@/-]*=")
+_DATA_FILES_KEY = "task.data_files"
+
+
+def _override_items(override_dirname: str) -> list[str]:
+    """The ``key=value`` items of Hydra's ``override_dirname`` (``item_sep`` ``,``); a value holding
+    commas (a list, ``[a,b]``) stays one item."""
+    items: list[str] = []
+    for piece in override_dirname.split(","):
+        if items and not _ITEM_START.match(piece):
+            items[-1] += "," + piece
+        else:
+            items.append(piece)
+    return [i for i in items if i]
+
+
+def _file_stem(path: str) -> str:
+    name = Path(path.strip().strip("'\"")).name
+    for suffix in (".gz", ".parquet", ".jsonl", ".json"):
+        name = name.removesuffix(suffix)
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "files"
+
+
+def data_files_label(value: str) -> str:
+    """A short folder label for a ``task.data_files`` value: the file's stem (``question`` for
+    ``/data/question.jsonl``); for a list, the stems joined with ``+``."""
+    value = value.strip()
+    parts = value[1:-1].split(",") if value.startswith("[") and value.endswith("]") else [value]
+    return "+".join(_file_stem(p) for p in parts if p.strip())
+
+
+def _holds_other_data_files(folder: Path, value: str) -> bool:
+    """Whether ``folder`` already holds a job whose ``task.data_files`` differs from ``value``."""
+    try:
+        summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    old = ((summary.get("config") or {}).get("task") or {}).get("data_files")
+    new = value.strip().strip("'\"")
+    if isinstance(old, list):
+        old = "[" + ",".join(map(str, old)) + "]"
+    return old is not None and str(old) != new and str(Path(str(old)).expanduser()) != str(Path(new).expanduser())
+
+
+def job_dirname(override_dirname: str, results_dir: str | None = None, transient: Any = None,
+                cache: Any = None) -> str:
+    """A job folder named by its overrides (``gamma=4,method=gammatune``); ``default`` when none.
+
+    * ``task.data_files=/some/path/question.jsonl`` is named by the file's stem
+      (``task.data_files=question``), with a short hash of the full value appended
+      (``question-1a2b3c4d``) when a job folder of that name already holds another file's job
+      under ``results_dir`` (stems that collide).
+    * Settings that change what a job measures are named even when a config file, not an
+      override, set them: ``method.transient=false`` (γ carried over between prompts) unless
+      the name already says ``transient=`` or ``carryover``, and ``method.cache=offloaded``
+      unless it already says ``offloaded``.
+    """
+    items = _override_items(override_dirname.strip())
+    data_files = [i for i, item in enumerate(items)
+                  if item.partition("=")[0].lstrip("+~") == _DATA_FILES_KEY and item.partition("=")[2]]
+    values = {i: items[i].partition("=")[2] for i in data_files}
+    for i in data_files:
+        items[i] = f"{items[i].partition('=')[0]}={data_files_label(values[i])}"
+    if results_dir is not None and data_files:
+        probe = re.sub(r"[/\\\s]+", "_", ",".join(items))
+        if any(_holds_other_data_files(Path(results_dir) / probe, values[i]) for i in data_files):
+            for i in data_files:
+                digest = hashlib.sha256(values[i].strip().strip("'\"").encode()).hexdigest()[:8]
+                items[i] += f"-{digest}"
+    name = ",".join(items)
+    if transient is False and "transient=" not in name and "carryover" not in name:
+        name = ",".join(filter(None, [name, "method.transient=false"]))
+    if cache == "offloaded" and "offloaded" not in name:
+        name = ",".join(filter(None, [name, "method.cache=offloaded"]))
+    name = name or "default"
     return re.sub(r"[/\\\s]+", "_", name)
+
+
+def config_drift(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> str | None:
+    """The first setting (dotted key, with both values) in which two resolved job configs differ,
+    ignoring ``NON_IDENTITY_KEYS``; a key absent from ``old`` (written before it existed) counts as
+    null, and matches a new value that is off (null, false, or a mapping of such: an option added
+    later, off by default, e.g. ``engine``). None when they describe the same job."""
+    keys = sorted(set(old) | set(new), key=str)
+    for key in keys:
+        if not prefix and key in NON_IDENTITY_KEYS:
+            continue
+        if key not in old and _is_off(new.get(key)):
+            continue
+        a, b = old.get(key), new.get(key)
+        where = f"{prefix}{key}"
+        if isinstance(a, Mapping) and isinstance(b, Mapping):
+            inner = config_drift(a, b, where + ".")
+            if inner is not None:
+                return inner
+        elif a != b and not (isinstance(a, list | tuple) and isinstance(b, list | tuple) and list(a) == list(b)):
+            return f"{where}: {a!r} there, {b!r} now"
+    return None
+
+
+def _is_off(value: Any) -> bool:
+    """Null, false, or a mapping whose values are all off (``config_drift``)."""
+    if isinstance(value, Mapping):
+        return all(_is_off(v) for v in value.values())
+    return value is None or value is False
 
 
 def register_resolvers() -> None:

@@ -291,3 +291,42 @@ class ModelCache:
 
 
 MODEL_CACHE = ModelCache()
+
+
+def config_vocab_size(model: Any) -> int | None:
+    """``config.vocab_size`` of a model's text config: what transformers' ``_validate_assistant``
+    compares to decide whether an assistant shares the target's vocabulary (hf-bench's runtime
+    choice between standard SD and SLEM/TLI, ../shared/notes/hf-bench-evaluation.md Sec. 1)."""
+    config = getattr(model, "config", None)
+    if config is None:
+        return None
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    size = getattr(text, "vocab_size", None)
+    return int(size) if size is not None else None
+
+
+def tokenizers_identical(a: Any, b: Any) -> bool:
+    """Whether two tokenizers map the same token strings to the same ids (``get_vocab()`` equal)."""
+    if a is b:
+        return True
+    try:
+        return a.get_vocab() == b.get_vocab()
+    except (AttributeError, NotImplementedError):
+        return False
+
+
+#: transformers' defaults for the sampling processors a checkpoint does not set
+#: (``GenerationConfig._get_default_generation_params``, 5.23; the same values in the 4.49 fork
+#: hf-bench ran: ``configuration_utils.py`` top_k=50, top_p=1.0, typical_p=1.0).
+PROCESSOR_DEFAULTS = {"top_k": 50, "top_p": 1.0, "typical_p": 1.0}
+
+
+def checkpoint_processors(model: Any) -> dict[str, Any]:
+    """The target checkpoint's own ``top_k`` / ``top_p`` / ``typical_p`` (its ``generation_config``,
+    else transformers' defaults): what ``generate`` applies when a caller passes none, as hf-bench."""
+    config = getattr(model, "generation_config", None)
+    out = {}
+    for key, default in PROCESSOR_DEFAULTS.items():
+        value = getattr(config, key, None) if config is not None else None
+        out[key] = default if value is None else value
+    return out

@@ -35,6 +35,33 @@ Every figure is defined here, once (the README quotes these definitions):
 * ``lossless`` for greedy runs with ``verify_lossless``: whether the output equals
   the target's own greedy decoding token for token; ``first_divergence`` is the
   first new-token index where they differ (null when equal or not verified).
+
+hf-bench's definitions (Timor et al.'s numbers; keyboardAnt/hf-bench ``hf_bench/benchmark.py``,
+``HFModel.generate_text``; ../shared/notes/hf-bench-evaluation.md Sec. 2), kept under their own
+names, never mixed with ours:
+
+* ``hfbench_ttft_ms``  when the first new tokens reach a streamer in transformers' assisted
+  generation: for a speculative run the end of the first round (draft prefill, first draft
+  block and its verification included; our engine's extra target prefill too), for
+  autoregressive decoding our ``ttft_ms``. (hf-bench also adds its streamer's polling delay,
+  up to 10 ms, and times with ``time.time()`` in another thread: not reproduced.)
+* ``hfbench_tpot_ms``  ``(wall_ms - hfbench_ttft_ms) / (new_tokens - 1)``; null when
+  ``new_tokens < 2`` (hf-bench: infinity, and such files were removed by hand).
+* ``hfbench_tokens_per_s``  ``1000 / hfbench_tpot_ms`` (hf-bench's ``out_toks_per_sec``, TTFT
+  excluded). Averaged over examples as hf-bench does in ``analysis.breakdowns``.
+
+What ran, so a record can be labelled and compared later:
+
+* ``prompt_format`` (``chat_template`` | ``vicuna_v1.1`` | ``plain``; ``chat_template`` keeps
+  its former meaning: ``"chat"`` when a chat template was applied);
+* ``method_params`` the method's knobs as configured (``transient``: false = γ carried over
+  between prompts; ``expand_on``; ``threshold``; ``cache`` of an AR method ...);
+* ``ar_cache`` the KV cache of an autoregressive run (``dynamic`` | ``offloaded``), null otherwise;
+* ``top_k`` / ``top_p`` / ``typical_p`` the sampling processors in force (null: off; they only
+  act when ``temperature`` > 0);
+* ``target_vocab_size`` / ``draft_vocab_size`` (``config.vocab_size``, what transformers and
+  hf-bench compare to choose SD or SLEM/TLI) and ``tokenizers_identical`` (same token-to-id
+  map), for a draft model.
 """
 
 from __future__ import annotations
@@ -49,7 +76,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 REPLAY_FILE = "replay.jsonl"  # rows written by ``python -m runners.replay grid``, read by ``analysis``
 
 
@@ -102,6 +129,20 @@ class Record:
     ar_tokens_per_s: float | None = None
     ar_wall_ms: float | None = None
     speedup: float | None = None
+    # hf-bench's definitions (module docstring)
+    hfbench_ttft_ms: float | None = None
+    hfbench_tpot_ms: float | None = None
+    hfbench_tokens_per_s: float | None = None
+    # what ran
+    prompt_format: str | None = None
+    method_params: dict[str, Any] = field(default_factory=dict)
+    ar_cache: str | None = None
+    top_k: int | None = None
+    top_p: float | None = None
+    typical_p: float | None = None
+    target_vocab_size: int | None = None
+    draft_vocab_size: int | None = None
+    tokenizers_identical: bool | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
 
@@ -135,6 +176,16 @@ def breakdown_fields(phase_ms: Mapping[str, float] | None) -> dict[str, float | 
     if not phase_ms:
         return {"draft_ms": None, "verify_ms": None, "overhead_ms": None}
     return {f"{k}_ms": float(phase_ms.get(k, 0.0)) for k in ("draft", "verify", "overhead")}
+
+
+def hfbench_fields(wall_ms: float, stream_ttft_ms: float, new_tokens: int) -> dict[str, float | None]:
+    """hf-bench's per-example TTFT, TPOT and tokens/s (module docstring) from a generation's wall
+    time and the time its first tokens would have been streamed."""
+    if new_tokens < 2:
+        return {"hfbench_ttft_ms": stream_ttft_ms, "hfbench_tpot_ms": None, "hfbench_tokens_per_s": None}
+    tpot = (wall_ms - stream_ttft_ms) / (new_tokens - 1)
+    return {"hfbench_ttft_ms": stream_ttft_ms, "hfbench_tpot_ms": tpot,
+            "hfbench_tokens_per_s": 1000.0 / tpot if tpot > 0 else None}
 
 
 def speculation_fields(gamma_trace: list[int], drafted_trace: list[int], accepted_trace: list[int]) -> dict:

@@ -54,6 +54,9 @@ def hydra_conf():
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
+    from specbench.config import register_resolvers
+
+    register_resolvers()  # the model base node and the job_dirname resolver (a module run alone needs them)
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         yield

@@ -225,14 +225,26 @@ def test_sampling_runs_and_leaves_global_rng(pair):
     assert sum(a.accepted_trace) + len(a.accepted_trace) == N
 
 
+def test_sampling_processors_reach_transformers(pair):
+    """The job's warpers go to generate() for target and assistant alike; off = 0 / 1.0, never None
+    (None would let the checkpoint's own top_k = 50 in)."""
+    from runners.engine.verify import Sampling
+
+    target, draft, _ = pair
+    kwargs = HFAssistedRunner(target, draft, _policy(SPECDECODE, 3), [], Sampling(0.8, top_k=5, top_p=0.9))._generate_kwargs(7)
+    assert (kwargs["temperature"], kwargs["top_k"], kwargs["top_p"], kwargs["typical_p"]) == (0.8, 5, 0.9, 1.0)
+    plain = HFAssistedRunner(target, draft, _policy(SPECDECODE, 3), [], 0.8)._generate_kwargs(7)
+    assert (plain["top_k"], plain["top_p"], plain["typical_p"]) == (0, 1.0, 1.0)
+
+
 def test_settings_and_refusals(pair, root):
     target, draft, _ = pair
     assert hf_settings(_policy(SPECDECODE, 4)) == HFSettings("constant", 0.0)
     assert hf_settings(_policy({**HEURISTIC, "transient": True}, 4)).schedule == "heuristic_transient"
     expected = {
         "hf_native_specdecode": HFSettings("constant", 0.0),
-        "hf_native_heuristic": HFSettings("heuristic", 0.0),
-        "hf_native_heuristic_transient": HFSettings("heuristic_transient", 0.0),
+        "hf_native_heuristic": HFSettings("heuristic_transient", 0.0),  # restarts per prompt, as hf_heuristic
+        "hf_native_heuristic_carryover": HFSettings("heuristic", 0.0),
         "hf_native_assistant_threshold": HFSettings("constant", 0.4, True),
     }
     for name, settings in expected.items():

@@ -129,7 +129,7 @@ def _key_value():
         st.tuples(st.sampled_from(["threads"]), NOT_POSITIVE.map(str)),
         st.tuples(st.sampled_from(["verify_lossless", "overwrite"]), WORD.filter(lambda w: w not in ("true", "false"))),
         st.tuples(st.sampled_from(["task.n_prompts", "task.per_category"]), st.one_of(NOT_POSITIVE.map(str), WORD)),
-        st.tuples(st.just("task.chat_template"), WORD.filter(lambda w: w not in ("auto", "true", "false"))),
+        st.tuples(st.just("task.prompt_format"), WORD.filter(lambda w: w not in ("auto", "chat_template", "plain"))),
         st.tuples(st.just("task.truncate"), WORD.filter(lambda w: w not in ("left", "right", "null"))),
         st.tuples(st.sampled_from(["pair.target.dtype", "pair.draft.dtype"]),
                   WORD.filter(lambda w: w not in ("float32", "float16", "bfloat16", "auto"))),

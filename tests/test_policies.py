@@ -26,7 +26,7 @@ from specbench.registry import ConfigError
 
 METHOD_DIR = Path(__file__).resolve().parents[1] / "conf" / "method"
 PAPER_GAMMAS = [1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 20, 24]
-OURS = ["hf_heuristic", "hf_heuristic_transient", "assistant_threshold", "gammatune", "gammatune_plus"]
+OURS = ["hf_heuristic", "hf_heuristic_carryover", "assistant_threshold", "gammatune", "gammatune_plus"]
 FAST = settings(max_examples=150, deadline=None)
 
 
@@ -92,7 +92,8 @@ def test_hf_heuristic_matches_reference(g0, seq):
 
 
 def test_hf_heuristic_persistent_vs_transient():
-    persistent, transient = HFHeuristic(5), HFHeuristic(5, transient=True)
+    persistent, transient = HFHeuristic(5, transient=False), HFHeuristic(5)
+    assert transient.transient is True  # the default: restart at every prompt (issue 13 item 2)
     for p in (persistent, transient):
         p.begin_prompt()
         run(p, [(5, 5), (7, 7), (0, 9)])  # 7, 9, 8
@@ -106,18 +107,42 @@ def test_hf_heuristic_persistent_vs_transient():
 # --------------------------------------------------------------------------- gammatune
 
 
+SEQ = [
+    (4, 4),  # A = γ = 4: A' = 6; γ̄ = 2 + 3 = 5 -> 5
+    (2, 5),  # γ̄ = 2.5 + 1 = 3.5 -> 4
+    (0, 4),  # 1.75 -> 2
+    (0, 2),  # 0.875 -> clipped to γ_min 1 -> 1
+    (1, 1),  # A = γ = 1: A' = 3: 0.5 + 1.5 = 2 -> 2
+    (1, 1),  # γ = 2 but only 1 drafted (stopped early), and accepted
+]
+
+
 def test_gammatune_hand_checked():
+    """The paper's rule (expand_on=gamma, the default): the cut-short last round does not expand
+    (A = 1 != γ = 2): 0.5·2 + 0.5·1 = 1.5 -> 2."""
     p = GammaTune(4, eta=0.5, delta=2, gamma_min=1, gamma_max=32)
-    seq = [
-        (4, 4),  # all accepted: A' = 6; γ̄ = 2 + 3 = 5 -> 5
-        (2, 5),  # γ̄ = 2.5 + 1 = 3.5 -> 4
-        (0, 4),  # 1.75 -> 2
-        (0, 2),  # 0.875 -> clipped to γ_min 1 -> 1
-        (1, 1),  # A' = 3: 0.5 + 1.5 = 2 -> 2
-        (1, 1),  # d < γ (stopped early), all drafted accepted: A' = 3 -> 2.5 -> 3
-    ]
-    assert run(p, seq) == [5, 4, 2, 1, 2, 3]
-    assert p.gamma_bar == 2.5
+    assert p.expand_on == "gamma" and p.state()["expand_on"] == "gamma"
+    assert run(p, SEQ) == [5, 4, 2, 1, 2, 2]
+    assert p.gamma_bar == 1.5
+
+
+def test_gammatune_expand_on_drafted_counts_a_cut_short_round():
+    """The named variant: every *drafted* token accepted expands (A = d), so the last round of
+    SEQ gives A' = 3: 0.5·2 + 0.5·3 = 2.5 -> 3."""
+    p = GammaTune(4, eta=0.5, delta=2, gamma_min=1, gamma_max=32, expand_on="drafted")
+    assert run(p, SEQ) == [5, 4, 2, 1, 2, 3]
+    assert p.gamma_bar == 2.5 and p.state()["expand_on"] == "drafted"
+
+
+def test_gammatune_plus_confidence_stop_blocks_expansion_only_under_the_paper_rule():
+    stopped = RoundOutcome(gamma=6, drafted=2, accepted=2, confidences=(0.9, 0.3))
+    paper, variant = GammaTunePlus(6, eta=0.5), GammaTunePlus(6, eta=0.5, expand_on="drafted")
+    paper.observe(stopped)
+    variant.observe(stopped)
+    assert paper.gamma_bar == 4.0  # 0.5·6 + 0.5·2
+    assert variant.gamma_bar == 5.0  # 0.5·6 + 0.5·(2 + 2)
+    with pytest.raises(ConfigError, match="expand_on"):
+        build_policy("gammatune", 5, {"expand_on": "always"})
 
 
 def test_gammatune_upper_bound_and_empty_round():
@@ -133,7 +158,7 @@ def test_gammatune_upper_bound_and_empty_round():
     ("eta", "g0", "a", "d", "want"), [(0.2, 3, 3, 5, 3), (0.2, 6, 1, 3, 5), (0.6, 6, 1, 3, 3)]
 )
 def test_gammatune_ceil_ignores_float_fuzz(eta, g0, a, d, want):
-    p = GammaTune(g0, eta=eta, delta=2)
+    p = GammaTune(g0, eta=eta, delta=2, expand_on="drafted")
     run(p, [(a, d)])
     assert p.gamma_bar != want and math.isclose(p.gamma_bar, want)  # e.g. 3.0000000000000004
     assert p.next_gamma() == want
@@ -150,16 +175,17 @@ def ceil_guarded(x) -> int:
     delta=st.integers(0, 4),
     gmax_extra=st.integers(0, 16),
     seq=ad_seq,
+    expand_on=st.sampled_from(["gamma", "drafted"]),
 )
-def test_gammatune_matches_direct_ewma(g0, eta, delta, gmax_extra, seq):
+def test_gammatune_matches_direct_ewma(g0, eta, delta, gmax_extra, seq, expand_on):
     gmin, gmax = 1, g0 + gmax_extra
-    p = GammaTune(g0, eta=eta, delta=delta, gamma_min=gmin, gamma_max=gmax)
-    # exact rational reference: γ̄_k = clip((1-η) γ̄_{k-1} + η A'_k)
+    p = GammaTune(g0, eta=eta, delta=delta, gamma_min=gmin, gamma_max=gmax, expand_on=expand_on)
+    # exact rational reference: γ̄_k = clip((1-η) γ̄_{k-1} + η A'_k), A' = A + δ when A = γ (or A = d)
     e, gbar, g = Fraction(eta), Fraction(g0), g0
     for a, d in seq:
         p.observe(rnd(a, d, g))
         if d >= 1:
-            a_prime = a + delta if a == d else a
+            a_prime = a + delta if a == (g if expand_on == "gamma" else d) else a
             gbar = min(Fraction(gmax), max(Fraction(gmin), (1 - e) * gbar + e * a_prime))
             g = ceil_guarded(gbar)
         assert p.gamma_bar == pytest.approx(float(gbar), abs=1e-9)
@@ -206,7 +232,8 @@ def test_gammatune_converges_from_any_initial_gamma():
 
 @pytest.mark.parametrize("cls", [GammaTune, GammaTunePlus])
 def test_gammatune_persistent_vs_transient(cls):
-    persistent, transient = cls(8, eta=0.5), cls(8, eta=0.5, transient=True)
+    persistent, transient = cls(8, eta=0.5, transient=False), cls(8, eta=0.5)
+    assert transient.transient is True  # the default: restart at every prompt (issue 13 item 2)
     for p in (persistent, transient):
         p.begin_prompt()
         run(p, [(0, 8), (0, 4)])  # 4 -> 2
@@ -432,12 +459,15 @@ def test_our_yamls_pass_every_key_on(stem):
 
 
 def test_transient_flags_in_yamls():
-    assert (
-        build_policy("hf_heuristic", 5, _params(OmegaConf.load(METHOD_DIR / "hf_heuristic.yaml"))).transient is False
-    )
-    assert build_policy(
-        "hf_heuristic", 5, _params(OmegaConf.load(METHOD_DIR / "hf_heuristic_transient.yaml"))
-    ).transient
+    """Every adaptive method restarts per prompt by default; carry-over is named (``*_carryover``)."""
+    for name in ("hf_heuristic", "gammatune", "gammatune_plus", "hf_native_heuristic"):
+        cfg = OmegaConf.load(METHOD_DIR / f"{name}.yaml")
+        assert build_policy(cfg.policy, 5, _params(cfg)).transient is True, name
+    for name in ("hf_heuristic_carryover", "hf_native_heuristic_carryover"):
+        cfg = OmegaConf.load(METHOD_DIR / f"{name}.yaml")
+        assert build_policy(cfg.policy, 5, _params(cfg)).transient is False, name
+    for name in ("gammatune", "gammatune_plus"):
+        assert OmegaConf.load(METHOD_DIR / f"{name}.yaml").expand_on == "gamma"
 
 
 def test_sweep_overrides_reach_the_policy():

@@ -76,9 +76,10 @@ VARIANTS = [
     "assistant_threshold:threshold=0.6",
     "assistant_threshold:adaptive_threshold=true",
     "assistant_threshold:adaptive_threshold=true,persist_threshold=true",
-    "gammatune:transient=true",
+    "gammatune:transient=false",
     "gammatune:eta=0.6,delta=1,gamma_max=12",
-    "gammatune_plus:threshold=0.55,transient=true",
+    "gammatune_plus:threshold=0.55,transient=false",
+    "gammatune_plus:expand_on=drafted",
 ]
 
 
@@ -124,7 +125,7 @@ def test_the_fixture_exercises_what_matters(traces, pair):
     covered = {load_method(m).policy for m in METHODS + VARIANTS}
     assert covered >= set(POLICIES.names())  # every registered policy is checked against real runs
     assert {"fixed", "hf_heuristic", "assistant_threshold", "gammatune", "gammatune_plus"} <= covered
-    assert {"specdecode", "hf_heuristic", "hf_heuristic_transient", "assistant_threshold", "gammatune",
+    assert {"specdecode", "hf_heuristic", "hf_heuristic_carryover", "assistant_threshold", "gammatune",
             "gammatune_plus"} <= set(METHODS)
 
 

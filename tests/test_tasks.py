@@ -55,7 +55,7 @@ def test_task_yaml_composes(hydra_conf, name):
     t = cfg.task
     assert t.name == name
     assert t.loader in TASKS
-    assert t.chat_template in ("auto", True, False)
+    assert t.prompt_format in ("auto", "chat_template", "vicuna_v1.1", "plain")
     assert t.n_prompts is None or (isinstance(t.n_prompts, int) and t.n_prompts >= 1)
     assert "categories" in t
 
@@ -327,19 +327,43 @@ def test_format_turn_chat_and_plain():
     hist = [("hi", "hello!")]
     assert format_turn(ChatTok(), hist, "again", "auto") == (
         "<user>hi<assistant>hello!<user>again<assistant>",
-        "chat",
+        "chat_template",
     )
-    assert format_turn(ChatTok(), [], "q", True) == ("<user>q<assistant>", "chat")
-    assert format_turn(ChatTok(), hist, "again", False) == ("hihello!\n\nagain", None)
-    assert format_turn(PlainTok(), [], "q", "auto") == ("q", None)
-    assert format_turn(ChatTok(), [], "q", "false") == ("q", None)  # a string from the command line
+    assert format_turn(ChatTok(), [], "q", "chat_template") == ("<user>q<assistant>", "chat_template")
+    assert format_turn(ChatTok(), hist, "again", "plain") == ("hihello!\n\nagain", "plain")
+    assert format_turn(PlainTok(), [], "q", "auto") == ("q", "plain")
+
+
+def test_vicuna_v11_is_fastchats_conversation():
+    """FastChat's vicuna_v1.1 get_prompt (ADD_COLON_TWO), as Spec-Bench builds its prompts; a second
+    turn carries the first answer, stripped and cut at the </s> stop string."""
+    system = ("A chat between a curious user and an artificial intelligence assistant. The assistant gives "
+              "helpful, detailed, and polite answers to the user's questions.")
+    text, fmt = format_turn(ChatTok(), [], "Translate: Hallo", "vicuna_v1.1")  # ignores any chat template
+    assert fmt == "vicuna_v1.1"
+    assert text == f"{system} USER: Translate: Hallo ASSISTANT:"
+    text, _ = format_turn(PlainTok(), [("q1", " a1 \n</s>junk")], "q2", "vicuna_v1.1")
+    assert text == f"{system} USER: q1 ASSISTANT: a1</s>USER: q2 ASSISTANT:"
+    assert tasks.add_special_tokens("vicuna_v1.1") and tasks.add_special_tokens("plain")
+    assert not tasks.add_special_tokens("chat_template")
 
 
 def test_format_turn_errors():
     with pytest.raises(ConfigError, match="no chat template"):
-        format_turn(PlainTok(), [], "q", True)
-    with pytest.raises(ConfigError, match="auto, true or false"):
+        format_turn(PlainTok(), [], "q", "chat_template")
+    with pytest.raises(ConfigError, match="task.prompt_format"):
         format_turn(PlainTok(), [], "q", "sometimes")
+
+
+def test_former_chat_template_key_reads_as_prompt_format():
+    from specbench.config import TaskConfig
+
+    base = {"name": "embedded", "loader": "embedded"}
+    assert TaskConfig.from_mapping({**base, "chat_template": False}).prompt_format == "plain"
+    assert TaskConfig.from_mapping({**base, "chat_template": "true"}).prompt_format == "chat_template"
+    assert TaskConfig.from_mapping({**base, "chat_template": "auto"}).prompt_format == "auto"
+    with pytest.raises(ConfigError, match="disagree"):
+        TaskConfig.from_mapping({**base, "chat_template": True, "prompt_format": "plain"})
 
 
 def test_per_category_keeps_the_first_n_of_each_category():

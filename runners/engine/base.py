@@ -59,12 +59,15 @@ class Drafter(ABC):
 
 @dataclass
 class Generation:
-    """One prompt's decoding: the new tokens and how long it took (see specbench.records)."""
+    """One prompt's decoding: the new tokens and how long it took (see specbench.records).
+    ``first_round_ms``: end of the first draft-and-verify round (speculative runners; None for AR),
+    i.e. when transformers' assisted generation first hands new tokens to a streamer."""
 
     tokens: list[int]
     ttft_ms: float
     wall_ms: float
     stop_reason: str
+    first_round_ms: float | None = None
     gamma_trace: list[int] = field(default_factory=list)
     drafted_trace: list[int] = field(default_factory=list)
     accepted_trace: list[int] = field(default_factory=list)

@@ -82,7 +82,10 @@ creation), as does ``wall_ms``.
 Sampling (``temperature > 0``): transformers draws from torch's global RNG; the
 runner seeds it from ``generator.initial_seed()`` inside ``torch.random.fork_rng``
 (global RNG state untouched afterwards). Samples differ from our engine's for the
-same seed (different RNG consumption); only their distribution is the same.
+same seed (different RNG consumption); only their distribution is the same. The
+warpers of a ``runners.engine.verify.Sampling`` are passed as ``top_k`` / ``top_p`` /
+``typical_p`` (0 / 1.0 / 1.0 when off, so the checkpoint's own values never sneak in),
+which transformers applies to the target and to the assistant alike.
 """
 
 from __future__ import annotations
@@ -102,6 +105,7 @@ from methods.base import FixedGamma, GammaPolicy
 from methods.hf_heuristic import HFHeuristic
 from methods.threshold import AssistantThreshold
 from runners.engine.base import Generation
+from runners.engine.verify import Sampling
 from specbench.models import model_device
 from specbench.registry import ConfigError
 from specbench.timing import Timer
@@ -267,7 +271,7 @@ class HFAssistedRunner:
         self.gamma_init = policy.gamma_init
         self.carried_gamma = self.gamma_init  # "heuristic": transformers' written-back γ
         self.eos = sorted(set(int(e) for e in eos_token_ids))
-        self.temperature = float(temperature)
+        self.temperature = Sampling.of(temperature)
         self.device = model_device(target)
         pad = getattr(getattr(target, "generation_config", None), "pad_token_id", None)
         if isinstance(pad, list | tuple):
@@ -299,12 +303,14 @@ class HFAssistedRunner:
             "repetition_penalty": 1.0,
             "num_beams": 1,
         }
-        if self.temperature > 0:  # plain temperature sampling, as our engine (no top-k/top-p)
-            kwargs.update(temperature=self.temperature, top_k=0, top_p=1.0, min_p=None, typical_p=1.0)
+        if self.temperature > 0:  # the job's processors exactly (0 / 1.0 = off), as our engine applies them
+            t = self.temperature
+            kwargs.update(temperature=float(t), top_k=t.top_k or 0, top_p=t.top_p or 1.0, min_p=None,
+                          typical_p=t.typical_p or 1.0)
         return kwargs
 
     @contextmanager
-    def _seeded(self, generator: torch.Generator | None) -> Iterator[None]:
+    def _seeded(self, generator: Any) -> Iterator[None]:
         """Sampling: seed torch's global RNG (which transformers draws from) from ``generator``,
         inside ``fork_rng`` so the caller's RNG state is left as it was. Greedy: nothing."""
         if self.temperature <= 0 or generator is None:
@@ -319,7 +325,7 @@ class HFAssistedRunner:
             yield
 
     @torch.inference_mode()
-    def generate(self, prompt_ids: list[int], max_new_tokens: int, generator: torch.Generator | None = None) -> Generation:
+    def generate(self, prompt_ids: list[int], max_new_tokens: int, generator: Any = None) -> Generation:
         if max_new_tokens < 1:
             raise ValueError("max_new_tokens must be >= 1")
         n_prompt = len(prompt_ids)
@@ -349,6 +355,7 @@ class HFAssistedRunner:
             tokens=tokens,
             ttft_ms=t.get("first", t["end"]),
             wall_ms=t["end"],
+            first_round_ms=t.get("first", t["end"]),
             stop_reason="eos" if tokens and tokens[-1] in self.eos else "max_new_tokens",
             gamma_trace=trace.gamma,
             drafted_trace=trace.drafted,

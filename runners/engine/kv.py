@@ -5,6 +5,11 @@
   the right thing for both.
 * Sliding-window layers (Gemma-3) drop states past their window unless past
   recording is on; ``new_cache`` turns it on so a rejected draft can be rolled back.
+* ``new_cache(model, offloading=True)``: the cache of transformers'
+  ``generate(cache_implementation="offloaded")`` (5.23: ``DynamicCache(config=...,
+  offloading=True)``, ``GenerationMixin._prepare_cache_for_generation``): every layer's keys and
+  values live on the CPU and the next layer's are prefetched to the GPU on a side stream. CUDA
+  only (it creates streams); the job refuses it before loading on a CPU-only run.
 """
 
 from __future__ import annotations
@@ -17,7 +22,9 @@ from transformers import DynamicCache
 _MAJOR = int(transformers.__version__.split(".")[0])
 
 
-def new_cache(model: Any) -> DynamicCache:
+def new_cache(model: Any, offloading: bool = False) -> DynamicCache:
+    if offloading:
+        return DynamicCache(config=model.config, offloading=True)
     try:
         cache = DynamicCache(config=model.config)
     except TypeError:  # older transformers: no config argument

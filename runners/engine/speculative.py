@@ -14,6 +14,18 @@ max_new_tokens, generator)`` runs, for batch size 1:
    never past it: a round drafts at most ``remaining - 1`` tokens because it always
    adds one target token.
 
+``Generation.first_round_ms`` marks the end of the first round (after its verification):
+when transformers' assisted generation would first hand new tokens to a streamer, the TTFT of
+hf-bench's definition (``specbench.records``).
+
+``temperature`` may be a ``runners.engine.verify.Sampling`` (the temperature plus top-k /
+top-p / typical-p); it is handed unchanged to the drafter and to verification, so the draft
+and the target are processed identically. ``generator``: a ``DeviceGenerators`` (one
+generator per device) or a ``torch.Generator`` on the device of the tensors it samples.
+
+``AutoregressiveRunner(..., cache="offloaded")`` keeps the target's KV cache on the CPU, as
+``generate(cache_implementation="offloaded")`` (hf-bench's AR baseline, issue 20; CUDA only).
+
 A round with nothing drafted (the budget's last token, or prompt lookup with no
 match) is a plain target step: it is recorded in the traces with ``drafted = 0``
 and reported to the policy like any round, as transformers does (its "heuristic"
@@ -39,31 +51,37 @@ import torch
 from methods.base import GammaPolicy, RoundOutcome
 from runners.engine.base import Draft, Drafter, Generation
 from runners.engine.kv import crop_to, new_cache
-from runners.engine.verify import greedy_token, probs, sample, verify_greedy, verify_sampling
+from runners.engine.verify import Sampling, greedy_token, probs, sample, verify_greedy, verify_sampling
 from runners.engine.verify_forward import VerifyForward
+from specbench.config import AR_CACHES
 from specbench.models import model_device
 from specbench.timing import Timer
 
 
-def _first_token(logits: torch.Tensor, temperature: float, generator: torch.Generator | None) -> int:
+def _first_token(logits: torch.Tensor, temperature: float, generator: Any) -> int:
     if temperature > 0:
         return sample(probs(logits, temperature), generator)
     return greedy_token(logits)
 
 
 class AutoregressiveRunner:
-    """The target alone, one token per forward, with its KV cache (``method=ar``)."""
+    """The target alone, one token per forward, with its KV cache (``method=ar``); ``cache``:
+    ``dynamic`` (on the model's device) or ``offloaded`` (on the CPU, prefetched per layer)."""
 
-    def __init__(self, target: Any, eos_token_ids: Iterable[int], temperature: float = 0.0) -> None:
+    def __init__(self, target: Any, eos_token_ids: Iterable[int], temperature: float = 0.0,
+                 cache: str = "dynamic") -> None:
+        if cache not in AR_CACHES:
+            raise ValueError(f"cache must be one of {AR_CACHES}, got {cache!r}")
         self.target = target
         self.eos = set(eos_token_ids)
-        self.temperature = float(temperature)
+        self.temperature = Sampling.of(temperature)
+        self.cache = cache
         self.device = model_device(target)
 
     @torch.inference_mode()
-    def generate(self, prompt_ids: list[int], max_new_tokens: int, generator: torch.Generator | None = None) -> Generation:
+    def generate(self, prompt_ids: list[int], max_new_tokens: int, generator: Any = None) -> Generation:
         timer = Timer(self.device)
-        cache = new_cache(self.target)
+        cache = new_cache(self.target, offloading=self.cache == "offloaded")
         timer.start()
         inp = torch.tensor([prompt_ids], device=self.device)
         new: list[int] = []
@@ -117,13 +135,13 @@ class SpeculativeRunner:
         self.drafter = drafter
         self.policy = policy
         self.eos = set(eos_token_ids)
-        self.temperature = float(temperature)
+        self.temperature = Sampling.of(temperature)
         self.device = model_device(target)
         self.forward = forward if forward is not None else VerifyForward(target)
         self.fused_prefill = bool(fused_prefill)
 
     @torch.inference_mode()
-    def generate(self, prompt_ids: list[int], max_new_tokens: int, generator: torch.Generator | None = None) -> Generation:
+    def generate(self, prompt_ids: list[int], max_new_tokens: int, generator: Any = None) -> Generation:
         if max_new_tokens < 1:
             raise ValueError("max_new_tokens must be >= 1")
         timer = Timer(self.device)
@@ -174,13 +192,17 @@ class SpeculativeRunner:
             gen.confidence_trace.append([round(c, 6) for c in draft.confidences[:d]])
             eos_accepted = any(t in self.eos for t in tokens[:accepted])
             self.policy.observe(RoundOutcome(gamma, d, accepted, tuple(draft.confidences[:d]), eos_accepted))
-            if lap is _no_lap:  # the fused first round ends: first new tokens available
-                timer.mark("first")
-                lap = timer.lap
+            if len(gen.accepted_trace) == 1:  # the first round ends
+                if lap is _no_lap:  # fused: its tokens are the first new tokens (TTFT = first round)
+                    timer.mark("first")
+                    lap = timer.lap
+                else:  # the same clock reading closes the round's overhead phase and marks it
+                    timer.lap("overhead", mark="first_round")
         timer.lap("overhead", mark="end")
         t = timer.read()
         gen.tokens = ids[n_prompt:]
         gen.ttft_ms, gen.wall_ms = t["first"], t["end"]
+        gen.first_round_ms = t.get("first_round", t["first"] if self.fused_prefill else t["end"])
         gen.stop_reason = "eos" if gen.tokens[-1] in self.eos else "max_new_tokens"
         gen.phase_ms = timer.phases()
         return gen

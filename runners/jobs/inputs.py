@@ -65,6 +65,6 @@ def check_inputs(config: JobConfig, prompts: list[Prompt]) -> int | None:
                         "its trained length", draft.model.label, draft_limit, limit)
     tokenizer: Any = MODEL_CACHE.tokenizer(config.pair.target, config.cache_dir)
     for prompt in prompts:
-        ids, _ = encode_turn(tokenizer, [], prompt.turns[0], config.task.chat_template)
+        ids, _ = encode_turn(tokenizer, [], prompt.turns[0], config.task.prompt_format)
         fit_prompt(ids, config, limit, f"prompt {prompt.prompt_id!r} of task {config.task.name!r}")
     return limit

@@ -10,11 +10,26 @@ and writes ``summary.json`` atomically at the start (``running``) and at the end
 ``failed`` or ``interrupted``). Below this module only typed objects travel.
 
 A job whose summary says ``complete`` is skipped unless ``overwrite=true``; otherwise prompt turns
-already in ``records.jsonl`` are not redone.
+already in ``records.jsonl`` are not redone. A job folder that holds results of another config
+(``specbench.config.config_drift``: a changed default, a setting the folder name does not show)
+is refused with a ``ConfigError`` instead of being skipped or mixed.
+
+Protocol settings applied here (README, "Protocols"):
+
+* sampling processors: ``top_k`` / ``top_p`` / ``typical_p`` (``checkpoint``: the target's
+  generation config) become one ``runners.engine.verify.Sampling`` used by every runner and
+  drafter of the job; random numbers come from ``DeviceGenerators`` (one generator per device);
+* ``method.cache`` of an autoregressive method (``offloaded``: hf-bench's AR baseline), refused
+  before any model loads when there is no GPU to offload from;
+* ``warmup_per_prompt``: untimed generations of each prompt turn right before its timed one
+  (hf-bench: two per example, method and temperature), the policy's and runner's state restored
+  afterwards so the warm-ups change nothing but the caches of the hardware;
+* ``task.prompt_format`` (``specbench.tasks.format_turn``).
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import os
@@ -34,12 +49,21 @@ from methods.registry import build_policy
 from runners.drafters import DrafterContext, build_drafter, check_drafter
 from runners.engine.base import Generation
 from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
+from runners.engine.verify import DeviceGenerators, Sampling
 from runners.jobs.inputs import check_inputs, fit_prompt
 from runners.jobs.predict import find_latency, predicted_wall
 from runners.jobs.report import INVALID_JOBS, print_job_line, print_summary
-from specbench.config import JobConfig
+from specbench.config import CHECKPOINT, JobConfig, config_drift
 from specbench.loggers import JobLogger, build_logger
-from specbench.models import MODEL_CACHE, check_model_source, eos_ids, logits_width
+from specbench.models import (
+    MODEL_CACHE,
+    check_model_source,
+    checkpoint_processors,
+    config_vocab_size,
+    eos_ids,
+    logits_width,
+    tokenizers_identical,
+)
 from specbench.provenance import provenance
 from specbench.records import (
     Record,
@@ -47,6 +71,7 @@ from specbench.records import (
     aggregate,
     breakdown_fields,
     first_divergence,
+    hfbench_fields,
     read_records,
     sha256_text,
     speculation_fields,
@@ -87,10 +112,41 @@ def prepare(cfg: Any) -> PreparedJob:
         check_supported(config.hetero_rule)
     if config.drafter is not None:
         check_drafter(config.drafter, config.pair.draft.options)
+    if config.method.ar_cache == "offloaded":
+        check_offloading(config)
     prompts = load_task(config.task)
     if not prompts:
         raise ConfigError(f"task {config.task.name!r} selected no prompts")
     return PreparedJob(config, prompts, policy)
+
+
+def check_offloading(config: JobConfig) -> None:
+    """``method.cache=offloaded`` keeps the KV cache in CPU memory while the model runs on a GPU:
+    refused (one line, before any model loads) when this run has no GPU or the target is on the CPU."""
+    import torch
+
+    target = config.pair.target
+    on_cpu = str(target.device).startswith("cpu") and not target.device_map
+    if not torch.cuda.is_available() or on_cpu:
+        where = "this machine has no CUDA GPU" if not torch.cuda.is_available() else "the target runs on the CPU"
+        raise ConfigError(
+            f"method.cache=offloaded moves the KV cache from the GPU to the CPU, but {where}: nothing to "
+            f"offload to. Use method=ar (cache dynamic) here, or run on a GPU."
+        )
+
+
+def resolve_sampling(config: JobConfig, target: Any) -> Sampling:
+    """The job's ``Sampling``: its temperature and processors, ``checkpoint`` values read from the
+    target's generation config (``specbench.models.checkpoint_processors``)."""
+    from_model = checkpoint_processors(target)
+    values = {}
+    for key in ("top_k", "top_p", "typical_p"):
+        value = getattr(config, key)
+        values[key] = from_model[key] if value == CHECKPOINT else value
+    try:
+        return Sampling(config.temperature, **values)
+    except ValueError as exc:
+        raise ConfigError(f"sampling processors from the target checkpoint: {exc}") from None
 
 
 class Job:
@@ -104,21 +160,31 @@ class Job:
         self.target = MODEL_CACHE.model(target_spec, cache_dir)
         self.tokenizer = MODEL_CACHE.tokenizer(target_spec, cache_dir)
         self.eos = eos_ids(self.target, self.tokenizer)
-        self.ar = AutoregressiveRunner(self.target, self.eos, config.temperature)
+        self.sampling = resolve_sampling(config, self.target)
+        self.ar = AutoregressiveRunner(self.target, self.eos, self.sampling, cache=config.method.ar_cache or "dynamic")
         self.runner: Any = self.ar
         draft = config.pair.draft
+        self.vocab_facts: dict[str, Any] = {}
+        if config.speculative and draft is not None and draft.model is not None:
+            draft_model = MODEL_CACHE.model(draft.model, cache_dir)
+            draft_tokenizer = MODEL_CACHE.tokenizer(draft.model, cache_dir)
+            self.vocab_facts = {
+                "target_vocab_size": config_vocab_size(self.target),
+                "draft_vocab_size": config_vocab_size(draft_model),
+                "tokenizers_identical": tokenizers_identical(self.tokenizer, draft_tokenizer),
+            }
         self.latency, self.latency_path = find_latency(config)  # predicted wall times (runners.jobs.predict)
         if config.method.runner == "speculative":
             from runners.engine.verify_forward import engine_options
 
             engine = engine_options(self.target, config.engine, config.gamma)  # lossless; all off by default
-            self.runner = SpeculativeRunner(self.target, self._drafter(), self.policy, self.eos, config.temperature,
+            self.runner = SpeculativeRunner(self.target, self._drafter(), self.policy, self.eos, self.sampling,
                                             **engine)
         elif config.method.runner == "hf":
             from runners.engine.hf_assisted import HFAssistedRunner
 
             assistant = MODEL_CACHE.model(draft.model, cache_dir)
-            self.runner = HFAssistedRunner(self.target, assistant, self.policy, self.eos, config.temperature)
+            self.runner = HFAssistedRunner(self.target, assistant, self.policy, self.eos, self.sampling)
 
     def _drafter(self) -> Any:
         config = self.config
@@ -141,8 +207,21 @@ class Job:
         if hasattr(self.runner, "reset"):
             self.runner.reset()
 
-    def generator(self, seed: int) -> torch.Generator:
-        return torch.Generator(device="cpu").manual_seed(int(seed))
+    def generator(self, seed: int) -> DeviceGenerators:
+        """Random numbers for one generation: a generator per device (target and draft may differ)."""
+        return DeviceGenerators(seed)
+
+    def untimed(self, ids: list[int], max_new_tokens: int, seed: int) -> None:
+        """A warm-up generation that leaves the policy and the runner as it found them (a carried-over
+        γ or an adapted threshold must come from the timed prompts only)."""
+        saved_policy = copy.deepcopy(vars(self.policy)) if self.policy is not None else None
+        saved_carry = getattr(self.runner, "carried_gamma", None)
+        self.runner.generate(ids, max_new_tokens, self.generator(seed))
+        if saved_policy is not None:
+            vars(self.policy).clear()
+            vars(self.policy).update(saved_policy)
+        if saved_carry is not None:
+            self.runner.carried_gamma = saved_carry
 
 
 _AR_REFERENCE: dict[tuple, Generation] = {}
@@ -214,6 +293,20 @@ def is_complete(job_dir: Path) -> bool:
         return False
 
 
+def check_same_job(job_dir: Path, config: JobConfig) -> None:
+    """A folder with a summary from another config (``config_drift``) is not resumed or skipped."""
+    try:
+        old = json.loads((job_dir / "summary.json").read_text()).get("config")
+    except (OSError, ValueError):
+        return
+    drift = config_drift(old, config.as_dict()) if isinstance(old, Mapping) else None
+    if drift is not None:
+        raise ConfigError(
+            f"{job_dir} holds a job run with another config ({drift}); overwrite=true redoes it, "
+            "or choose another results_dir"
+        )
+
+
 def run_job(cfg: Any, job_dir: str | Path, progress: bool = True) -> dict:
     """Validate, run and record one job; returns its summary (see module docstring)."""
     job_dir = Path(job_dir)
@@ -240,7 +333,9 @@ def run_job(cfg: Any, job_dir: str | Path, progress: bool = True) -> dict:
     if config.overwrite:
         records_path.unlink(missing_ok=True)
         (job_dir / "summary.json").unlink(missing_ok=True)
-    elif is_complete(job_dir):
+    else:
+        check_same_job(job_dir, config)
+    if not config.overwrite and is_complete(job_dir):
         log.info("job %s is complete; skipped (overwrite=true to redo)", job_dir)
         return json.loads((job_dir / "summary.json").read_text())
     done = {(r["prompt_id"], r["turn"]): r for r in read_records(records_path)}
@@ -310,7 +405,7 @@ def _warmup(job: Job, prompts: list[Prompt]) -> None:
     config = job.config
     if config.warmup <= 0:
         return
-    ids, _ = encode_turn(job.tokenizer, [], prompts[0].turns[0], config.task.chat_template)
+    ids, _ = encode_turn(job.tokenizer, [], prompts[0].turns[0], config.task.prompt_format)
     n_tokens = min(16, config.max_new_tokens)
     for _ in range(config.warmup):
         job.runner.generate(ids, n_tokens, job.generator(config.seed))
@@ -387,8 +482,10 @@ def _decode_all(
 
 def decode_turn(job: Job, prompt: Prompt, turn: int, history: list[tuple[str, str]], user: str) -> Record:
     config = job.config
-    ids, template = encode_turn(job.tokenizer, history, user, config.task.chat_template)
+    ids, fmt = encode_turn(job.tokenizer, history, user, config.task.prompt_format)
     ids, dropped = fit_prompt(ids, config, job.positions, f"prompt {prompt.prompt_id!r} turn {turn}")
+    for k in range(config.warmup_per_prompt):  # hf-bench: the same call, untimed, before the timed one
+        job.untimed(ids, config.max_new_tokens, config.seed + 1 + k)
     gen = job.runner.generate(ids, config.max_new_tokens, job.generator(config.seed))
     output_text = job.tokenizer.decode(gen.tokens, skip_special_tokens=True)
     fields: dict[str, Any] = {}
@@ -406,6 +503,9 @@ def decode_turn(job: Job, prompt: Prompt, turn: int, history: list[tuple[str, st
     timing.update(breakdown_fields(gen.phase_ms), predicted_wall_ms=predicted)
     if fields.get("ar_tokens_per_s"):
         fields["speedup"] = timing["tokens_per_s"] / fields["ar_tokens_per_s"]
+    stream_ttft = gen.first_round_ms if gen.speculative and gen.first_round_ms is not None else gen.ttft_ms
+    fields.update(hfbench_fields(gen.wall_ms, stream_ttft, len(gen.tokens)))
+    fields.update(job.vocab_facts)
     pair = config.pair
     return Record(
         pair=pair.name,
@@ -425,7 +525,13 @@ def decode_turn(job: Job, prompt: Prompt, turn: int, history: list[tuple[str, st
         output_text=output_text,
         output_sha=sha256_text(output_text),
         stop_reason=gen.stop_reason,
-        chat_template=template,
+        chat_template="chat" if fmt == "chat_template" else None,
+        prompt_format=fmt,
+        method_params=dict(config.method.params),
+        ar_cache=config.method.ar_cache,
+        top_k=job.sampling.top_k,
+        top_p=job.sampling.top_p,
+        typical_p=job.sampling.typical_p,
         extra={"truncated_tokens": dropped, "truncated": config.task.truncate} if dropped else {},
         **timing,
         **fields,

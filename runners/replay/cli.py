@@ -133,7 +133,7 @@ def trace_config(config: JobConfig, out_dir: str | os.PathLike, gamma_max: int =
             k += 1
             prev = done.get((prompt.prompt_id, turn))
             if prev is None:
-                ids, _ = encode_turn(tokenizer, history, user, config.task.chat_template)
+                ids, _ = encode_turn(tokenizer, history, user, config.task.prompt_format)
                 prev = build_trace(target, draft, ids, config.max_new_tokens, eos, gamma_max, mode,
                                    prompt_id=prompt.prompt_id, turn=turn, category=prompt.category, **names)
                 write_traces(path, [prev], append=True)

@@ -86,7 +86,7 @@ from runners.replay.trace import Trace, TraceTooShort
 from specbench.paths import CONF_DIR
 from specbench.records import pooled_tokens_per_s
 
-PAPER_METHODS = ("specdecode", "hf_heuristic", "hf_heuristic_transient", "assistant_threshold", "gammatune",
+PAPER_METHODS = ("specdecode", "hf_heuristic", "hf_heuristic_carryover", "assistant_threshold", "gammatune",
                  "gammatune_plus")
 PAPER_GAMMAS = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 20, 24)
 ORACLE = "oracle"

@@ -1,0 +1,158 @@
+"""Protocol settings at the job boundary (issues 13 and 20): what is refused before any model loads,
+how job folders are named, and what every record says about what ran. Tiny seeded models, in-process."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from omegaconf import OmegaConf
+
+from runners.jobs.job import prepare, run_job
+from specbench.config import NON_IDENTITY_KEYS, JobConfig, config_drift, job_dirname
+from specbench.records import read_records
+from specbench.registry import ConfigError
+
+from helpers import CONF, compose
+
+
+def _cfg(*overrides: str) -> dict:
+    return OmegaConf.to_container(compose(*overrides), resolve=True)
+
+
+def _tiny(tiny_conf: Path, *overrides: str) -> dict:
+    """The composed config with the tiny seeded pair of ``tiny_conf`` as its pair, 2 embedded prompts."""
+    cfg = _cfg("task.n_prompts=2", "max_new_tokens=8", "warmup=0", *overrides)
+    cfg["pair"] = yaml.safe_load((tiny_conf / "pair" / "tiny.yaml").read_text())
+    return cfg
+
+
+# ----------------------------------------------------------------------------- refused before loading
+
+
+@pytest.mark.parametrize("overrides", [["method=ar_offloaded"], ["method=ar", "method.cache=offloaded"]])
+def test_offloaded_ar_cache_is_refused_on_a_cpu_run_and_leaves_nothing(tmp_path, overrides):
+    with pytest.raises(ConfigError, match="nothing to offload"):
+        prepare(compose(*overrides))  # the default pair's target is on the CPU
+    job_dir = tmp_path / "job"
+    job_dir.mkdir()
+    with pytest.raises(ConfigError):
+        run_job(compose(*overrides), job_dir, progress=False)
+    assert not job_dir.exists()
+
+
+def test_an_ar_method_takes_only_its_cache():
+    with pytest.raises(ConfigError, match="method.cache"):
+        prepare(compose("method=ar", "method.cache=gpu"))
+    with pytest.raises(ConfigError, match="'threshold'"):
+        prepare(compose("method=ar", "+method.threshold=0.4"))
+    with pytest.raises(ConfigError, match="'cache'"):  # speculative loops keep their cache on the device
+        prepare(compose("method=specdecode", "+method.cache=offloaded"))
+
+
+@pytest.mark.parametrize(("key", "value", "message"), [
+    ("top_k", "-1", "top_k"), ("top_p", "0", "top_p"), ("typical_p", "1.5", "typical_p"), ("top_k", "model", "top_k"),
+])
+def test_bad_sampling_processors_are_config_errors(key, value, message):
+    with pytest.raises(ConfigError, match=message):
+        JobConfig.from_mapping(_cfg(f"{key}={value}"))
+
+
+def test_defaults_of_the_protocol_keys():
+    job = JobConfig.from_mapping(_cfg())
+    assert job.threads is None  # torch's own choice (issue 13 item 7)
+    assert (job.top_k, job.top_p, job.typical_p, job.warmup_per_prompt) == (None, None, None, 0)
+    assert job.task.prompt_format == "auto" and job.method.ar_cache is None
+    assert JobConfig.from_mapping(_cfg("method=ar")).method.ar_cache == "dynamic"
+    assert JobConfig.from_mapping(_cfg("top_k=checkpoint", "top_p=0.9")).top_k == "checkpoint"
+
+
+# ----------------------------------------------------------------------------- job folders
+
+
+def test_job_folders_name_a_data_file_by_its_stem():
+    assert job_dirname("gamma=4,task.data_files=/very/long/path/question.jsonl") == "gamma=4,task.data_files=question"
+    assert job_dirname("task.data_files=[/a/x.jsonl,/b/y.json.gz],z=1") == "task.data_files=x+y,z=1"
+    assert job_dirname("") == "default"
+
+
+def test_colliding_stems_get_a_short_hash(tmp_path):
+    taken = tmp_path / "task.data_files=question"
+    taken.mkdir()
+    (taken / "summary.json").write_text(json.dumps({"config": {"task": {"data_files": "/a/question.jsonl"}}}))
+    same = job_dirname("task.data_files=/a/question.jsonl", str(tmp_path))
+    other = job_dirname("task.data_files=/b/question.jsonl", str(tmp_path))
+    assert same == "task.data_files=question"  # the folder's own job: resumed, not renamed
+    assert other.startswith("task.data_files=question-") and len(other) == len(same) + 9
+
+
+def test_settings_that_change_a_measurement_are_named_in_the_folder():
+    assert job_dirname("gamma=4,method=gammatune", None, False) == "gamma=4,method=gammatune,method.transient=false"
+    assert job_dirname("method.transient=false,method=gammatune", None, False) == "method.transient=false,method=gammatune"
+    assert job_dirname("method=hf_heuristic_carryover", None, False) == "method=hf_heuristic_carryover"
+    assert job_dirname("gamma=4,method=gammatune", None, True) == "gamma=4,method=gammatune"
+    assert job_dirname("method=ar", None, None, "offloaded") == "method=ar,method.cache=offloaded"
+    assert job_dirname("method=ar_offloaded", None, None, "offloaded") == "method=ar_offloaded"
+
+
+def test_config_yaml_wires_the_folder_names():
+    conf = yaml.safe_load((CONF / "config.yaml").read_text())["hydra"]
+    for where in (conf["run"]["dir"], conf["sweep"]["subdir"]):
+        assert "oc.select:method.transient,null" in where and "oc.select:method.cache,null" in where
+        assert "${results_dir}" in where
+    assert tuple(conf["job"]["config"]["override_dirname"]["exclude_keys"]) == NON_IDENTITY_KEYS
+
+
+def test_config_drift_names_the_first_changed_setting():
+    old = {"method": {"name": "gammatune", "transient": False}, "threads": 2, "gamma": 4}
+    new = {"method": {"name": "gammatune", "transient": True, "expand_on": "gamma"}, "threads": None, "gamma": 4}
+    assert config_drift(old, new) == "method.expand_on: None there, 'gamma' now"
+    assert config_drift({**old, "method": new["method"]}, new) is None  # threads is not part of the job
+    assert config_drift({"task": {"categories": ["a"]}}, {"task": {"categories": ("a",)}}) is None
+
+
+def test_a_folder_holding_another_config_is_refused_not_reused(tmp_path):
+    job_dir = tmp_path / "method=gammatune"
+    job_dir.mkdir()
+    old = _cfg("method=gammatune", "method.transient=false")
+    (job_dir / "summary.json").write_text(json.dumps({"status": "complete", "config": old}))
+    before = (job_dir / "summary.json").read_text()
+    with pytest.raises(ConfigError, match="method.transient: False there, True now"):
+        run_job(compose("method=gammatune"), job_dir, progress=False)
+    assert (job_dir / "summary.json").read_text() == before and job_dir.exists()
+
+
+# ----------------------------------------------------------------------------- what records say
+
+
+def test_records_say_what_ran(tiny_conf, tmp_path):
+    spec = run_job(_tiny(tiny_conf, "method=gammatune", "method.transient=false"), tmp_path / "spec", progress=False)
+    assert spec["status"] == "complete"
+    for r in read_records(tmp_path / "spec" / "records.jsonl"):
+        assert r["method_params"]["transient"] is False and r["method_params"]["expand_on"] == "gamma"
+        assert r["prompt_format"] == "plain" and r["ar_cache"] is None and r["top_k"] is None
+        assert r["target_vocab_size"] == r["draft_vocab_size"] and r["tokenizers_identical"] is True
+        # hf-bench's TTFT waits for the first round; its TPOT spreads the rest over n - 1 tokens
+        assert r["hfbench_ttft_ms"] >= r["ttft_ms"]
+        assert r["hfbench_tpot_ms"] == pytest.approx((r["wall_ms"] - r["hfbench_ttft_ms"]) / (r["new_tokens"] - 1))
+        assert r["hfbench_tokens_per_s"] == pytest.approx(1000.0 / r["hfbench_tpot_ms"])
+    ar = run_job(_tiny(tiny_conf, "method=ar", "temperature=1.0", "top_k=checkpoint"), tmp_path / "ar", progress=False)
+    assert ar["status"] == "complete"
+    for r in read_records(tmp_path / "ar" / "records.jsonl"):
+        assert r["ar_cache"] == "dynamic" and r["method_params"] == {"cache": "dynamic"}
+        assert r["hfbench_ttft_ms"] == r["ttft_ms"] and r["target_vocab_size"] is None
+        assert r["top_k"] == 50 and r["top_p"] is None  # transformers' defaults: the tiny model sets none
+
+
+def test_per_prompt_warmups_leave_a_carried_gamma_alone(tiny_conf, tmp_path):
+    """hf-bench's two untimed generations before each timed one must not move a carried-over γ."""
+    traces = []
+    for warm in (0, 2):
+        cfg = _tiny(tiny_conf, "method=hf_heuristic_carryover", "gamma=6", "max_new_tokens=12",
+                    f"warmup_per_prompt={warm}")
+        run_job(cfg, tmp_path / f"w{warm}", progress=False)
+        traces.append([r["gamma_trace"] for r in read_records(tmp_path / f"w{warm}" / "records.jsonl")])
+    assert traces[0] == traces[1]
+    assert traces[0][1][0] != 6  # the second prompt starts from the carried γ, so carrying is exercised
