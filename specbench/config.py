@@ -418,7 +418,9 @@ class EngineConfig:
     @classmethod
     def from_mapping(cls, node: Mapping[str, Any] | None) -> EngineConfig:
         values = _split(node or {}, "engine", _names(cls))
-        fast = check_choice("engine.fast_linear", _off(values.get("fast_linear", False)), FAST_LINEAR)
+        fast = _off(values.get("fast_linear", False))
+        if fast not in FAST_LINEAR or fast is True:
+            raise ConfigError(f"engine.fast_linear {fast!r} is not one of false, head, all, auto")
         spec = _off(values.get("verify_buckets", False))
         if isinstance(spec, Mapping):
             spec = _buckets(spec)

@@ -19,7 +19,7 @@ from runners.engine.verify_forward import (
     engine_options,
     transposed_copy,
 )
-from specbench.config import EngineConfig
+from specbench.config import EngineConfig, JobConfig
 from specbench.registry import ConfigError
 
 from helpers import tiny
@@ -247,3 +247,16 @@ def test_fused_first_round_with_heterogeneous_drafters(kind):
         drafter = SLEMDrafter(draft, char, bpe, [0]) if kind == "slem" else TLIDrafter(draft, char, bpe, [0], len(bpe))
         out = SpeculativeRunner(target, drafter, FixedGamma(3), [0], fused_prefill=True).generate(ids, 20)
         assert out.tokens == want
+
+
+def test_folders_written_before_the_engine_options_still_resume():
+    """A job folder whose config predates ``engine`` is the same job as one with every option off."""
+    from specbench.config import config_drift
+
+    from helpers import compose
+
+    new = JobConfig.from_mapping(compose()).as_dict()
+    old = {k: v for k, v in new.items() if k != "engine"}
+    assert config_drift(old, new) is None
+    on = JobConfig.from_mapping(compose("engine.fused_prefill=true")).as_dict()
+    assert config_drift(old, on).startswith("engine")
