@@ -8,7 +8,11 @@ ARGS   ?=
 PYTEST_ARGS ?=
 EXP    ?= mini_gammatune_table2
 
-.PHONY: setup run test test-fast lint bench gpu-smoke reproduce export-results
+.PHONY: setup run test test-fast lint bench gpu-smoke reproduce export-results reproduce-hetero
+
+# the cross-vocabulary recipes and what they need besides their jobs
+HETERO_RECIPES ?= mini_hetero_slem mini_hetero_tli mini_hetero_policies mini_hetero_union mini_hetero_slrs
+HETERO_PAIRS   := gemma3-270m_smollm2-135m gemma3-270m_smollm2-135m-int8
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -56,3 +60,16 @@ reproduce: setup
 export-results: setup
 	$(PY) scripts/export_results.py results/$(EXP) results/committed/$(EXP)
 	$(PY) -m analysis results/committed/$(EXP)
+
+## the cross-vocabulary recipes end to end: c calibrated for both offline hetero pairs, Table 5 / vocabulary
+## statistics, every recipe of HETERO_RECIPES run, given the calibrations and statistics, exported and analysed
+reproduce-hetero: setup
+	for p in $(HETERO_PAIRS); do $(PY) -m runners.replay calibrate --pair $$p --k-max 8 --out results/latency/$$p.json || exit 1; done
+	$(PY) -m methods.hetero.stats --target pypi:gemma3-270m --draft pypi:smollm2-135m --json results/stats/gemma3-270m_smollm2-135m.json
+	for e in $(HETERO_RECIPES); do \
+	  $(PY) run.py -m experiment=$$e results_dir=results/$$e $(ARGS) || exit 1; \
+	  mkdir -p results/$$e/latency results/$$e/stats; \
+	  cp results/latency/*.json results/$$e/latency/; cp results/stats/*.json results/$$e/stats/; \
+	  $(PY) scripts/export_results.py results/$$e results/committed/$$e || exit 1; \
+	  $(PY) -m analysis results/committed/$$e || exit 1; \
+	done

@@ -39,6 +39,8 @@ import pandas as pd
 
 from analysis.metrics import (
     POOLINGS,
+    SHARED_MARK,
+    SHARED_NOTE,
     STD_NOTE,
     check_pooling,
     fmt_num,
@@ -46,6 +48,7 @@ from analysis.metrics import (
     mean_std,
     method_label,
     ordered_methods,
+    shared_device_mismatch,
     throughput,
     throughput_by,
 )
@@ -168,9 +171,12 @@ def hetero_table(df: pd.DataFrame, pooling: str = "pooled") -> Table | None:
         row = dict(zip(HETERO_KEYS, values, strict=True))
         tps = throughput(group, pooling)
         ar_tps = base.get((row["target"], row["task"], row["temperature"]))
+        ar_rows = ar[(ar["target"] == row["target"]) & (ar["task"] == row["task"])
+                     & (ar["temperature"] == row["temperature"])]
         row.update(source="measured", hardware=_hardware(group), ttft_ms=float(group["ttft_ms"].mean()),
                    tpot_ms=float(group["tpot_ms"].mean()), tokens_per_s=tps,
-                   speedup=tps / ar_tps if ar_tps else math.nan, n_records=len(group), note="")
+                   speedup=tps / ar_tps if ar_tps else math.nan, n_records=len(group), note="",
+                   shared_device=row["method"] != "ar" and shared_device_mismatch(pd.concat([group, ar_rows])))
         if not ar_tps:
             row["note"] = notes.mark("No AR run (dynamic cache) at this temperature for this target and task: "
                                      "speedup left empty, never taken from another temperature.")
@@ -185,7 +191,8 @@ def hetero_table(df: pd.DataFrame, pooling: str = "pooled") -> Table | None:
         "TTFT (ms)": table["ttft_ms"].map(lambda v: fmt_num(v, 1)),
         "TPOT (ms)": table["tpot_ms"].map(lambda v: fmt_num(v, 1)),
         "Tok/s": table["tokens_per_s"].map(lambda v: fmt_num(v, 1)),
-        "Speedup vs AR": [_speedup_cell(v) + n for v, n in zip(table["speedup"], table["note"], strict=True)],
+        "Speedup vs AR": [_speedup_cell(v) + (SHARED_MARK if shared else "") + n for v, n, shared in
+                          zip(table["speedup"], table["note"], table["shared_device"], strict=True)],
         "n": table["n_records"],
     })
     caption = (
@@ -195,6 +202,8 @@ def hetero_table(df: pd.DataFrame, pooling: str = "pooled") -> Table | None:
         + "; speedup = Tok/s over AR's Tok/s (dynamic KV cache) for the same target, dataset and temperature. "
         "Unfiltered. Methods are labelled by what ran (SD = one vocabulary)." + notes.caption()
     )
+    if table["shared_device"].any():
+        caption += " " + SHARED_NOTE
     return Table("hetero_speedup_ours", caption, display, table)
 
 
@@ -381,24 +390,30 @@ def category_table(df: pd.DataFrame, pooling: str = "pooled") -> Table | None:
             cells = throughput_by(spec_cat, ["method", "gamma_init"], pooling)
             for method, per_gamma in cells.groupby("method"):
                 mean, std, n = mean_std(per_gamma["tokens_per_s"] / base)
+                shared = shared_device_mismatch(pd.concat([spec_cat[spec_cat["method"] == method], base_cat]))
                 long.append({"pair": pair, "task": task, "method": method, "baseline": "ar" if use_ar else "specdecode",
-                             "category": "All" if cat is None else cat, "speedup": mean, "std": std, "n_gamma": n})
+                             "category": "All" if cat is None else cat, "speedup": mean, "std": std, "n_gamma": n,
+                             "shared_device": shared})
     if not long:
         return None
     data_long = pd.DataFrame(long)
     cats = sorted(c for c in data_long["category"].unique() if c != "All") + ["All"]
-    wide = data_long.pivot_table(index=["pair", "task", "method", "baseline"], columns="category", values="speedup",
+    data_long["cell"] = [fmt_num(v, 2) + "×" + (SHARED_MARK if shared else "") if np.isfinite(v) else ""
+                         for v, shared in zip(data_long["speedup"], data_long["shared_device"], strict=True)]
+    wide = data_long.pivot_table(index=["pair", "task", "method", "baseline"], columns="category", values="cell",
                                  aggfunc="first").reset_index()
     order = {m: i for i, m in enumerate(ordered_methods(wide["method"]))}
     wide = wide.sort_values(["pair", "task", "method"], key=lambda s: s.map(order) if s.name == "method" else s)
     display = pd.DataFrame({"Pair": wide["pair"], "Task": wide["task"], "Method": wide["method"].map(method_label),
                             "Baseline": wide["baseline"].map(method_label)})
     for cat in cats:
-        display[cat] = wide[cat].map(lambda v: fmt_num(v, 2) + "×" if np.isfinite(v) else "") if cat in wide else ""
+        display[cat] = wide[cat].fillna("") if cat in wide else ""
     caption = (
         "Speedup per category: mean over initial γ of the method's throughput in that category over the "
         "baseline's (AR on the same target and task when it was run, else SpecDecode averaged over its "
         f"initial γ for the same pair); throughput = {POOLINGS[pooling]}. All = every category pooled. "
         f"The {STD_NOTE} is in the .data.csv."
     )
+    if data_long["shared_device"].any():
+        caption += " " + SHARED_NOTE
     return Table("category_speedup", caption, display, data_long)

@@ -32,9 +32,10 @@ import pandas as pd
 
 from analysis.breakdowns import PAPER_MIN_NEW_TOKENS, category_table, hetero_table, hfbench_table
 from analysis.figures import plot_sensitivity, plot_throughput, plot_trace
-from analysis.frame import complete_only, load_records, scenarios
+from analysis.frame import DuplicateRecords, complete_only, load_records, scenarios
 from analysis.metrics import POOLINGS
 from analysis.paper import load_paper_numbers
+from analysis.prediction import load_calibrations, prediction_table
 from analysis.render import Table, save_figure, to_markdown, write_table
 from analysis.replay_table import replay_table
 from analysis.tables import acceptance_table, latency_table, speedup_table, trace_frame, trace_table
@@ -60,6 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trace-gamma", type=int, help="initial γ of the trace (default: the most common)")
     p.add_argument("--trace-prompt", help="prompt id of the trace (default: the first)")
     p.add_argument("--print-only", action="store_true", help="print the speedup table(s), write nothing")
+    p.add_argument("--latency", help="folder of calibration files <pair>.json (python -m runners.replay calibrate) for "
+                                     "the Leviathan prediction of the cross-vocabulary table (default: RESULTS_DIR/latency)")
     return p
 
 
@@ -130,6 +133,10 @@ def analyse(df: pd.DataFrame, out: Path | None, args: argparse.Namespace) -> tup
             report.table("heterogeneous-vocabulary table (hf-bench's definitions, unfiltered)",
                          lambda: hfbench_table(df, None, 0, name="hetero_speedup_unfiltered"))
         report.table("heterogeneous-vocabulary table (our definitions)", lambda: hetero_table(df, args.pooling))
+        results_dir = getattr(args, "results_dir", None)
+        latency = getattr(args, "latency", None) or (Path(results_dir) / "latency" if results_dir else None)
+        report.table("cross-vocabulary prediction table",
+                      lambda: prediction_table(df, load_calibrations(latency), args.pooling))
         report.table("per-category table", lambda: category_table(df, args.pooling))
         report.table("time breakdown table", lambda: time_breakdown_table(df))
         report.figure("time breakdown figure", "time_breakdown", lambda: plot_time_breakdown(df))
@@ -170,7 +177,11 @@ def replay_only(results_dir: Path, out: Path | None) -> bool:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    df, out = load(args, parser)
+    try:
+        df, out = load(args, parser)
+    except DuplicateRecords as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     source = args.wandb or args.results_dir
     if df.empty:
         if args.results_dir and replay_only(Path(args.results_dir), out):

@@ -22,6 +22,10 @@ folder at any depth and adds a few columns from the job's summary:
 * ``job_dir`` (relative to the folder given), ``job_error`` and ``device``
   (from the summary's provenance, when it says) and ``source = "local"``.
 
+A folder whose ``records.jsonl`` holds one (prompt, turn) twice was written by two processes at
+once (before job folders were locked, ``runners.jobs.lock``): ``load_records`` refuses it
+(``DuplicateRecords``, naming the folder) rather than averaging a prompt twice.
+
 Failed and incomplete jobs keep their records here (nothing is thrown away on
 load); ``complete_only`` is the filter the tables use by default, because a job
 cut short holds a different prompt set from its siblings and would bias a
@@ -44,7 +48,7 @@ from specbench.records import RECORD_FIELDS, read_records
 EXTRA_COLUMNS = ("max_new_tokens", "target_path", "draft_path", "target_quant", "job_status", "job_dir", "job_error",
                  "device", "source")
 COLUMNS = tuple(RECORD_FIELDS) + EXTRA_COLUMNS
-LIST_COLUMNS = ("gamma_trace", "drafted_trace", "accepted_trace", "confidence_trace")
+LIST_COLUMNS = ("gamma_trace", "drafted_trace", "accepted_trace", "confidence_trace", "output_ids", "device_neighbours")
 IDENTITY_KEYS = ("pair", "method", "task", "target")
 NUMERIC_COLUMNS = (
     "turn", "gamma_init", "temperature", "seed", "prompt_tokens", "new_tokens", "ttft_ms", "tpot_ms",
@@ -53,8 +57,26 @@ NUMERIC_COLUMNS = (
     "mean_accepted_per_round", "ar_tokens_per_s", "ar_wall_ms", "speedup", "max_new_tokens",
     "hfbench_ttft_ms", "hfbench_tpot_ms", "hfbench_tokens_per_s", "top_k", "top_p", "typical_p",
     "target_vocab_size", "draft_vocab_size",
+    "draft_forwards", "fallback_rounds",
+    "device_jobs", "ar_device_jobs",
 )
 ALWAYS_FROM_CONFIG = ("target_path", "draft_path", "target_quant")
+
+
+class DuplicateRecords(ValueError):
+    """A job folder's records hold a (prompt, turn) twice (module docstring)."""
+
+
+def check_unique(records: Iterable[Mapping[str, Any]], job_dir: str) -> None:
+    seen: set[tuple[Any, Any]] = set()
+    for record in records:
+        key = (record.get("prompt_id"), record.get("turn"))
+        if key in seen:
+            raise DuplicateRecords(
+                f"{job_dir}: records.jsonl holds prompt {key[0]!r} turn {key[1]} twice (two processes wrote this "
+                "job at once); refusing to analyse it. Re-run that job with overwrite=true."
+            )
+        seen.add(key)
 
 
 def _dig(obj: Any, *keys: str) -> Any:
@@ -183,7 +205,9 @@ def load_records(results_dir: str | Path) -> pd.DataFrame:
         job_dir = path.parent
         summary, status = read_summary(job_dir)
         rel = str(job_dir.relative_to(root)) if job_dir != root else "."
-        rows.extend(job_rows(read_records(path), summary, job_dir=rel, status=status))
+        records = read_records(path)
+        check_unique(records, str(job_dir))
+        rows.extend(job_rows(records, summary, job_dir=rel, status=status))
     return rows_to_frame(rows)
 
 

@@ -9,6 +9,12 @@ Conventions (stated in every caption that uses them):
   ``pooling="question"``: Spec-Bench's ``evaluation/speed.py`` (``speed``): per question, the
   new tokens of all its turns over the wall time of all its turns; then the mean over questions;
 * std across initial γ is the *sample* std (``ddof=1``; NaN for a single γ);
+* a speedup is a ratio of timings from different jobs, so it is only meaningful when those jobs
+  ran under the same conditions: ``shared_device_mismatch`` is true when any record involved
+  shared its device with other jobs (``device_jobs > 1``, written by ``runners.jobs.device_share``)
+  and the records do not all share it with the very same jobs; tables mark such cells with
+  ``SHARED_MARK`` and say why in their caption (``SHARED_NOTE``). Records of sequential sweeps, of
+  one-job-per-GPU sweeps and of older schemas (no ``device_jobs``) are never flagged.
 * ``hmean``: the harmonic mean (``scipy.stats.hmean``, as hf-bench's
   ``summarize_results.py: get_df_summary_of_results``), used only under hf-bench's definitions.
 
@@ -171,6 +177,35 @@ def gamma_speedups(
     out = cells.merge(base, on=scope, how="left")
     out["speedup"] = out["tokens_per_s"] / out["baseline_tokens_per_s"]
     return out
+
+
+SHARED_MARK = " †"
+SHARED_NOTE = (
+    "† not comparable: the jobs behind this speedup ran beside other jobs on the same device, with "
+    "different neighbours (records' device_jobs > 1, device_neighbours); re-run them sequentially or one "
+    "job per GPU."
+)
+
+
+def _signature(device_jobs: Any, device_id: Any, neighbours: Any, job_dir: Any) -> Any:
+    if device_jobs is None or not np.isfinite(device_jobs) or device_jobs <= 1:
+        return "alone"
+    own = str(job_dir).rstrip("/").rsplit("/", 1)[-1] if job_dir is not None else ""
+    names = set(neighbours) if isinstance(neighbours, list | tuple) else set()
+    return (str(device_id), tuple(sorted(names | {own})))
+
+
+def shared_device_mismatch(records: pd.DataFrame) -> bool:
+    """Whether a speedup computed from these records mixes device-sharing conditions (module doc)."""
+    if records.empty or "device_jobs" not in records:
+        return False
+    jobs = pd.to_numeric(records["device_jobs"], errors="coerce")
+    if not (jobs > 1).any():
+        return False
+    cols = [records.get(c, pd.Series([None] * len(records), index=records.index))
+            for c in ("device_id", "device_neighbours", "job_dir")]
+    sigs = {_signature(j, d, n, p) for j, d, n, p in zip(jobs, *cols, strict=True)}
+    return len(sigs) > 1
 
 
 def fmt_mean_std(mean: float, std: float, suffix: str = "×", digits: int = 2) -> str:

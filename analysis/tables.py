@@ -16,6 +16,8 @@ import pandas as pd
 
 from analysis.metrics import (
     POOLINGS,
+    SHARED_MARK,
+    SHARED_NOTE,
     STD_NOTE,
     check_pooling,
     fmt_mean_std,
@@ -25,6 +27,7 @@ from analysis.metrics import (
     mean_std,
     method_label,
     ordered_methods,
+    shared_device_mismatch,
     throughput,
 )
 from analysis.paper import gammatune_table1, gammatune_table2, model_key
@@ -151,7 +154,9 @@ def speedup_table(
         mean, std, n = mean_std(group["speedup"])
         tps_mean, tps_std, _ = mean_std(group["tokens_per_s"])
         gammas = sorted(int(g) for g in group["gamma_init"].dropna())
+        involved = df[(df["pair"] == pair) & df["method"].isin([method, baseline])]
         long.append({"method": method, "pair": pair, "source": "measured", "mean": mean, "std": std,
+                     "shared_device": shared_device_mismatch(involved),
                      "n_gamma": n, "gammas": " ".join(map(str, gammas)), "mean_tokens_per_s": tps_mean,
                      "std_tokens_per_s": tps_std, "baseline_tokens_per_s": group["baseline_tokens_per_s"].iloc[0],
                      "pooling": pooling})
@@ -178,8 +183,10 @@ def speedup_table(
             cells = {p: rows[rows["pair"] == p] for p in [*pairs, "average"]}
             row = {"Method": method_label(method), "Source": source}
             for p, cell in cells.items():
+                shared = p != "average" and source == "measured" and not cell.empty and bool(cell["shared_device"].iloc[0])
                 row["Average" if p == "average" else p] = (
-                    fmt_mean_std(cell["mean"].iloc[0], cell["std"].iloc[0]) if not cell.empty else "")
+                    fmt_mean_std(cell["mean"].iloc[0], cell["std"].iloc[0]) + (SHARED_MARK if shared else "")
+                    if not cell.empty else "")
             display_rows.append(row)
     display = pd.DataFrame(display_rows)
     caption = (
@@ -190,6 +197,8 @@ def speedup_table(
         "rows (the paper's own Average column, which that formula reproduces). "
         "'measured': this results folder; 'paper': GammaTune Table 2 as published (SpecBench, one H100)."
     )
+    if "shared_device" in data and data["shared_device"].fillna(False).astype(bool).any():
+        caption += " " + SHARED_NOTE
     return Table("gammatune_table2_speedup", caption, display, data)
 
 

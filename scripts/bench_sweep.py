@@ -1,12 +1,19 @@
 #!/usr/bin/env python
-"""How much of a sweep is decoding: model loads per sweep (against the distinct model weights it
-names), AR reference decodes per sweep (against the distinct prompt turns), and sweep wall time
-against the sum of its jobs' decode times (a script, not a test).
+"""How much of a sweep is decoding, under a given launcher: model loads per sweep (against the
+distinct model weights it names), AR reference decodes per sweep (against the distinct prompt
+turns), and sweep wall time against the sum of its jobs' decode times (a script, not a test).
 
-    python scripts/bench_sweep.py                      # embedded default pair, 2x2 grid
+    python scripts/bench_sweep.py                                  # embedded default pair, 2x2 grid, basic launcher
+    python scripts/bench_sweep.py --launcher local                 # submitit's local executor (a process per job)
+    python scripts/bench_sweep.py --launcher ray -- hydra.launcher.ray.init.num_cpus=2 threads=1
     python scripts/bench_sweep.py -- method=ar,specdecode,gammatune gamma=1,4 task.n_prompts=3
 
-Everything after ``--`` is passed to ``run.py -m``. Runs in a fresh results folder.
+Everything after ``--`` is passed to ``run.py -m``. Runs in a fresh results folder (``--results-dir``
+to choose it). AR decodes are read from the records' ``ar_source`` (``runners.jobs.ar_cache``):
+``self`` = an AR job's own decoding, ``decoded`` = a job decoded the reference, ``cache`` = a job
+read it from the sweep's on-disk cache instead. Without that cache every job with
+``verify_lossless`` decodes each of its prompt turns' reference once more (in another process than
+the basic launcher's), which is the "without the cache" count.
 """
 
 from __future__ import annotations
@@ -17,11 +24,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
-from specbench.paths import REPO_ROOT as ROOT
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
 DEFAULT = ["method=specdecode,gammatune", "gamma=2,4", "task.n_prompts=2", "max_new_tokens=32"]
+LAUNCHERS = {"basic": [], "local": ["hydra/launcher=local"], "ray": ["hydra/launcher=ray"]}
 
 
 def distinct_weights(summaries: list[dict]) -> set[tuple]:
@@ -41,10 +51,11 @@ def distinct_weights(summaries: list[dict]) -> set[tuple]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("overrides", nargs="*", help="run.py overrides (default: %(default)s)", default=DEFAULT)
+    ap.add_argument("--launcher", choices=sorted(LAUNCHERS), default="basic", help="Hydra launcher (default: basic)")
     ap.add_argument("--results-dir", default=None)
     args = ap.parse_args()
     out = Path(args.results_dir or tempfile.mkdtemp(prefix="specbench-sweep-"))
-    cmd = [sys.executable, str(ROOT / "run.py"), "-m", *args.overrides, f"results_dir={out}"]
+    cmd = [sys.executable, str(ROOT / "run.py"), "-m", *LAUNCHERS[args.launcher], *args.overrides, f"results_dir={out}"]
     print("running:", " ".join(cmd), flush=True)
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=ROOT)
@@ -52,25 +63,38 @@ def main() -> None:
     summaries = [json.loads(p.read_text()) for p in sorted(out.glob("*/summary.json"))]
     records = [json.loads(line) for p in sorted(out.glob("*/records.jsonl")) for line in p.read_text().splitlines()]
     decode = sum(r["wall_ms"] for r in records) / 1000.0
-    # one AR reference per (pair, prompt turn), cached across jobs: count each once
-    refs = {(r["pair"], r["prompt_id"], r["turn"]): r["ar_wall_ms"] for r in records if r.get("ar_wall_ms")}
-    reference = sum(refs.values()) / 1000.0
-    loads = max((s["model_cache"]["loads"] for s in summaries), default=0)
+    # AR references: decoded once per (target, prompt turn) across the sweep, the other jobs read them
+    sources = Counter(r.get("ar_source") for r in records if r.get("ar_source"))
+    decoded = [r for r in records if r.get("ar_source") == "decoded"]
+    reference = sum(r["ar_wall_ms"] for r in decoded) / 1000.0
+    verified = sum(n for src, n in sources.items() if src in ("decoded", "cache"))
+    turns = {(r["pair"], r["prompt_id"], r["turn"]) for r in records if r.get("ar_source")}
+    # model loads: per process (a multirun's basic launcher is one process; submitit and Ray run several)
+    per_process: dict[str, int] = {}
+    for s in summaries:
+        cache = s.get("model_cache", {})
+        key = cache.get("process", s.get("provenance", {}).get("time_utc"))
+        per_process[key] = max(per_process.get(key, 0), cache.get("loads", 0))
+    loads = sum(per_process.values())
     distinct = distinct_weights(summaries)
-    ar_decodes = max(((s.get("ar_reference") or {}).get("decodes", 0) for s in summaries), default=0)
-    turns = {(r["pair"], r["prompt_id"], r["turn"]) for r in records}
     load_s = sum(s.get("load_s") or 0.0 for s in summaries)
-    print(f"\njobs                 {len(summaries)} ({sum(s['status'] == 'complete' for s in summaries)} complete)")
-    print(f"model loads          {loads} from disk for the whole sweep, {len(distinct)} distinct model weights "
-          f"({loads / max(1, len(distinct)):.1f} per distinct model; a job-by-job harness: {len(summaries)} jobs x 2 "
-          f"models = {len(summaries) * 2}; a draft that is a transform of the target is derived in memory)")
-    print(f"AR reference decodes {ar_decodes} for {len(turns)} distinct prompt turns x pairs "
-          f"(verify_lossless; each decoded once per process and shared by every job)")
-    print(f"job set-up time      {load_s:.1f} s in all (loads + transforms, first job pays them)")
+    shared = sum(1 for r in records if (r.get("device_jobs") or 1) > 1)
+    print(f"\nlauncher             {args.launcher}")
+    print(f"jobs                 {len(summaries)} ({sum(s['status'] == 'complete' for s in summaries)} complete)")
+    print(f"model loads          {loads} from disk in {len(per_process)} process(es), {len(distinct)} distinct model "
+          f"weights ({loads / max(1, len(distinct)):.1f} per distinct model; a job-by-job harness: {len(summaries)} "
+          f"jobs x 2 models = {len(summaries) * 2}; a draft that is a transform of the target is derived in memory)")
+    print(f"AR decodes           {sources.get('decoded', 0)} references decoded for the sweep, {sources.get('cache', 0)} "
+          f"read from its cache, {sources.get('self', 0)} AR jobs' own decodings, for {len(turns)} distinct prompt "
+          f"turns x pairs (without the cache: {verified} reference decodes)")
+    print(f"job set-up time      {load_s:.1f} s in all (loads + transforms)")
     print(f"sweep wall time      {wall:.1f} s (process start, imports and warm-ups included)")
     print(f"decode time (timed)  {decode:.1f} s = {decode / wall:.2f} of the sweep's wall time")
-    print(f"AR reference decode  {reference:.1f} s (verify_lossless; once per prompt turn, shared by all jobs)")
+    print(f"AR reference decode  {reference:.1f} s (verify_lossless; once per prompt turn for the whole sweep)")
     print(f"decode + reference   {(decode + reference) / wall:.2f} of the sweep's wall time")
+    if shared:
+        print(f"device sharing       {shared} of {len(records)} records were decoded beside other jobs on the same "
+              "device (device_jobs > 1): their timings are not comparable with a sequential sweep")
     print(f"results              {out}")
     sys.exit(proc.returncode)
 

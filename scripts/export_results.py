@@ -5,7 +5,9 @@
 
 Each job folder keeps ``records.jsonl`` (without ``output_text``; ``output_sha`` stays) and
 ``summary.json`` (without the traceback). ``provenance.json`` at the top says where, when and
-with what the numbers were measured.
+with what the numbers were measured. The side folders a recipe's results may hold are copied as
+they are: ``latency/`` (calibrations of ``python -m runners.replay calibrate``, read by the
+analysis' prediction table) and ``stats/`` (``python -m methods.hetero.stats --json``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import shutil
 from pathlib import Path
 
 from specbench.records import read_records, write_json_atomic
+
+SIDE_FOLDERS = ("latency", "stats")
 
 
 def export(src: Path, dst: Path) -> dict:
@@ -36,6 +40,9 @@ def export(src: Path, dst: Path) -> dict:
             for record in read_records(job / "records.jsonl"):
                 record.pop("output_text", None)
                 fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+    for side in SIDE_FOLDERS:
+        if (src / side).is_dir():
+            shutil.copytree(src / side, dst / side)
     info = {"source": str(src), "jobs": len(jobs), "statuses": statuses, "provenance": provenance}
     write_json_atomic(dst / "provenance.json", info)
     return info

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from specbench.registry import ConfigError
+from specbench.resources import parse_bytes
 
 # --------------------------------------------------------------------------- value checks
 
@@ -196,14 +197,19 @@ class DraftConfig:
 
 @dataclass(frozen=True)
 class PairConfig:
+    """``gpus``: the GPUs one job of this pair needs when its models are on GPU (its weights and KV
+    cache do not fit one GPU otherwise); launchers take it from here (``${specbench_gpus:}`` in
+    ``conf/hydra/launcher/``, ``specbench.resources``). Ignored for a pair on CPU."""
+
     name: str
     target: ModelSpec
     draft: DraftConfig | None = None
     same_tokenizer: bool = True
+    gpus: int = 1
 
     @classmethod
     def from_mapping(cls, node: Mapping[str, Any]) -> PairConfig:
-        values = _split(node, "pair", ("name", "target", "draft", "same_tokenizer"))
+        values = _split(node, "pair", ("name", "target", "draft", "same_tokenizer", "gpus"))
         name = check_str("pair.name", values.get("name"))
         target = ModelSpec.from_mapping(values.get("target") or {}, "pair.target")
         draft = values.get("draft")
@@ -212,6 +218,7 @@ class PairConfig:
             target=target,
             draft=DraftConfig.from_mapping(draft, "pair.draft") if draft else None,
             same_tokenizer=check_bool("pair.same_tokenizer", values.get("same_tokenizer", True)),
+            gpus=check_int("pair.gpus", values.get("gpus", 1), 1),
         )
 
 
@@ -260,23 +267,41 @@ class MethodConfig:
 
 
 HETERO = ("auto", "none", "slem", "tli", "slrs", "union")
+SLRS_KEYS = ("max_nodes", "max_lookahead", "draft_top_k")
 
 
 @dataclass(frozen=True)
 class HeteroConfig:
     """The cross-vocabulary algorithm (Timor et al.): ``auto`` = SLEM at temperature 0 and TLI above
     on pairs whose draft has another tokenizer (none on same-tokenizer pairs); ``none`` = one
-    vocabulary; ``slem`` | ``tli`` | ``slrs`` | ``union`` = that algorithm. ``lookbehind``: tokens
-    re-encoded behind new text when re-syncing the drafter (transformers' default 10)."""
+    vocabulary; ``slem`` | ``tli`` | ``slrs`` | ``union`` = that algorithm (Algorithms 2, 4, 3, 1).
+    ``lookbehind``: tokens re-encoded behind new text when re-syncing the drafter (transformers'
+    default 10). SLRS only (``runners/drafters/slrs.py``): ``max_nodes`` = the expansion bound, the
+    most draft forwards one position may spend computing ψ (past it the round falls back to TLI);
+    ``max_lookahead`` = the threshold K of Sec. 3.3 (None: stop only once the first target token is
+    determined); ``draft_top_k`` = the drafter proposes from its k most likely tokens (None: its
+    whole distribution, whose ψ tree is the worst case)."""
 
     name: str = "auto"
     lookbehind: int = 10
+    max_nodes: int = 32
+    max_lookahead: int | None = None
+    draft_top_k: int | None = 8
 
     @classmethod
     def from_mapping(cls, node: Mapping[str, Any] | None) -> HeteroConfig:
         values = _split(node or {}, "hetero", _names(cls))
         name = check_choice("hetero", values.get("name", "auto"), HETERO)
-        return cls(name, check_int("hetero.lookbehind", values.get("lookbehind", 10), 1))
+        inert = [k for k in SLRS_KEYS if k in values] if name != "slrs" else []
+        if inert:
+            raise ConfigError(f"hetero.{inert[0]} is a setting of hetero=slrs; hetero={name} has none")
+        return cls(
+            name=name,
+            lookbehind=check_int("hetero.lookbehind", values.get("lookbehind", 10), 1),
+            max_nodes=check_int("hetero.max_nodes", values.get("max_nodes", 32), 1),
+            max_lookahead=check_int("hetero.max_lookahead", values.get("max_lookahead"), 1, optional=True),
+            draft_top_k=check_int("hetero.draft_top_k", values.get("draft_top_k", 8), 1, optional=True),
+        )
 
 
 TRUNCATE = (None, "left", "right")  # a prompt longer than the model's positions: refused, or cut on this side
@@ -462,11 +487,12 @@ def check_latency(value: Any) -> str | bool | None:
 
 TOP_LEVEL = ("pair", "method", "task", "logger", "hetero", "gamma", "temperature", "top_k", "top_p", "typical_p",
              "max_new_tokens", "seed", "results_dir", "verify_lossless", "warmup", "warmup_per_prompt", "threads",
-             "cache_dir", "overwrite", "engine", "latency")
+             "cache_dir", "overwrite", "model_budget", "on_locked", "engine", "latency")
 #: keys that do not change what a job measures: left out of job folder names (``hydra.job.config.
 #: override_dirname.exclude_keys`` in conf/config.yaml) and of the check that a job folder holds
 #: results of the same config (``config_drift``).
-NON_IDENTITY_KEYS = ("results_dir", "overwrite", "logger", "threads", "cache_dir", "warmup", "latency")
+NON_IDENTITY_KEYS = ("results_dir", "overwrite", "logger", "threads", "cache_dir", "warmup", "model_budget", "on_locked",
+                     "latency")
 CHECKPOINT = "checkpoint"  # a sampling processor's value from the target checkpoint's generation config
 
 
@@ -484,6 +510,7 @@ def check_processor(key: str, value: Any) -> int | float | str | None:
     if isinstance(value, str) or (check_number(key, value, lo=0.0, hi=1.0) == 0.0):
         raise ConfigError(f"{key} must be in (0, 1], null or {CHECKPOINT}, got {value!r}")
     return float(value)
+ON_LOCKED = ("skip", "wait")
 
 
 @dataclass(frozen=True)
@@ -510,6 +537,8 @@ class JobConfig:
     threads: int | None = None
     cache_dir: str | None = None
     overwrite: bool = False
+    model_budget: int | None = None  # bytes the process's model cache may hold (None: the device's free memory)
+    on_locked: str = "skip"  # another process runs this job: skip it, or wait for it to finish
     latency: str | bool | None = None  # the latency model for predicted wall times (``runners.jobs.predict``)
     resolved: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
@@ -535,6 +564,8 @@ class JobConfig:
             "threads": check_int("threads", values.get("threads"), 1, optional=True),
             "cache_dir": check_str("cache_dir", values.get("cache_dir"), optional=True),
             "overwrite": check_bool("overwrite", values.get("overwrite", False)),
+            "model_budget": parse_bytes(values.get("model_budget"), "model_budget"),
+            "on_locked": check_choice("on_locked", values.get("on_locked", "skip"), ON_LOCKED),
             "latency": check_latency(values.get("latency")),
         }
         job = cls(
@@ -595,7 +626,8 @@ class JobConfig:
         if rule is None and not pair.same_tokenizer and draft.kind == "model":
             raise ConfigError(
                 f"pair {pair.name!r} has a draft with a different tokenizer than its target, and hetero=none "
-                f"needs one vocabulary. Use hetero=auto, hetero=slem (greedy) or hetero=tli (any temperature)."
+                f"needs one vocabulary. Use hetero=auto, hetero=slem (greedy) or hetero=tli (any temperature), "
+                f"or hetero=union / hetero=slrs."
             )
         if draft.kind == "hybrid" and not pair.same_tokenizer:
             raise ConfigError(f"pair {pair.name!r}: a hybrid draft proposes target tokens (lookup, else its model) "
@@ -744,12 +776,16 @@ def _is_off(value: Any) -> bool:
 
 
 def register_resolvers() -> None:
-    """What ``conf/`` needs before Hydra composes it: the ``job_dirname`` resolver, and the model base
+    """What ``conf/`` needs before Hydra composes it: the ``job_dirname`` resolver, the launcher
+    resolvers (``${specbench_gpus:}``, ``${specbench_cpus:}``: ``specbench.resources``), and the model base
     node in Hydra's ConfigStore (``model/base``: every ``ModelSpec`` field at its default, so a pair's
     ``pair.target.dtype=...`` override finds its key whichever fields the model file sets)."""
     from hydra.core.config_store import ConfigStore
     from omegaconf import OmegaConf
 
+    from specbench.resources import register_launcher_resolvers
+
     OmegaConf.register_new_resolver("job_dirname", job_dirname, replace=True)
+    register_launcher_resolvers()
     base = {f.name: (None if f.default is MISSING else f.default) for f in fields(ModelSpec)}
     ConfigStore.instance().store(group="model", name="base", node=base)

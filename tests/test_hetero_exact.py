@@ -10,6 +10,7 @@ a ψ computed with another lookahead than the one that samples).
 
 from __future__ import annotations
 
+import itertools
 import zlib
 
 import numpy as np
@@ -19,7 +20,6 @@ import torch
 import methods.hetero.sampling as sampling
 from methods.hetero import (
     SLRS,
-    check_supported,
     enumerate_outcomes,
     mapping_from_strings,
     tli_distribution,
@@ -229,9 +229,9 @@ def test_slrs_lookahead_rule():
     assert not algo.determined("ab")  # "abab" may still follow
     assert algo.determined("abb") and algo.determined("c")
     # stop as soon as the first target token is fixed: "ab"+"b" -> "abb" -> first token "ab"
-    assert algo._advance("ab", 2, 1) == ("abb", True, 2)
-    assert algo._advance("", 1, 4) == ("", True, 7)  # an immediate draft EOS proposes the target EOS
-    assert slrs(2)._advance("a", 2, 0) == ("aa", True, 0)  # K = 2 reached: first token of "aa" is "a"
+    assert algo.advance("ab", 2, 1) == ("abb", True, 2)
+    assert algo.advance("", 1, 4) == ("", True, 7)  # an immediate draft EOS proposes the target EOS
+    assert slrs(2).advance("a", 2, 0) == ("aa", True, 0)  # K = 2 reached: first token of "aa" is "a"
 
 
 def test_slrs_a_longer_lookahead_accepts_more_here():
@@ -308,16 +308,65 @@ def test_a_round_with_a_drafter_that_lies_about_q_is_detected():
 # ---------------------------------------------------------------- configs
 
 
-def test_check_supported_refuses_exact_only_methods_for_real_pairs():
-    for name in ("slrs", "union"):
-        with pytest.raises(ConfigError, match="toy/exact-evaluation only"):
-            check_supported(name)
-    for name in ("slem", "tli"):
-        check_supported(name)
+def test_a_cross_vocabulary_algorithm_needs_a_draft_model():
     from specbench.config import JobConfig
 
     from helpers import compose
 
-    for name in ("slem", "tli"):  # a cross-vocabulary algorithm needs a draft model with its tokenizer
+    for name in ("slem", "tli", "slrs", "union"):  # a cross-vocabulary algorithm needs a draft model with its tokenizer
         with pytest.raises(ConfigError, match="needs a draft model"):
             JobConfig.from_mapping(compose("pair=gemma3-270m_prompt-lookup", f"hetero={name}"))
+
+
+# ---------------------------------------------------------------- one implementation, shared with the drafters
+
+
+def test_tli_and_union_are_built_from_the_same_two_functions():
+    from methods.hetero import UnionSpace, tli_restrict, to_target
+
+    q = toy_dist("one-impl", len(DRAFT), zero_frac=0.0)
+    restricted = tli_restrict(q, MAPPING)  # what the TLI drafter samples its draft id from
+    assert float(restricted.sum()) == pytest.approx(1.0) and float(restricted[[2, 4, 6]].sum()) == 0.0
+    assert torch.equal(tli_distribution(q, MAPPING), to_target(restricted, MAPPING))
+    space = UnionSpace(MAPPING)  # union: to_target(q) on T, then the draft-only mass, in draft-id order
+    assert space.extend_draft(q).tolist() == pytest.approx([*to_target(q, MAPPING).tolist(), *q[[2, 4, 6]].tolist()])
+    assert space.draft_to_union.tolist() == [1, 0, 6, 2, 7, 3, 8]
+    batch = torch.stack([q, toy_dist("one-impl-2", len(DRAFT), zero_frac=0.0)])  # rows, as the drafters pass them
+    assert torch.allclose(tli_distribution(batch, MAPPING)[1], tli_distribution(batch[1], MAPPING))
+
+
+def test_slrs_stops_walking_once_the_tree_is_known_to_exceed_the_bound():
+    from methods.hetero import SLRSTooLarge
+
+    calls = []
+
+    def counting(seq):
+        calls.append(seq)
+        return s_draft_next(seq)
+
+    full = slrs()
+    _, _, nodes = full.psi(s_draft_next)
+    for bound in range(1, nodes):
+        calls.clear()
+        with pytest.raises(SLRSTooLarge):
+            slrs(max_nodes=bound).psi(counting)
+        assert len(calls) <= bound  # never more drafter evaluations than the bound
+    assert slrs(max_nodes=nodes).psi(s_draft_next)[2] == nodes
+
+
+def test_determined_by_bisection_equals_the_set_of_proper_prefixes():
+    rng = np.random.default_rng(5)
+    target = sorted({"".join(rng.choice(list("abc"), size=int(rng.integers(1, 5)))) for _ in range(30)})
+    algo = SLRS(["a", "b", "c"], target)
+    prefixes = {s[:k] for s in target for k in range(len(s))}
+    for n in range(0, 6):
+        for s in ("".join(t) for t in itertools.product("abc", repeat=n)):
+            assert algo.determined(s) == (s not in prefixes), s
+
+
+def test_top_k_proposal_keeps_the_k_most_likely_and_renormalises():
+    from methods.hetero.slrs import top_k_proposal
+
+    q = torch.tensor([0.1, 0.4, 0.2, 0.3])
+    assert top_k_proposal(q, 2).tolist() == pytest.approx([0.0, 4 / 7, 0.0, 3 / 7])
+    assert top_k_proposal(q, None) is q and top_k_proposal(q, 9) is q

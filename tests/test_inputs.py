@@ -135,7 +135,7 @@ def _key_value():
                   WORD.filter(lambda w: w not in ("float32", "float16", "bfloat16", "auto"))),
         st.tuples(st.sampled_from(["pair.target.quant", "pair.target.transform"]), WORD.filter(lambda w: w != "null")),
         st.tuples(st.sampled_from(["pair.target.path", "pair.draft.path"]), WORD.map(lambda w: f"/nonexistent/{w}")),
-        st.tuples(st.just("hetero.name"), WORD.filter(lambda w: w not in ("auto", "none", "slem", "tli"))),
+        st.tuples(st.just("hetero.name"), WORD.filter(lambda w: w not in ("auto", "none", "slem", "tli", "slrs", "union"))),
     ).map(lambda kv: (f"{kv[0]}={kv[1]}", [_named(kv[0])]))
 
 

@@ -8,7 +8,7 @@ from methods.base import FixedGamma
 from runners.drafters.model import ModelDrafter
 from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
 from specbench.config import ModelSpec
-from specbench.models import ModelCache
+from specbench.models import ModelCache, logits_width
 from specbench.registry import ConfigError
 
 from helpers import tiny
@@ -45,6 +45,8 @@ def test_cache_loads_each_spec_once_and_derives_transforms(saved):
     q = cache.model(ModelSpec(path=str(path), transform="int8_dynamic"))
     assert a is b and q is not a
     assert cache.loads == 1 and cache.hits >= 2
+    # a dynamically quantized head has a weight *method*: the logits' width is still read
+    assert logits_width(q) == logits_width(a) == a.config.vocab_size
 
 
 @pytest.mark.parametrize(

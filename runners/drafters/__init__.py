@@ -2,8 +2,8 @@
 
 ``DRAFTERS`` maps a drafter key to its class, imported on first use: the pair's draft kind
 (``model``: a same-vocabulary model; ``prompt_lookup``; ``hybrid``: prompt lookup, else a
-same-vocabulary model) or, for a draft model with another
-tokenizer, the cross-vocabulary algorithm (``slem``, ``tli``). Every class builds itself from a
+same-vocabulary model) or, for a draft model with another tokenizer, the cross-vocabulary
+algorithm (``slem``, ``tli``, ``union``, ``slrs``). Every class builds itself from a
 ``DrafterContext`` (``from_context``) once per job, and checks its pair options before any model
 loads (``check_options``; a drafter with no options accepts none).
 """
@@ -24,6 +24,8 @@ DRAFTERS: Registry[type[Drafter]] = Registry("drafter", {
     "hybrid": "runners.drafters.hybrid:HybridDrafter",
     "slem": "runners.drafters.slem:SLEMDrafter",
     "tli": "runners.drafters.tli:TLIDrafter",
+    "union": "runners.drafters.union:UnionDrafter",
+    "slrs": "runners.drafters.slrs:SLRSDrafter",
 })
 
 

@@ -80,7 +80,7 @@ class ModelDrafter(Drafter):
             feed = [tok]
             if tok in self.eos or policy.stop_drafting(conf):
                 break
-        return Draft(tokens, torch.stack(qs) if qs else None, confidences)
+        return Draft(tokens, torch.stack(qs) if qs else None, confidences, forwards=len(tokens))
 
     def commit(self, ids: list[int]) -> None:
         n = min(common_prefix_len(self.seq, ids), len(ids) - 1)

@@ -39,6 +39,7 @@ class SLEMDrafter(TextSyncedDrafter):
         self, ids: list[int], max_tokens: int, policy: GammaPolicy, temperature: float, generator: torch.Generator | None
     ) -> Draft:
         feed = self._first_feed(ids)
+        forwards0 = self.forwards
         drafted: list[int] = []
         confs: list[float] = []
         for _ in range(max_tokens):
@@ -67,7 +68,7 @@ class SLEMDrafter(TextSyncedDrafter):
         if ended:
             tokens.append(self.target_eos)
             confidences.append(confs[-1])
-        return Draft(tokens[:max_tokens], None, confidences[:max_tokens])
+        return Draft(tokens[:max_tokens], None, confidences[:max_tokens], forwards=self.forwards - forwards0)
 
     def to_target(self, draft_tokens: list[int]) -> tuple[list[int], list[tuple[int, int]]]:
         """Target ids for the text of ``draft_tokens`` after the accepted sequence (look-behind

@@ -116,6 +116,7 @@ class TextSyncedDrafter(Drafter):
         self.lookbehind = lookbehind
         self.cache: Any = None
         self.t_ids: list[int] = []
+        self.forwards = 0  # draft model forwards so far (``Draft.forwards`` reports a round's share)
 
     # ------------------------------------------------------------------ text sync
     def begin(self, prompt_ids: list[int]) -> None:
@@ -186,12 +187,33 @@ class TextSyncedDrafter(Drafter):
             crop_to(self.cache, n)
             self.cached = self.cached[:n]
 
+    @torch.inference_mode()
+    def next_logits(self, ids: list[int]) -> torch.Tensor:
+        """The draft model's logits for the token after the text of ``ids`` (target ids; the drafter is
+        synced on that text first, its cache reused), without drafting."""
+        return self._forward(self._first_feed(list(ids)))
+
     def _forward(self, feed: list[int]) -> torch.Tensor:
         """Feed tokens the cache has not seen; the logits after the last one."""
         inp = torch.tensor([feed], device=self.device)
         out = self.model(input_ids=inp, past_key_values=self.cache, use_cache=True, logits_to_keep=1)
         self.cached.extend(feed)
+        self.forwards += 1
         return out.logits[0, -1]
+
+    def _crop(self, n: int) -> None:
+        """Keep the first ``n`` cached draft tokens."""
+        if n < len(self.cached):
+            crop_to(self.cache, n)
+            self.cached = self.cached[:n]
+
+    def _forward_after(self, base: int, path: list[int]) -> torch.Tensor:
+        """The logits after ``cached[:base] + path`` (``path`` non-empty): the cache is cropped to
+        what it shares with that sequence and the rest is fed (one token when ``path`` extends the
+        last one by a token, as in a depth-first walk)."""
+        want = self.cached[:base] + list(path)
+        self._crop(min(common_prefix_len(self.cached, want), len(want) - 1))
+        return self._forward(want[len(self.cached):])
 
     def _first_feed(self, ids: list[int]) -> list[int]:
         if self.cache is None:

@@ -2,8 +2,16 @@
 
 A *drafter* proposes tokens **in the target's vocabulary**; how it gets them
 (a same-vocabulary model with its KV cache, n-gram lookup in the prompt, or a
-model with another tokenizer whose text is re-tokenized, as SLEM/TLI do) is its
-own business. The loop in ``runners.engine.speculative`` verifies whatever it proposes.
+model with another tokenizer, as SLEM/TLI/union/SLRS do) is its own business. The loop in
+``runners.engine.speculative`` verifies whatever it proposes.
+
+**Tokens outside the target's vocabulary.** An id ``>=`` the width of the target's logits
+(``specbench.models.logits_width``) stands for a drafted token the target does not have: union's
+draft-only tokens (``methods.hetero.UnionSpace``: ``|T| + k``) and SLRS's ⊥ (no candidate). Its
+target probability is 0, so verification rejects it with certainty and samples the replacement from
+the residual ``normalize(max(0, p - q))`` (``q`` = the row's distribution over target ids); the loop
+never feeds it to the target. It can only be the last token of a draft (nothing after it can be
+accepted): the loop drops anything a drafter proposes after it.
 """
 
 from __future__ import annotations
@@ -20,16 +28,23 @@ from methods.base import GammaPolicy
 class Draft:
     """Tokens proposed for one round.
 
-    ``tokens``: target-vocabulary ids. ``q``: the drafter's distribution each token
-    was sampled from, shape ``[len(tokens), target_vocab]`` (probabilities), or
+    ``tokens``: target-vocabulary ids (the last may be outside it, module docstring). ``q``: the
+    drafter's distribution each token was sampled from, over target ids, shape
+    ``[len(tokens), target_vocab]`` (probabilities; a row may sum to less than 1 when the
+    drafter can also propose tokens outside the target's vocabulary, as union does), or
     ``None`` for a deterministic proposal (treated as one-hot by speculative
     sampling, which keeps it lossless). ``confidences[i]``: the drafter's
-    probability of ``tokens[i]`` (empty when it has none).
+    probability of ``tokens[i]`` (empty when it has none). ``forwards``: the drafter's model
+    forwards this round (None: the drafter does not count them, or has no model).
+    ``fallback``: the drafter could not apply its configured rule to (part of) this round and used
+    its lossless fallback (SLRS past its expansion bound).
     """
 
     tokens: list[int]
     q: torch.Tensor | None = None
     confidences: list[float] = field(default_factory=list)
+    forwards: int | None = None
+    fallback: bool = False
 
 
 class Drafter(ABC):
@@ -74,3 +89,5 @@ class Generation:
     confidence_trace: list[list[float]] = field(default_factory=list)
     speculative: bool = True
     phase_ms: dict[str, float] = field(default_factory=dict)  # draft / verify / overhead after TTFT
+    draft_forwards: int | None = None  # the drafter's model forwards, summed over rounds (None: not counted)
+    fallback_rounds: int = 0  # rounds in which the drafter used its lossless fallback rule

@@ -26,6 +26,10 @@ generator per device) or a ``torch.Generator`` on the device of the tensors it s
 ``AutoregressiveRunner(..., cache="offloaded")`` keeps the target's KV cache on the CPU, as
 ``generate(cache_implementation="offloaded")`` (hf-bench's AR baseline, issue 20; CUDA only).
 
+A drafted id outside the target's vocabulary (``>= logits_width(target)``: union's draft-only
+tokens, SLRS's ⊥; ``runners.engine.base``) ends the draft: it is verified (rejected with certainty,
+the replacement sampled from the residual) but never fed to the target.
+
 A round with nothing drafted (the budget's last token, or prompt lookup with no
 match) is a plain target step: it is recorded in the traces with ``drafted = 0``
 and reported to the policy like any round, as transformers does (its "heuristic"
@@ -54,7 +58,7 @@ from runners.engine.kv import crop_to, new_cache
 from runners.engine.verify import Sampling, greedy_token, probs, sample, verify_greedy, verify_sampling
 from runners.engine.verify_forward import VerifyForward
 from specbench.config import AR_CACHES
-from specbench.models import model_device
+from specbench.models import logits_width, model_device
 from specbench.timing import Timer
 
 
@@ -139,6 +143,7 @@ class SpeculativeRunner:
         self.device = model_device(target)
         self.forward = forward if forward is not None else VerifyForward(target)
         self.fused_prefill = bool(fused_prefill)
+        self.vocab = logits_width(target)
 
     @torch.inference_mode()
     def generate(self, prompt_ids: list[int], max_new_tokens: int, generator: Any = None) -> Generation:
@@ -168,10 +173,14 @@ class SpeculativeRunner:
                 self.drafter.propose(ids, budget, self.policy, self.temperature, generator) if budget > 0 else Draft([])
             )
             tokens = draft.tokens[:budget]
+            outside = next((i for i, t in enumerate(tokens) if t >= self.vocab), None)
+            if outside is not None:  # the target cannot accept it: nothing after it is verified
+                tokens = tokens[: outside + 1]
             d = len(tokens)
             lap("draft")
             feed = ids[-1:] if len(ids) > n_prompt else ids  # a fused first round feeds the whole prompt
-            logits = self.forward(cache, [*feed, *tokens], d + 1)
+            fed = tokens if outside is None else tokens[:outside]  # an outside token is never fed
+            logits = self.forward(cache, [*feed, *fed], len(fed) + 1)
             lap("verify")
             if self.temperature > 0:
                 q = draft.q[:d] if draft.q is not None else None
@@ -190,6 +199,9 @@ class SpeculativeRunner:
             gen.drafted_trace.append(d)
             gen.accepted_trace.append(accepted)
             gen.confidence_trace.append([round(c, 6) for c in draft.confidences[:d]])
+            if draft.forwards is not None:
+                gen.draft_forwards = (gen.draft_forwards or 0) + draft.forwards
+            gen.fallback_rounds += int(draft.fallback)
             eos_accepted = any(t in self.eos for t in tokens[:accepted])
             self.policy.observe(RoundOutcome(gamma, d, accepted, tuple(draft.confidences[:d]), eos_accepted))
             if len(gen.accepted_trace) == 1:  # the first round ends

@@ -25,10 +25,27 @@ Protocol settings applied here (README, "Protocols"):
   (hf-bench: two per example, method and temperature), the policy's and runner's state restored
   afterwards so the warm-ups change nothing but the caches of the hardware;
 * ``task.prompt_format`` (``specbench.tasks.format_turn``).
+
+Around that, for sweeps at scale:
+
+* a multirun job on a node that does not see the sweep's results folder fails at once and writes
+  nothing (``runners.jobs.report.check_sweep_folder_visible``; the driver's report lists it);
+* one writer per job folder: ``run_job`` takes the folder's lock (``runners.jobs.lock``) before it
+  writes anything; a job another live process holds is skipped with one line naming the holder
+  (``on_locked=skip``, the default; the returned summary says ``skipped`` and nothing is written) or
+  waited for (``on_locked=wait``);
+* a bounded model cache: before loading, ``MODEL_CACHE.make_room`` evicts models this job does not
+  use when its own would not fit (``model_budget`` or the device's free memory), or fails the job
+  at once with their sizes (``specbench.models.ModelCache``);
+* the AR reference of ``verify_lossless`` comes from the sweep's on-disk cache when another job
+  already decoded it (``runners.jobs.ar_cache``); an AR job's own greedy decodings fill it;
+* every record says how many jobs shared its device while it was decoded
+  (``runners.jobs.device_share``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import logging
@@ -44,15 +61,17 @@ from typing import Any
 import torch
 
 from methods.base import GammaPolicy
-from methods.hetero import check_supported
 from methods.registry import build_policy
 from runners.drafters import DrafterContext, build_drafter, check_drafter
 from runners.engine.base import Generation
 from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
 from runners.engine.verify import DeviceGenerators, Sampling
+from runners.jobs.ar_cache import ARCache, hardware, reference_key
+from runners.jobs.device_share import DeviceShare
 from runners.jobs.inputs import check_inputs, fit_prompt
+from runners.jobs.lock import JobLock, JobLocked, describe
 from runners.jobs.predict import find_latency, predicted_wall
-from runners.jobs.report import INVALID_JOBS, print_job_line, print_summary
+from runners.jobs.report import INVALID_JOBS, check_sweep_folder_visible, print_job_line, print_summary
 from specbench.config import CHECKPOINT, JobConfig, config_drift
 from specbench.loggers import JobLogger, build_logger
 from specbench.models import (
@@ -62,6 +81,7 @@ from specbench.models import (
     config_vocab_size,
     eos_ids,
     logits_width,
+    model_device,
     tokenizers_identical,
 )
 from specbench.provenance import provenance
@@ -108,8 +128,6 @@ def prepare(cfg: Any) -> PreparedJob:
             from runners.engine.hf_assisted import hf_settings
 
             hf_settings(policy)  # a schedule transformers has
-    if config.hetero_rule is not None:
-        check_supported(config.hetero_rule)
     if config.drafter is not None:
         check_drafter(config.drafter, config.pair.draft.options)
     if config.method.ar_cache == "offloaded":
@@ -156,7 +174,13 @@ class Job:
         config = self.config = prepared.config
         self.policy = prepared.policy
         self.positions = prepared.positions
+        self.share: DeviceShare | None = None  # set by run_job while the job decodes
+        self.draft_model: Any = None
+        self.name = ""
+        self.ar_cache: ARCache | None = None
         target_spec, cache_dir = config.pair.target, config.cache_dir
+        MODEL_CACHE.budget_bytes = config.model_budget
+        MODEL_CACHE.make_room(self.model_specs(), cache_dir)
         self.target = MODEL_CACHE.model(target_spec, cache_dir)
         self.tokenizer = MODEL_CACHE.tokenizer(target_spec, cache_dir)
         self.eos = eos_ids(self.target, self.tokenizer)
@@ -173,18 +197,42 @@ class Job:
                 "draft_vocab_size": config_vocab_size(draft_model),
                 "tokenizers_identical": tokenizers_identical(self.tokenizer, draft_tokenizer),
             }
+        self.shared_target: torch.Tensor | None = None  # hetero: target ids with a string in the draft vocabulary
+        self.vocabulary: dict[str, Any] | None = None
         self.latency, self.latency_path = find_latency(config)  # predicted wall times (runners.jobs.predict)
         if config.method.runner == "speculative":
             from runners.engine.verify_forward import engine_options
 
+            drafter = self._drafter()
             engine = engine_options(self.target, config.engine, config.gamma)  # lossless; all off by default
-            self.runner = SpeculativeRunner(self.target, self._drafter(), self.policy, self.eos, self.sampling,
-                                            **engine)
+            self.runner = SpeculativeRunner(self.target, drafter, self.policy, self.eos, self.sampling, **engine)
+            if config.hetero_rule is not None:
+                self._overlap(drafter)
         elif config.method.runner == "hf":
             from runners.engine.hf_assisted import HFAssistedRunner
 
-            assistant = MODEL_CACHE.model(draft.model, cache_dir)
+            assistant = self.draft_model = MODEL_CACHE.model(draft.model, cache_dir)
             self.runner = HFAssistedRunner(self.target, assistant, self.policy, self.eos, self.sampling)
+
+    def model_specs(self) -> list:
+        """The models this job loads: the target, and the draft model when the job drafts with one."""
+        config = self.config
+        specs = [config.pair.target]
+        draft = config.pair.draft
+        if config.speculative and draft is not None and draft.model is not None:
+            specs.append(draft.model)
+        return specs
+
+    def devices(self) -> list[str]:
+        """Every device the job's models have parameters on."""
+        models = [m for m in (self.target, self.draft_model) if m is not None]
+        return sorted({str(p.device) for m in models for p in m.parameters()} or {str(model_device(self.target))})
+
+    def _load_draft(self) -> Any:
+        draft = self.config.pair.draft
+        if draft is not None and draft.model is not None:
+            self.draft_model = MODEL_CACHE.model(draft.model, self.config.cache_dir)
+        return self.draft_model
 
     def _drafter(self) -> Any:
         config = self.config
@@ -193,12 +241,47 @@ class Job:
             target_tokenizer=self.tokenizer,
             eos_token_ids=self.eos,
             target_vocab_size=logits_width(self.target),
-            draft_model=MODEL_CACHE.model(draft.model, config.cache_dir) if draft.model else None,
+            draft_model=self._load_draft(),
             draft_tokenizer=MODEL_CACHE.tokenizer(draft.model, config.cache_dir) if draft.model else None,
             options=draft.options,
             hetero=config.hetero,
         )
         return build_drafter(config.drafter, ctx)
+
+    def _overlap(self, drafter: Any) -> None:
+        """The pair's vocabulary overlap (``summary.json: hetero.vocabulary``) and the shared target ids."""
+        from runners.drafters.vocab_map import drafter_mapping, overlap_summary
+
+        mapping = getattr(drafter, "mapping", None) or drafter_mapping(drafter, logits_width(self.target))
+        self.vocabulary = overlap_summary(mapping, self.tokenizer, drafter.dtok.tok)
+        self.shared_target = torch.zeros(mapping.target_vocab_size, dtype=torch.bool)
+        self.shared_target[mapping.shared_target_ids] = True
+
+    def hetero_summary(self, records: list[dict]) -> dict[str, Any] | None:
+        """What a job with a cross-vocabulary algorithm adds to its summary: the rule, the vocabulary
+        overlap next to the acceptance it allows, the share of output tokens a token-level drafter
+        could have proposed at all, and (SLRS) the fallback rule and how often it ran."""
+        config = self.config
+        if config.hetero_rule is None or self.vocabulary is None:
+            return None
+        out_tokens = sum(r["new_tokens"] for r in records)
+        shared = sum((r.get("extra") or {}).get("output_tokens_shared", 0) for r in records)
+        agg = aggregate(records)
+        out: dict[str, Any] = {
+            "rule": config.hetero_rule,
+            "vocabulary": self.vocabulary,
+            "acceptance_rate": agg.get("acceptance_rate"),
+            "leviathan_alpha": agg.get("leviathan_alpha"),
+            "output_tokens": out_tokens,
+            "output_tokens_shared": shared,
+            "output_shared_fraction": shared / out_tokens if out_tokens else None,
+        }
+        if config.hetero_rule == "slrs":
+            h = config.hetero
+            out.update(fallback_rule="tli", fallback_rounds=agg.get("fallback_rounds"),
+                       rounds=sum(r.get("rounds") or 0 for r in records),
+                       max_nodes=h.max_nodes, max_lookahead=h.max_lookahead, draft_top_k=h.draft_top_k)
+        return out
 
     def reset(self) -> None:
         """The policy as configured (state carried across prompts, e.g. by the warm-up, is dropped)."""
@@ -224,16 +307,68 @@ class Job:
             self.runner.carried_gamma = saved_carry
 
 
-_AR_REFERENCE: dict[tuple, Generation] = {}
+_AR_REFERENCE: dict[str, tuple[Generation, str, int | None]] = {}
 
 
 def ar_reference(job: Job, prompt_ids: list[int]) -> Generation:
-    """The target's own greedy decoding of a prompt, cached per process (timed once)."""
-    key = (job.config.pair.target, tuple(prompt_ids), job.config.max_new_tokens)
-    if key not in _AR_REFERENCE:
-        ref = AutoregressiveRunner(job.target, job.eos, 0.0)
-        _AR_REFERENCE[key] = ref.generate(prompt_ids, job.config.max_new_tokens)
-    return _AR_REFERENCE[key]
+    """The target's own greedy decoding of a prompt (timed once per sweep; see ``ar_reference_entry``)."""
+    return ar_reference_entry(job, prompt_ids)[0]
+
+
+def _reference_key(job: Job, prompt_ids: list[int]) -> dict[str, Any]:
+    return reference_key(job.config.pair.target, prompt_ids, job.config.max_new_tokens, job.eos,
+                         hardware(str(model_device(job.target))))
+
+
+def ar_reference_entry(job: Job, prompt_ids: list[int]) -> tuple[Generation, str, int | None]:
+    """``(reference, source, device_jobs when it was timed)``: memoised in this process, else read from
+    the sweep's on-disk cache (``runners.jobs.ar_cache``; source ``cache``), else decoded here while
+    holding the key's decode lock and written there (source ``decoded``)."""
+    from runners.jobs.ar_cache import key_hash
+
+    key = _reference_key(job, prompt_ids)
+    digest = key_hash(key)
+    if digest in _AR_REFERENCE:
+        gen, _, jobs = _AR_REFERENCE[digest]
+        return gen, "cache", jobs
+    cache = job.ar_cache
+    entry = cache.get(key) if cache is not None else None
+    source = "cache"
+    if entry is None:
+        with cache.claim(key) if cache is not None else _nothing():
+            entry = cache.get(key) if cache is not None else None
+            if entry is None:
+                jobs_before = job.share.sample()[0] if job.share is not None else None
+                gen = AutoregressiveRunner(job.target, job.eos, 0.0).generate(prompt_ids, job.config.max_new_tokens)
+                jobs_after = job.share.sample()[0] if job.share is not None else None
+                device_jobs = max(j for j in (jobs_before, jobs_after) if j is not None) if job.share else None
+                _AR_REFERENCE[digest] = (gen, "decoded", device_jobs)
+                if cache is not None:
+                    cache.put(key, gen.tokens, gen.ttft_ms, gen.wall_ms, gen.stop_reason, _context(job, device_jobs))
+                return gen, "decoded", device_jobs
+    gen = Generation(tokens=list(entry["tokens"]), ttft_ms=float(entry["ttft_ms"]), wall_ms=float(entry["wall_ms"]),
+                     stop_reason=str(entry["stop_reason"]), speculative=False)
+    _AR_REFERENCE[digest] = (gen, source, entry.get("device_jobs"))
+    return gen, source, entry.get("device_jobs")
+
+
+def _context(job: Job, device_jobs: int | None) -> dict[str, Any]:
+    return {"job": job.name, "device_id": job.share.device_id if job.share is not None else None,
+            "device_jobs": device_jobs}
+
+
+def _store_own_reference(job: Job, prompt_ids: list[int], gen: Generation, device_jobs: int | None) -> None:
+    """An AR job's greedy decoding is the reference other jobs need: put it in the cache."""
+    if job.ar_cache is None:
+        return
+    key = _reference_key(job, prompt_ids)
+    if job.ar_cache.get(key) is None:
+        job.ar_cache.put(key, gen.tokens, gen.ttft_ms, gen.wall_ms, gen.stop_reason, _context(job, device_jobs))
+
+
+@contextlib.contextmanager
+def _nothing() -> Any:
+    yield
 
 
 def _summary(config: JobConfig, status: str, records: list[dict], extra: Mapping[str, Any] | None = None) -> dict:
@@ -246,8 +381,7 @@ def _summary(config: JobConfig, status: str, records: list[dict], extra: Mapping
         "config": config.as_dict(),
         "provenance": provenance(pair.target.device, dtypes),
         "aggregates": aggregate(records),
-        "model_cache": {"loads": MODEL_CACHE.loads, "hits": MODEL_CACHE.hits, "load_seconds": MODEL_CACHE.load_seconds},
-        "ar_reference": {"decodes": len(_AR_REFERENCE)},  # this process's reference decodes so far (shared by jobs)
+        "model_cache": MODEL_CACHE.stats(),
         **(extra or {}),
     }
 
@@ -308,8 +442,10 @@ def check_same_job(job_dir: Path, config: JobConfig) -> None:
 
 
 def run_job(cfg: Any, job_dir: str | Path, progress: bool = True) -> dict:
-    """Validate, run and record one job; returns its summary (see module docstring)."""
+    """Validate, run and record one job; returns its summary (see module docstring). A job another
+    live process holds returns ``{"status": "skipped", "holder": ...}`` and writes nothing."""
     job_dir = Path(job_dir)
+    check_sweep_folder_visible()  # a worker without the shared results folder writes nothing
     existed_before = (job_dir / "records.jsonl").exists() or (job_dir / "summary.json").exists()
     try:
         prepared = prepare(cfg)
@@ -328,6 +464,25 @@ def run_job(cfg: Any, job_dir: str | Path, progress: bool = True) -> dict:
         write_json_atomic(job_dir / "summary.json",
                           _summary(prepared.config, "failed", read_records(job_dir / "records.jsonl"), failure))
         raise
+    config = prepared.config
+    lock = JobLock(job_dir, wait=config.on_locked == "wait")
+    try:
+        holder = lock.try_acquire()
+        if holder is not None:
+            if not lock.wait:
+                raise JobLocked(job_dir, holder)
+            log.warning("%s: run by %s; waiting for it (on_locked=wait)", job_dir.name, describe(holder))
+            lock.acquire()
+    except JobLocked as exc:
+        log.warning("skipped %s (on_locked=wait to wait for it)", exc)
+        return {"status": "skipped", "holder": exc.holder, "message": str(exc)}
+    try:
+        return _run_locked(prepared, job_dir, progress, lock)
+    finally:
+        lock.release()
+
+
+def _run_locked(prepared: PreparedJob, job_dir: Path, progress: bool, lock: JobLock) -> dict:
     config = prepared.config
     records_path = job_dir / "records.jsonl"
     if config.overwrite:
@@ -353,14 +508,22 @@ def run_job(cfg: Any, job_dir: str | Path, progress: bool = True) -> dict:
             torch.set_num_threads(config.threads)
         t_load = time.perf_counter()
         job = Job(prepared)
+        job.name = job_dir.name
         load_s = time.perf_counter() - t_load
-        _warmup(job, prepared.prompts)
-        job.reset()  # timed prompts start from the configured initial gamma
-        with RecordWriter(records_path) as writer:
-            _decode_all(job, prepared.prompts, done, writer, progress, logger)
+        if config.verify_lossless and config.greedy:
+            job.ar_cache = ARCache(job_dir.parent)  # the sweep's folder (results_dir under Hydra)
+        with DeviceShare(job_dir.parent, job_dir.name, job.devices()) as share:
+            job.share = share
+            _warmup(job, prepared.prompts)
+            job.reset()  # timed prompts start from the configured initial gamma
+            with RecordWriter(records_path) as writer:
+                _decode_all(job, prepared.prompts, done, _Guarded(writer, lock), progress, logger)
         records = read_records(records_path)
         extra = {"load_s": load_s, "policy_state": job.policy.state() if job.policy else None,
                  "latency_model": job.latency_path, "engine": _engine_summary(job)}
+        hetero = job.hetero_summary(records)
+        if hetero is not None:
+            extra["hetero"] = hetero
         summary = _summary(config, "complete", records, extra)
         write_json_atomic(job_dir / "summary.json", summary)
         failed = False
@@ -374,7 +537,8 @@ def run_job(cfg: Any, job_dir: str | Path, progress: bool = True) -> dict:
             config, "failed", read_records(records_path),
             {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()},
         )
-        write_json_atomic(job_dir / "summary.json", summary)
+        if not lock.lost:
+            write_json_atomic(job_dir / "summary.json", summary)
         raise
     finally:
         logger.finish(summary or {"status": "failed"}, failed=failed)
@@ -387,6 +551,17 @@ def _engine_summary(job: Job) -> dict[str, Any] | None:
     if forward is None:
         return None
     return {**forward.describe(), "fused_prefill": bool(getattr(job.runner, "fused_prefill", False))}
+
+
+class _Guarded:
+    """A record writer that first checks this process still holds the job's lock."""
+
+    def __init__(self, writer: RecordWriter, lock: JobLock) -> None:
+        self.writer, self.lock = writer, lock
+
+    def write(self, record: Any) -> None:
+        self.lock.check()
+        self.writer.write(record)
 
 
 def _rewrite_whole_lines(path: Path, records: list[dict]) -> None:
@@ -446,7 +621,7 @@ class StopAfterCurrentPrompt:
 
 
 def _decode_all(
-    job: Job, prompts: list[Prompt], done: dict, writer: RecordWriter, progress: bool, logger: JobLogger
+    job: Job, prompts: list[Prompt], done: dict, writer: Any, progress: bool, logger: JobLogger
 ) -> None:
     from tqdm.auto import tqdm
 
@@ -486,14 +661,33 @@ def decode_turn(job: Job, prompt: Prompt, turn: int, history: list[tuple[str, st
     ids, dropped = fit_prompt(ids, config, job.positions, f"prompt {prompt.prompt_id!r} turn {turn}")
     for k in range(config.warmup_per_prompt):  # hf-bench: the same call, untimed, before the timed one
         job.untimed(ids, config.max_new_tokens, config.seed + 1 + k)
+    before = job.share.sample() if job.share is not None else None
     gen = job.runner.generate(ids, config.max_new_tokens, job.generator(config.seed))
+    after = job.share.sample() if job.share is not None else None
     output_text = job.tokenizer.decode(gen.tokens, skip_special_tokens=True)
-    fields: dict[str, Any] = {}
+    fields: dict[str, Any] = {"output_ids": list(gen.tokens)}
+    device_jobs = None
+    if before is not None and after is not None:
+        device_jobs = max(before[0], after[0])
+        fields.update(device_id=job.share.device_id, device_jobs=device_jobs,
+                      device_neighbours=sorted(set(before[1]) | set(after[1])))
     if gen.speculative:
         fields.update(speculation_fields(gen.gamma_trace, gen.drafted_trace, gen.accepted_trace))
         fields["confidence_trace"] = gen.confidence_trace
+        fields["draft_forwards"] = gen.draft_forwards
+        if config.hetero_rule == "slrs":
+            fields["fallback_rounds"] = gen.fallback_rounds
+    extra: dict[str, Any] = {"truncated_tokens": dropped, "truncated": config.task.truncate} if dropped else {}
+    if job.shared_target is not None:
+        extra["output_tokens_shared"] = sum(
+            1 for t in gen.tokens if t < job.shared_target.numel() and bool(job.shared_target[t]))
     if config.verify_lossless and config.greedy:
-        ref = gen if job.runner is job.ar else ar_reference(job, ids)
+        if job.runner is job.ar:
+            ref, source, ar_jobs = gen, "self", device_jobs
+            _store_own_reference(job, ids, gen, device_jobs)
+        else:
+            ref, source, ar_jobs = ar_reference_entry(job, ids)
+        fields.update(ar_source=source, ar_device_jobs=ar_jobs)
         div = first_divergence(gen.tokens, ref.tokens)
         fields.update(lossless=div is None, first_divergence=div)
         ref_t = timing_fields(ref.wall_ms, ref.ttft_ms, len(ref.tokens))
@@ -532,7 +726,7 @@ def decode_turn(job: Job, prompt: Prompt, turn: int, history: list[tuple[str, st
         top_k=job.sampling.top_k,
         top_p=job.sampling.top_p,
         typical_p=job.sampling.typical_p,
-        extra={"truncated_tokens": dropped, "truncated": config.task.truncate} if dropped else {},
+        extra=extra,
         **timing,
         **fields,
     )

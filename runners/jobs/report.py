@@ -1,5 +1,12 @@
 """What a job prints, and the sweep report at the end of a multirun (job folders are named by
-``specbench.config.job_dirname``)."""
+``specbench.config.job_dirname``).
+
+A multirun's driver writes ``<sweep dir>/.specbench/sweep.json`` before launching; a job running
+on a node that does not see that file (a Ray or SLURM worker without the shared results folder)
+fails at once with an error saying so (``check_sweep_folder_visible``) instead of writing records
+into a local folder nobody reads, and the driver's report lists every job of the sweep that left no
+``summary.json`` in the results folder as failed, so the sweep goes on and still says what is
+missing."""
 
 from __future__ import annotations
 
@@ -9,13 +16,87 @@ from typing import Any
 from hydra.experimental.callback import Callback
 
 INVALID_JOBS = "invalid_jobs.jsonl"  # in a sweep's folder: the jobs refused by validation (they have no folder)
+SWEEP_FILE = Path(".specbench") / "sweep.json"
+
+
+class ResultsFolderNotShared(RuntimeError):
+    """This node does not see the results folder the sweep was started with."""
+
+
+def check_sweep_folder_visible(sweep_dir: str | Path | None = None, timeout_s: float = 10.0) -> None:
+    """In a multirun job: the driver's ``sweep.json`` must be visible here (module docstring). Retries
+    for ``timeout_s`` (a network filesystem may show a new file late). ``sweep_dir``: the sweep's
+    folder (default: Hydra's, when this process runs a multirun job; otherwise nothing is checked)."""
+    import socket
+    import time
+
+    if sweep_dir is None:
+        try:
+            from hydra.core.hydra_config import HydraConfig
+            from hydra.types import RunMode
+
+            hc = HydraConfig.get()
+            if hc.mode != RunMode.MULTIRUN:
+                return
+            sweep_dir = hc.sweep.dir
+        except Exception:  # not under Hydra (tests, scripts): nothing to check
+            return
+    sweep_dir = Path(str(sweep_dir))
+    deadline = time.time() + timeout_s
+    while True:
+        try:
+            list(sweep_dir.iterdir())  # reading the folder revalidates a network filesystem's cache
+            if (sweep_dir / SWEEP_FILE).exists():
+                return
+        except OSError:
+            pass
+        if time.time() > deadline:
+            raise ResultsFolderNotShared(
+                f"this node ({socket.gethostname()}) does not see the sweep's results folder {sweep_dir} (no "
+                f"{SWEEP_FILE} there): mount it at the same path on every node; this job wrote nothing"
+            )
+        time.sleep(1.0)
+
+
+def expected_jobs(config: Any) -> list[str] | None:
+    """The job folder names a multirun launches (Hydra's basic sweeper: the product of the sweep's
+    overrides, named like ``hydra.sweep.subdir``); None for another sweeper."""
+    try:
+        from hydra._internal.config_loader_impl import get_overrides_dirname
+        from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        from specbench.config import job_dirname
+
+        if "BasicSweeper" not in str(config.hydra.sweeper.get("_target_", "")):
+            return None
+        params = [f"{k}={v}" for k, v in (config.hydra.sweeper.get("params") or {}).items()]
+        parser = OverridesParser.create()
+        batches = BasicSweeper.split_arguments(parser.parse_overrides(params + list(config.hydra.overrides.task)), None)
+        odn = config.hydra.job.config.override_dirname
+        return [job_dirname(get_overrides_dirname(overrides=parser.parse_overrides(job), kv_sep=odn.kv_sep,
+                                                  item_sep=odn.item_sep, exclude_keys=list(odn.exclude_keys)))
+                for job in batches[0]]
+    except Exception:  # Hydra internals moved: no list, no check
+        return None
 
 
 def _fmt(value: Any, spec: str, unit: str = "") -> str:
     return "n/a" if value is None else f"{value:{spec}}{unit}"
 
 
+def print_skipped(job_dir: str | Path, summary: dict) -> bool:
+    """One line for a job another process holds (``run_job`` returned ``status: skipped``)."""
+    if summary.get("status") != "skipped":
+        return False
+    print(f"[skipped] {summary.get('message') or Path(job_dir).name}: another process runs it "
+          f"(on_locked=wait to wait for it)", flush=True)
+    return True
+
+
 def print_summary(job_dir: str | Path, summary: dict) -> None:
+    if print_skipped(job_dir, summary):
+        return
     agg = summary.get("aggregates", {})
     cfg = summary.get("config", {})
     print()
@@ -35,6 +116,8 @@ def print_summary(job_dir: str | Path, summary: dict) -> None:
 
 
 def print_job_line(job_dir: str | Path, summary: dict) -> None:
+    if print_skipped(job_dir, summary):
+        return
     agg = summary.get("aggregates", {})
     print(f"[done] {Path(job_dir).name}: {_fmt(agg.get('tokens_per_s'), '.2f', ' tok/s')}, "
           f"speedup {_fmt(agg.get('speedup'), '.3f', 'x')}, acceptance {_fmt(agg.get('acceptance_rate'), '.3f')}",
@@ -48,11 +131,26 @@ class SweepReport(Callback):
 
     def __init__(self) -> None:
         self.started = 0.0
+        self.expected: list[str] | None = None
 
     def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
         import time
 
         self.started = time.time() - 1.0
+        import socket
+
+        from specbench.records import write_json_atomic
+
+        sweep_dir = Path(str(config.hydra.sweep.dir))
+        write_json_atomic(sweep_dir / SWEEP_FILE, {"host": socket.gethostname(), "started": self.started})
+        self.expected = expected_jobs(config)
+        launcher = str(config.hydra.get("launcher", {}).get("_target_", ""))
+        if "BasicLauncher" not in launcher:  # launchers that take one GPU count for every job
+            from specbench.resources import mixed_gpu_warning
+
+            note = mixed_gpu_warning(config)
+            if note:
+                print(f"note: {note}", flush=True)
 
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
         import json
@@ -74,6 +172,14 @@ class SweepReport(Callback):
             invalid = [r for r in rows if r.get("time", 0) >= self.started]
         if invalid:
             by_status["invalid"] = [(sweep_dir / r["job"], r) for r in invalid]
+        refused = {r["job"] for r in invalid}  # listed as INVALID below, not as missing
+        missing = [name for name in (self.expected or [])
+                   if not (sweep_dir / name / "summary.json").exists() and name not in refused]
+        if missing:
+            by_status.setdefault("failed", []).extend(
+                (sweep_dir / name, {"error": f"no summary.json in {sweep_dir} (a configuration error, or a worker "
+                                             "that does not see the results folder: see the job's log)"})
+                for name in missing)
         counts = ", ".join(f"{len(v)} {k}" for k, v in sorted(by_status.items())) or "no job ran"
         print(f"\nsweep finished in {sweep_dir}: {counts}", flush=True)
         for folder, summary in by_status.get("failed", []):

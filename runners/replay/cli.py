@@ -1,7 +1,7 @@
 """The simulator's one command line: ``python -m runners.replay trace | calibrate | grid``.
 
     trace      [--results DIR | pair=... task=... max_new_tokens=...] [--gamma-max 32] [--out DIR]
-    calibrate  --pair NAME [--out results/latency/NAME.json] [--k-max 33] [--repeats 5] ...
+    calibrate  --pair NAME [--hetero RULE] [--out results/latency/NAME.json] [--k-max 33] [--repeats 5] ...
     grid       RESULTS_OR_TRACE_DIR [--methods specdecode hf_heuristic ...] [--gammas 1,2,...,24]
                (--latency calib.json|DIR | --cost-ratio C) [--out DIR] [--max-new-tokens M]
 
@@ -251,29 +251,43 @@ def calibrate_main(args: argparse.Namespace) -> int:
     from specbench.tasks import load_task
 
     torch.set_num_threads(int(args.threads))
-    config = JobConfig.from_mapping(compose([f"pair={args.pair}"]))
+    overrides = [f"pair={args.pair}"] + ([f"hetero={args.hetero}"] if args.hetero else [])
+    config = JobConfig.from_mapping(compose(overrides))
     pair = config.pair
     if pair.draft is None or pair.draft.model is None:
         raise ConfigError(f"calibrate needs a pair with a draft model; {pair.name!r} has none")
     target = MODEL_CACHE.model(pair.target, config.cache_dir)
     draft = MODEL_CACHE.model(pair.draft.model, config.cache_dir)
     tok = MODEL_CACHE.tokenizer(pair.target, config.cache_dir)
-    pool: list[int] = []
-    for prompt in load_task({"name": "embedded", "loader": "embedded"}):
-        pool += tok(prompt.turns[0]).input_ids
-    timer = ModelTimer({"target": target, "draft": draft}, pool)
+    dtok = MODEL_CACHE.tokenizer(pair.draft.model, config.cache_dir) if not pair.same_tokenizer else tok
+    texts = [prompt.turns[0] for prompt in load_task({"name": "embedded", "loader": "embedded"})]
+    pool = [i for text in texts for i in tok(text).input_ids]
+    draft_pool = pool if dtok is tok else [i for text in texts for i in dtok(text).input_ids]
+    timer = ModelTimer({"target": target, "draft": draft}, {"target": pool, "draft": draft_pool})
     t0 = time.perf_counter()
     model = calibrate(timer, k_max=args.k_max, draft_k_max=args.draft_k_max, ref_context=args.ref_context,
                       contexts=_ints(args.contexts), prefill_lengths=_ints(args.prefill), warmup=args.warmup,
                       repeats=args.repeats, monotone=args.monotone)
+    rule = config.hetero_rule  # the pair at temperature 0: auto = SLEM on a draft with another tokenizer
     if not args.no_overheads:
         eos = eos_ids(target, tok)
-        over = measure_overheads(target, draft, eos, pool[: args.ref_context], new_tokens=24, repeats=args.repeats // 2 + 1)
+        make = None
+        if rule is not None:
+            from functools import partial
+
+            from runners.drafters import DrafterContext, build_drafter
+            from specbench.models import logits_width
+
+            ctx = DrafterContext(target_tokenizer=tok, eos_token_ids=eos, target_vocab_size=logits_width(target),
+                                 draft_model=draft, draft_tokenizer=dtok, hetero=config.hetero)
+            make = partial(build_drafter, rule, ctx)
+        over = measure_overheads(target, draft, eos, pool[: args.ref_context], new_tokens=24,
+                                 repeats=args.repeats // 2 + 1, drafter=make)
         model.round_overhead_ms = over["round_overhead_ms"]
         model.ar_overhead_ms = over["ar_overhead_ms"]
         model.meta.update(loop_overhead_ms=over["loop_overhead_ms"], round_ms=over["round_ms"])
-    model.meta.update(pair=args.pair, threads=int(args.threads), seconds=time.perf_counter() - t0,
-                      provenance=provenance(pair.target.device))
+    model.meta.update(pair=args.pair, hetero=rule, c=model.c, threads=int(args.threads),
+                      seconds=time.perf_counter() - t0, provenance=provenance(pair.target.device))
     out = Path(args.out) if args.out else Path(config.results_dir) / "latency" / f"{args.pair}.json"
     model.save(out)
     tgt = model.target
@@ -302,6 +316,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--mode", choices=("sequential", "batched"), default="sequential")
     c = sub.add_parser("calibrate", help="measure the latency model of a pair on this machine")
     c.add_argument("--pair", required=True, help="conf/pair/NAME.yaml")
+    c.add_argument("--hetero", help="cross-vocabulary drafter whose overheads are measured, for a draft with another "
+                                    "tokenizer (default: the pair's at temperature 0, i.e. slem)")
     c.add_argument("--out", help="output json (default: <results_dir>/latency/<pair>.json)")
     c.add_argument("--k-max", type=int, default=33, help="target forwards of 1..K tokens (default %(default)s)")
     c.add_argument("--draft-k-max", type=int, default=4, help="draft forwards of 1..K tokens (default %(default)s)")

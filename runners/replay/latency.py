@@ -275,17 +275,21 @@ def _jsonable(obj: Any) -> Any:
 
 class ModelTimer:
     """The real ``time_forward``: ``(model, k, context) -> ms`` on the pair's models (CPU wall time;
-    CUDA synchronised). Feeds tokens from ``token_pool`` (cycled)."""
+    CUDA synchronised). Feeds tokens from ``token_pool`` (cycled): one pool for every model, or one
+    per model name (a draft with another tokenizer reads its own ids)."""
 
-    def __init__(self, models: Mapping[str, Any], token_pool: Sequence[int]) -> None:
-        if not token_pool:
-            raise ValueError("token_pool is empty")
+    def __init__(self, models: Mapping[str, Any], token_pool: Sequence[int] | Mapping[str, Sequence[int]]) -> None:
         self.models = dict(models)
-        self.pool = list(token_pool)
+        pools = token_pool if isinstance(token_pool, Mapping) else {name: token_pool for name in self.models}
+        self.pools = {name: list(pools.get(name) or []) for name in self.models}
+        for name, pool in self.pools.items():
+            if not pool:
+                raise ValueError(f"token_pool of {name!r} is empty")
         self._caches: dict[tuple[str, int], Any] = {}
 
-    def _tokens(self, start: int, k: int) -> list[int]:
-        return [self.pool[(start + i) % len(self.pool)] for i in range(k)]
+    def _tokens(self, name: str, start: int, k: int) -> list[int]:
+        pool = self.pools[name]
+        return [pool[(start + i) % len(pool)] for i in range(k)]
 
     def _sync(self, model: Any) -> None:
         import torch
@@ -307,10 +311,10 @@ class ModelTimer:
                 cache = self._caches.get((name, context))
                 if cache is None:
                     cache = new_cache(model)
-                    model(input_ids=torch.tensor([self._tokens(0, context)], device=device), past_key_values=cache,
+                    model(input_ids=torch.tensor([self._tokens(name, 0, context)], device=device), past_key_values=cache,
                           use_cache=True, logits_to_keep=1)
                     self._caches[(name, context)] = cache
-            inp = torch.tensor([self._tokens(context, k)], device=device)
+            inp = torch.tensor([self._tokens(name, context, k)], device=device)
             # as the loops ask: the target's verification keeps the logits of every fed token; a prefill
             # and the draft's forwards keep the last one (the LM head is a large part of a small model)
             keep = k if name == "target" and context > 0 else 1
@@ -349,23 +353,26 @@ class _ForwardClock:
 
 
 def measure_overheads(target: Any, draft: Any, eos: Iterable[int], prompt_ids: Sequence[int], new_tokens: int = 32,
-                      gamma: int = 4, repeats: int = 3) -> dict[str, float]:
+                      gamma: int = 4, repeats: int = 3, drafter: Callable[[], Any] | None = None) -> dict[str, float]:
     """The loops' own time: ``(wall − TTFT − Σ forwards after the prefill) / rounds`` for
     ``SpeculativeRunner`` (fixed γ) and ``/ (new_tokens − 1)`` for ``AutoregressiveRunner``;
-    medians over ``repeats`` (after one warm-up each). Also the harness's own share as the time
-    breakdown sees it: ``loop_overhead_ms`` (the ``overhead`` phase per round: acceptance, cache
-    crops, policy, bookkeeping; the drafter's non-forward work is in its ``draft`` phase) and
-    ``round_ms`` (``(wall − TTFT) / rounds``)."""
+    medians over ``repeats`` (after one warm-up each). ``drafter``: a factory of the drafter to run
+    (default: a same-vocabulary ``ModelDrafter`` of ``draft``); a cross-vocabulary drafter's own work
+    (text sync, re-tokenization, vocabulary mapping) is then part of the round overhead. Also the
+    harness's own share as the time breakdown sees it: ``loop_overhead_ms`` (the ``overhead`` phase
+    per round: acceptance, cache crops, policy, bookkeeping; the drafter's non-forward work is in its
+    ``draft`` phase) and ``round_ms`` (``(wall − TTFT) / rounds``)."""
     from methods.base import FixedGamma
     from runners.drafters.model import ModelDrafter
     from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
 
     eos = list(eos)
+    make = drafter or (lambda: ModelDrafter(draft, eos))
     clocks = {"target": _ForwardClock(target), "draft": _ForwardClock(draft)}
     try:
         spec, ar, loop, round_ms = [], [], [], []
         for i in range(repeats + 1):
-            runner = SpeculativeRunner(target, ModelDrafter(draft, eos), FixedGamma(gamma), eos)
+            runner = SpeculativeRunner(target, make(), FixedGamma(gamma), eos)
             for c in clocks.values():
                 c.reset()
             gen = runner.generate(list(prompt_ids), new_tokens)

@@ -27,12 +27,47 @@ def options(group: str) -> list[str]:
 
 def run_sweep(args: list[str], conf: Path | None, tmp: Path, timeout: int = 600) -> subprocess.CompletedProcess:
     """``python run.py [--config-dir conf] ARGS results_dir=tmp`` in a subprocess, offline."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "disabled"}
+    env = offline_env()
     cmd = [sys.executable, str(ROOT / "run.py")]
     if conf is not None:
         cmd += ["--config-dir", str(conf)]
     cmd += [*args, f"results_dir={tmp}"]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env)
+
+
+def offline_env(**extra: str) -> dict[str, str]:
+    """This environment, offline, with this checkout first on the import path (scripts, Ray workers)."""
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "disabled", "PYTHONPATH": path, **extra}
+
+
+def write_tiny_pairs(base: Path, names: tuple[str, ...] = ("a", "b", "c")) -> Path:
+    """A config dir with ``pair/tiny_<name>.yaml`` for each name: distinct tiny seeded targets and
+    drafts (same tokenizer), saved under ``base``; plus ``pair/broken.yaml``, whose target folder exists
+    (so the config is valid) but holds no loadable model (so the job fails when it loads it)."""
+    from helpers import tiny
+
+    tok = tiny.tiny_tokenizer()
+    conf = base / "conf" / "pair"
+    conf.mkdir(parents=True)
+    spec = "  dtype: float32\n  device: cpu\n  trust_remote_code: false\n"
+    for i, name in enumerate(names):
+        for role, seed, layers in (("target", 10 + 2 * i, 2), ("draft", 11 + 2 * i, 1)):
+            model = tiny.tiny_model(len(tok), seed=seed, layers=layers)
+            model.save_pretrained(base / f"{name}-{role}")
+            tok.save_pretrained(base / f"{name}-{role}")
+        (conf / f"tiny_{name}.yaml").write_text(
+            f"name: tiny_{name}\nsame_tokenizer: true\n"
+            f"target:\n  name: {name}-target\n  path: {base / f'{name}-target'}\n{spec}"
+            f"draft:\n  kind: model\n  name: {name}-draft\n  path: {base / f'{name}-draft'}\n{spec}  transform: null\n"
+        )
+    (base / "broken-target").mkdir()
+    (base / "broken-target" / "config.json").write_text("{ not a model config")
+    (conf / "broken.yaml").write_text(
+        f"name: broken\nsame_tokenizer: true\ntarget:\n  name: broken-target\n  path: {base / 'broken-target'}\n{spec}"
+        f"draft:\n  kind: model\n  name: broken-draft\n  path: {base / 'broken-target'}\n{spec}  transform: null\n"
+    )
+    return base / "conf"
 
 
 def write_tiny_pair(base: Path) -> Path:
@@ -51,6 +86,26 @@ def write_tiny_pair(base: Path) -> Path:
         "name: tiny\nsame_tokenizer: true\n"
         f"target:\n  name: tiny-target\n  path: {base / 'target'}\n{spec}"
         f"draft:\n  kind: model\n  name: tiny-draft\n  path: {base / 'draft'}\n{spec}  transform: null\n"
+    )
+    return base / "conf"
+
+
+def write_tiny_hetero_pair(base: Path) -> Path:
+    """A config dir holding ``pair/tiny_hetero.yaml``: a tiny seeded target with the byte-level BPE
+    tokenizer and a tiny seeded draft with the character-level one (another vocabulary), saved under ``base``."""
+    from helpers import tiny
+
+    for name, tok, seed, layers in (("target", tiny.tiny_tokenizer(), 1, 2), ("draft", tiny.tiny_tokenizer(kind="char"), 2, 1)):
+        model = tiny.tiny_model(len(tok), seed=seed, layers=layers)
+        model.save_pretrained(base / name)
+        tok.save_pretrained(base / name)
+    conf = base / "conf" / "pair"
+    conf.mkdir(parents=True)
+    spec = "  dtype: float32\n  device: cpu\n  trust_remote_code: false\n"
+    (conf / "tiny_hetero.yaml").write_text(
+        "name: tiny_hetero\nsame_tokenizer: false\n"
+        f"target:\n  name: tiny-bpe\n  path: {base / 'target'}\n{spec}"
+        f"draft:\n  kind: model\n  name: tiny-char\n  path: {base / 'draft'}\n{spec}  transform: null\n"
     )
     return base / "conf"
 

@@ -1,0 +1,69 @@
+"""Union (Timor et al., Algorithm 1), a drafter with another tokenizer: the baseline TLI improves on.
+
+Both vocabularies are extended to ``T ∪ D`` (``methods.hetero.UnionSpace``). Per drafted token: the
+draft id is sampled from the draft model's whole distribution ``q = verify.probs(logits, T)`` (its
+argmax at temperature 0) and proposed as its union index: its target id when its string is a
+target token, else ``|T| + k``, an id outside the target's vocabulary. The row handed to
+verification is ``q``'s part on target ids (``methods.hetero.to_target``, not renormalised: the mass
+on draft-only tokens is what union loses against TLI, Theorem 4.1).
+
+A draft-only token has target probability 0: the loop (``runners.engine.speculative``) rejects it
+with certainty without showing it to the target, and samples the replacement from
+``normalize(max(0, p - q))`` over target ids - exactly Algorithm 1's residual, which is zero outside
+``T``. Drafting stops after it (nothing after it could be accepted). ``confidences``: the draft's
+probability of its token (its mass on the target id when shared).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from methods.base import GammaPolicy
+from methods.hetero.token_level import UnionSpace, to_target
+from runners.drafters.text_sync import need_model
+from runners.drafters.vocab_map import MappedDrafter
+from runners.engine.base import Draft
+from runners.engine.verify import probs, sample
+
+
+class UnionDrafter(MappedDrafter):
+    """Algorithm 1 (union of the vocabularies): sample from the whole drafter; draft-only tokens are
+    proposed as ids outside the target's vocabulary and rejected by the loop."""
+
+    name = "union"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.d2u = UnionSpace(self.mapping).draft_to_union.to(self.device)
+
+    @torch.inference_mode()
+    def propose(
+        self, ids: list[int], max_tokens: int, policy: GammaPolicy, temperature: float, generator: torch.Generator | None
+    ) -> Draft:
+        feed = self._first_feed(ids)
+        forwards0 = self.forwards
+        tokens: list[int] = []
+        qs: list[torch.Tensor] = []
+        confs: list[float] = []
+        for _ in range(max_tokens):
+            q_draft = probs(self._forward(feed), temperature if temperature > 0 else 1.0)
+            d_tok = sample(q_draft, generator) if temperature > 0 else int(q_draft.argmax())
+            u_tok = int(self.d2u[d_tok])
+            q = to_target(q_draft, self.mapping)
+            outside = u_tok >= self.target_vocab_size
+            tokens.append(u_tok)
+            confs.append(float(q_draft[d_tok]) if outside else float(q[u_tok]))
+            if temperature > 0:
+                qs.append(q)
+            feed = [d_tok]
+            if outside or d_tok in self.draft_eos or u_tok in self.eos or policy.stop_drafting(confs[-1]):
+                break
+        return Draft(tokens, torch.stack(qs) if qs else None, confs, forwards=self.forwards - forwards0)
+
+    @classmethod
+    def from_context(cls, ctx: Any) -> UnionDrafter:
+        need_model("union", ctx)
+        return cls(ctx.draft_model, ctx.draft_tokenizer, ctx.target_tokenizer, ctx.eos_token_ids,
+                   ctx.target_vocab_size, lookbehind=ctx.hetero.lookbehind)

@@ -1,0 +1,91 @@
+"""What the drafters that map token ids by string share (TLI, union, SLRS): the token strings and
+the draft -> target mapping of ``methods.hetero.vocab`` (computed once per tokenizer / pair of
+tokenizers: a few seconds for a 262k vocabulary) on the text sync of ``runners.drafters.text_sync``,
+and the target's logits width (ids at or past it are outside the target's vocabulary:
+``runners.engine.base``)."""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Iterable
+from typing import Any
+
+from methods.hetero.vocab import VocabMapping, build_vocab_mapping, token_strings
+from runners.drafters.text_sync import DEFAULT_LOOKBEHIND, TextSyncedDrafter
+from specbench.models import logits_width
+from specbench.registry import ConfigError
+
+_STRINGS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_MAPPINGS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def cached_strings(tokenizer: Any, width: int) -> list[str | None]:
+    """``token_strings(tokenizer, width)``, once per tokenizer object and width."""
+    per_tok = _STRINGS.setdefault(tokenizer, {})
+    if width not in per_tok:
+        per_tok[width] = token_strings(tokenizer, width)
+    return per_tok[width]
+
+
+def cached_mapping(
+    draft_tokenizer: Any, target_tokenizer: Any, draft_width: int, target_width: int, draft_eos: tuple[int, ...], target_eos: int
+) -> VocabMapping:
+    """``build_vocab_mapping``, once per pair of tokenizer objects (and widths, EOS ids)."""
+    inner = _MAPPINGS.setdefault(target_tokenizer, weakref.WeakKeyDictionary())
+    per_draft = inner.setdefault(draft_tokenizer, {})
+    key = (draft_width, target_width, draft_eos, target_eos)
+    if key not in per_draft:
+        per_draft[key] = build_vocab_mapping(
+            draft_tokenizer, target_tokenizer, draft_width, target_width, draft_eos, [target_eos],
+            draft_strings=cached_strings(draft_tokenizer, draft_width),
+            target_strings=cached_strings(target_tokenizer, target_width),
+        )
+    return per_draft[key]
+
+
+def drafter_mapping(drafter: TextSyncedDrafter, target_vocab_size: int) -> VocabMapping:
+    """The mapping of a text-synced drafter's pair (its draft EOS ids to the target's EOS), cached."""
+    return cached_mapping(drafter.dtok.tok, drafter.ttok.tok, logits_width(drafter.model), int(target_vocab_size),
+                          tuple(sorted(drafter.draft_eos)), drafter.target_eos)
+
+
+def overlap_summary(mapping: VocabMapping, target_tokenizer: Any, draft_tokenizer: Any) -> dict[str, Any]:
+    """The vocabulary overlap of a pair (Timor et al. Tables 8-9, by the mapping's string rule; the
+    EOS pair counts as shared): sizes (``len(tokenizer)``), shared target ids, and the ratios."""
+    shared = mapping.intersection_size
+    target, draft = len(target_tokenizer), len(draft_tokenizer)
+    return {
+        "target_vocab": target,
+        "draft_vocab": draft,
+        "shared": shared,
+        "shared_over_target": shared / target if target else None,
+        "shared_over_draft": shared / draft if draft else None,
+    }
+
+
+class MappedDrafter(TextSyncedDrafter):
+    """A text-synced drafter with the string mapping of its pair (``self.mapping``; its index tensors
+    on the draft model's device: ``self.index``; ``self.d2t``) and the target's logits width
+    (``self.target_vocab_size``)."""
+
+    def __init__(
+        self,
+        draft_model: Any,
+        draft_tokenizer: Any,
+        target_tokenizer: Any,
+        eos_token_ids: Iterable[int],
+        target_vocab_size: int,
+        draft_eos_token_ids: Iterable[int] | None = None,
+        lookbehind: int = DEFAULT_LOOKBEHIND,
+        mapping: VocabMapping | None = None,
+    ) -> None:
+        super().__init__(draft_model, draft_tokenizer, target_tokenizer, eos_token_ids, draft_eos_token_ids, lookbehind)
+        self.target_vocab_size = int(target_vocab_size)
+        self.draft_width = logits_width(draft_model)
+        self.mapping = mapping or drafter_mapping(self, self.target_vocab_size)
+        if self.mapping.target_vocab_size != self.target_vocab_size:
+            raise ValueError("mapping.target_vocab_size != target_vocab_size")
+        if self.mapping.tensors().shared_draft.numel() == 0:
+            raise ConfigError(f"{self.name}: the draft and target vocabularies share no token string")
+        self.index = self.mapping.tensors(self.device)
+        self.d2t = self.mapping.draft_to_target.to(self.device)

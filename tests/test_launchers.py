@@ -1,0 +1,172 @@
+"""Every launcher runs the same small sweep: Hydra's basic launcher (one process), submitit's local
+executor (a process per job, all at once) and a local Ray instance (2 CPU workers).
+
+Each must give the same generated token ids, resume on a re-run without running a complete job
+twice, record a failing job as failed without stopping the others, and decode each AR reference
+once per sweep (the second job on the same target reads it from the on-disk cache). The SLURM path
+is checked without a cluster by rendering the sbatch script it would submit."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+
+from helpers import ROOT, offline_env, run_sweep, write_tiny_pairs
+
+SWEEP = ["-m", "pair=tiny_a,broken", "method=specdecode,gammatune", "gamma=2", "task.n_prompts=2",
+         "max_new_tokens=8", "warmup=0", "threads=1"]
+LAUNCHERS = {
+    "basic": [],
+    "submitit_local": ["hydra/launcher=local"],
+    "ray": ["hydra/launcher=ray", "hydra.launcher.ray.init.num_cpus=2"],  # threads=1: 2 jobs at once
+}
+
+
+@pytest.fixture(scope="module")
+def conf(tmp_path_factory) -> Path:
+    return write_tiny_pairs(tmp_path_factory.mktemp("pairs"), ("a",))
+
+
+def _jobs(results: Path) -> dict[str, dict]:
+    return {p.parent.name: json.loads(p.read_text()) for p in results.glob("*/summary.json")}
+
+
+def _records(results: Path) -> dict[str, list[dict]]:
+    return {p.parent.name: [json.loads(line) for line in p.read_text().splitlines()]
+            for p in results.glob("*/records.jsonl")}
+
+
+def _launch(name: str, conf: Path, results: Path) -> subprocess.CompletedProcess:
+    if name == "submitit_local":
+        pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+    if name == "ray":
+        pytest.importorskip("ray")
+        pytest.importorskip("hydra_plugins.hydra_ray_launcher")
+    return run_sweep([SWEEP[0], *LAUNCHERS[name], *SWEEP[1:]], conf, results, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def reference(conf, tmp_path_factory) -> dict[str, list[dict]]:
+    """The basic launcher's records: what every launcher must reproduce."""
+    results = tmp_path_factory.mktemp("basic")
+    proc = _launch("basic", conf, results)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    return _records(results)
+
+
+@pytest.mark.parametrize("launcher", list(LAUNCHERS))
+def test_every_launcher_runs_the_same_sweep_resumes_and_isolates_failures(launcher, conf, reference, tmp_path):
+    proc = _launch(launcher, conf, tmp_path)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out[-3000:]  # the sweep reports its failed jobs
+    assert "2 complete, 2 failed" in out
+    jobs = _jobs(tmp_path)
+    assert len(jobs) == 4
+    for name, summary in jobs.items():
+        assert summary["status"] == ("failed" if "pair=broken" in name else "complete"), (name, summary.get("error"))
+        if summary["status"] == "failed":
+            assert summary["error"], name
+    records = _records(tmp_path)
+    complete = sorted(n for n, s in jobs.items() if s["status"] == "complete")
+    assert complete == sorted(reference)
+    for name in complete:  # same generated token ids, turn by turn
+        got = {(r["prompt_id"], r["turn"]): r["output_ids"] for r in records[name]}
+        want = {(r["prompt_id"], r["turn"]): r["output_ids"] for r in reference[name]}
+        assert got == want and all(got.values()), name
+        for r in records[name]:
+            assert r["lossless"] is True
+            assert r["device_id"].startswith("cpu@") and r["device_jobs"] >= 1
+            if launcher == "basic":
+                assert r["device_jobs"] == 1 and r["device_neighbours"] == []
+    # the AR reference: decoded once per prompt turn for the whole sweep, read by the other job
+    sources = Counter((r["prompt_id"], r["turn"], r["ar_source"]) for name in complete for r in records[name])
+    for prompt, turn in {(r["prompt_id"], r["turn"]) for name in complete for r in records[name]}:
+        assert sources[(prompt, turn, "decoded")] == 1, sources
+        assert sources[(prompt, turn, "cache")] == 1, sources
+    # a re-run resumes: complete jobs are not run again (their files are untouched), failed ones are retried
+    before = {n: ((tmp_path / n / "records.jsonl").read_bytes(), (tmp_path / n / "summary.json").stat().st_mtime_ns)
+              for n in complete}
+    again = _launch(launcher, conf, tmp_path)
+    assert again.returncode == 1, (again.stdout + again.stderr)[-3000:]
+    for name, (data, mtime) in before.items():
+        assert (tmp_path / name / "records.jsonl").read_bytes() == data
+        assert (tmp_path / name / "summary.json").stat().st_mtime_ns == mtime
+    assert {n: s["status"] for n, s in _jobs(tmp_path).items()} == {n: s["status"] for n, s in jobs.items()}
+
+
+def test_the_slurm_batch_script_follows_the_launcher_config(tmp_path):
+    """``hydra/launcher=slurm`` rendered without a cluster (``scripts/render_slurm.py``): its GPU,
+    array-parallelism, time and setup lines come from ``conf/hydra/launcher/slurm.yaml`` and the pairs."""
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+    launcher = yaml.safe_load((ROOT / "conf" / "hydra" / "launcher" / "slurm.yaml").read_text())
+
+    def render(*overrides: str) -> list[str]:
+        proc = subprocess.run(
+            [sys.executable, str(ROOT / "scripts" / "render_slurm.py"), *overrides, f"results_dir={tmp_path}"],
+            capture_output=True, text=True, timeout=300, cwd=ROOT, env=offline_env(),
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return proc.stdout.splitlines()
+
+    setup = "source /shared/specbench/.venv/bin/activate"
+    lines = render("pair=vicuna-7b_vicuna-68m", "method=specdecode", "gamma=1,2,3",
+                   "hydra.launcher.partition=gpu", f"hydra.launcher.setup=[{setup!r}]".replace("'", '"'))
+    assert f"#SBATCH --gpus-per-node={1}" in lines  # pair.gpus defaults to 1: one job per GPU
+    assert f"#SBATCH --array=0-2%{min(3, launcher['array_parallelism'])}" in lines
+    assert f"#SBATCH --time={launcher['timeout_min']}" in lines
+    assert f"#SBATCH --cpus-per-task={launcher['cpus_per_task']}" in lines
+    assert "#SBATCH --partition=gpu" in lines
+    assert lines.index(setup) < next(i for i, line in enumerate(lines) if line.startswith("srun "))
+    # a pair that needs two GPUs says so (pair.gpus) and the launcher takes it from there
+    lines = render("pair=llama-3.1-70b-instruct_llama-3.1-8b-instruct", "method=specdecode", "gamma=1,2,3,4,5",
+                   "hydra.launcher.array_parallelism=4")
+    assert "#SBATCH --gpus-per-node=2" in lines
+    assert "#SBATCH --array=0-4%4" in lines
+    # a CPU pair asks for no GPU at all
+    lines = render("method=specdecode", "gamma=1,2")
+    assert not [line for line in lines if "gpus" in line]
+
+
+def _sweep_config(sweep_dir: Path):
+    from omegaconf import OmegaConf
+
+    return OmegaConf.create({"hydra": {
+        "mode": "MULTIRUN", "sweep": {"dir": str(sweep_dir)}, "launcher": {"_target_": "RayLauncher"},
+        "sweeper": {"_target_": "hydra._internal.core_plugins.basic_sweeper.BasicSweeper", "params": None},
+        "overrides": {"task": ["pair=tiny", "method=ar,specdecode", "gamma=2"]},
+        "job": {"config": {"override_dirname": {"kv_sep": "=", "item_sep": ",", "exclude_keys": ["results_dir"]}}},
+    }, "pair": {"name": "tiny", "target": {"device": "cpu"}}})
+
+
+def test_a_job_whose_worker_cannot_see_the_results_folder_is_reported_failed(tmp_path, capsys):
+    """A worker without the shared results folder refuses to run (it would write where nobody reads),
+    and the driver's report lists the job as failed because its summary never arrived."""
+    from runners.jobs.report import (
+        SWEEP_FILE,
+        ResultsFolderNotShared,
+        SweepReport,
+        check_sweep_folder_visible,
+    )
+
+    report = SweepReport()
+    config = _sweep_config(tmp_path)
+    report.on_multirun_start(config)
+    assert (tmp_path / SWEEP_FILE).exists()
+    assert report.expected == ["gamma=2,method=ar,pair=tiny", "gamma=2,method=specdecode,pair=tiny"]
+    (tmp_path / "elsewhere").mkdir()  # the worker's view: a folder at that path without the driver's file
+    with pytest.raises(ResultsFolderNotShared, match="does not see the sweep's results folder"):
+        check_sweep_folder_visible(tmp_path / "elsewhere", timeout_s=0)
+    check_sweep_folder_visible(tmp_path, timeout_s=0)  # the driver's folder: fine
+    (tmp_path / "gamma=2,method=ar,pair=tiny").mkdir()
+    (tmp_path / "gamma=2,method=ar,pair=tiny" / "summary.json").write_text(json.dumps({"status": "complete"}))
+    with pytest.raises(SystemExit) as exit_info:
+        report.on_multirun_end(config)
+    assert exit_info.value.code == 1
+    out = capsys.readouterr().out
+    assert "1 complete, 1 failed" in out and "FAILED gamma=2,method=specdecode,pair=tiny: no summary.json" in out
