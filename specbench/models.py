@@ -313,7 +313,7 @@ def _safetensors_files(spec: ModelSpec, cache_dir: str | os.PathLike | None) -> 
         if alias not in PYPI_MODELS:
             return None
         folder = cache_root(cache_dir) / PYPI_MODELS[alias][1]
-    elif spec.is_local:
+    elif Path(spec.path).expanduser().is_dir():  # a local folder
         folder = Path(spec.path).expanduser()
     else:
         try:
