@@ -52,6 +52,7 @@ def test_model_rounds_are_capped_and_lookup_rounds_are_not(pair):
     with_confidences = [d for d, c in zip(out.drafted_trace, out.confidence_trace) if c]  # model rounds
     assert with_confidences and max(with_confidences) <= 2
     assert hybrid.lookup_rounds > 0 and max(out.drafted_trace) > 2
+    assert out.draft_forwards == sum(with_confidences)  # lookup rounds cost no draft-model forward
 
 
 def test_min_lookup_tokens_sends_short_matches_to_the_model(pair):

@@ -70,7 +70,7 @@ class HybridDrafter(Drafter):
         tokens = self.lookup.lookup(ids, max_tokens)
         if len(tokens) >= self.min_lookup_tokens:
             self.lookup_rounds += 1
-            return Draft(tokens, None, [])
+            return Draft(tokens, None, [], forwards=0)  # no draft-model forward (records' draft_forwards)
         self.model_rounds += 1
         budget = max_tokens if self.max_model_tokens is None else min(max_tokens, self.max_model_tokens)
         return self.model.propose(ids, budget, policy, temperature, generator)
