@@ -260,3 +260,34 @@ def test_folders_written_before_the_engine_options_still_resume():
     assert config_drift(old, new) is None
     on = JobConfig.from_mapping(compose("engine.fused_prefill=true")).as_dict()
     assert config_drift(old, on).startswith("engine")
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_an_outside_vocabulary_token_is_never_fed_under_the_engine_options(fused):
+    """A drafted id past the target's logits (union's draft-only tokens, SLRS's ⊥) ends the block the
+    engine feeds, with padding and transposed linear layers on and with a fused first round."""
+    from runners.engine.base import Draft, Drafter
+
+    target = tiny.tiny_model(50, seed=3)
+    ids = [1, 2, 3]
+    want = AutoregressiveRunner(target, []).generate(ids, 8).tokens
+
+    class Outside(Drafter):
+        def propose(self, ids, max_tokens, policy, temperature, generator):
+            return Draft([want[len(ids) - 3], 57, want[0]], None, [])  # a good token, an outside one, junk
+
+    forward = VerifyForward(target, PAD_ALL, transposed_copy(target, "all"), "all")
+    out = SpeculativeRunner(target, Outside(), FixedGamma(3), [], forward=forward, fused_prefill=fused).generate(ids, 8)
+    assert out.tokens == want
+    assert out.drafted_trace[0] == 2 and out.accepted_trace[0] == 1
+
+
+def test_a_short_prompt_padded_in_the_prefill_keeps_only_its_own_positions(pair):
+    """A prompt no longer than a bucket is padded in the prefill forward too; the padded positions
+    must leave the cache before the first round reads it."""
+    target, draft, _, _ = pair
+    for ids in ([1, 2, 3], [4, 5], [7]):
+        want = AutoregressiveRunner(target, []).generate(ids, 24).tokens
+        for forward in (VerifyForward(target, PAD_ALL), VerifyForward(target, PAD_ALL_ROWS)):
+            out = SpeculativeRunner(target, ModelDrafter(draft, []), FixedGamma(3), [], forward=forward).generate(ids, 24)
+            assert out.tokens == want, ids

@@ -157,6 +157,8 @@ class SpeculativeRunner:
         n_prompt = len(prompt_ids)
         if not self.fused_prefill:  # 1. prefill: the target's first token
             logits = self.forward(cache, ids, 1)
+            if getattr(self.forward, "buckets", None):  # a short prompt may have been padded: keep its own positions only
+                crop_to(cache, n_prompt)
             ids.append(_first_token(logits[-1], self.temperature, generator))
             timer.mark("first")
         self.drafter.begin(list(prompt_ids))

@@ -22,7 +22,7 @@ both lossless (they change which kernels compute the same function, not the func
   differ by shape; Gemma-3-270M, 2 threads, plain kernels: 3 tokens cost more than 8).
   Attention is causal, so the real positions never see the padding; their logits are the only
   ones returned, and the loop's cache crop (``crop_to(cache, len(ids) − 1)``) drops the padded
-  positions with the rejected ones. Only blocks whose ``n`` is in the table are padded.
+  positions with the rejected ones (after a padded prefill, a crop to the prompt's length). Only blocks whose ``n`` is in the table are padded.
 
 ``probe_costs`` measures, with the kernels the engine will use, the decoder body feeding
 ``m = 1..k_max`` tokens and the LM head on ``r = 1..k_max`` rows; ``choose_buckets`` keeps,
