@@ -154,15 +154,21 @@ def _torch_dtype(name: str) -> Any:
     return "auto" if name == "auto" else getattr(torch, name)
 
 
-def load_tokenizer(spec: ModelSpec, cache_dir: str | os.PathLike | None = None) -> Any:
-    from transformers import AutoTokenizer
-
+def _pretrained_args(spec: ModelSpec, cache_dir: str | os.PathLike | None) -> tuple[str, dict[str, Any]]:
+    """The path and keyword arguments of a tokenizer's or config's ``from_pretrained``."""
     path, gguf = resolve(spec, cache_dir)
     kwargs: dict[str, Any] = {"trust_remote_code": spec.trust_remote_code}
     if gguf:
         kwargs["gguf_file"] = gguf
     if spec.revision:
         kwargs["revision"] = spec.revision
+    return path, kwargs
+
+
+def load_tokenizer(spec: ModelSpec, cache_dir: str | os.PathLike | None = None) -> Any:
+    from transformers import AutoTokenizer
+
+    path, kwargs = _pretrained_args(spec, cache_dir)
     return AutoTokenizer.from_pretrained(path, **kwargs)
 
 
@@ -237,12 +243,7 @@ def max_positions(spec: ModelSpec, cache_dir: str | os.PathLike | None = None) -
     loading weights; None when the config does not say."""
     from transformers import AutoConfig
 
-    path, gguf = resolve(spec, cache_dir)
-    kwargs: dict[str, Any] = {"trust_remote_code": spec.trust_remote_code}
-    if gguf:
-        kwargs["gguf_file"] = gguf
-    if spec.revision:
-        kwargs["revision"] = spec.revision
+    path, kwargs = _pretrained_args(spec, cache_dir)
     config = AutoConfig.from_pretrained(path, **kwargs)
     config = getattr(config, "text_config", None) or config
     for key in ("max_position_embeddings", "n_positions", "max_sequence_length"):
@@ -313,7 +314,7 @@ def _safetensors_files(spec: ModelSpec, cache_dir: str | os.PathLike | None) -> 
         if alias not in PYPI_MODELS:
             return None
         folder = cache_root(cache_dir) / PYPI_MODELS[alias][1]
-    elif Path(spec.path).expanduser().is_dir():  # a local folder
+    elif not is_hub_id(spec.path):  # a local folder
         folder = Path(spec.path).expanduser()
     else:
         try:

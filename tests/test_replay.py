@@ -195,7 +195,7 @@ def test_trace_rollouts_are_what_the_drafter_drafts(pair, traces):
             got = drafter.propose(ids + tr.tokens[:t], k, _NeverStop(1), 0.0, None)
             toks, confs = tr.rollout(t, k)
             assert got.tokens == toks, (tr.prompt_id, t)
-            assert all(abs(a - b) < 1e-6 for a, b in zip(got.confidences, confs))
+            assert all(abs(a - b) < 1e-5 for a, b in zip(got.confidences, confs)), (got.confidences, confs)  # fp32 noise of two forward shapes
             a = tr.agreement(t)
             assert toks[:a] == tr.tokens[t : t + a] and (len(toks) <= a or t + a >= tr.n or toks[a] != tr.tokens[t + a])
 

@@ -41,6 +41,31 @@ def offline_env(**extra: str) -> dict[str, str]:
     return {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "disabled", "PYTHONPATH": path, **extra}
 
 
+SPEC = "  dtype: float32\n  device: cpu\n  trust_remote_code: false\n"
+
+
+def _pair_yaml(name: str, same_tokenizer: bool, target: tuple[str, Path], draft: tuple[str, Path]) -> str:
+    return (f"name: {name}\nsame_tokenizer: {'true' if same_tokenizer else 'false'}\n"
+            f"target:\n  name: {target[0]}\n  path: {target[1]}\n{SPEC}"
+            f"draft:\n  kind: model\n  name: {draft[0]}\n  path: {draft[1]}\n{SPEC}  transform: null\n")
+
+
+def _save_tiny_pair(base: Path, name: str, tokenizers: tuple, names: tuple[str, str], seeds: tuple[int, int],
+                    folders: tuple[str, str] = ("target", "draft")) -> None:
+    """Save a tiny seeded target (2 layers) and draft (1 layer) under ``base/<folders>`` and write
+    ``base/conf/pair/<name>.yaml`` for them."""
+    from helpers import tiny
+
+    for folder, tok, seed, layers in zip(folders, tokenizers, seeds, (2, 1), strict=True):
+        model = tiny.tiny_model(len(tok), seed=seed, layers=layers)
+        model.save_pretrained(base / folder)
+        tok.save_pretrained(base / folder)
+    conf = base / "conf" / "pair"
+    conf.mkdir(parents=True, exist_ok=True)
+    (conf / f"{name}.yaml").write_text(_pair_yaml(name, tokenizers[0] is tokenizers[1],
+                                                  (names[0], base / folders[0]), (names[1], base / folders[1])))
+
+
 def write_tiny_pairs(base: Path, names: tuple[str, ...] = ("a", "b", "c")) -> Path:
     """A config dir with ``pair/tiny_<name>.yaml`` for each name: distinct tiny seeded targets and
     drafts (same tokenizer), saved under ``base``; plus ``pair/broken.yaml``, whose target folder exists
@@ -48,25 +73,14 @@ def write_tiny_pairs(base: Path, names: tuple[str, ...] = ("a", "b", "c")) -> Pa
     from helpers import tiny
 
     tok = tiny.tiny_tokenizer()
-    conf = base / "conf" / "pair"
-    conf.mkdir(parents=True)
-    spec = "  dtype: float32\n  device: cpu\n  trust_remote_code: false\n"
     for i, name in enumerate(names):
-        for role, seed, layers in (("target", 10 + 2 * i, 2), ("draft", 11 + 2 * i, 1)):
-            model = tiny.tiny_model(len(tok), seed=seed, layers=layers)
-            model.save_pretrained(base / f"{name}-{role}")
-            tok.save_pretrained(base / f"{name}-{role}")
-        (conf / f"tiny_{name}.yaml").write_text(
-            f"name: tiny_{name}\nsame_tokenizer: true\n"
-            f"target:\n  name: {name}-target\n  path: {base / f'{name}-target'}\n{spec}"
-            f"draft:\n  kind: model\n  name: {name}-draft\n  path: {base / f'{name}-draft'}\n{spec}  transform: null\n"
-        )
-    (base / "broken-target").mkdir()
-    (base / "broken-target" / "config.json").write_text("{ not a model config")
-    (conf / "broken.yaml").write_text(
-        f"name: broken\nsame_tokenizer: true\ntarget:\n  name: broken-target\n  path: {base / 'broken-target'}\n{spec}"
-        f"draft:\n  kind: model\n  name: broken-draft\n  path: {base / 'broken-target'}\n{spec}  transform: null\n"
-    )
+        _save_tiny_pair(base, f"tiny_{name}", (tok, tok), (f"{name}-target", f"{name}-draft"), (10 + 2 * i, 11 + 2 * i),
+                        (f"{name}-target", f"{name}-draft"))
+    broken = base / "broken-target"
+    broken.mkdir()
+    (broken / "config.json").write_text("{ not a model config")
+    (base / "conf" / "pair" / "broken.yaml").write_text(
+        _pair_yaml("broken", True, ("broken-target", broken), ("broken-draft", broken)))
     return base / "conf"
 
 
@@ -75,18 +89,7 @@ def write_tiny_pair(base: Path) -> Path:
     from helpers import tiny
 
     tok = tiny.tiny_tokenizer()
-    for name, seed, layers in (("target", 1, 2), ("draft", 2, 1)):
-        model = tiny.tiny_model(len(tok), seed=seed, layers=layers)
-        model.save_pretrained(base / name)
-        tok.save_pretrained(base / name)
-    conf = base / "conf" / "pair"
-    conf.mkdir(parents=True)
-    spec = "  dtype: float32\n  device: cpu\n  trust_remote_code: false\n"
-    (conf / "tiny.yaml").write_text(
-        "name: tiny\nsame_tokenizer: true\n"
-        f"target:\n  name: tiny-target\n  path: {base / 'target'}\n{spec}"
-        f"draft:\n  kind: model\n  name: tiny-draft\n  path: {base / 'draft'}\n{spec}  transform: null\n"
-    )
+    _save_tiny_pair(base, "tiny", (tok, tok), ("tiny-target", "tiny-draft"), (1, 2))
     return base / "conf"
 
 
@@ -95,18 +98,8 @@ def write_tiny_hetero_pair(base: Path) -> Path:
     tokenizer and a tiny seeded draft with the character-level one (another vocabulary), saved under ``base``."""
     from helpers import tiny
 
-    for name, tok, seed, layers in (("target", tiny.tiny_tokenizer(), 1, 2), ("draft", tiny.tiny_tokenizer(kind="char"), 2, 1)):
-        model = tiny.tiny_model(len(tok), seed=seed, layers=layers)
-        model.save_pretrained(base / name)
-        tok.save_pretrained(base / name)
-    conf = base / "conf" / "pair"
-    conf.mkdir(parents=True)
-    spec = "  dtype: float32\n  device: cpu\n  trust_remote_code: false\n"
-    (conf / "tiny_hetero.yaml").write_text(
-        "name: tiny_hetero\nsame_tokenizer: false\n"
-        f"target:\n  name: tiny-bpe\n  path: {base / 'target'}\n{spec}"
-        f"draft:\n  kind: model\n  name: tiny-char\n  path: {base / 'draft'}\n{spec}  transform: null\n"
-    )
+    _save_tiny_pair(base, "tiny_hetero", (tiny.tiny_tokenizer(), tiny.tiny_tokenizer(kind="char")),
+                    ("tiny-bpe", "tiny-char"), (1, 2))
     return base / "conf"
 
 
