@@ -10,7 +10,7 @@ import torch
 from methods.base import GammaPolicy
 from runners.engine.base import Draft, Drafter
 from runners.engine.kv import crop_to, new_cache
-from runners.engine.verify import probs, sample
+from runners.engine.verify import greedy_token, probs, sample
 from specbench.models import model_device
 
 
@@ -73,7 +73,7 @@ class ModelDrafter(Drafter):
                 qs.append(q)
                 conf = float(q[tok])
             else:
-                tok = int(logits.argmax())
+                tok = greedy_token(logits)
                 conf = float(torch.softmax(logits.float(), dim=-1)[tok])
             tokens.append(tok)
             confidences.append(conf)

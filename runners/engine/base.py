@@ -88,5 +88,6 @@ class Generation:
     accepted_trace: list[int] = field(default_factory=list)
     confidence_trace: list[list[float]] = field(default_factory=list)
     speculative: bool = True
+    phase_ms: dict[str, float] = field(default_factory=dict)  # draft / verify / overhead after TTFT
     draft_forwards: int | None = None  # the drafter's model forwards, summed over rounds (None: not counted)
     fallback_rounds: int = 0  # rounds in which the drafter used its lossless fallback rule

@@ -358,7 +358,10 @@ def measure_overheads(target: Any, draft: Any, eos: Iterable[int], prompt_ids: S
     ``SpeculativeRunner`` (fixed γ) and ``/ (new_tokens − 1)`` for ``AutoregressiveRunner``;
     medians over ``repeats`` (after one warm-up each). ``drafter``: a factory of the drafter to run
     (default: a same-vocabulary ``ModelDrafter`` of ``draft``); a cross-vocabulary drafter's own work
-    (text sync, re-tokenization, vocabulary mapping) is then part of the round overhead."""
+    (text sync, re-tokenization, vocabulary mapping) is then part of the round overhead. Also the
+    harness's own share as the time breakdown sees it: ``loop_overhead_ms`` (the ``overhead`` phase
+    per round: acceptance, cache crops, policy, bookkeeping; the drafter's non-forward work is in its
+    ``draft`` phase) and ``round_ms`` (``(wall − TTFT) / rounds``)."""
     from methods.base import FixedGamma
     from runners.drafters.model import ModelDrafter
     from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
@@ -367,7 +370,7 @@ def measure_overheads(target: Any, draft: Any, eos: Iterable[int], prompt_ids: S
     make = drafter or (lambda: ModelDrafter(draft, eos))
     clocks = {"target": _ForwardClock(target), "draft": _ForwardClock(draft)}
     try:
-        spec, ar = [], []
+        spec, ar, loop, round_ms = [], [], [], []
         for i in range(repeats + 1):
             runner = SpeculativeRunner(target, make(), FixedGamma(gamma), eos)
             for c in clocks.values():
@@ -377,6 +380,8 @@ def measure_overheads(target: Any, draft: Any, eos: Iterable[int], prompt_ids: S
             forwards = clocks["target"].total_ms + clocks["draft"].total_ms
             if i and rounds:  # the prefill forward is in both the wall time and the forwards
                 spec.append(max(0.0, (gen.wall_ms - forwards) / rounds))
+                loop.append(gen.phase_ms.get("overhead", 0.0) / rounds)
+                round_ms.append((gen.wall_ms - gen.ttft_ms) / rounds)
             for c in clocks.values():
                 c.reset()
             gen = AutoregressiveRunner(target, eos).generate(list(prompt_ids), new_tokens)
@@ -386,4 +391,6 @@ def measure_overheads(target: Any, draft: Any, eos: Iterable[int], prompt_ids: S
         for c in clocks.values():
             c.close()
     return {"round_overhead_ms": statistics.median(spec) if spec else 0.0,
-            "ar_overhead_ms": statistics.median(ar) if ar else 0.0}
+            "ar_overhead_ms": statistics.median(ar) if ar else 0.0,
+            "loop_overhead_ms": statistics.median(loop) if loop else 0.0,
+            "round_ms": statistics.median(round_ms) if round_ms else 0.0}
