@@ -46,6 +46,7 @@ from analysis.prediction import load_calibrations, prediction_table
 from analysis.render import Table, save_figure, to_markdown, write_table
 from analysis.replay_table import load_replay, replay_table
 from analysis.tables import acceptance_table, latency_table, speedup_table, trace_frame, trace_table
+from analysis.time_breakdown import plot_time_breakdown, time_breakdown_table
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -144,6 +145,8 @@ def analyse(df: pd.DataFrame, out: Path | None, args: argparse.Namespace) -> tup
         report.table("cross-vocabulary prediction table",
                       lambda: prediction_table(df, load_calibrations(latency), args.pooling))
         report.table("per-category table", lambda: category_table(df, args.pooling))
+        report.table("time breakdown table", lambda: time_breakdown_table(df))
+        report.figure("time breakdown figure", "time_breakdown", lambda: plot_time_breakdown(df))
         if args.results_dir:
             report.table("replay oracle table", lambda: replay_table(args.results_dir))
             replay_artefacts(report, Path(args.results_dir), df)

@@ -53,7 +53,8 @@ LIST_COLUMNS = ("gamma_trace", "drafted_trace", "accepted_trace", "confidence_tr
 IDENTITY_KEYS = ("pair", "method", "task", "target")
 NUMERIC_COLUMNS = (
     "turn", "gamma_init", "temperature", "seed", "prompt_tokens", "new_tokens", "ttft_ms", "tpot_ms",
-    "tokens_per_s", "wall_ms", "rounds", "drafted", "accepted", "acceptance_rate",
+    "tokens_per_s", "wall_ms", "draft_ms", "verify_ms", "overhead_ms", "predicted_wall_ms",
+    "rounds", "drafted", "accepted", "acceptance_rate",
     "mean_accepted_per_round", "ar_tokens_per_s", "ar_wall_ms", "speedup", "max_new_tokens",
     "hfbench_ttft_ms", "hfbench_tpot_ms", "hfbench_tokens_per_s", "top_k", "top_p", "typical_p",
     "target_vocab_size", "draft_vocab_size",

@@ -1,6 +1,7 @@
 #!/usr/bin/env python
-"""How much of a sweep is decoding, under a given launcher: model loads per sweep, AR reference
-decodes per sweep, and sweep wall time against the sum of its jobs' decode times (a script, not a test).
+"""How much of a sweep is decoding, under a given launcher: model loads per sweep (against the
+distinct model weights it names), AR reference decodes per sweep (against the distinct prompt
+turns), and sweep wall time against the sum of its jobs' decode times (a script, not a test).
 
     python scripts/bench_sweep.py                                  # embedded default pair, 2x2 grid, basic launcher
     python scripts/bench_sweep.py --launcher local                 # submitit's local executor (a process per job)
@@ -33,6 +34,20 @@ DEFAULT = ["method=specdecode,gammatune", "gamma=2,4", "task.n_prompts=2", "max_
 LAUNCHERS = {"basic": [], "local": ["hydra/launcher=local"], "ray": ["hydra/launcher=ray"]}
 
 
+def distinct_weights(summaries: list[dict]) -> set[tuple]:
+    """Model weights the sweep's jobs name (a draft that is a transform of its target shares them)."""
+    out = set()
+    for s in summaries:
+        config = s.get("config") or {}
+        pair = config.get("pair") or {}
+        ar_only = ((config.get("method") or {}).get("runner")) == "ar"
+        for side in ("target",) if ar_only else ("target", "draft"):
+            node = pair.get(side) or {}
+            if node.get("path") and node.get("kind", "model") in ("model", "hybrid"):
+                out.add(tuple(node.get(k) for k in ("path", "gguf_file", "dtype", "quant", "device", "revision")))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("overrides", nargs="*", help="run.py overrides (default: %(default)s)", default=DEFAULT)
@@ -53,6 +68,7 @@ def main() -> None:
     decoded = [r for r in records if r.get("ar_source") == "decoded"]
     reference = sum(r["ar_wall_ms"] for r in decoded) / 1000.0
     verified = sum(n for src, n in sources.items() if src in ("decoded", "cache"))
+    turns = {(r["pair"], r["prompt_id"], r["turn"]) for r in records if r.get("ar_source")}
     # model loads: per process (a multirun's basic launcher is one process; submitit and Ray run several)
     per_process: dict[str, int] = {}
     for s in summaries:
@@ -60,16 +76,17 @@ def main() -> None:
         key = cache.get("process", s.get("provenance", {}).get("time_utc"))
         per_process[key] = max(per_process.get(key, 0), cache.get("loads", 0))
     loads = sum(per_process.values())
+    distinct = distinct_weights(summaries)
     load_s = sum(s.get("load_s") or 0.0 for s in summaries)
     shared = sum(1 for r in records if (r.get("device_jobs") or 1) > 1)
     print(f"\nlauncher             {args.launcher}")
     print(f"jobs                 {len(summaries)} ({sum(s['status'] == 'complete' for s in summaries)} complete)")
-    print(f"model loads          {loads} from disk in {len(per_process)} process(es) (a job-by-job harness: "
-          f"{len(summaries)} jobs x 2 models = {len(summaries) * 2}; a draft that is a transform of the target is "
-          "derived in memory)")
+    print(f"model loads          {loads} from disk in {len(per_process)} process(es), {len(distinct)} distinct model "
+          f"weights ({loads / max(1, len(distinct)):.1f} per distinct model; a job-by-job harness: {len(summaries)} "
+          f"jobs x 2 models = {len(summaries) * 2}; a draft that is a transform of the target is derived in memory)")
     print(f"AR decodes           {sources.get('decoded', 0)} references decoded for the sweep, {sources.get('cache', 0)} "
-          f"read from its cache, {sources.get('self', 0)} AR jobs' own decodings (without the cache: {verified} "
-          "reference decodes)")
+          f"read from its cache, {sources.get('self', 0)} AR jobs' own decodings, for {len(turns)} distinct prompt "
+          f"turns x pairs (without the cache: {verified} reference decodes)")
     print(f"job set-up time      {load_s:.1f} s in all (loads + transforms)")
     print(f"sweep wall time      {wall:.1f} s (process start, imports and warm-ups included)")
     print(f"decode time (timed)  {decode:.1f} s = {decode / wall:.2f} of the sweep's wall time")

@@ -4,27 +4,40 @@
     .venv/bin/python scripts/bench_vs_hf.py                       # embedded pair and task, γ=5, 64 tokens
     .venv/bin/python scripts/bench_vs_hf.py --gamma 4 --repeats 3 --json results/bench_vs_hf.json
     .venv/bin/python scripts/bench_vs_hf.py --pair gemma3-270m_smollm2-135m   # conf/pair/NAME.yaml (same vocab only)
+    .venv/bin/python scripts/bench_vs_hf.py --task specbench --data-files ../shared/data/spec_bench/question.jsonl \
+        --per-category 1                                          # Spec-Bench questions (first turn), 13 categories
+    .venv/bin/python scripts/bench_vs_hf.py --variants all        # also each engine lever left out, one at a time
 
 One process, one run, same models (loaded once through ``MODEL_CACHE``), same
 prompts (the first turn of each prompt of the embedded task, formatted as a job
 formats it), greedy, a fixed γ:
 
-* ``ours``: ``SpeculativeRunner`` + ``ModelDrafter`` + ``FixedGamma(γ)`` (method=specdecode);
+* ``ours``: ``SpeculativeRunner`` + ``ModelDrafter`` + ``FixedGamma(γ)`` (method=specdecode) with the
+  engine's lossless levers on (``--levers``, default all of ``runners.engine.verify_forward``'s:
+  ``fast_linear`` (Linear layers as (W·xᵀ)ᵀ for a few rows; ``--fast-scope`` all or head),
+  ``buckets`` (shape-aware verification, buckets chosen by a probe at load, printed) and
+  ``fused_prefill`` (the first round verified in the prefill forward));
+* ``plain``: the same loop with no lever (the engine before issue 16);
+* with ``--variants all`` also ``ours-<lever>`` (every lever but one) and ``ours+no_confidence``: a
+  local, benchmark-only drafter that skips the draft's softmax confidence (which ``FixedGamma``
+  never reads). It is not a product option: which draft features a policy needs is being
+  redesigned elsewhere; this only measures what that would save;
 * ``hf``:   ``target.generate(assistant_model=draft)`` via ``HFAssistedRunner`` with
   schedule "constant", ``num_assistant_tokens=γ``, confidence threshold 0 (method=hf_native_specdecode);
 * ``ar``:   the target alone (``AutoregressiveRunner``), the baseline of both speedups.
 
-Each engine is warmed up first (untimed). Then, for every repeat and prompt, the three
-run back to back in an order that rotates from one (prompt, repeat) to the next
-(ours/hf/ar, hf/ar/ours, ar/ours/hf, ...), so slow drift of the machine (other jobs,
-thermal) falls on every engine alike. Printed: per prompt and overall tokens/s, the
-ratio ours/hf, each engine's speedup over AR, acceptance (accepted/drafted draft
-tokens), TTFT, and whether the outputs are identical token for token.
+Each engine is warmed up first (untimed). Then, for every repeat and prompt, all engines
+run back to back in an order that rotates from one (prompt, repeat) to the next, so slow
+drift of the machine (other jobs, thermal) falls on every engine alike. Printed: per prompt
+tokens/s of ours, plain, hf and ar; per engine the pooled tokens/s, its ratio to hf and to
+ar, the median of per-prompt ratios, where our loop's time went (draft / verify / overhead
+per round, ``Generation.phase_ms``), and whether every output is identical token for token
+(to each other and to the target alone).
 
 Read the numbers knowing that (runners/engine/hf_assisted.py): transformers has no separate
 prefill, so its rounds are shifted by one token against ours (acceptance differs a
 little for that reason alone) and its TTFT includes the first draft block and its
-verification; ours is the target's prefill. Timings are only meaningful on a quiet
+verification; ours is the target's prefill (or the same first round with ``fused_prefill``). Timings are only meaningful on a quiet
 machine (``--threads`` torch threads, default 2). Exit status 1 when any output differs.
 """
 
@@ -41,7 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ENGINES = ("ours", "hf", "ar")
+LEVERS = ("fast_linear", "buckets", "fused_prefill")
 
 
 @dataclass
@@ -89,15 +102,27 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--pair", default=None, help="conf/pair/NAME.yaml (default: the embedded Gemma-3-270M fp32 / int8-dynamic pair)")
     p.add_argument("--gamma", type=int, default=5, help="fixed speculation length (default 5)")
     p.add_argument("--max-new-tokens", type=int, default=64)
-    p.add_argument("--n-prompts", type=int, default=None, help="first N prompts of the embedded task (default: all)")
+    p.add_argument("--task", default="embedded", help="embedded (default) or specbench (needs --data-files offline)")
+    p.add_argument("--data-files", default=None, help="local question file of the task (e.g. Spec-Bench's question.jsonl)")
+    p.add_argument("--n-prompts", type=int, default=None, help="first N prompts of the task (default: all)")
+    p.add_argument("--per-category", type=int, default=None, help="at most N prompts of each category (before --n-prompts)")
     p.add_argument("--repeats", type=int, default=1, help="timed runs of every prompt and engine (default 1)")
     p.add_argument("--warmup", type=int, default=1, help="untimed warm-up generations per engine (default 1)")
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
+    p.add_argument("--levers", default=",".join(LEVERS), help=f"levers of 'ours' (default: {','.join(LEVERS)}; '' = none)")
+    p.add_argument("--fast-scope", choices=("all", "head"), default="all",
+                   help="fast_linear: every nn.Linear of the target (all, default) or its LM head only")
+    p.add_argument("--variants", choices=("basic", "all"), default="basic",
+                   help="basic: ours, plain, hf, ar; all: also every lever left out and ours+no_confidence")
     p.add_argument("--cache-dir", default=None, help="converted GGUF models (default: ~/.cache/specbench)")
     p.add_argument("--json", default=None, help="also write the results to this JSON file")
     args = p.parse_args(argv)
     if args.gamma < 1 or args.max_new_tokens < 1 or args.repeats < 1 or args.threads < 1:
         p.error("--gamma, --max-new-tokens, --repeats and --threads must be >= 1")
+    args.levers = [x for x in args.levers.split(",") if x]
+    unknown = set(args.levers) - set(LEVERS)
+    if unknown:
+        p.error(f"unknown lever(s) {sorted(unknown)}; known: {', '.join(LEVERS)}")
     return args
 
 
@@ -120,19 +145,113 @@ def load_pair(name: str | None, cache_dir: str | None) -> tuple[str, Any, Any, A
     return label, target, draft, tokenizer
 
 
-def load_prompts(tokenizer: Any, n: int | None) -> list[tuple[str, list[int]]]:
-    """The first turn of each embedded prompt, formatted and encoded as ``runners.jobs.job`` does."""
+def load_prompts(tokenizer: Any, task: str = "embedded", data_files: str | None = None, n: int | None = None,
+                 per_category: int | None = None) -> list[tuple[str, list[int]]]:
+    """The first turn of each prompt of a task (``conf/task/TASK.yaml`` with ``data_files`` and the
+    selection), formatted and encoded as ``runners.jobs.job`` does."""
+    from specbench.config import JobConfig, compose
     from specbench.tasks import encode_turn, load_task
 
-    prompts = load_task({"name": "embedded", "loader": "embedded"})
+    overrides = [f"task={task}"]
+    if data_files:
+        overrides.append(f"task.data_files={data_files}")
+    if n:
+        overrides.append(f"task.n_prompts={n}")
+    if per_category:
+        overrides.append(f"task.per_category={per_category}")
+    config = JobConfig.from_mapping(compose(overrides))
     out = []
-    for prompt in prompts[:n] if n else prompts:
-        out.append((prompt.prompt_id, encode_turn(tokenizer, [], prompt.turns[0], "auto")[0]))
+    for prompt in load_task(config.task):
+        out.append((f"{prompt.category}:{prompt.prompt_id}" if task != "embedded" else prompt.prompt_id,
+                    encode_turn(tokenizer, [], prompt.turns[0], config.task.prompt_format)[0]))
     return out
 
 
 def fmt(x: float | None, spec: str = ".1f") -> str:
     return "-" if x is None else format(x, spec)
+
+
+def no_confidence_drafter(draft: Any, eos: list[int]) -> Any:
+    """``ModelDrafter`` without the draft's softmax confidence (benchmark-only; see the module doc)."""
+    import torch
+
+    from runners.drafters.model import ModelDrafter, common_prefix_len
+    from runners.engine.base import Draft
+    from runners.engine.kv import crop_to
+    from runners.engine.verify import greedy_token
+
+    class NoConfidenceDrafter(ModelDrafter):
+        @torch.inference_mode()
+        def propose(self, ids, max_tokens, policy, temperature, generator):  # greedy, no stop_drafting
+            if self.cache is None:
+                self.begin(ids)
+            n = min(common_prefix_len(self.seq, ids), len(ids) - 1)
+            if n < len(self.seq):
+                crop_to(self.cache, n)
+                self.seq = self.seq[:n]
+            feed, tokens = ids[n:], []
+            for _ in range(max_tokens):
+                inp = torch.tensor([feed], device=self.device)
+                logits = self.model(input_ids=inp, past_key_values=self.cache, use_cache=True, logits_to_keep=1).logits[0, -1]
+                self.seq.extend(feed)
+                tok = greedy_token(logits)
+                tokens.append(tok)
+                feed = [tok]
+                if tok in self.eos:
+                    break
+            return Draft(tokens, None, [])
+
+    return NoConfidenceDrafter(draft, eos)
+
+
+def build_engines(args: argparse.Namespace, target: Any, draft: Any, eos: list[int]) -> tuple[dict[str, Any], dict]:
+    """The engines to interleave, and the engine options chosen (buckets probed once)."""
+    from methods.base import FixedGamma
+    from runners.drafters.model import ModelDrafter
+    from runners.engine.hf_assisted import HFAssistedRunner
+    from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
+    from runners.engine.verify_forward import VerifyForward, choose_buckets, probe_costs, transposed_copy
+
+    gamma = args.gamma
+    fast = transposed_copy(target, args.fast_scope) if "fast_linear" in args.levers else None
+    info: dict[str, Any] = {"fast_linear": args.fast_scope if fast is not None else None}
+    if "buckets" in args.levers:
+        t0 = time.perf_counter()
+        k_max = max(9, gamma + 1)
+        for label, runs in (("fast", fast), ("plain", target)):
+            if runs is None:
+                continue
+            body, head = probe_costs(runs, k_max)
+            info[f"body_ms_{label}"], info[f"head_ms_{label}"] = body, head
+            info[f"buckets_{label}"] = choose_buckets(body, head)
+        info["probe_s"] = time.perf_counter() - t0
+
+    def ours(levers: set[str], drafter: Any = None) -> Any:
+        executor = fast if "fast_linear" in levers else None
+        table = {}
+        if "buckets" in levers:
+            table = info["buckets_fast" if executor is not None else "buckets_plain"]
+        return SpeculativeRunner(target, drafter or ModelDrafter(draft, eos), FixedGamma(gamma), eos, 0.0,
+                                 forward=VerifyForward(target, table, executor, args.fast_scope),
+                                 fused_prefill="fused_prefill" in levers)
+
+    levers = set(args.levers)
+    engines: dict[str, Any] = {
+        "ours": ours(levers),
+        "plain": ours(set()),
+        "hf": HFAssistedRunner(target, draft, FixedGamma(gamma), eos, 0.0),
+        "ar": AutoregressiveRunner(target, eos, 0.0),
+    }
+    if args.variants == "all":
+        if len(levers) > 1:
+            for lever in args.levers:
+                engines[f"ours-{lever}"] = ours(levers - {lever})
+        engines["ours+no_confidence"] = ours(levers, no_confidence_drafter(draft, eos))
+    return engines, info
+
+
+def _ratio_median(per_prompt: dict, a: str, b: str) -> float:
+    return statistics.median(t[a].tps / t[b].tps for t in per_prompt.values())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -142,10 +261,6 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     import transformers
 
-    from methods.base import FixedGamma
-    from runners.drafters.model import ModelDrafter
-    from runners.engine.hf_assisted import HFAssistedRunner
-    from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
     from specbench.models import eos_ids
 
     torch.set_num_threads(args.threads)
@@ -155,97 +270,129 @@ def main(argv: list[str] | None = None) -> int:
     label, target, draft, tokenizer = load_pair(args.pair, args.cache_dir)
     load_s = time.perf_counter() - t0
     eos = eos_ids(target, tokenizer)
-    prompts = load_prompts(tokenizer, args.n_prompts)
+    prompts = load_prompts(tokenizer, args.task, args.data_files, args.n_prompts, args.per_category)
     gamma, n_new = args.gamma, args.max_new_tokens
-    runners = {
-        "ours": SpeculativeRunner(target, ModelDrafter(draft, eos), FixedGamma(gamma), eos, 0.0),
-        "hf": HFAssistedRunner(target, draft, FixedGamma(gamma), eos, 0.0),
-        "ar": AutoregressiveRunner(target, eos, 0.0),
-    }
+    runners, info = build_engines(args, target, draft, eos)
+    engines = tuple(runners)
     print(f"pair: {label}   (loaded in {load_s:.1f} s)")
     print(
-        f"gamma={gamma} max_new_tokens={n_new} prompts={len(prompts)} repeats={args.repeats} warmup={args.warmup} "
-        f"threads={args.threads} greedy | torch {torch.__version__} transformers {transformers.__version__} "
-        f"python {platform.python_version()} | eos={eos}"
+        f"task={args.task} prompts={len(prompts)} gamma={gamma} max_new_tokens={n_new} repeats={args.repeats} "
+        f"warmup={args.warmup} threads={args.threads} greedy | torch {torch.__version__} transformers "
+        f"{transformers.__version__} python {platform.python_version()} | eos={eos} | load {os.getloadavg()[0]:.2f}"
     )
+    print(f"levers of 'ours': {', '.join(args.levers) or 'none'}; fast_linear: {info['fast_linear'] or 'off'}")
+    for label in ("fast", "plain"):
+        if f"body_ms_{label}" in info:
+            print(f"probe ({label} kernels): body ms " + " ".join(f"{k}:{v:.0f}" for k, v in info[f"body_ms_{label}"].items())
+                  + " | head ms " + " ".join(f"{k}:{v:.0f}" for k, v in info[f"head_ms_{label}"].items()))
+            print(f"  buckets n -> (padded m, head rows r): {info[f'buckets_{label}'] or 'none pays'}")
 
     for _ in range(args.warmup):  # untimed: allocations, kernels, lazy imports
         for runner in runners.values():
             runner.generate(prompts[0][1], min(16, n_new))
 
-    per_prompt: dict[str, dict[str, Tally]] = {pid: {e: Tally() for e in ENGINES} for pid, _ in prompts}
-    outputs: dict[str, dict[str, list[list[int]]]] = {pid: {e: [] for e in ENGINES} for pid, _ in prompts}
+    per_prompt: dict[str, dict[str, Tally]] = {pid: {e: Tally() for e in engines} for pid, _ in prompts}
+    outputs: dict[str, dict[str, list[list[int]]]] = {pid: {e: [] for e in engines} for pid, _ in prompts}
+    phases: dict[str, dict[str, float]] = {e: {} for e in engines}
+    walls: dict[str, dict[str, list[float]]] = {pid: {e: [] for e in engines} for pid, _ in prompts}
+    loads: list[float] = []
     k = 0
     for _ in range(args.repeats):
         for pid, ids in prompts:
-            order = ENGINES[k % 3 :] + ENGINES[: k % 3]  # rotate who goes first
+            order = engines[k % len(engines):] + engines[: k % len(engines)]  # rotate who goes first
             k += 1
+            loads.append(os.getloadavg()[0])
             for engine in order:
                 gen = runners[engine].generate(ids, n_new)
                 per_prompt[pid][engine].add(gen)
                 outputs[pid][engine].append(gen.tokens)
+                walls[pid][engine].append(gen.wall_ms)
+                for phase, ms in gen.phase_ms.items():
+                    phases[engine][phase] = phases[engine].get(phase, 0.0) + ms
 
-    header = (
-        f"{'prompt':<22}{'tok':>5}{'ours t/s':>10}{'hf t/s':>9}{'ar t/s':>9}{'ours/hf':>9}"
-        f"{'ours/ar':>9}{'hf/ar':>8}{'acc ours':>10}{'acc hf':>8}  identical"
-    )
+    total = {e: Tally() for e in engines}
+    for pid, _ in prompts:
+        for e in engines:
+            t = per_prompt[pid][e]
+            for name in ("tokens", "seconds", "drafted", "accepted", "rounds"):
+                setattr(total[e], name, getattr(total[e], name) + getattr(t, name))
+            total[e].ttft_ms.extend(t.ttft_ms)
+    shown = [e for e in ("ours", "plain", "hf", "ar") if e in engines]
+    header = f"{'prompt':<24}{'tok':>5}" + "".join(f"{e + ' t/s':>12}" for e in shown) + f"{'ours/hf':>9}{'plain/hf':>9}  identical"
     print()
     print(header)
     print("-" * len(header))
-    total = {e: Tally() for e in ENGINES}
     rows = []
     identical_all = True
     for pid, _ in prompts:
         t = per_prompt[pid]
-        for e in ENGINES:
-            for name in ("tokens", "seconds", "drafted", "accepted", "rounds"):
-                setattr(total[e], name, getattr(total[e], name) + getattr(t[e], name))
-            total[e].ttft_ms.extend(t[e].ttft_ms)
         outs = outputs[pid]
-        same_hf = outs["ours"] == outs["hf"]
-        same_ar = outs["ours"] == outs["ar"]
-        identical_all &= same_hf and same_ar
-        ident = "yes" if same_hf and same_ar else f"ours=hf:{same_hf} ours=ar:{same_ar}"
-        print(
-            f"{pid[:21]:<22}{len(outs['ours'][0]):>5}{t['ours'].tps:>10.1f}{t['hf'].tps:>9.1f}{t['ar'].tps:>9.1f}"
-            f"{t['ours'].tps / t['hf'].tps:>9.3f}{t['ours'].tps / t['ar'].tps:>9.3f}{t['hf'].tps / t['ar'].tps:>8.3f}"
-            f"{fmt(t['ours'].acceptance, '.3f'):>10}{fmt(t['hf'].acceptance, '.3f'):>8}  {ident}"
-        )
-        rows.append({"prompt_id": pid, "identical_ours_hf": same_hf, "identical_ours_ar": same_ar,
-                     **{e: t[e].as_dict() for e in ENGINES}})
-    print("-" * len(header))
-    ratios = [r["ours"]["tokens_per_s"] / r["hf"]["tokens_per_s"] for r in rows]
-    print(
-        f"{'overall':<22}{total['ours'].tokens // args.repeats:>5}{total['ours'].tps:>10.1f}{total['hf'].tps:>9.1f}"
-        f"{total['ar'].tps:>9.1f}{total['ours'].tps / total['hf'].tps:>9.3f}{total['ours'].tps / total['ar'].tps:>9.3f}"
-        f"{total['hf'].tps / total['ar'].tps:>8.3f}{fmt(total['ours'].acceptance, '.3f'):>10}"
-        f"{fmt(total['hf'].acceptance, '.3f'):>8}  {'yes' if identical_all else 'NO'}"
-    )
+        same = {e: outs[e] == outs["ar"] for e in engines}
+        identical = all(same.values())
+        identical_all &= identical
+        ident = "yes" if identical else "NO: " + ",".join(e for e, ok in same.items() if not ok)
+        print(f"{pid[:23]:<24}{len(outs['ours'][0]):>5}" + "".join(f"{t[e].tps:>12.1f}" for e in shown)
+              + f"{t['ours'].tps / t['hf'].tps:>9.3f}{t['plain'].tps / t['hf'].tps:>9.3f}  {ident}")
+        rows.append({"prompt_id": pid, "identical": identical, **{e: t[e].as_dict() for e in engines}})
     print()
-    print(f"throughput ours/hf: {total['ours'].tps / total['hf'].tps:.3f} (total tokens / total time); "
-          f"median of per-prompt ratios {statistics.median(ratios):.3f}")
-    print(f"speedup over AR: ours {total['ours'].tps / total['ar'].tps:.3f}x, hf {total['hf'].tps / total['ar'].tps:.3f}x")
-    for e in ("ours", "hf"):
+    head2 = (f"{'engine':<22}{'tok/s':>8}{'/hf':>8}{'/hf med':>9}{'/ar':>8}{'acc':>7}{'rounds':>8}"
+             f"{'draft/rd':>10}{'verify/rd':>10}{'ovh/rd':>8}{'ovh %':>7}{'TTFT':>8}")
+    print(head2 + "   (per-round times in ms; ovh % of the time after the first token)")
+    print("-" * len(head2))
+    summary: dict[str, Any] = {}
+    for e in engines:
         tt = total[e]
-        print(f"{e:>4}: acceptance {fmt(tt.acceptance, '.3f')} ({tt.accepted}/{tt.drafted}), "
-              f"{tt.rounds} rounds, accepted/round {fmt(tt.accepted / tt.rounds if tt.rounds else None, '.2f')}, "
-              f"median TTFT {statistics.median(tt.ttft_ms):.1f} ms")
-    print(f"  ar: median TTFT {statistics.median(total['ar'].ttft_ms):.1f} ms")
-    print(f"outputs identical token for token (ours = hf = ar, every prompt and repeat): {'yes' if identical_all else 'NO'}")
-    print("note: hf has no separate prefill (its rounds are shifted by one token against ours; its TTFT includes "
+        ph = phases[e]
+        rounds = tt.rounds or None
+        after = sum(ph.values())
+        row = {
+            "tokens_per_s": tt.tps, "ratio_hf": tt.tps / total["hf"].tps, "ratio_ar": tt.tps / total["ar"].tps,
+            "ratio_hf_median": _ratio_median(per_prompt, e, "hf"), "acceptance": tt.acceptance, "rounds": tt.rounds,
+            "draft_ms_per_round": ph.get("draft", 0.0) / rounds if rounds and ph else None,
+            "verify_ms_per_round": ph.get("verify", 0.0) / rounds if rounds and ph else None,
+            "overhead_ms_per_round": ph.get("overhead", 0.0) / rounds if rounds and ph else None,
+            "overhead_share": ph.get("overhead", 0.0) / after if after else None,
+            "ttft_ms_median": statistics.median(tt.ttft_ms),
+        }
+        summary[e] = row
+        print(f"{e:<22}{tt.tps:>8.2f}{row['ratio_hf']:>8.3f}{row['ratio_hf_median']:>9.3f}{row['ratio_ar']:>8.3f}"
+              f"{fmt(tt.acceptance, '.3f'):>7}{tt.rounds:>8}{fmt(row['draft_ms_per_round']):>10}"
+              f"{fmt(row['verify_ms_per_round']):>10}{fmt(row['overhead_ms_per_round'], '.2f'):>8}"
+              f"{fmt(100 * row['overhead_share'] if row['overhead_share'] is not None else None, '.2f'):>7}"
+              f"{row['ttft_ms_median']:>8.1f}")
+    print()
+    print(f"throughput ours/hf: {summary['ours']['ratio_hf']:.3f} pooled (total tokens / total time), median of "
+          f"per-prompt ratios {summary['ours']['ratio_hf_median']:.3f}; plain/hf {summary['plain']['ratio_hf']:.3f}")
+    for e in engines:
+        if e.startswith("ours-") or e.startswith("ours+"):
+            print(f"  {e}: {summary[e]['ratio_hf']:.3f} x hf  (ours / {e} = {total['ours'].tps / total[e].tps:.3f})")
+    if args.repeats > 1:  # the fastest of the repeats per prompt: other processes only ever add time
+        best = {e: sum(min(walls[pid][e]) for pid, _ in prompts) for e in engines}
+        print(f"from the fastest of {args.repeats} repeats per prompt and engine: " + ", ".join(
+            f"{e}/hf {best['hf'] / best[e]:.3f}" for e in engines if e not in ("hf", "ar")) + f"; ours/ar {best['ar'] / best['ours']:.3f}")
+        for e in engines:
+            summary[e]["ratio_hf_fastest"] = best["hf"] / best[e]
+            summary[e]["ratio_ar_fastest"] = best["ar"] / best[e]
+    print(f"speedup over AR: ours {summary['ours']['ratio_ar']:.3f}x, plain {summary['plain']['ratio_ar']:.3f}x, "
+          f"hf {summary['hf']['ratio_ar']:.3f}x")
+    print(f"1-min load average during the timed runs: min {min(loads):.2f}, median {statistics.median(loads):.2f}, "
+          f"max {max(loads):.2f} ({os.cpu_count()} CPUs)")
+    print(f"outputs identical token for token (every engine = ar, every prompt and repeat): "
+          f"{'yes' if identical_all else 'NO'}")
+    print("note: hf has no separate prefill (its rounds are shifted by one token against plain; its TTFT includes "
           "the first draft block), see runners/engine/hf_assisted.py")
 
     if args.json:
         result = {
-            "pair": label, "gamma": gamma, "max_new_tokens": n_new, "repeats": args.repeats, "warmup": args.warmup,
-            "threads": args.threads, "torch": torch.__version__, "transformers": transformers.__version__,
-            "identical": identical_all, "overall": {e: total[e].as_dict() for e in ENGINES},
-            "ratio_ours_hf": total["ours"].tps / total["hf"].tps,
-            "speedup_ours": total["ours"].tps / total["ar"].tps, "speedup_hf": total["hf"].tps / total["ar"].tps,
-            "prompts": rows,
+            "pair": label, "task": args.task, "n_prompts": len(prompts), "gamma": gamma, "max_new_tokens": n_new,
+            "repeats": args.repeats, "warmup": args.warmup, "threads": args.threads, "levers": args.levers,
+            "torch": torch.__version__, "transformers": transformers.__version__, "identical": identical_all,
+            "load_average": {"min": min(loads), "median": statistics.median(loads), "max": max(loads)},
+            "engine_options": {k: v for k, v in info.items()}, "engines": summary,
+            "overall": {e: total[e].as_dict() for e in engines}, "prompts": rows,
         }
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(result, indent=2))
+        Path(args.json).write_text(json.dumps(result, indent=2, default=str))
         print(f"wrote {args.json}")
     return 0 if identical_all else 1
 

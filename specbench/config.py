@@ -159,13 +159,15 @@ class ModelSpec:
         return self.name or self.path
 
 
-DRAFT_KINDS = ("model", "prompt_lookup")
+DRAFT_KINDS = ("model", "prompt_lookup", "hybrid")
+MODEL_DRAFT_KINDS = ("model", "hybrid")  # kinds whose draft node names a model to load (hybrid: lookup, else it)
 
 
 @dataclass(frozen=True)
 class DraftConfig:
     """What proposes draft tokens: ``kind`` (a key of ``runners.drafters.DRAFTERS``), its ``model`` when
-    it has one, and the kind's own ``options`` (validated by the drafter, e.g. prompt lookup's n-gram sizes)."""
+    it has one (``MODEL_DRAFT_KINDS``), and the kind's own ``options`` (validated by the drafter, e.g.
+    prompt lookup's n-gram sizes; a ``hybrid`` draft has both a model and lookup options)."""
 
     kind: str
     name: str
@@ -185,6 +187,8 @@ class DraftConfig:
         if kind == "model":
             _split(options, where, model_keys)  # a model draft has no other settings
             return cls(kind, name, ModelSpec.from_mapping(model_part, where), {})
+        if kind in MODEL_DRAFT_KINDS:
+            return cls(kind, name, ModelSpec.from_mapping(model_part, where), options)
         extra = [k for k, v in model_part.items() if k not in ("name",) and v not in (None, False)]
         if extra:
             raise ConfigError(f"{where}: kind {kind!r} has no model, but {extra[0]!r} is set")
@@ -401,15 +405,94 @@ class LoggerConfig:
         return cls(**values)
 
 
+# --------------------------------------------------------------------------- engine options
+
+FAST_LINEAR = (False, "head", "all", "auto")
+VERIFY_BUCKETS = (False, "auto", "probe")
+_OFF = ("false", "off", "none")
+
+
+def _off(value: Any) -> Any:
+    """``false`` / ``off`` / ``none`` / null as a string (a CLI override) or a value: ``False``."""
+    return False if value is None or (isinstance(value, str) and value.lower() in _OFF) else value
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """How our speculative loop runs the target (``runners.engine.verify_forward``); every option is
+    lossless (it changes which kernels compute the same function, or where TTFT ends), and all are off
+    by default. They apply to ``method.runner: speculative`` only (``ar`` and ``hf`` ignore them, and
+    the summary's ``engine`` is null there), so a sweep over ``method=ar,specdecode`` keeps its baseline.
+
+    * ``fast_linear``: ``false`` | ``head`` | ``all`` | ``auto`` — blocks of 2..16 tokens through a
+      private copy of the target whose ``nn.Linear`` layers compute ``(W·xᵀ)ᵀ`` (``head``: the LM head
+      only; ``auto``: ``all`` on CPU, off on GPU, where it is unmeasured);
+    * ``verify_buckets``: ``false`` | ``auto`` (probe once per process on CPU, off on GPU) | ``probe``
+      (probe on any device) | ``{n: [m, r]}`` (pad an ``n``-token block to ``m`` tokens, LM head on
+      ``r`` rows, ``n <= r <= m``);
+    * ``bucket_k_max``: the longest block the probe measures (null: ``max(9, gamma + 1)``, at most 17);
+    * ``fused_prefill``: the first round drafts from the prompt and the target verifies prompt + draft
+      in its prefill forward (as transformers does); TTFT is then the end of that round.
+    """
+
+    fast_linear: bool | str = False
+    verify_buckets: bool | str | Mapping[int, tuple[int, int]] = False
+    bucket_k_max: int | None = None
+    fused_prefill: bool = False
+
+    @classmethod
+    def from_mapping(cls, node: Mapping[str, Any] | None) -> EngineConfig:
+        values = _split(node or {}, "engine", _names(cls))
+        fast = _off(values.get("fast_linear", False))
+        if fast not in FAST_LINEAR or fast is True:
+            raise ConfigError(f"engine.fast_linear {fast!r} is not one of false, head, all, auto")
+        spec = _off(values.get("verify_buckets", False))
+        if isinstance(spec, Mapping):
+            spec = _buckets(spec)
+        elif spec not in VERIFY_BUCKETS:
+            raise ConfigError(f"engine.verify_buckets {spec!r} is not one of false, auto, probe or a mapping "
+                              f"{{n: [m, r]}}")
+        return cls(fast, spec, check_int("engine.bucket_k_max", values.get("bucket_k_max"), 2, optional=True),
+                   check_bool("engine.fused_prefill", values.get("fused_prefill", False)))
+
+    @property
+    def any(self) -> bool:
+        return bool(self.fast_linear or self.verify_buckets or self.fused_prefill)
+
+
+def _buckets(spec: Mapping[Any, Any]) -> dict[int, tuple[int, int]]:
+    """``{n: [m, r]}`` with integers ``1 <= n <= r <= m``."""
+    out: dict[int, tuple[int, int]] = {}
+    for n, mr in spec.items():
+        try:
+            key, (m, r) = int(n), (int(mr[0]), int(mr[1]))
+            if len(mr) != 2 or not 1 <= key <= r <= m:
+                raise ValueError
+        except (TypeError, ValueError, IndexError, KeyError):
+            raise ConfigError(f"engine.verify_buckets: {n}: {mr!r} must be [m, r] with 1 <= n <= r <= m") from None
+        out[key] = (m, r)
+    return out
+
+
+def check_latency(value: Any) -> str | bool | None:
+    """``latency``: null (look in the default places), false (no predictions) or a path."""
+    if isinstance(value, str) and value.lower() in _OFF:
+        return False
+    if value is None or value is False:
+        return value
+    return check_str("latency", value)
+
+
 # --------------------------------------------------------------------------- the job
 
 TOP_LEVEL = ("pair", "method", "task", "logger", "hetero", "gamma", "temperature", "top_k", "top_p", "typical_p",
              "max_new_tokens", "seed", "results_dir", "verify_lossless", "warmup", "warmup_per_prompt", "threads",
-             "cache_dir", "overwrite", "model_budget", "on_locked")
+             "cache_dir", "overwrite", "model_budget", "on_locked", "engine", "latency")
 #: keys that do not change what a job measures: left out of job folder names (``hydra.job.config.
 #: override_dirname.exclude_keys`` in conf/config.yaml) and of the check that a job folder holds
 #: results of the same config (``config_drift``).
-NON_IDENTITY_KEYS = ("results_dir", "overwrite", "logger", "threads", "cache_dir", "warmup", "model_budget", "on_locked")
+NON_IDENTITY_KEYS = ("results_dir", "overwrite", "logger", "threads", "cache_dir", "warmup", "model_budget", "on_locked",
+                     "latency")
 CHECKPOINT = "checkpoint"  # a sampling processor's value from the target checkpoint's generation config
 
 
@@ -439,6 +522,7 @@ class JobConfig:
     task: TaskConfig
     hetero: HeteroConfig = field(default_factory=HeteroConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
+    engine: EngineConfig = field(default_factory=EngineConfig)
     gamma: int = 5
     temperature: float = 0.0
     top_k: int | str | None = None
@@ -455,6 +539,7 @@ class JobConfig:
     overwrite: bool = False
     model_budget: int | None = None  # bytes the process's model cache may hold (None: the device's free memory)
     on_locked: str = "skip"  # another process runs this job: skip it, or wait for it to finish
+    latency: str | bool | None = None  # the latency model for predicted wall times (``runners.jobs.predict``)
     resolved: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -481,6 +566,7 @@ class JobConfig:
             "overwrite": check_bool("overwrite", values.get("overwrite", False)),
             "model_budget": parse_bytes(values.get("model_budget"), "model_budget"),
             "on_locked": check_choice("on_locked", values.get("on_locked", "skip"), ON_LOCKED),
+            "latency": check_latency(values.get("latency")),
         }
         job = cls(
             pair=PairConfig.from_mapping(values["pair"]),
@@ -488,6 +574,7 @@ class JobConfig:
             task=TaskConfig.from_mapping(values["task"]),
             hetero=HeteroConfig.from_mapping(values.get("hetero")),
             logger=LoggerConfig.from_mapping(values.get("logger")),
+            engine=EngineConfig.from_mapping(values.get("engine")),
             resolved=resolved,
             **scalars,
         )
@@ -542,6 +629,9 @@ class JobConfig:
                 f"needs one vocabulary. Use hetero=auto, hetero=slem (greedy) or hetero=tli (any temperature), "
                 f"or hetero=union / hetero=slrs."
             )
+        if draft.kind == "hybrid" and not pair.same_tokenizer:
+            raise ConfigError(f"pair {pair.name!r}: a hybrid draft proposes target tokens (lookup, else its model) "
+                              f"and needs a draft model of the target's tokenizer (same_tokenizer: true)")
         if rule is not None and draft.kind != "model":
             raise ConfigError(f"hetero={rule} needs a draft model with its tokenizer; pair {pair.name!r} drafts "
                               f"with {draft.kind!r}")
@@ -659,10 +749,13 @@ def job_dirname(override_dirname: str, results_dir: str | None = None, transient
 def config_drift(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> str | None:
     """The first setting (dotted key, with both values) in which two resolved job configs differ,
     ignoring ``NON_IDENTITY_KEYS``; a key absent from ``old`` (written before it existed) counts as
-    null. None when they describe the same job."""
+    null, and matches a new value that is off (null, false, or a mapping of such: an option added
+    later, off by default, e.g. ``engine``). None when they describe the same job."""
     keys = sorted(set(old) | set(new), key=str)
     for key in keys:
         if not prefix and key in NON_IDENTITY_KEYS:
+            continue
+        if key not in old and _is_off(new.get(key)):
             continue
         a, b = old.get(key), new.get(key)
         where = f"{prefix}{key}"
@@ -673,6 +766,13 @@ def config_drift(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "
         elif a != b and not (isinstance(a, list | tuple) and isinstance(b, list | tuple) and list(a) == list(b)):
             return f"{where}: {a!r} there, {b!r} now"
     return None
+
+
+def _is_off(value: Any) -> bool:
+    """Null, false, or a mapping whose values are all off (``config_drift``)."""
+    if isinstance(value, Mapping):
+        return all(_is_off(v) for v in value.values())
+    return value is None or value is False
 
 
 def register_resolvers() -> None:

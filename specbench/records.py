@@ -4,13 +4,24 @@ Every figure is defined here, once (the README quotes these definitions):
 
 * ``ttft_ms``  time to first token: from the start of generation (prompt ids on
   the device) until the first new token is available, i.e. the target's prefill.
-  (For ``runner: hf`` — transformers' own loop, which has no separate prefill — it
-  is the end of the first round: draft prefill, first draft block and its verification.)
+  (For ``runner: hf`` — transformers' own loop, which has no separate prefill — and
+  for our loop with ``engine.fused_prefill`` it is the end of the first round: draft
+  prefill, first draft block and its verification in the target's prefill forward.)
 * ``tpot_ms``  time per output token after the first:
   ``(wall_ms - ttft_ms) / (new_tokens - 1)``; null when ``new_tokens < 2``.
 * ``tokens_per_s``  ``new_tokens / (wall_ms / 1000)``; over several records, **pooled**
   throughput is ``Σ new_tokens / (Σ wall_ms / 1000)`` (``pooled_tokens_per_s``: long answers
   weigh more), the *mean* throughput the mean of per-record ``tokens_per_s``.
+* ``draft_ms``, ``verify_ms``, ``overhead_ms``  where the time after the first token
+  went (``wall_ms - ttft_ms``, summed over rounds): ``draft_ms`` in the drafter
+  (proposing), ``verify_ms`` in the target's forwards, ``overhead_ms`` in everything
+  else (acceptance, cache crops, policy, bookkeeping). The three are measured
+  separately (``Timer.lap``) and add up to ``wall_ms - ttft_ms`` within timer
+  resolution. For ``method=ar`` ``verify_ms`` is the target's decoding forwards and
+  ``draft_ms`` is 0; null for ``runner: hf``.
+* ``predicted_wall_ms``  the latency model's wall time for this record's own rounds
+  (``runners.replay.replay.predict_wall_ms``; greedy runs, when a calibrated latency model of
+  the pair is found, see ``runners.jobs.predict.find_latency``); null otherwise.
 * ``drafted``  draft tokens proposed, summed over rounds.
 * ``accepted`` draft tokens the target accepted, summed over rounds. The token
   the target itself emits at the end of every round (the correction after a
@@ -134,6 +145,11 @@ class Record:
     tpot_ms: float | None
     tokens_per_s: float
     wall_ms: float
+    # where the time after the first token went (null when not measured)
+    draft_ms: float | None = None
+    verify_ms: float | None = None
+    overhead_ms: float | None = None
+    predicted_wall_ms: float | None = None
     # speculation (null / empty for method=ar)
     hetero: str | None = None  # the cross-vocabulary algorithm that ran (slem, tli, ...); null: one vocabulary
     rounds: int | None = None
@@ -219,6 +235,13 @@ def per_position(drafted_trace: list[int], accepted_trace: list[int]) -> dict[st
         for j in range(a):
             accepted_pp[j] += 1
     return {"drafted_per_pos": drafted_pp, "compared_per_pos": compared_pp, "accepted_per_pos": accepted_pp}
+
+
+def breakdown_fields(phase_ms: Mapping[str, float] | None) -> dict[str, float | None]:
+    """``draft_ms`` / ``verify_ms`` / ``overhead_ms`` from a generation's phase times (definitions above)."""
+    if not phase_ms:
+        return {"draft_ms": None, "verify_ms": None, "overhead_ms": None}
+    return {f"{k}_ms": float(phase_ms.get(k, 0.0)) for k in ("draft", "verify", "overhead")}
 
 
 def hfbench_fields(wall_ms: float, stream_ttft_ms: float, new_tokens: int) -> dict[str, float | None]:
@@ -353,6 +376,7 @@ def aggregate(records: list[Mapping[str, Any]]) -> dict[str, Any]:
     ar_ms = [r["ar_wall_ms"] for r in ar]
     ar_tokens = [r["ar_tokens_per_s"] * r["ar_wall_ms"] / 1000.0 for r in ar]
     lossless = [r["lossless"] for r in records if r.get("lossless") is not None]
+    timed = [r for r in records if r.get("overhead_ms") is not None]
     out: dict[str, Any] = {
         "n_records": len(records),
         "new_tokens": total_tokens,
@@ -375,6 +399,16 @@ def aggregate(records: list[Mapping[str, Any]]) -> dict[str, Any]:
         "lossless_checked": len(lossless),
         "lossless_all": all(lossless) if lossless else None,
     }
+    if timed:  # the breakdown of the time after the first token, over the records that have it
+        after = sum(r["wall_ms"] - r["ttft_ms"] for r in timed)
+        for key in ("draft", "verify", "overhead"):
+            out[f"{key}_s"] = sum(r[f"{key}_ms"] for r in timed) / 1000.0
+        out["overhead_share"] = out["overhead_s"] * 1000.0 / after if after > 0 else None
+        n_rounds = sum(r.get("rounds") or 0 for r in timed)
+        out["overhead_ms_per_round"] = out["overhead_s"] * 1000.0 / n_rounds if n_rounds else None
+    predicted = [r["predicted_wall_ms"] for r in records if r.get("predicted_wall_ms") is not None]
+    if predicted and len(predicted) == len(records):
+        out["predicted_wall_s"] = sum(predicted) / 1000.0
     if ar_ms and len(ar_ms) == len(records):
         ar_tps = pooled_tokens_per_s(ar_tokens, ar_ms)
         out["ar_tokens_per_s"] = ar_tps

@@ -11,12 +11,23 @@ class Timer:
 
     On CUDA, each mark records an event on the current stream and ``read()``
     synchronizes once; nothing in between forces a sync.
+
+    Phases: ``lap(phase)`` attributes the time since the previous boundary (the
+    last ``mark`` or ``lap``, or ``start``) to ``phase``; ``phases()`` returns the
+    ms summed per phase. Laps after a mark partition the time from that mark to
+    the last lap exactly (the intervals telescope). On CPU a lap is one
+    ``perf_counter`` call; on CUDA it records one event (no synchronisation) and
+    the intervals are read after ``read()``'s single synchronize. ``lap(phase,
+    mark="end")`` closes the last phase and marks the end with one clock reading.
     """
 
     def __init__(self, device: Any = "cpu") -> None:
         self.cuda = str(device).startswith("cuda")
         self._marks: dict[str, Any] = {}
         self._start: Any = None
+        self._last: Any = None
+        self._phase_ms: dict[str, float] = {}
+        self._laps: list[tuple[str, Any, Any]] = []  # CUDA: (phase, from event, to event)
 
     def _now(self) -> Any:
         if self.cuda:
@@ -29,14 +40,28 @@ class Timer:
 
     def start(self) -> None:
         self._marks.clear()
+        self._phase_ms.clear()
+        self._laps.clear()
         if self.cuda:
             import torch
 
             torch.cuda.synchronize()
-        self._start = self._now()
+        self._start = self._last = self._now()
 
     def mark(self, name: str) -> None:
-        self._marks[name] = self._now()
+        self._marks[name] = self._last = self._now()
+
+    def lap(self, phase: str, mark: str | None = None) -> None:
+        """The time since the previous boundary belongs to ``phase``; ``mark``: also mark this instant
+        under that name (the same clock reading, so phases and marks agree exactly)."""
+        now = self._now()
+        if mark is not None:
+            self._marks[mark] = now
+        if self.cuda:
+            self._laps.append((phase, self._last, now))
+        else:
+            self._phase_ms[phase] = self._phase_ms.get(phase, 0.0) + (now - self._last) * 1000.0
+        self._last = now
 
     def read(self) -> dict[str, float]:
         if self.cuda:
@@ -45,3 +70,12 @@ class Timer:
             torch.cuda.synchronize()
             return {k: self._start.elapsed_time(ev) for k, ev in self._marks.items()}
         return {k: (t - self._start) * 1000.0 for k, t in self._marks.items()}
+
+    def phases(self) -> dict[str, float]:
+        """ms per phase (on CUDA: call after ``read()``, whose synchronize completes the events)."""
+        if self.cuda:
+            out: dict[str, float] = {}
+            for phase, a, b in self._laps:
+                out[phase] = out.get(phase, 0.0) + a.elapsed_time(b)
+            return out
+        return dict(self._phase_ms)

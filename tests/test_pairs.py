@@ -47,12 +47,17 @@ def test_pair_composes_and_follows_the_schema(name):
     assert name == f"{target.name}_{draft.name}", "name = <target name>_<draft name>"
     check_model_path(target.path)
     assert target.dtype in DTYPES and target.quant in (None, "int8", "int4")
-    assert draft.kind in ("model", "prompt_lookup")
-    if draft.kind == "model":
+    assert draft.kind in ("model", "prompt_lookup", "hybrid")
+    if draft.kind in ("model", "hybrid"):  # hybrid: prompt lookup, else a draft model
         check_model_path(draft.model.path)
         assert draft.model.dtype in DTYPES and draft.model.quant in (None, "int8", "int4")
         if draft.model.path == target.path and not draft.model.transform:
             pytest.fail("a draft identical to its target")
+        if draft.kind == "hybrid":
+            assert pair.same_tokenizer is True
+            lookup = {k: v for k, v in draft.options.items() if k in PromptLookupDrafter.OPTIONS}
+            d = PromptLookupDrafter.from_options(lookup)
+            assert 1 <= d.min_ngram_size <= d.max_ngram_size
     else:
         assert draft.model is None
         assert pair.same_tokenizer is True  # its tokens are the target's own

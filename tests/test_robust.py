@@ -135,10 +135,3 @@ def test_heterogeneous_pair_with_one_vocabulary_leaves_no_folder(tmp_path):
     assert proc.returncode == 2
     assert "hetero=tli" in proc.stderr + proc.stdout
     assert not [p for p in tmp_path.rglob("*") if p.is_file()]
-
-
-@pytest.mark.parametrize("rule", ["slrs", "union"])
-def test_exact_only_algorithms_are_refused_before_loading(rule):
-    with pytest.raises(ConfigError) as info:
-        prepare(_compose("pair=gemma3-270m_smollm2-135m", f"hetero={rule}"))
-    assert "exact-evaluation only" in str(info.value)

@@ -1,8 +1,9 @@
 """Drafters: what proposes draft tokens, one proposer per file (vLLM's ``spec_decode`` layout).
 
 ``DRAFTERS`` maps a drafter key to its class, imported on first use: the pair's draft kind
-(``model``: a same-vocabulary model; ``prompt_lookup``) or, for a draft model with another
-tokenizer, the cross-vocabulary algorithm (``slem``, ``tli``, ``union``, ``slrs``). Every class builds itself from a
+(``model``: a same-vocabulary model; ``prompt_lookup``; ``hybrid``: prompt lookup, else a
+same-vocabulary model) or, for a draft model with another tokenizer, the cross-vocabulary
+algorithm (``slem``, ``tli``, ``union``, ``slrs``). Every class builds itself from a
 ``DrafterContext`` (``from_context``) once per job, and checks its pair options before any model
 loads (``check_options``; a drafter with no options accepts none).
 """
@@ -20,6 +21,7 @@ from specbench.registry import ConfigError, Registry
 DRAFTERS: Registry[type[Drafter]] = Registry("drafter", {
     "model": "runners.drafters.model:ModelDrafter",
     "prompt_lookup": "runners.drafters.prompt_lookup:PromptLookupDrafter",
+    "hybrid": "runners.drafters.hybrid:HybridDrafter",
     "slem": "runners.drafters.slem:SLEMDrafter",
     "tli": "runners.drafters.tli:TLIDrafter",
     "union": "runners.drafters.union:UnionDrafter",

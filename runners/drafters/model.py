@@ -11,7 +11,7 @@ from methods.base import DraftStep, GammaPolicy, policy_needs
 from runners.engine.base import Draft, Drafter
 from runners.engine.features import draft_features
 from runners.engine.kv import crop_to, new_cache
-from runners.engine.verify import probs, sample
+from runners.engine.verify import greedy_token, probs, sample
 from specbench.models import model_device
 
 
@@ -80,7 +80,7 @@ class ModelDrafter(Drafter):
                 feats = draft_features(logits, tok, needs | {"confidence"}, probs=q)
             else:
                 q = None
-                tok = int(logits.argmax())
+                tok = greedy_token(logits)
                 feats = draft_features(logits, tok, needs)
             tokens.append(tok)
             if "confidence" in feats:

@@ -94,5 +94,6 @@ class Generation:
     confidence_trace: list[list[float]] = field(default_factory=list)
     discarded_trace: list[int] = field(default_factory=list)  # drafted, not verified (policy.verify_count)
     speculative: bool = True
+    phase_ms: dict[str, float] = field(default_factory=dict)  # draft / verify / overhead after TTFT
     draft_forwards: int | None = None  # the drafter's model forwards, summed over rounds (None: not counted)
     fallback_rounds: int = 0  # rounds in which the drafter used its lossless fallback rule

@@ -8,7 +8,7 @@ max_new_tokens, generator)`` runs, for batch size 1:
    ``min(γ, remaining - 1)`` tokens (asking ``policy.stop_drafting`` after each);
    the target scores its last token plus the draft in **one** forward;
    (``policy.verify_count`` may keep only a prefix of the proposal; a peek keeps none)
-   ``runners.verify`` accepts a prefix and adds the target's own token; both
+   ``runners.engine.verify`` accepts a prefix and adds the target's own token; both
    caches are cropped to the accepted sequence; ``policy.observe`` is told
    ``(γ, drafted, accepted)``;
 3. stop at an EOS (drafted-and-accepted or the target's) or at ``max_new_tokens``,
@@ -40,6 +40,15 @@ A round with nothing drafted (γ = 0, the budget's last token, or prompt lookup 
 match) is a plain target step: it is recorded in the traces with ``drafted = 0``
 and reported to the policy like any round, as transformers does (its "heuristic"
 schedule counts 0 == 0 as all accepted; GammaTune ignores such rounds).
+
+Options (both lossless; ``runners.engine.verify_forward``): ``forward`` runs the target's
+blocks (shape-aware padding of a verification block, a faster LM head for a few rows);
+``fused_prefill`` skips step 1: the first round drafts from the prompt and the target
+verifies prompt + draft in its prefill forward (as transformers does).
+
+Time after the first token is attributed to phases (``Generation.phase_ms``):
+``draft`` (the drafter's ``propose``), ``verify`` (the target's forward) and
+``overhead`` (everything else: acceptance, cache crops, policy, bookkeeping).
 """
 
 from __future__ import annotations
@@ -53,7 +62,8 @@ import torch
 from methods.base import COSTS, GammaPolicy, RoundOutcome, policy_needs
 from runners.engine.base import Draft, Drafter, Generation
 from runners.engine.kv import crop_to, new_cache
-from runners.engine.verify import Sampling, probs, sample, verify_greedy, verify_sampling
+from runners.engine.verify import Sampling, greedy_token, probs, sample, verify_greedy, verify_sampling
+from runners.engine.verify_forward import VerifyForward
 from specbench.config import AR_CACHES
 from specbench.models import logits_width, model_device
 from specbench.timing import Timer
@@ -62,7 +72,7 @@ from specbench.timing import Timer
 def _first_token(logits: torch.Tensor, temperature: float, generator: Any) -> int:
     if temperature > 0:
         return sample(probs(logits, temperature), generator)
-    return int(logits.argmax())
+    return greedy_token(logits)
 
 
 class AutoregressiveRunner:
@@ -87,7 +97,11 @@ class AutoregressiveRunner:
         inp = torch.tensor([prompt_ids], device=self.device)
         new: list[int] = []
         while True:
+            if new:
+                timer.lap("overhead")
             logits = self.target(input_ids=inp, past_key_values=cache, use_cache=True, logits_to_keep=1).logits[0, -1]
+            if new:
+                timer.lap("verify")
             tok = _first_token(logits, self.temperature, generator)
             new.append(tok)
             if len(new) == 1:
@@ -95,7 +109,7 @@ class AutoregressiveRunner:
             if tok in self.eos or len(new) >= max_new_tokens:
                 break
             inp = torch.tensor([[tok]], device=self.device)
-        timer.mark("end")
+        timer.lap("overhead", mark="end")
         t = timer.read()
         return Generation(
             tokens=new,
@@ -103,11 +117,20 @@ class AutoregressiveRunner:
             wall_ms=t["end"],
             stop_reason="eos" if new[-1] in self.eos else "max_new_tokens",
             speculative=False,
+            phase_ms=timer.phases(),
         )
 
 
 class SpeculativeRunner:
-    """Draft → verify in one target forward → accept → crop caches → repeat."""
+    """Draft → verify in one target forward → accept → crop caches → repeat.
+
+    ``forward``: how the target runs a block (``runners.engine.verify_forward.VerifyForward``;
+    default: one plain forward, as before). ``fused_prefill``: the first round drafts
+    from the prompt and the target verifies prompt + draft in its prefill forward (as
+    transformers does); TTFT is then the end of that first round (``specbench.records``).
+    Time after the first token is split into ``draft`` / ``verify`` / ``overhead``
+    phases (``Generation.phase_ms``, ``specbench.timing.Timer.lap``).
+    """
 
     def __init__(
         self,
@@ -116,6 +139,8 @@ class SpeculativeRunner:
         policy: GammaPolicy,
         eos_token_ids: Iterable[int],
         temperature: float = 0.0,
+        forward: VerifyForward | None = None,
+        fused_prefill: bool = False,
     ) -> None:
         self.target = target
         self.drafter = drafter
@@ -123,6 +148,8 @@ class SpeculativeRunner:
         self.eos = set(eos_token_ids)
         self.temperature = Sampling.of(temperature)
         self.device = model_device(target)
+        self.forward = forward if forward is not None else VerifyForward(target)
+        self.fused_prefill = bool(fused_prefill)
         self.vocab = logits_width(target)
 
     @torch.inference_mode()
@@ -133,19 +160,22 @@ class SpeculativeRunner:
         cache = new_cache(self.target)
         self.policy.begin_prompt()
         timer.start()
-        # 1. prefill: the target's first token
-        inp = torch.tensor([prompt_ids], device=self.device)
-        logits = self.target(input_ids=inp, past_key_values=cache, use_cache=True, logits_to_keep=1).logits[0, -1]
         ids = list(prompt_ids)
-        ids.append(_first_token(logits, self.temperature, generator))
-        timer.mark("first")
+        n_prompt = len(prompt_ids)
+        if not self.fused_prefill:  # 1. prefill: the target's first token
+            logits = self.forward(cache, ids, 1)
+            if getattr(self.forward, "buckets", None):  # a short prompt may have been padded: keep its own positions only
+                crop_to(cache, n_prompt)
+            ids.append(_first_token(logits[-1], self.temperature, generator))
+            timer.mark("first")
         self.drafter.begin(list(prompt_ids))
         gen = Generation(tokens=[], ttft_ms=0.0, wall_ms=0.0, stop_reason="")
-        n_prompt = len(prompt_ids)
+        lap = timer.lap if not self.fused_prefill else _no_lap  # a fused first round is all TTFT
 
-        # 2. rounds; the target cache always holds ids[:-1]
+        # 2. rounds; the target cache holds ids[:-1] (nothing before a fused first round)
         timed = COSTS in policy_needs(self.policy)
-        while ids[-1] not in self.eos and len(ids) - n_prompt < max_new_tokens:
+        while len(ids) == n_prompt or (ids[-1] not in self.eos and len(ids) - n_prompt < max_new_tokens):
+            lap("overhead")
             t_start = time.perf_counter() if timed else 0.0
             remaining = max_new_tokens - (len(ids) - n_prompt)
             gamma = int(self.policy.next_gamma())
@@ -165,10 +195,11 @@ class SpeculativeRunner:
                     raise ValueError(f"verify_count returned {keep} for {proposed} proposed tokens")
                 tokens = tokens[:keep]
             d = len(tokens)
-            fed = tokens if outside is None else tokens[:outside]
-            inp = torch.tensor([[ids[-1], *fed]], device=self.device)
-            logits = self.target(input_ids=inp, past_key_values=cache, use_cache=True,
-                                 logits_to_keep=len(fed) + 1).logits[0]
+            lap("draft")
+            feed = ids[-1:] if len(ids) > n_prompt else ids  # a fused first round feeds the whole prompt
+            fed = tokens if outside is None else tokens[:outside]  # an outside token is never fed
+            logits = self.forward(cache, [*feed, *fed], len(fed) + 1)
+            lap("verify")
             if self.temperature > 0:
                 q = draft.q[:d] if draft.q is not None else None
                 accepted, next_tok = verify_sampling(tokens, q, logits, self.temperature, generator)
@@ -181,7 +212,7 @@ class SpeculativeRunner:
                     emitted = emitted[: j + 1]
                     break
             ids.extend(emitted)
-            crop_to(cache, len(ids) - 1)  # states of the accepted tokens stay; rejected ones go
+            crop_to(cache, len(ids) - 1)  # states of the accepted tokens stay; rejected (and padded) ones go
             self.drafter.commit(ids)
             gen.gamma_trace.append(gamma)
             gen.drafted_trace.append(d)
@@ -198,12 +229,21 @@ class SpeculativeRunner:
                          "round_ms": (time.perf_counter() - t_start) * 1e3}
             self.policy.observe(RoundOutcome(gamma, d, accepted, tuple(draft.confidences[:d]), eos_accepted,
                                              tuple(draft.steps[:d]), **costs, discarded=proposed - d))
-            if len(gen.accepted_trace) == 1:
-                timer.mark("first_round")
-        timer.mark("end")
+            if len(gen.accepted_trace) == 1:  # the first round ends
+                if lap is _no_lap:  # fused: its tokens are the first new tokens (TTFT = first round)
+                    timer.mark("first")
+                    lap = timer.lap
+                else:  # the same clock reading closes the round's overhead phase and marks it
+                    timer.lap("overhead", mark="first_round")
+        timer.lap("overhead", mark="end")
         t = timer.read()
         gen.tokens = ids[n_prompt:]
         gen.ttft_ms, gen.wall_ms = t["first"], t["end"]
-        gen.first_round_ms = t.get("first_round", t["end"])
+        gen.first_round_ms = t.get("first_round", t["first"] if self.fused_prefill else t["end"])
         gen.stop_reason = "eos" if gen.tokens[-1] in self.eos else "max_new_tokens"
+        gen.phase_ms = timer.phases()
         return gen
+
+
+def _no_lap(phase: str) -> None:
+    """Stands in for ``Timer.lap`` during a fused first round (its time is TTFT)."""

@@ -201,13 +201,37 @@ def bernoulli(prob: float, generator: Any, device: torch.device | str = "cpu") -
 # --------------------------------------------------------------------------- verification
 
 
+_NUMPY_DTYPES = (torch.float32, torch.float64, torch.float16)
+
+
+def greedy_token(logits: torch.Tensor) -> int:
+    """``int(logits.argmax())`` of one row (the first index of the maximum, as torch).
+
+    On CPU through numpy: torch's argmax over a 262144-wide row costs ~0.3 ms here and over a
+    ``[6, 262144]`` block ~8 ms (a slow reduction path), numpy's ~0.03 ms per row."""
+    if logits.device.type == "cpu" and logits.dtype in _NUMPY_DTYPES:
+        return int(logits.numpy().argmax())
+    return int(logits.argmax())
+
+
 def verify_greedy(draft: list[int], target_logits: torch.Tensor) -> tuple[int, int]:
-    """``(accepted, next_token)``. ``target_logits``: ``[len(draft) + 1, V]``."""
-    pred = target_logits.argmax(dim=-1).tolist()
+    """``(accepted, next_token)``. ``target_logits``: ``[len(draft) + 1, V]``.
+
+    On CPU the target's argmax is taken row by row and only up to the first mismatch
+    (``greedy_token``); elsewhere in one batched argmax (one device sync)."""
+    if target_logits.device.type == "cpu" and target_logits.dtype in _NUMPY_DTYPES:
+        accepted = 0
+        while True:
+            pred = greedy_token(target_logits[accepted])
+            if accepted < len(draft) and draft[accepted] == pred:
+                accepted += 1
+                continue
+            return accepted, pred
+    preds = target_logits.argmax(dim=-1).tolist()
     accepted = 0
-    while accepted < len(draft) and draft[accepted] == pred[accepted]:
+    while accepted < len(draft) and draft[accepted] == preds[accepted]:
         accepted += 1
-    return accepted, pred[accepted]
+    return accepted, preds[accepted]
 
 
 def verify_sampling(

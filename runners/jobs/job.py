@@ -70,6 +70,7 @@ from runners.jobs.ar_cache import ARCache, hardware, reference_key
 from runners.jobs.device_share import DeviceShare
 from runners.jobs.inputs import check_inputs, fit_prompt
 from runners.jobs.lock import JobLock, JobLocked, describe
+from runners.jobs.predict import find_latency, predicted_wall
 from runners.jobs.report import INVALID_JOBS, check_sweep_folder_visible, print_job_line, print_summary
 from specbench.config import CHECKPOINT, JobConfig, config_drift
 from specbench.loggers import JobLogger, build_logger
@@ -88,6 +89,7 @@ from specbench.records import (
     Record,
     RecordWriter,
     aggregate,
+    breakdown_fields,
     first_divergence,
     hfbench_fields,
     read_records,
@@ -197,9 +199,13 @@ class Job:
             }
         self.shared_target: torch.Tensor | None = None  # hetero: target ids with a string in the draft vocabulary
         self.vocabulary: dict[str, Any] | None = None
+        self.latency, self.latency_path = find_latency(config)  # predicted wall times (runners.jobs.predict)
         if config.method.runner == "speculative":
+            from runners.engine.verify_forward import engine_options
+
             drafter = self._drafter()
-            self.runner = SpeculativeRunner(self.target, drafter, self.policy, self.eos, self.sampling)
+            engine = engine_options(self.target, config.engine, config.gamma)  # lossless; all off by default
+            self.runner = SpeculativeRunner(self.target, drafter, self.policy, self.eos, self.sampling, **engine)
             if config.hetero_rule is not None:
                 self._overlap(drafter)
         elif config.method.runner == "hf":
@@ -513,7 +519,8 @@ def _run_locked(prepared: PreparedJob, job_dir: Path, progress: bool, lock: JobL
             with RecordWriter(records_path) as writer:
                 _decode_all(job, prepared.prompts, done, _Guarded(writer, lock), progress, logger)
         records = read_records(records_path)
-        extra = {"load_s": load_s, "policy_state": job.policy.state() if job.policy else None}
+        extra = {"load_s": load_s, "policy_state": job.policy.state() if job.policy else None,
+                 "latency_model": job.latency_path, "engine": _engine_summary(job)}
         hetero = job.hetero_summary(records)
         if hetero is not None:
             extra["hetero"] = hetero
@@ -535,6 +542,15 @@ def _run_locked(prepared: PreparedJob, job_dir: Path, progress: bool, lock: JobL
         raise
     finally:
         logger.finish(summary or {"status": "failed"}, failed=failed)
+
+
+def _engine_summary(job: Job) -> dict[str, Any] | None:
+    """The engine options the speculative loop ran with (null for ``ar`` and ``hf``): the fast-linear
+    scope, the padding buckets (as probed), ``fused_prefill``."""
+    forward = getattr(job.runner, "forward", None)
+    if forward is None:
+        return None
+    return {**forward.describe(), "fused_prefill": bool(getattr(job.runner, "fused_prefill", False))}
 
 
 class _Guarded:
@@ -678,6 +694,8 @@ def decode_turn(job: Job, prompt: Prompt, turn: int, history: list[tuple[str, st
         ref_t = timing_fields(ref.wall_ms, ref.ttft_ms, len(ref.tokens))
         fields.update(ar_tokens_per_s=ref_t["tokens_per_s"], ar_wall_ms=ref.wall_ms)
     timing = timing_fields(gen.wall_ms, gen.ttft_ms, len(gen.tokens))
+    predicted = predicted_wall(job.latency, config, bool(getattr(job.runner, "fused_prefill", False)), len(ids), gen)
+    timing.update(breakdown_fields(gen.phase_ms), predicted_wall_ms=predicted)
     if fields.get("ar_tokens_per_s"):
         fields["speedup"] = timing["tokens_per_s"] / fields["ar_tokens_per_s"]
     stream_ttft = gen.first_round_ms if gen.speculative and gen.first_round_ms is not None else gen.ttft_ms

@@ -358,8 +358,11 @@ def measure_overheads(target: Any, draft: Any, eos: Iterable[int], prompt_ids: S
     ``SpeculativeRunner`` (fixed γ) and ``/ (new_tokens − 1)`` for ``AutoregressiveRunner``;
     medians over ``repeats`` (after one warm-up each). ``drafter``: a factory of the drafter to run
     (default: a same-vocabulary ``ModelDrafter`` of ``draft``); a cross-vocabulary drafter's own work
-    (text sync, re-tokenization, vocabulary mapping) is then part of the round overhead, and so is a
-    drafter without a model (prompt lookup, ``draft=None``)."""
+    (text sync, re-tokenization, vocabulary mapping) is then part of the round overhead. Also the
+    harness's own share as the time breakdown sees it: ``loop_overhead_ms`` (the ``overhead`` phase
+    per round: acceptance, cache crops, policy, bookkeeping; the drafter's non-forward work is in its
+    ``draft`` phase) and ``round_ms`` (``(wall − TTFT) / rounds``). A drafter without a model (prompt lookup, ``draft=None``): its whole
+    time is part of the round overhead."""
     from methods.base import FixedGamma
     from runners.drafters.model import ModelDrafter
     from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
@@ -370,7 +373,7 @@ def measure_overheads(target: Any, draft: Any, eos: Iterable[int], prompt_ids: S
     if draft is not None:
         clocks["draft"] = _ForwardClock(draft)
     try:
-        spec, ar = [], []
+        spec, ar, loop, round_ms = [], [], [], []
         for i in range(repeats + 1):
             runner = SpeculativeRunner(target, make(), FixedGamma(gamma), eos)
             for c in clocks.values():
@@ -380,6 +383,8 @@ def measure_overheads(target: Any, draft: Any, eos: Iterable[int], prompt_ids: S
             forwards = sum(c.total_ms for c in clocks.values())
             if i and rounds:  # the prefill forward is in both the wall time and the forwards
                 spec.append(max(0.0, (gen.wall_ms - forwards) / rounds))
+                loop.append(gen.phase_ms.get("overhead", 0.0) / rounds)
+                round_ms.append((gen.wall_ms - gen.ttft_ms) / rounds)
             for c in clocks.values():
                 c.reset()
             gen = AutoregressiveRunner(target, eos).generate(list(prompt_ids), new_tokens)
@@ -389,4 +394,6 @@ def measure_overheads(target: Any, draft: Any, eos: Iterable[int], prompt_ids: S
         for c in clocks.values():
             c.close()
     return {"round_overhead_ms": statistics.median(spec) if spec else 0.0,
-            "ar_overhead_ms": statistics.median(ar) if ar else 0.0}
+            "ar_overhead_ms": statistics.median(ar) if ar else 0.0,
+            "loop_overhead_ms": statistics.median(loop) if loop else 0.0,
+            "round_ms": statistics.median(round_ms) if round_ms else 0.0}

@@ -239,6 +239,40 @@ def replay_job(traces: Sequence[Trace], policy: GammaPolicy, latency: LatencyMod
     return [replay(tr, policy, latency, max_new_tokens) for tr in traces]
 
 
+def predict_wall_ms(latency: LatencyModel, prompt_tokens: int, new_tokens: int, drafted_trace: Sequence[int],
+                    accepted_trace: Sequence[int], draft_model: bool = True,
+                    fused_prefill: bool = False) -> tuple[float, float]:
+    """``(ttft_ms, wall_ms)`` the latency model predicts for a generation's *own* rounds (a record's
+    ``drafted_trace`` / ``accepted_trace``), charged as ``replay`` charges them. ``draft_model=False``:
+    the drafter costs nothing (prompt lookup). ``fused_prefill``: the first round is verified in the
+    prefill forward (``prompt + d`` tokens) after the draft's prefill and ``d − 1`` draft steps, and
+    ends the TTFT. ``method=ar`` records: empty traces, one plain step per token after the first."""
+    p, n = int(prompt_tokens), int(new_tokens)
+    if not drafted_trace:  # autoregressive: prefill, then n - 1 steps
+        ttft = latency.target_prefill_ms(p)
+        return ttft, latency.ar_wall_ms(p, n)
+    rounds = list(zip(drafted_trace, accepted_trace))
+    draft = lambda k, ctx: latency.draft_ms(k, ctx) if draft_model else 0.0  # noqa: E731
+    if fused_prefill:
+        d, a = rounds.pop(0)
+        ttft = latency.target_prefill_ms(p + d) + latency.round_overhead_ms
+        if d >= 1:
+            ttft += draft(p, 0) + sum(draft(1, p + i - 1) for i in range(1, d))
+        t = min(a + 1, n)
+        seen = p + min(a, d - 1) if d >= 1 else 0
+    else:
+        ttft, t, seen = latency.target_prefill_ms(p), 1, 0
+    wall = ttft
+    for d, a in rounds:
+        new_t = min(t + a + 1, n)
+        wall += latency.verify_ms(d + 1, p + t - 1) + latency.round_overhead_ms
+        if d >= 1:
+            wall += draft(p + t - seen, seen) + sum(draft(1, p + t + i - 1) for i in range(1, d))
+        seen = _seen_after(p, t, seen, d, a, new_t)
+        t = new_t
+    return ttft, wall
+
+
 #: a scripted round that drafts one token and verifies none (``verify_count`` 0): a peek
 PEEK = -1
 

@@ -1,0 +1,257 @@
+"""How the speculative loop runs the target on a block of tokens: ``VerifyForward``.
+
+``VerifyForward(model)(cache, feed, keep)`` feeds ``feed`` (token ids) on ``cache`` and
+returns the logits of the last ``keep`` fed positions, ``[keep, vocab]``. The default is
+one plain ``model(input_ids, past_key_values, logits_to_keep=keep)`` call. Two options,
+both lossless (they change which kernels compute the same function, not the function):
+
+* **shape-aware kernels** (``fast_linear``): the block runs through a private copy of the
+  model (``transposed_copy``: the same parameter tensors, no extra memory) whose
+  ``nn.Linear`` layers compute ``x·Wᵀ`` as ``(W·xᵀ)ᵀ`` when ``x`` has 2..16 rows, the rows of a
+  verification block (``TransposedLinear``). Same products and sums; with this machine's MKL
+  ``F.linear`` takes a slow path for a few rows (Gemma-3-270M's 262144 × 640 LM head: 2–4×
+  slower for 2–9 rows than ``torch.mm(W, x.T)``), while one row (an autoregressive step) and
+  long blocks (a prefill) keep ``F.linear``. Rounding differs at the 1e-6 level, as it already
+  does between a 1-row and a k-row ``F.linear``. ``scope="head"`` swaps the LM head only,
+  ``"all"`` every ``nn.Linear``. The copy is checked against the model on a short input (the
+  logits must agree) and refused otherwise; quantized or custom linear modules are left alone.
+* **shape-aware verification** (``buckets``: ``{n: (m, r)}``): a block of ``n`` tokens is
+  padded to ``m ≥ n`` tokens (copies of its last token) and the LM head is applied to
+  ``r`` rows (``n ≤ r ≤ m``: the last ``keep`` real positions plus ``r − n`` padded ones),
+  because on some CPUs a forward of ``m`` tokens is cheaper than one of ``n < m`` (kernels
+  differ by shape; Gemma-3-270M, 2 threads, plain kernels: 3 tokens cost more than 8).
+  Attention is causal, so the real positions never see the padding; their logits are the only
+  ones returned, and the loop's cache crop (``crop_to(cache, len(ids) − 1)``) drops the padded
+  positions with the rejected ones (after a padded prefill, a crop to the prompt's length). Only blocks whose ``n`` is in the table are padded.
+
+``probe_costs`` measures, with the kernels the engine will use, the decoder body feeding
+``m = 1..k_max`` tokens and the LM head on ``r = 1..k_max`` rows; ``choose_buckets`` keeps,
+for each ``n``, the cheapest ``(m, r)`` when it beats ``(n, n)`` by a margin. ``engine_forward``
+builds a ``VerifyForward`` from the typed ``engine`` config (``specbench.config.EngineConfig``, validated
+at the job's boundary); ``engine_options`` gives ``SpeculativeRunner``'s keyword arguments.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+
+from runners.engine.kv import crop_to, new_cache
+from specbench.config import EngineConfig
+from specbench.models import model_device
+
+log = logging.getLogger("specbench")
+
+Buckets = dict[int, tuple[int, int]]
+SCOPES = ("head", "all")
+
+
+class TransposedLinear(torch.nn.Module):
+    """``nn.Linear``'s function, computed as ``(W·xᵀ)ᵀ`` for ``min_rows..max_rows`` rows of ``x``;
+    shares the wrapped layer's ``weight`` and ``bias`` tensors."""
+
+    def __init__(self, linear: torch.nn.Linear, min_rows: int = 2, max_rows: int = 16) -> None:
+        super().__init__()
+        self.weight = linear.weight
+        self.bias = linear.bias
+        self.min_rows, self.max_rows = int(min_rows), int(max_rows)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        features = x.shape[-1]
+        rows = x.numel() // features if features else 0
+        if not self.min_rows <= rows <= self.max_rows:
+            return torch.nn.functional.linear(x, self.weight, self.bias)
+        y = torch.mm(self.weight, x.reshape(rows, features).t()).t()
+        if self.bias is not None:
+            y = y + self.bias
+        return y.reshape(*x.shape[:-1], self.weight.shape[0])
+
+
+def _swap_linears(model: torch.nn.Module, scope: str) -> int:
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    swapped = 0
+    for module in list(model.modules()):
+        for name, child in list(module.named_children()):
+            if type(child) is torch.nn.Linear and (scope == "all" or child is head):
+                setattr(module, name, TransposedLinear(child))
+                swapped += 1
+    return swapped
+
+
+def transposed_copy(model: Any, scope: str = "all", rtol: float = 1e-4) -> Any | None:
+    """A copy of ``model`` sharing its parameters and buffers, with ``TransposedLinear`` layers
+    (module docstring); ``None`` when nothing can be swapped or the copy's logits disagree."""
+    if scope not in SCOPES:
+        raise ValueError(f"scope must be one of {SCOPES}, got {scope!r}")
+    memo: dict[int, Any] = {id(t): t for t in (*model.parameters(), *model.buffers())}
+    try:
+        fast = copy.deepcopy(model, memo)
+        if not _swap_linears(fast, scope):
+            return None
+        ids = torch.tensor([[1, 2, 3, 4]], device=model_device(model))
+        with torch.inference_mode():
+            ref = model(input_ids=ids, past_key_values=new_cache(model), use_cache=True, logits_to_keep=4).logits
+            got = fast(input_ids=ids, past_key_values=new_cache(fast), use_cache=True, logits_to_keep=4).logits
+    except Exception as exc:  # an architecture this does not fit: keep the plain forward
+        log.info("transposed linear layers unavailable for %s: %s", type(model).__name__, exc)
+        return None
+    scale = float(ref.abs().max()) or 1.0
+    if got.shape != ref.shape or float((got.float() - ref.float()).abs().max()) > rtol * scale:
+        log.info("transposed linear layers disagree with %s's own forward; not used", type(model).__name__)
+        return None
+    return fast
+
+
+class VerifyForward:
+    """The target's forward of a block (module docstring). ``executor``: the module that runs
+    blocks (a ``transposed_copy`` of ``model``); default ``model``."""
+
+    def __init__(self, model: Any, buckets: Mapping[int, tuple[int, int]] | None = None,
+                 executor: Any | None = None, scope: str | None = None) -> None:
+        self.model = model
+        self.executor = executor if executor is not None else model
+        self.scope = scope if executor is not None else None
+        self.device = model_device(model)
+        self.buckets: Buckets = {int(n): (int(m), int(r)) for n, (m, r) in (buckets or {}).items()}
+        for n, (m, r) in self.buckets.items():
+            if not n <= r <= m:
+                raise ValueError(f"bucket {n} -> (m={m}, r={r}) needs n <= r <= m")
+
+    def __call__(self, cache: Any, feed: list[int], keep: int) -> torch.Tensor:
+        n = len(feed)
+        m, r = self.buckets.get(n, (n, keep))
+        r = max(r, keep)
+        if m > n:
+            feed = feed + [feed[-1]] * (m - n)
+        inp = torch.tensor([feed], device=self.device)
+        rows: int | torch.Tensor = r if m == n else torch.arange(n - r, n, device=self.device)
+        logits = self.executor(input_ids=inp, past_key_values=cache, use_cache=True, logits_to_keep=rows).logits[0]
+        return logits[r - keep:] if r > keep else logits
+
+    def describe(self) -> dict[str, Any]:
+        return {"fast_linear": self.scope or False,
+                "buckets": {str(n): list(mr) for n, mr in sorted(self.buckets.items())}}
+
+
+# ---------------------------------------------------------------------- choosing the buckets
+
+def _fastest_ms(fn: Callable[[], Any], sync: Callable[[], None], warmup: int, repeats: int) -> float:
+    """The fastest of ``repeats`` timings: other processes on the machine only ever add time."""
+    for _ in range(warmup):
+        fn()
+    samples = []
+    for _ in range(repeats):
+        sync()
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        samples.append((time.perf_counter() - t0) * 1000.0)
+    return min(samples)
+
+
+def probe_costs(executor: Any, k_max: int, context: int = 128, warmup: int = 1,
+                repeats: int = 5) -> tuple[dict[int, float], dict[int, float]]:
+    """``(body_ms[m], head_ms[r])`` for ``m, r = 1..k_max``: the decoder body of ``executor`` (the
+    module that will run the blocks) feeding ``m`` tokens on a cache of ``context`` tokens, and its
+    LM head on ``r`` rows. The fastest of ``repeats`` after ``warmup`` (a busy machine adds noise
+    of one sign only; the table is a property of the kernels)."""
+    device = model_device(executor)
+    decoder = executor.get_decoder() if hasattr(executor, "get_decoder") else executor.model
+    head = executor.get_output_embeddings()
+    cuda = device.type == "cuda"
+
+    def sync() -> None:
+        if cuda:
+            torch.cuda.synchronize()
+
+    body: dict[int, float] = {}
+    rows: dict[int, float] = {}
+    with torch.inference_mode():
+        cache = new_cache(executor)
+        decoder(input_ids=torch.arange(10, 10 + context, device=device)[None], past_key_values=cache, use_cache=True)
+        width = int(head.weight.shape[1])
+        for m in range(1, k_max + 1):
+            inp = torch.arange(20, 20 + m, device=device)[None]
+
+            def step(inp: torch.Tensor = inp) -> None:
+                decoder(input_ids=inp, past_key_values=cache, use_cache=True)
+                crop_to(cache, context)
+
+            body[m] = _fastest_ms(step, sync, warmup, repeats)
+            h = torch.randn(1, m, width, device=device, dtype=head.weight.dtype)
+            rows[m] = _fastest_ms(lambda h=h: head(h), sync, warmup, repeats)
+    return body, rows
+
+
+def choose_buckets(body_ms: Mapping[int, float], head_ms: Mapping[int, float], n_max: int | None = None,
+                   min_gain: float = 0.05) -> Buckets:
+    """For each block length ``n``: the ``(m, r)`` with ``n ≤ r ≤ m`` minimising
+    ``body_ms[m] + head_ms[r]``, kept only when it is at least ``min_gain`` (relative)
+    cheaper than ``(n, n)`` (the noise of a probe must not pick a padding)."""
+    ks = sorted(set(body_ms) & set(head_ms))
+    out: Buckets = {}
+    for n in ks if n_max is None else [k for k in ks if k <= n_max]:
+        plain = body_ms[n] + head_ms[n]
+        best, best_ms = (n, n), plain
+        for m in (k for k in ks if k >= n):
+            for r in (k for k in ks if n <= k <= m):
+                cost = body_ms[m] + head_ms[r]
+                if cost < best_ms:
+                    best, best_ms = (m, r), cost
+        if best != (n, n) and best_ms < (1.0 - min_gain) * plain:
+            out[n] = best
+    return out
+
+
+_EXECUTORS: dict[tuple, Any] = {}
+_PROBED: dict[tuple, tuple[dict[int, float], dict[int, float]]] = {}
+
+
+def fast_executor(model: Any, scope: str) -> Any | None:
+    """``transposed_copy(model, scope)``, built once per process and model."""
+    key = (id(model), scope)
+    if key not in _EXECUTORS:
+        _EXECUTORS[key] = transposed_copy(model, scope)
+    return _EXECUTORS[key]
+
+
+def engine_forward(model: Any, engine: EngineConfig | None, gamma: int = 8) -> VerifyForward:
+    """A ``VerifyForward`` from the typed ``engine`` config (``specbench.config.EngineConfig``):
+
+    * ``fast_linear``: ``false`` / ``head`` / ``all`` / ``auto`` (``all`` for CPU models, off on
+      GPU; where ``transposed_copy`` does not fit the model, a log line and plain forwards);
+    * ``verify_buckets``: ``false`` / ``auto`` (CPU: probe once per process and model, see
+      ``probe_costs`` and ``choose_buckets``; GPU: off) / ``probe`` (probe on any device) /
+      a mapping ``{n: (m, r)}``;
+    * ``bucket_k_max``: longest block probed (default ``max(9, gamma + 1)``, at most 17).
+    """
+    engine = engine or EngineConfig()
+    on_cpu = model_device(model).type == "cpu"
+    scope = engine.fast_linear
+    if scope == "auto":
+        scope = "all" if on_cpu else False
+    executor = fast_executor(model, scope) if scope in SCOPES else None
+    spec = engine.verify_buckets
+    buckets: Buckets = {}
+    if isinstance(spec, Mapping):
+        buckets = {int(n): (int(v[0]), int(v[1])) for n, v in spec.items()}
+    elif spec == "probe" or (spec == "auto" and on_cpu):
+        k_max = int(engine.bucket_k_max or min(17, max(9, int(gamma) + 1)))
+        runs = executor if executor is not None else model
+        key = (id(runs), k_max, torch.get_num_threads())
+        if key not in _PROBED:
+            _PROBED[key] = probe_costs(runs, k_max)
+        buckets = choose_buckets(*_PROBED[key])
+    return VerifyForward(model, buckets, executor, scope if executor is not None else None)
+
+
+def engine_options(model: Any, engine: EngineConfig | None, gamma: int = 8) -> dict[str, Any]:
+    """``SpeculativeRunner`` keyword arguments from the typed ``engine`` config: ``forward``
+    (``engine_forward``) and ``fused_prefill``."""
+    engine = engine or EngineConfig()
+    return {"forward": engine_forward(model, engine, gamma), "fused_prefill": bool(engine.fused_prefill)}

@@ -1,0 +1,58 @@
+"""Predicted wall times of a job's records: the pair's calibrated latency model, found and applied.
+
+``find_latency(config)`` finds the latency model of ``config.pair`` (written by ``python -m runners.replay
+calibrate --pair NAME``): ``config.latency`` when set (a JSON file, or a folder holding ``<pair>.json``;
+``false`` turns predictions off), else ``<results_dir>/latency/<pair>.json``, else
+``results/latency/<pair>.json`` (calibrate's default output). ``predicted_wall`` charges a generation's
+own rounds with it (``runners.replay.replay.predict_wall_ms``): greedy runs of our loops only
+(``method=ar`` and same-vocabulary model drafts or prompt lookup; null for transformers' loop, the
+hybrid and heterogeneous drafters, and sampling). The model was calibrated with plain forwards: when
+the engine's lossless options (``runners.engine.verify_forward``) make verification cheaper, measured
+< predicted by about what they save.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from runners.replay.latency import LatencyModel
+from runners.replay.replay import predict_wall_ms
+from specbench.config import JobConfig
+
+log = logging.getLogger("specbench")
+
+PREDICTED_DRAFTERS = (None, "model", "prompt_lookup")  # None: method=ar
+
+
+def find_latency(config: JobConfig) -> tuple[LatencyModel | None, str | None]:
+    """``(LatencyModel, path)``, or ``(None, None)`` when none is found or it cannot be read (a warning)."""
+    spec = config.latency
+    if spec is False:
+        return None, None
+    name = f"{config.pair.name}.json"
+    if spec:
+        candidates = [Path(spec) / name if Path(spec).is_dir() else Path(spec)]
+    else:
+        candidates = [Path(config.results_dir) / "latency" / name, Path("results") / "latency" / name]
+    for path in candidates:
+        if path.is_file():
+            try:
+                return LatencyModel.load(path), str(path)
+            except (OSError, ValueError, KeyError) as exc:
+                log.warning("latency model %s not used: %s", path, exc)
+    if spec:
+        log.warning("latency=%s: no latency model %s found; records carry no predicted_wall_ms", spec, candidates[0])
+    return None, None
+
+
+def predicted_wall(latency: LatencyModel | None, config: JobConfig, fused_prefill: bool, prompt_tokens: int,
+                   gen: Any) -> float | None:
+    """The latency model's wall time (ms) for ``gen``'s rounds, or None (module docstring)."""
+    if latency is None or not config.greedy or config.method.runner == "hf":
+        return None
+    if config.drafter not in PREDICTED_DRAFTERS:
+        return None
+    return predict_wall_ms(latency, prompt_tokens, len(gen.tokens), gen.drafted_trace, gen.accepted_trace,
+                           draft_model=config.drafter == "model", fused_prefill=fused_prefill)[1]

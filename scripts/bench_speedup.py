@@ -1,0 +1,200 @@
+#!/usr/bin/env python
+"""Speedup over the target alone of offline drafters, side by side in one run (a script, not a test).
+
+    .venv/bin/python scripts/bench_speedup.py --task specbench --data-files ../shared/data/spec_bench/question.jsonl \\
+        --per-category 1                                    # 13 Spec-Bench questions (first turn), 64 tokens
+    .venv/bin/python scripts/bench_speedup.py --configs int8:5 lookup:8 hybrid:6 --plain
+    .venv/bin/python scripts/bench_speedup.py --n-prompts 4   # embedded prompts
+
+Target: Gemma-3-270M fp32 (``pypi:gemma3-270m``), greedy. Each ``--configs`` entry is
+``DRAFTER:GAMMA`` with DRAFTER one of
+
+* ``int8``: the target's int8-dynamic copy (``ModelDrafter``; pair ``gemma3-270m_gemma3-270m-int8``);
+* ``lookup``: prompt lookup with the settings of ``conf/pair/gemma3-270m_prompt-lookup.yaml``;
+* ``hybrid``: prompt lookup, else the int8 copy (``runners.drafters.hybrid``), with the settings of
+  ``conf/pair/gemma3-270m_hybrid-lookup-int8.yaml``;
+
+run by our loop with ``FixedGamma(GAMMA)`` and the engine options of ``--engine`` (the keys of
+``conf/config.yaml``'s ``engine`` node, validated as a job validates them, ``specbench.config.EngineConfig``;
+default: the lossless levers on: ``fast_linear=all``, ``verify_buckets=auto`` (probed once, printed),
+``fused_prefill=true``); ``--plain`` adds every config once more without them. For every prompt
+the target alone (``AutoregressiveRunner``) and every config run back to back in an order that
+rotates from prompt to prompt. Printed per config: pooled speedup (total AR time / total time for
+the same tokens), the median and min/max of per-prompt speedups, acceptance, tokens per round,
+and whether every output equals the target's own, token for token (exit status 1 if not).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+SCRIPTS = Path(__file__).resolve().parent
+
+DRAFTERS = ("int8", "lookup", "hybrid")
+PAIRS = {"lookup": "gemma3-270m_prompt-lookup", "hybrid": "gemma3-270m_hybrid-lookup-int8"}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--configs", nargs="+", default=["int8:5", "lookup:8", "hybrid:6"], help="DRAFTER:GAMMA ...")
+    p.add_argument("--task", default="embedded")
+    p.add_argument("--data-files", default=None)
+    p.add_argument("--n-prompts", type=int, default=None)
+    p.add_argument("--per-category", type=int, default=None)
+    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--engine", default="fast_linear=all,verify_buckets=auto,fused_prefill=true",
+                   help="engine options of every config (comma-separated key=value; '' = plain)")
+    p.add_argument("--plain", action="store_true", help="also run every config without engine options")
+    p.add_argument("--cache-dir", default=None)
+    p.add_argument("--json", default=None)
+    args = p.parse_args(argv)
+    configs = []
+    for item in args.configs:
+        name, _, gamma = item.partition(":")
+        if name not in DRAFTERS or not gamma.isdigit() or int(gamma) < 1:
+            p.error(f"bad config {item!r}: DRAFTER:GAMMA with DRAFTER in {DRAFTERS}")
+        configs.append((name, int(gamma)))
+    args.configs = configs
+    from specbench.config import EngineConfig
+    from specbench.registry import ConfigError
+
+    engine: dict[str, Any] = {}
+    for kv in filter(None, args.engine.split(",")):
+        key, _, value = kv.partition("=")
+        engine[key] = int(value) if value.isdigit() else {"true": True, "false": False}.get(value, value)
+    try:
+        args.engine = EngineConfig.from_mapping(engine)
+    except ConfigError as exc:
+        p.error(f"--engine: {exc}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import torch
+
+    from methods.base import FixedGamma
+    from runners.drafters import DrafterContext, build_drafter
+    from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
+    from runners.engine.verify_forward import engine_options
+    from specbench.config import EngineConfig, JobConfig, compose
+    from specbench.models import MODEL_CACHE, eos_ids, logits_width
+
+    sys.path.insert(0, str(SCRIPTS))
+    from bench_vs_hf import load_prompts
+
+    torch.set_num_threads(args.threads)
+    t0 = time.perf_counter()
+    pairs = {name: JobConfig.from_mapping(compose([f"pair={pair}"])).pair
+             for name, pair in (("int8", "gemma3-270m_gemma3-270m-int8"), *PAIRS.items())}
+    target_spec = pairs["int8"].target
+    target = MODEL_CACHE.model(target_spec, args.cache_dir)
+    tok = MODEL_CACHE.tokenizer(target_spec, args.cache_dir)
+    eos = eos_ids(target, tok)
+    prompts = load_prompts(tok, args.task, args.data_files, args.n_prompts, args.per_category)
+
+    def drafter(name: str) -> Any:
+        """A fresh drafter of the pair's own kind and options, as a job builds it."""
+        pair = pairs[name]
+        assert pair.target == target_spec, f"{pair.name}: another target"
+        model = MODEL_CACHE.model(pair.draft.model, args.cache_dir) if pair.draft.model else None
+        ctx = DrafterContext(target_tokenizer=tok, eos_token_ids=eos, target_vocab_size=logits_width(target),
+                             draft_model=model, draft_tokenizer=tok if model is not None else None,
+                             options=pair.draft.options)
+        return build_drafter(pair.draft.kind, ctx)
+
+    runners: dict[str, Any] = {"ar": AutoregressiveRunner(target, eos)}
+    engine_info: dict[str, Any] = {}
+    variants = [("", args.engine)] + ([(" plain", EngineConfig())] if args.plain and args.engine.any else [])
+    for suffix, engine in variants:
+        for name, gamma in args.configs:
+            opts = engine_options(target, engine, gamma)
+            engine_info[f"{name}:{gamma}{suffix}"] = {**opts["forward"].describe(), "fused_prefill": opts["fused_prefill"]}
+            runners[f"{name}:{gamma}{suffix}"] = SpeculativeRunner(target, drafter(name), FixedGamma(gamma), eos, **opts)
+    print(f"target gemma3-270m fp32, greedy, task={args.task} prompts={len(prompts)} max_new_tokens={args.max_new_tokens} "
+          f"repeats={args.repeats} threads={args.threads} (set-up {time.perf_counter() - t0:.1f} s)")
+    for key, info in engine_info.items():
+        print(f"  {key}: {info}")
+    for runner in runners.values():  # warm-up
+        runner.generate(prompts[0][1], 16)
+
+    names = list(runners)
+    stats: dict[str, dict[str, list]] = {n: {"s": [], "tok": [], "acc": [], "drafted": [], "rounds": []} for n in names}
+    per_prompt: dict[str, dict[str, float]] = {n: {} for n in names}
+    fastest: dict[str, dict[str, float]] = {n: {} for n in names}  # the fastest repeat per prompt
+    identical = True
+    loads = []
+    k = 0
+    for _ in range(args.repeats):
+        for pid, ids in prompts:
+            order = names[k % len(names):] + names[: k % len(names)]
+            k += 1
+            loads.append(os.getloadavg()[0])
+            outs = {}
+            for n in order:
+                gen = runners[n].generate(ids, args.max_new_tokens)
+                outs[n] = gen.tokens
+                st = stats[n]
+                st["s"].append(gen.wall_ms / 1000.0)
+                st["tok"].append(len(gen.tokens))
+                st["acc"].append(sum(gen.accepted_trace))
+                st["drafted"].append(sum(gen.drafted_trace))
+                st["rounds"].append(len(gen.accepted_trace))
+                per_prompt[n][pid] = per_prompt[n].get(pid, 0.0) + gen.wall_ms
+                fastest[n][pid] = min(fastest[n].get(pid, float("inf")), gen.wall_ms)
+            same = all(outs[n] == outs["ar"] for n in names)
+            identical &= same
+            print(f"{pid[:28]:<30}" + " ".join(f"{n}={per_prompt['ar'][pid] / per_prompt[n][pid]:.2f}x"
+                                               for n in names if n != "ar") + ("" if same else "  OUTPUT DIFFERS"),
+                  flush=True)
+    print()
+    header = f"{'config':<22}{'tok/s':>8}{'pooled':>8}{'median':>8}{'min':>7}{'max':>7}{'acc':>7}{'tok/rd':>8}"
+    print(header + "   (speedups over the target alone, same prompts and tokens)")
+    print("-" * len(header))
+    ar_s = sum(stats["ar"]["s"])
+    result: dict[str, Any] = {}
+    for n in names:
+        st = stats[n]
+        speedups = [per_prompt["ar"][p] / per_prompt[n][p] for p in per_prompt[n]]
+        drafted, rounds = sum(st["drafted"]), sum(st["rounds"])
+        row = {"tokens_per_s": sum(st["tok"]) / sum(st["s"]), "pooled_speedup": ar_s / sum(st["s"]),
+               "median_speedup": statistics.median(speedups), "min_speedup": min(speedups), "max_speedup": max(speedups),
+               "acceptance": sum(st["acc"]) / drafted if drafted else None,
+               "tokens_per_round": (sum(st["acc"]) + rounds) / rounds if rounds else None}
+        if args.repeats > 1:  # other processes only ever add time: the fastest repeat per prompt
+            best = [fastest["ar"][p] / fastest[n][p] for p in fastest[n]]
+            row.update(median_speedup_fastest=statistics.median(best),
+                       pooled_speedup_fastest=sum(fastest["ar"].values()) / sum(fastest[n].values()))
+        result[n] = row
+        acc = f"{row['acceptance']:.3f}" if row["acceptance"] is not None else "-"
+        tpr = f"{row['tokens_per_round']:.2f}" if row["tokens_per_round"] is not None else "-"
+        print(f"{n:<22}{row['tokens_per_s']:>8.2f}{row['pooled_speedup']:>8.3f}{row['median_speedup']:>8.3f}"
+              f"{row['min_speedup']:>7.2f}{row['max_speedup']:>7.2f}{acc:>7}{tpr:>8}")
+    if args.repeats > 1:
+        print(f"from the fastest of {args.repeats} repeats per prompt: " + ", ".join(
+            f"{n} median {result[n]['median_speedup_fastest']:.3f} pooled {result[n]['pooled_speedup_fastest']:.3f}"
+            for n in names if n != "ar"))
+    print(f"\n1-min load average during the timed runs: min {min(loads):.2f}, median {statistics.median(loads):.2f}, "
+          f"max {max(loads):.2f} ({os.cpu_count()} CPUs)")
+    print(f"outputs identical to the target's own greedy decoding (every config, prompt and repeat): "
+          f"{'yes' if identical else 'NO'}")
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps({"task": args.task, "n_prompts": len(prompts), "engine": engine_info,
+                                               "max_new_tokens": args.max_new_tokens, "identical": identical,
+                                               "load_average": loads, "configs": result}, indent=2, default=str))
+    return 0 if identical else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,293 @@
+"""The engine's lossless options (runners/engine/verify_forward.py, fused first round): outputs stay the
+target's own greedy outputs; padded positions never leak into the logits or the cache."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from methods.base import FixedGamma
+from runners.drafters.model import ModelDrafter
+from runners.drafters.prompt_lookup import PromptLookupDrafter
+from runners.engine.kv import cache_len, new_cache
+from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
+from runners.engine.verify_forward import (
+    TransposedLinear,
+    VerifyForward,
+    choose_buckets,
+    engine_forward,
+    engine_options,
+    transposed_copy,
+)
+from specbench.config import EngineConfig, JobConfig
+from specbench.registry import ConfigError
+
+from helpers import tiny
+
+PAD_ALL = {n: (9, n) for n in range(1, 9)}  # every block of 1..8 tokens padded to 9, head on the real rows
+PAD_ALL_ROWS = {n: (9, 9) for n in range(1, 10)}  # ... and the head on all 9 rows
+
+
+@pytest.fixture(scope="module")
+def pair():
+    tok = tiny.tiny_tokenizer()
+    target = tiny.tiny_model(len(tok), seed=1, layers=2)
+    draft = tiny.tiny_model(len(tok), seed=2, layers=1)
+    prompts = [tok.encode(t) for t in ("the quick brown fox", "def add(a, b):", "one two three four five")]
+    refs = {tuple(ids): AutoregressiveRunner(target, []).generate(ids, 40).tokens for ids in prompts}
+    return target, draft, prompts, refs
+
+
+OPTIONS = ["padded", "padded_all_rows", "fast_head", "fast_all", "fast_all_padded"]
+
+
+def _forwards(target):
+    return {
+        "padded": VerifyForward(target, PAD_ALL),
+        "padded_all_rows": VerifyForward(target, PAD_ALL_ROWS),
+        "fast_head": VerifyForward(target, executor=transposed_copy(target, "head"), scope="head"),
+        "fast_all": VerifyForward(target, executor=transposed_copy(target, "all"), scope="all"),
+        "fast_all_padded": VerifyForward(target, PAD_ALL, transposed_copy(target, "all"), "all"),
+    }
+
+
+@pytest.mark.parametrize("option", OPTIONS)
+def test_block_logits_equal_the_plain_forward(pair, option):
+    target, _, prompts, _ = pair
+    fwd = _forwards(target)[option]
+    plain = VerifyForward(target)
+    with torch.inference_mode():
+        for n in (1, 2, 5, 8):
+            caches = [new_cache(target), new_cache(target)]
+            for cache in caches:
+                plain(cache, prompts[0], 1)
+            block = prompts[1][:n]
+            ref = plain(caches[0], block, n)
+            got = fwd(caches[1], block, n)
+            assert got.shape == ref.shape == (n, ref.shape[-1])
+            torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-5)
+            padded = PAD_ALL.get(n, (n, n))[0] if "padded" in option else n
+            assert cache_len(caches[1]) == len(prompts[0]) + padded  # the padding is in the cache until cropped
+
+
+@pytest.mark.parametrize("option", OPTIONS)
+@pytest.mark.parametrize("fused", [False, True])
+@pytest.mark.parametrize("gamma", [1, 5])
+def test_greedy_outputs_stay_the_targets(pair, option, fused, gamma):
+    target, draft, prompts, refs = pair
+    fwd = _forwards(target)[option]
+    for ids in prompts:
+        runner = SpeculativeRunner(target, ModelDrafter(draft, []), FixedGamma(gamma), [], forward=fwd,
+                                   fused_prefill=fused)
+        out = runner.generate(ids, 40)
+        assert out.tokens == refs[tuple(ids)]
+
+
+@pytest.mark.parametrize("gamma", [1, 2, 4, 16])
+@pytest.mark.parametrize("max_new", [1, 2, 3, 9])
+def test_fused_first_round_keeps_the_loop_contract(pair, gamma, max_new):
+    target, draft, prompts, refs = pair
+    for drafter in (ModelDrafter(draft, []), ModelDrafter(target, []), PromptLookupDrafter()):
+        out = SpeculativeRunner(target, drafter, FixedGamma(gamma), [], fused_prefill=True).generate(prompts[2], max_new)
+        assert out.tokens == refs[tuple(prompts[2])][:max_new]
+        # no separate prefill token: every new token comes from a round (accepted + the target's own)
+        assert sum(a + 1 for a in out.accepted_trace) == len(out.tokens) == max_new
+        assert all(d <= min(gamma, max_new - 1) for d in out.drafted_trace)
+        assert 0 < out.ttft_ms <= out.wall_ms
+
+
+def test_fused_first_round_stops_at_an_accepted_eos(pair):
+    target, _, prompts, refs = pair
+    ref = refs[tuple(prompts[0])]
+    eos = ref[2]  # pretend the target's third token is an EOS
+    expect = ref[: ref.index(eos) + 1]
+    out = SpeculativeRunner(target, ModelDrafter(target, [eos]), FixedGamma(6), [eos], fused_prefill=True).generate(
+        prompts[0], 40)
+    assert out.tokens == expect and out.stop_reason == "eos"
+
+
+def test_sampling_with_options_runs_and_respects_the_budget(pair):
+    target, draft, prompts, _ = pair
+    fwd = _forwards(target)["fast_all_padded"]
+    gen = torch.Generator().manual_seed(0)
+    out = SpeculativeRunner(target, ModelDrafter(draft, []), FixedGamma(4), [], temperature=1.0, forward=fwd,
+                            fused_prefill=True).generate(prompts[0], 20, gen)
+    assert len(out.tokens) == 20
+
+
+def test_transposed_copy_shares_the_weights_and_leaves_the_model_alone(pair):
+    target = pair[0]
+    fast = transposed_copy(target, "all")
+    assert fast is not None and fast is not target
+    swapped = [m for m in fast.modules() if isinstance(m, TransposedLinear)]
+    assert len(swapped) == sum(type(m) is torch.nn.Linear for m in target.modules())
+    assert not any(isinstance(m, TransposedLinear) for m in target.modules())
+    params = {id(p) for p in target.parameters()}
+    assert all(id(m.weight) in params for m in swapped)  # no copy of the weights
+    head_only = transposed_copy(target, "head")
+    assert [type(m) for m in head_only.modules()].count(TransposedLinear) == 1
+
+
+def test_transposed_linear_computes_the_linear_function():
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(24, 40)
+    fast = TransposedLinear(lin)
+    for shape in ((1, 1, 24), (1, 5, 24), (2, 3, 24), (1, 40, 24), (7, 24)):
+        x = torch.randn(*shape)
+        torch.testing.assert_close(fast(x), lin(x), rtol=1e-5, atol=1e-6)
+
+
+def test_fast_linear_with_soft_capping_keeps_gemma_outputs():
+    """Gemma-3 (sliding window, final logit soft-capping): the copy runs the model's own forward."""
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    torch.manual_seed(0)
+    cfg = Gemma3TextConfig(vocab_size=97, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                           num_attention_heads=2, num_key_value_heads=1, head_dim=16, sliding_window=8,
+                           final_logit_softcapping=2.0, max_position_embeddings=128)
+    model = Gemma3ForCausalLM(cfg).eval()
+    fast = transposed_copy(model, "all")
+    assert fast is not None
+    ids = list(range(3, 20))
+    ref = AutoregressiveRunner(model, []).generate(ids, 24).tokens
+    out = SpeculativeRunner(model, ModelDrafter(model, []), FixedGamma(5), [],
+                            forward=VerifyForward(model, PAD_ALL, fast, "all"), fused_prefill=True).generate(ids, 24)
+    assert out.tokens == ref
+
+
+def test_transposed_copy_is_refused_when_its_logits_disagree(pair, monkeypatch):
+    monkeypatch.setattr(TransposedLinear, "forward", lambda self, x: torch.nn.functional.linear(x, self.weight) + 1.0)
+    assert transposed_copy(pair[0], "all") is None
+
+
+def test_quantized_linears_are_left_alone(pair):
+    """A dynamically int8-quantized model (the default pair's draft) has no plain nn.Linear to swap."""
+    import copy
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.ao deprecation notice
+        q = torch.ao.quantization.quantize_dynamic(copy.deepcopy(pair[0]), {torch.nn.Linear}, dtype=torch.qint8)
+    assert transposed_copy(q, "all") is None
+
+
+def test_choose_buckets_pads_only_where_it_pays():
+    body = {1: 40.0, 2: 70.0, 3: 80.0, 4: 45.0, 5: 46.0, 6: 60.0}
+    head = {1: 50.0, 2: 110.0, 3: 170.0, 4: 140.0, 5: 160.0, 6: 130.0}
+    buckets = choose_buckets(body, head)
+    assert 1 not in buckets  # nothing beats (1, 1)
+    assert buckets[2] == (4, 2)  # pad the body to 4, head on the 2 real rows
+    assert buckets[3] == (4, 4)  # the head on 4 rows is cheaper than on 3 too
+    assert buckets[5] == (6, 6)  # the head on 6 rows is cheaper than on 5
+    assert 4 not in buckets and 6 not in buckets
+    flat = choose_buckets({k: 10.0 for k in range(1, 7)}, {k: 10.0 + k for k in range(1, 7)})
+    assert flat == {}
+    # a gain below the margin is noise, not a reason to pad
+    assert choose_buckets({1: 10.0, 2: 10.4}, {1: 0.0, 2: 0.0}) == {}
+
+
+def test_bucket_table_is_validated(pair):
+    with pytest.raises(ValueError):
+        VerifyForward(pair[0], {4: (3, 4)})
+
+
+def test_engine_config_builds_the_options(pair):
+    target = pair[0]
+    assert engine_forward(target, EngineConfig()).describe() == {"fast_linear": False, "buckets": {}}
+    fwd = engine_forward(target, EngineConfig.from_mapping({"fast_linear": "auto", "verify_buckets": {3: [4, 3]}}))
+    assert fwd.describe() == {"fast_linear": "all", "buckets": {"3": [4, 3]}}
+    assert fwd.executor is not target
+    probed = engine_forward(target, EngineConfig.from_mapping(
+        {"fast_linear": "head", "verify_buckets": "auto", "bucket_k_max": 4}))
+    assert all(n <= r <= m <= 4 for n, (m, r) in probed.buckets.items())
+    opts = engine_options(target, EngineConfig.from_mapping({"fused_prefill": True}), gamma=4)
+    assert opts["fused_prefill"] is True and opts["forward"].executor is target
+    off = EngineConfig.from_mapping({"fast_linear": "off", "verify_buckets": "false"})
+    assert off == EngineConfig() and not off.any
+
+
+@pytest.mark.parametrize("node, key", [
+    ({"verify_buckets": "sometimes"}, "engine.verify_buckets"),
+    ({"verify_buckets": {4: [3, 4]}}, "engine.verify_buckets"),
+    ({"verify_buckets": {2: [4]}}, "engine.verify_buckets"),
+    ({"fast_linear": "body"}, "engine.fast_linear"),
+    ({"fused_prefill": "yes"}, "engine.fused_prefill"),
+    ({"bucket_k_max": 1}, "engine.bucket_k_max"),
+    ({"fused_prefil": True}, "fused_prefil"),
+])
+def test_bad_engine_options_are_one_line_config_errors(node, key):
+    with pytest.raises(ConfigError) as err:
+        EngineConfig.from_mapping(node)
+    assert key in str(err.value) and "\n" not in str(err.value)
+
+
+def test_engine_options_are_validated_at_the_boundary():
+    """A bad engine option fails while the config is typed, before any model loads."""
+    from runners.jobs.job import prepare
+
+    from helpers import compose
+
+    with pytest.raises(ConfigError, match="engine.fast_linear"):
+        prepare(compose("engine.fast_linear=everything"))
+    job = prepare(compose("engine.fast_linear=auto", "engine.verify_buckets=auto", "engine.fused_prefill=true"))
+    assert job.config.engine == EngineConfig("auto", "auto", None, True)
+
+
+@pytest.mark.parametrize("kind", ["slem", "tli"])
+def test_fused_first_round_with_heterogeneous_drafters(kind):
+    """SLEM / TLI drafters also start from the bare prompt when the first round is fused."""
+    from runners.drafters.slem import SLEMDrafter
+    from runners.drafters.tli import TLIDrafter
+
+    bpe, char = tiny.tiny_tokenizer(300, "bpe"), tiny.tiny_tokenizer(kind="char")
+    target, draft = tiny.tiny_model(len(bpe), seed=1, layers=2), tiny.tiny_model(len(char), seed=2, layers=1)
+    for text in ("the quick brown fox", "one two three"):
+        ids = bpe.encode(text)
+        want = AutoregressiveRunner(target, [0]).generate(ids, 20).tokens
+        drafter = SLEMDrafter(draft, char, bpe, [0]) if kind == "slem" else TLIDrafter(draft, char, bpe, [0], len(bpe))
+        out = SpeculativeRunner(target, drafter, FixedGamma(3), [0], fused_prefill=True).generate(ids, 20)
+        assert out.tokens == want
+
+
+def test_folders_written_before_the_engine_options_still_resume():
+    """A job folder whose config predates ``engine`` is the same job as one with every option off."""
+    from specbench.config import config_drift
+
+    from helpers import compose
+
+    new = JobConfig.from_mapping(compose()).as_dict()
+    old = {k: v for k, v in new.items() if k != "engine"}
+    assert config_drift(old, new) is None
+    on = JobConfig.from_mapping(compose("engine.fused_prefill=true")).as_dict()
+    assert config_drift(old, on).startswith("engine")
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_an_outside_vocabulary_token_is_never_fed_under_the_engine_options(fused):
+    """A drafted id past the target's logits (union's draft-only tokens, SLRS's ⊥) ends the block the
+    engine feeds, with padding and transposed linear layers on and with a fused first round."""
+    from runners.engine.base import Draft, Drafter
+
+    target = tiny.tiny_model(50, seed=3)
+    ids = [1, 2, 3]
+    want = AutoregressiveRunner(target, []).generate(ids, 8).tokens
+
+    class Outside(Drafter):
+        def propose(self, ids, max_tokens, policy, temperature, generator):
+            return Draft([want[len(ids) - 3], 57, want[0]], None, [])  # a good token, an outside one, junk
+
+    forward = VerifyForward(target, PAD_ALL, transposed_copy(target, "all"), "all")
+    out = SpeculativeRunner(target, Outside(), FixedGamma(3), [], forward=forward, fused_prefill=fused).generate(ids, 8)
+    assert out.tokens == want
+    assert out.drafted_trace[0] == 2 and out.accepted_trace[0] == 1
+
+
+def test_a_short_prompt_padded_in_the_prefill_keeps_only_its_own_positions(pair):
+    """A prompt no longer than a bucket is padded in the prefill forward too; the padded positions
+    must leave the cache before the first round reads it."""
+    target, draft, _, _ = pair
+    for ids in ([1, 2, 3], [4, 5], [7]):
+        want = AutoregressiveRunner(target, []).generate(ids, 24).tokens
+        for forward in (VerifyForward(target, PAD_ALL), VerifyForward(target, PAD_ALL_ROWS)):
+            out = SpeculativeRunner(target, ModelDrafter(draft, []), FixedGamma(3), [], forward=forward).generate(ids, 24)
+            assert out.tokens == want, ids
