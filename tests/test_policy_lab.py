@@ -481,3 +481,29 @@ def test_leaderboard_from_cells_equals_leaderboard_from_rows(noisy_pair, tmp_pat
     assert analysis_main([str(tmp_path / "cells"), "--out", str(tmp_path / "out")]) == 0
     assert (tmp_path / "out" / "tables" / "policy_leaderboard.md").exists()
     assert (tmp_path / "out" / "figures" / "policy_leaderboard.png").exists()
+
+
+def test_lab_traces_and_confirm_compose_valid_jobs(root, tmp_path, monkeypatch):
+    """``scripts/policy_lab.py traces`` and ``confirm`` (the lead's quiet-machine commands) build command
+    lines whose overrides compose into valid jobs: the cost-reading policy gets the pair's latency file,
+    a ``:key=value`` label becomes ``method.key=value``, later pairs reuse the first pair's target pass."""
+    from specbench.config import JobConfig, compose
+
+    lab = _lab_script(root)
+    cmds: list[list[str]] = []
+    monkeypatch.setattr(lab, "_run", lambda cmd: cmds.append(cmd) or 0)
+    monkeypatch.setattr(lab, "compare_main", lambda args: 0)
+    assert lab.main(["traces", "--out", str(tmp_path / "traces")]) == 0
+    assert len(cmds) == len(lab.PAIRS) * len(lab.TASKS)
+    assert all("--reuse-target" in c for c in cmds if f"pair={lab.PAIRS[0]}" not in c)
+    cmds.clear()
+    assert lab.main(["confirm", "--real", str(tmp_path / "real"), "--latency", str(tmp_path / "lat"),
+                     "--methods", "specdecode", "cost_aware:transient=false", "--tasks", "humaneval"]) == 0
+    assert len(cmds) == 2 * len(lab.PAIRS)
+    for cmd in cmds:
+        overrides = [a for a in cmd[3:] if "=" in a and not a.startswith(("results_dir=", "gamma="))]
+        config = JobConfig.from_mapping(compose(overrides))
+        if config.method.name == "cost_aware":
+            assert config.method.params["transient"] is False
+            assert config.method.params["latency"].endswith(f"{config.pair.name}.json")
+        assert config.max_new_tokens == lab.MAX_NEW_TOKENS and config.verify_lossless
