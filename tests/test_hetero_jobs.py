@@ -23,7 +23,7 @@ from specbench.records import leviathan_alpha, leviathan_speedup
 
 from helpers import run_sweep, write_tiny_hetero_pair
 
-POLICY_METHODS = ["specdecode", "hf_heuristic", "hf_heuristic_transient", "assistant_threshold", "gammatune", "gammatune_plus"]
+POLICY_METHODS = ["specdecode", "hf_heuristic", "hf_heuristic_carryover", "assistant_threshold", "gammatune", "gammatune_plus"]
 RULES = ["slem", "tli", "slrs", "union"]
 
 
