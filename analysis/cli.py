@@ -33,11 +33,18 @@ import pandas as pd
 from analysis.breakdowns import PAPER_MIN_NEW_TOKENS, category_table, hetero_table, hfbench_table
 from analysis.figures import plot_sensitivity, plot_throughput, plot_trace
 from analysis.frame import DuplicateRecords, complete_only, load_records, scenarios
+from analysis.leaderboard import (
+    leaderboard,
+    leviathan_table,
+    load_cost_ratios,
+    per_position_table,
+    plot_leaderboard,
+)
 from analysis.metrics import POOLINGS
 from analysis.paper import load_paper_numbers
 from analysis.prediction import load_calibrations, prediction_table
 from analysis.render import Table, save_figure, to_markdown, write_table
-from analysis.replay_table import replay_table
+from analysis.replay_table import load_replay, replay_table
 from analysis.tables import acceptance_table, latency_table, speedup_table, trace_frame, trace_table
 from analysis.time_breakdown import plot_time_breakdown, time_breakdown_table
 
@@ -142,7 +149,25 @@ def analyse(df: pd.DataFrame, out: Path | None, args: argparse.Namespace) -> tup
         report.figure("time breakdown figure", "time_breakdown", lambda: plot_time_breakdown(df))
         if args.results_dir:
             report.table("replay oracle table", lambda: replay_table(args.results_dir))
+            replay_artefacts(report, Path(args.results_dir), df)
     return speedups, report
+
+
+def replay_artefacts(report: Report, root: Path, records: pd.DataFrame | None = None) -> None:
+    """The γ-policy lab's artefacts (``analysis.leaderboard``) from the replay rows under ``root``, and
+    Leviathan et al.'s prediction beside every fixed-γ speedup, replayed and measured."""
+    rows = load_replay(root)
+    costs = load_cost_ratios(root)
+    report.table("policy leaderboard", lambda: leaderboard(rows) if not rows.empty else None)
+    report.figure("policy leaderboard figure", "policy_leaderboard",
+                  lambda: plot_leaderboard(rows) if not rows.empty else None)
+    report.table("acceptance per position (replay)", lambda: per_position_table(rows) if not rows.empty else None)
+    both = pd.concat([f for f in (rows, records) if f is not None and not f.empty], ignore_index=True) \
+        if (records is not None and not records.empty) or not rows.empty else pd.DataFrame()
+    report.table("Leviathan et al. prediction", lambda: leviathan_table(both, costs) if not both.empty else None)
+    if records is not None and not records.empty:
+        report.table("acceptance per position (real runs)", lambda: per_position_table(
+            records[records["method"] != "ar"], name="acceptance_per_position_real"))
 
 
 def load(args: argparse.Namespace, parser: argparse.ArgumentParser) -> tuple[pd.DataFrame, Path | None]:
@@ -162,16 +187,19 @@ def load(args: argparse.Namespace, parser: argparse.ArgumentParser) -> tuple[pd.
     return df, None if args.print_only else Path(args.out) if args.out else default_out
 
 
-def replay_only(results_dir: Path, out: Path | None) -> bool:
-    """A folder of replay rows (``python -m runners.replay grid``) and no records: the oracle table alone."""
-    table = replay_table(results_dir)
-    if table is None:
-        return False
+def replay_only(results_dir: Path, out: Path | None) -> int | None:
+    """A folder of replay rows (``python -m runners.replay grid``) and no records: the oracle table and
+    the γ-policy lab's artefacts (``replay_artefacts``); the exit status, or ``None`` without replay rows."""
+    if load_replay(results_dir).empty:
+        return None
+    report = Report(out)
+    table = report.table("replay oracle table", lambda: replay_table(results_dir))
     if out is not None:
-        paths = write_table(table, out / "tables")
-        print(f"wrote {len(paths)} files under {out}", file=sys.stderr)
-    print(to_markdown(table.display, table.caption))
-    return True
+        replay_artefacts(report, results_dir)
+        print(f"wrote {len(report.written)} files under {out}", file=sys.stderr)
+    if table is not None:
+        print(to_markdown(table.display, table.caption))
+    return 1 if report.failed else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -184,8 +212,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     source = args.wandb or args.results_dir
     if df.empty:
-        if args.results_dir and replay_only(Path(args.results_dir), out):
-            return 0
+        if args.results_dir:
+            status = replay_only(Path(args.results_dir), out)
+            if status is not None:
+                return status
         print(f"note: no records found in {source}; nothing to analyse", file=sys.stderr)
         return 0
     if not args.include_incomplete:

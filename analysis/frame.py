@@ -48,7 +48,8 @@ from specbench.records import RECORD_FIELDS, read_records
 EXTRA_COLUMNS = ("max_new_tokens", "target_path", "draft_path", "target_quant", "job_status", "job_dir", "job_error",
                  "device", "source")
 COLUMNS = tuple(RECORD_FIELDS) + EXTRA_COLUMNS
-LIST_COLUMNS = ("gamma_trace", "drafted_trace", "accepted_trace", "confidence_trace", "output_ids", "device_neighbours")
+LIST_COLUMNS = ("gamma_trace", "drafted_trace", "accepted_trace", "confidence_trace", "output_ids", "device_neighbours",
+                "drafted_per_pos", "compared_per_pos", "accepted_per_pos")
 IDENTITY_KEYS = ("pair", "method", "task", "target")
 NUMERIC_COLUMNS = (
     "turn", "gamma_init", "temperature", "seed", "prompt_tokens", "new_tokens", "ttft_ms", "tpot_ms",

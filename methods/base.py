@@ -5,12 +5,23 @@ verification and cache cropping. A policy only *decides*:
 
 * ``begin_prompt()`` is called before every prompt (per-turn);
 * ``next_gamma()`` returns the number of tokens to draft in the next round
-  (γ, an int >= 1), *before* the loop caps it by the remaining token budget;
-* ``stop_drafting(confidence)`` is asked after each drafted token with the
-  draft's probability of the token it just drafted; ``True`` ends the round's
-  drafting early (that token is still verified), as transformers'
-  ``assistant_confidence_threshold`` does;
+  (γ, an int >= 0; ``0`` = a plain target step, no drafting), *before* the loop
+  caps it by the remaining token budget;
+* ``stop_drafting(step)`` is asked after each drafted token with a ``DraftStep``
+  (its position in the round and the draft features the policy asked for:
+  confidence, entropy, margin); ``True`` ends the round's drafting early (that
+  token is still verified), as transformers' ``assistant_confidence_threshold`` does;
+* ``verify_count(proposed)`` (optional) is asked once the round's drafting is over, with
+  the number of tokens proposed: how many of them to verify (default: all). ``0`` after a
+  one-token draft is a *peek*: the policy looked at the draft's first token, judged it not
+  worth a verification, and the round becomes a plain target step (the draft forward is
+  still paid; ``RoundOutcome.discarded`` counts such tokens);
 * ``observe(outcome)`` is told what happened in the round.
+
+What a policy needs from the drafter it says in ``needs`` (a class attribute, a
+frozenset of ``FEATURES`` and ``COSTS``): the drafter computes only those (no
+softmax at all when no feature is needed), and the loop times the round only when
+``COSTS`` is asked for. Features it did not ask for are ``None`` in its steps.
 
 Definitions used by every policy (GammaTune paper, Sec. 3/4; issue #3):
 ``A`` = ``outcome.accepted`` = draft tokens the target accepted in the round,
@@ -24,13 +35,42 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
+#: per drafted token: the draft's probability of its token, the entropy (nats) of the
+#: distribution it was drawn from, and the margin ``p(top-1) − p(top-2)`` of that distribution
+FEATURES = frozenset({"confidence", "entropy", "margin"})
+#: per round: measured (real runs) or predicted (replay) ``draft_ms`` / ``verify_ms`` / ``round_ms``
+COSTS = "costs"
+
+
+@dataclass(frozen=True)
+class DraftStep:
+    """One drafted token, as ``stop_drafting`` sees it.
+
+    ``position``: 1-based index of the token in the round; ``budget``: the most tokens
+    this round may draft (``min(γ, remaining − 1)``). The features are ``None`` unless
+    the policy's ``needs`` names them (or the drafter has none: prompt lookup).
+    """
+
+    position: int
+    token: int = -1
+    confidence: float | None = None
+    entropy: float | None = None
+    margin: float | None = None
+    budget: int = 0
+
+
+def policy_needs(policy: object) -> frozenset[str]:
+    """What ``policy`` asks of the drafter and the loop (``needs``; empty when it says nothing)."""
+    return frozenset(getattr(policy, "needs", frozenset()) or ())
+
 
 @dataclass(frozen=True)
 class RoundOutcome:
     """What one verification round did.
 
     ``confidences[i]`` is the draft's probability of drafted token ``i``
-    (empty when the drafter has no probabilities, e.g. prompt lookup).
+    (empty when the drafter has no probabilities, e.g. prompt lookup, or when the
+    policy does not need ``confidence``).
     The first ``accepted`` drafted tokens were accepted; when
     ``accepted < drafted`` token ``accepted`` was rejected and the rest were
     never compared.
@@ -41,6 +81,13 @@ class RoundOutcome:
     accepted: int
     confidences: tuple[float, ...] = field(default_factory=tuple)
     eos_accepted: bool = False  # an accepted drafted token was an EOS (generation ends in this round)
+    steps: tuple[DraftStep, ...] = field(default_factory=tuple)  # one per drafted token (features as asked)
+    # the round's cost, when the policy needs COSTS: measured by SpeculativeRunner, predicted by the
+    # latency model in runners.replay (None otherwise). round_ms = draft_ms + verify_ms + the loop's own time
+    draft_ms: float | None = None
+    verify_ms: float | None = None
+    round_ms: float | None = None
+    discarded: int = 0  # tokens drafted but not verified (``verify_count`` < proposed); not in ``drafted``
 
     def __post_init__(self) -> None:
         if not 0 <= self.accepted <= self.drafted:
@@ -61,6 +108,7 @@ class GammaPolicy(ABC):
     """
 
     name: str = ""
+    needs: frozenset[str] = frozenset()  # FEATURES and/or COSTS this policy reads
 
     def __init__(self, gamma_init: int) -> None:
         if int(gamma_init) != gamma_init or gamma_init < 1:
@@ -76,11 +124,15 @@ class GammaPolicy(ABC):
 
     @abstractmethod
     def next_gamma(self) -> int:
-        """γ for the next round (>= 1)."""
+        """γ for the next round (>= 0; 0 = a plain target step)."""
 
-    def stop_drafting(self, confidence: float) -> bool:
-        """Whether to stop drafting after a token drafted with this probability."""
+    def stop_drafting(self, step: DraftStep) -> bool:
+        """Whether to stop drafting after this drafted token (``step``: its position and features)."""
         return False
+
+    def verify_count(self, proposed: int) -> int:
+        """How many of the ``proposed`` drafted tokens the target verifies (a prefix; default: all)."""
+        return proposed
 
     def observe(self, outcome: RoundOutcome) -> None:  # noqa: B027 - optional hook
         """Told the outcome of the round just verified."""

@@ -64,7 +64,7 @@ from __future__ import annotations
 
 import math
 
-from methods.base import GammaPolicy, RoundOutcome
+from methods.base import DraftStep, GammaPolicy, RoundOutcome
 from methods.threshold import DEFAULT_THRESHOLD, ConfidenceStop
 from specbench.config import check_bool, check_choice, check_number
 
@@ -147,6 +147,7 @@ class GammaTunePlus(GammaTune):
     """GammaTune + stop drafting once the draft's probability of its token is below τ (Sec. 4.2)."""
 
     name = "gammatune_plus"
+    needs = frozenset({"confidence"})
 
     def __init__(
         self,
@@ -172,8 +173,8 @@ class GammaTunePlus(GammaTune):
         super().begin_prompt()
         self.confidence.begin_prompt()
 
-    def stop_drafting(self, confidence: float) -> bool:
-        return self.confidence.stop(confidence)
+    def stop_drafting(self, step: DraftStep) -> bool:
+        return self.confidence.stop(step.confidence)
 
     def observe(self, outcome: RoundOutcome) -> None:
         super().observe(outcome)

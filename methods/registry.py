@@ -16,6 +16,15 @@ POLICIES: Registry[type[GammaPolicy]] = Registry("gamma policy", {
     "assistant_threshold": "methods.threshold:AssistantThreshold",
     "gammatune": "methods.gammatune:GammaTune",
     "gammatune_plus": "methods.gammatune:GammaTunePlus",
+    # the γ-policy lab (issue 14): the field's training-free policies, and ours
+    "adaedl": "methods.adaedl:AdaEDL",
+    "svip": "methods.svip:SVIP",
+    "max_confidence": "methods.max_confidence:MaxConfidence",
+    "logit_margin": "methods.logit_margin:LogitMargin",
+    "tapout": "methods.tapout:TapOut",
+    "banditspec": "methods.banditspec:BanditSpec",
+    "smartspec": "methods.smartspec:SmartSpec",
+    "cost_aware": "methods.cost_aware:CostAware",
 })
 
 

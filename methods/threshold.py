@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from methods.base import GammaPolicy, RoundOutcome
+from methods.base import DraftStep, GammaPolicy, RoundOutcome
 from specbench.config import check_bool, check_number
 from specbench.registry import ConfigError
 
@@ -94,8 +94,8 @@ class ConfidenceStop:
         if not self.persist:
             self.threshold = self.threshold_init
 
-    def stop(self, confidence: float) -> bool:
-        return confidence < self.threshold
+    def stop(self, confidence: float | None) -> bool:
+        return confidence is not None and confidence < self.threshold
 
     def observe(self, outcome: RoundOutcome) -> None:
         if not self.adaptive or not self.threshold:
@@ -143,6 +143,7 @@ class AssistantThreshold(GammaPolicy):
     """
 
     name = "assistant_threshold"
+    needs = frozenset({"confidence"})
 
     def __init__(
         self,
@@ -163,8 +164,8 @@ class AssistantThreshold(GammaPolicy):
     def next_gamma(self) -> int:
         return self.gamma_init
 
-    def stop_drafting(self, confidence: float) -> bool:
-        return self.confidence.stop(confidence)
+    def stop_drafting(self, step: DraftStep) -> bool:
+        return self.confidence.stop(step.confidence)
 
     def observe(self, outcome: RoundOutcome) -> None:
         self.confidence.observe(outcome)

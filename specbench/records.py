@@ -31,7 +31,16 @@ Every figure is defined here, once (the README quotes these definitions):
   are ``mean_accepted_per_round + 1``.
 * ``gamma_trace[i]`` the γ the method chose for round ``i`` (before any cap by
   the remaining token budget), ``drafted_trace[i]`` the tokens actually drafted,
-  ``accepted_trace[i]`` the draft tokens accepted in that round.
+  ``accepted_trace[i]`` the draft tokens accepted in that round. ``discarded_trace[i]``:
+  tokens drafted but not verified (a policy's ``verify_count``, e.g. a peek; not in
+  ``drafted``); empty when no round discarded anything.
+* acceptance per position in the round (``j`` = 0-based position of a drafted token):
+  ``drafted_per_pos[j]`` rounds that drafted at least ``j + 1`` tokens;
+  ``compared_per_pos[j]`` rounds in which the target compared position ``j`` (drafted, and
+  every earlier position accepted); ``accepted_per_pos[j]`` rounds that accepted position
+  ``j`` (vLLM's ``num_accepted_tokens_per_pos``). So ``accepted_per_pos[j] /
+  compared_per_pos[j]`` is the conditional acceptance of position ``j`` (NeMo's per-position
+  acceptance), and ``accepted_per_pos[j] / rounds`` vLLM's per-position acceptance rate.
 * ``draft_forwards``  the drafter's model forwards, summed over rounds (null when it has no model or
   does not count them: prompt lookup, transformers' loop, AR). A drafter with another tokenizer runs
   one forward per *draft* token (SLEM re-tokenizes them into target tokens) and SLRS one per node of
@@ -106,7 +115,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3  # 3: drafted_per_pos, compared_per_pos, accepted_per_pos, discarded_trace
 REPLAY_FILE = "replay.jsonl"  # rows written by ``python -m runners.replay grid``, read by ``analysis``
 
 
@@ -154,6 +163,10 @@ class Record:
     confidence_trace: list[list[float]] = field(default_factory=list)
     draft_forwards: int | None = None
     fallback_rounds: int | None = None
+    drafted_per_pos: list[int] = field(default_factory=list)
+    compared_per_pos: list[int] = field(default_factory=list)
+    accepted_per_pos: list[int] = field(default_factory=list)
+    discarded_trace: list[int] = field(default_factory=list)  # per round; empty when nothing was discarded
     # exactness
     lossless: bool | None = None
     first_divergence: int | None = None
@@ -210,6 +223,20 @@ def timing_fields(wall_ms: float, ttft_ms: float, new_tokens: int) -> dict[str, 
             "wall_ms": wall_ms}
 
 
+def per_position(drafted_trace: list[int], accepted_trace: list[int]) -> dict[str, list[int]]:
+    """``drafted_per_pos``, ``compared_per_pos``, ``accepted_per_pos`` of the rounds (definitions above)."""
+    width = max(drafted_trace, default=0)
+    drafted_pp, compared_pp, accepted_pp = [0] * width, [0] * width, [0] * width
+    for d, a in zip(drafted_trace, accepted_trace):
+        for j in range(d):
+            drafted_pp[j] += 1
+        for j in range(min(d, a + 1)):
+            compared_pp[j] += 1
+        for j in range(a):
+            accepted_pp[j] += 1
+    return {"drafted_per_pos": drafted_pp, "compared_per_pos": compared_pp, "accepted_per_pos": accepted_pp}
+
+
 def breakdown_fields(phase_ms: Mapping[str, float] | None) -> dict[str, float | None]:
     """``draft_ms`` / ``verify_ms`` / ``overhead_ms`` from a generation's phase times (definitions above)."""
     if not phase_ms:
@@ -233,6 +260,7 @@ def speculation_fields(gamma_trace: list[int], drafted_trace: list[int], accepte
     drafted = sum(drafted_trace)
     accepted = sum(accepted_trace)
     return {
+        **per_position(drafted_trace, accepted_trace),
         "rounds": rounds,
         "drafted": drafted,
         "accepted": accepted,

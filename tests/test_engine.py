@@ -115,12 +115,14 @@ def test_policy_is_told_every_round_and_gamma_trace_is_before_capping(pair):
 
 
 class _StopBelow(FixedGamma):
+    needs = frozenset({"confidence"})
+
     def __init__(self, gamma_init, tau):
         super().__init__(gamma_init)
         self.tau = tau
 
-    def stop_drafting(self, confidence):
-        return confidence < self.tau
+    def stop_drafting(self, step):
+        return step.confidence < self.tau
 
 
 def test_confidence_stop_cuts_drafting_and_stays_lossless(pair):

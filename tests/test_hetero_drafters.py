@@ -241,8 +241,8 @@ def test_policy_is_asked_after_each_draft_token(bpe, char):
             super().__init__(8)
             self.asked = []
 
-        def stop_drafting(self, confidence):
-            self.asked.append(confidence)
+        def stop_drafting(self, step):
+            self.asked.append(step.confidence)
             return len(self.asked) == 2
 
     ids = bpe("the cat").input_ids

@@ -131,7 +131,7 @@ def test_hf_heuristic_identical_over_two_prompts(pair, gamma, transient):
 @pytest.mark.parametrize("adaptive", [False, True])
 def test_assistant_threshold_identical(pair, adaptive):
     target, draft, prompts = pair
-    probe = ours(target, draft, build_policy("fixed", 4)).generate(prompts[1], N)
+    probe = ours(target, draft, build_policy("assistant_threshold", 4, {"threshold": 0.0})).generate(prompts[1], N)
     conf = sorted(c for r in probe.confidence_trace for c in r)
     tau = conf[len(conf) // 2]  # the median: a mix of stops and continues
     method = {"name": "assistant_threshold", "policy": "assistant_threshold", "threshold": tau,

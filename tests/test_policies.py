@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from omegaconf import OmegaConf
 
-from methods.base import RoundOutcome
+from methods.base import DraftStep, RoundOutcome
 from methods.gammatune import GammaTune, GammaTunePlus
 from methods.hf_heuristic import HFHeuristic
 from methods.registry import POLICIES, build_policy, policy_params
@@ -27,6 +27,7 @@ from specbench.registry import ConfigError
 METHOD_DIR = Path(__file__).resolve().parents[1] / "conf" / "method"
 PAPER_GAMMAS = [1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 20, 24]
 OURS = ["hf_heuristic", "hf_heuristic_carryover", "assistant_threshold", "gammatune", "gammatune_plus"]
+PLAIN_STEPS = {"smartspec", "cost_aware"}  # policies that may choose γ = 0 (a plain target step)
 FAST = settings(max_examples=150, deadline=None)
 
 
@@ -34,6 +35,11 @@ def rnd(accepted: int, drafted: int, gamma: int | None = None, conf: tuple[float
     return RoundOutcome(
         gamma=drafted if gamma is None else gamma, drafted=drafted, accepted=accepted, confidences=conf
     )
+
+
+def conf(confidence: float) -> DraftStep:
+    """What the drafter shows ``stop_drafting`` for a token drafted with this probability."""
+    return DraftStep(1, confidence=confidence)
 
 
 def run(policy, rounds):
@@ -251,17 +257,17 @@ def test_gammatune_persistent_vs_transient(cls):
 )
 def test_threshold_stop_semantics(make):
     p = make(threshold=0.4)
-    assert p.stop_drafting(0.399) is True
-    assert p.stop_drafting(0.0) is True
-    assert p.stop_drafting(0.4) is False  # equal: continue (transformers: p < τ stops)
-    assert p.stop_drafting(0.9) is False
+    assert p.stop_drafting(conf(0.399)) is True
+    assert p.stop_drafting(conf(0.0)) is True
+    assert p.stop_drafting(conf(0.4)) is False  # equal: continue (transformers: p < τ stops)
+    assert p.stop_drafting(conf(0.9)) is False
     off = make(threshold=0.0)
-    assert not any(off.stop_drafting(c) for c in (0.0, 1e-9, 0.5))
-    assert make().stop_drafting(0.39) and not make().stop_drafting(0.41)  # default τ = 0.4
+    assert not any(off.stop_drafting(conf(c)) for c in (0.0, 1e-9, 0.5))
+    assert make().stop_drafting(conf(0.39)) and not make().stop_drafting(conf(0.41))  # default τ = 0.4
 
 
 def test_gammatune_has_no_confidence_stop():
-    assert not GammaTune(5).stop_drafting(0.0)
+    assert not GammaTune(5).stop_drafting(conf(0.0))
 
 
 @FAST
@@ -292,7 +298,7 @@ def test_adaptive_threshold_labelling_and_min_pairs():
     cost = [f + 3 * (1 - t) for f, t in zip(fpr, tpr, strict=True)]
     assert p.confidence.threshold == pytest.approx(float(thr[cost.index(min(cost))]))
     assert p.confidence.threshold == pytest.approx(0.6)  # the lowest accepted probability
-    assert p.stop_drafting(0.55) and not p.stop_drafting(0.6)
+    assert p.stop_drafting(conf(0.55)) and not p.stop_drafting(conf(0.6))
     assert p.state()["roc_fits"] == 1
 
 
@@ -435,7 +441,7 @@ def test_method_yaml_builds(path):
         p.begin_prompt()
         assert p.next_gamma() == g
         p.observe(rnd(1, min(g, 3), g, (0.9,) * min(g, 3)))
-        assert p.next_gamma() >= 1
+        assert p.next_gamma() >= (0 if cfg.policy in PLAIN_STEPS else 1)
         OmegaConf.create(p.state())  # JSON-like
     with pytest.raises(ConfigError):
         build_policy(cfg.policy, 0, _params(cfg))

@@ -15,7 +15,7 @@ from runners.engine.base import Draft, Drafter
 class NoAskPolicy(FixedGamma):
     """Fails if the drafter asks for a confidence stop (it has no confidences)."""
 
-    def stop_drafting(self, confidence: float) -> bool:  # pragma: no cover - must not be called
+    def stop_drafting(self, step) -> bool:  # pragma: no cover - must not be called
         raise AssertionError("prompt lookup has no confidences; stop_drafting must not be asked")
 
 

@@ -23,7 +23,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from methods.base import FixedGamma
+from methods.base import COSTS, FixedGamma, policy_needs
 from methods.registry import POLICIES, build_policy
 from runners.drafters.model import ModelDrafter
 from runners.engine.speculative import SpeculativeRunner
@@ -33,6 +33,7 @@ from runners.replay.replay import (
     AGREEMENT_ORACLE,
     BEST_FIXED_TASK,
     ORACLE,
+    MethodSpec,
     _round_ms,
     _seen_after,
     agreement_oracle,
@@ -80,6 +81,13 @@ VARIANTS = [
     "gammatune:eta=0.6,delta=1,gamma_max=12",
     "gammatune_plus:threshold=0.55,transient=false",
     "gammatune_plus:expand_on=drafted",
+    # the policy lab: persistence, the other bandit, other features, thresholds that fire on the tiny pair
+    "banditspec:transient=false",
+    "tapout:algorithm=exp3,transient=false",
+    "smartspec:transient=false",
+    "cost_aware:transient=false,feature=entropy",
+    "adaedl:threshold=0.9",
+    "logit_margin:threshold=0.6",
 ]
 
 
@@ -129,6 +137,23 @@ def test_the_fixture_exercises_what_matters(traces, pair):
             "gammatune_plus"} <= set(METHODS)
 
 
+@pytest.fixture(scope="module")
+def latency_file(tmp_path_factory):
+    """A latency model for the policies that read costs: given one, they decide from its predictions,
+    so a real run and its replay make the same decisions (measured wall times would differ)."""
+    path = tmp_path_factory.mktemp("latency") / "lat.json"
+    lat = LatencyModel(ForwardCost({1: 10.0, 2: 14.0, 3: 19.0, 4: 13.0, 5: 13.5, 6: 16.0}, (9.0, 1.0), 0.0, 64,
+                                   (5.0, 0.1)), ForwardCost.affine(2.0, 0.2), 0.3, 0.1)
+    return str(lat.save(path))
+
+
+def _with_latency(spec, latency_file):
+    """``spec`` with ``latency=latency_file`` when its policy reads costs (``COSTS`` in ``needs``)."""
+    if COSTS not in policy_needs(spec.build(1)):
+        return spec
+    return MethodSpec(spec.label, spec.policy, {**spec.params, "latency": latency_file})
+
+
 def _real_job(pair, method, gamma, max_new):
     target, draft, prompts, eos = pair
     policy = method.build(gamma)
@@ -138,8 +163,8 @@ def _real_job(pair, method, gamma, max_new):
 
 @pytest.mark.parametrize("gamma", GAMMAS)
 @pytest.mark.parametrize("method", METHODS + VARIANTS)
-def test_replay_equals_real_runs_exactly(pair, traces, method, gamma):
-    spec = load_method(method)
+def test_replay_equals_real_runs_exactly(pair, traces, method, gamma, latency_file):
+    spec = _with_latency(load_method(method), latency_file)
     outs, real_policy = _real_job(pair, spec, gamma, MAX_NEW)
     policy = spec.build(gamma)
     replays = replay_job(traces, policy)
@@ -179,11 +204,12 @@ def test_replay_of_shorter_generations_equals_real_runs(pair, traces, method, ma
 
 
 class _NeverStop(FixedGamma):
-    pass
+    needs = frozenset({"confidence", "entropy", "margin"})
 
 
 def test_trace_rollouts_are_what_the_drafter_drafts(pair, traces):
-    """rollout(t, k) from the trace == ModelDrafter.propose from the prefix at t, for every t."""
+    """rollout(t, k) from the trace == ModelDrafter.propose from the prefix at t, for every t,
+    with every feature a policy can ask for (confidence, entropy, margin)."""
     _, draft, prompts, eos = pair
     for ids, tr in list(zip(prompts, traces))[:2]:
         for t in range(1, tr.n):
@@ -195,7 +221,12 @@ def test_trace_rollouts_are_what_the_drafter_drafts(pair, traces):
             got = drafter.propose(ids + tr.tokens[:t], k, _NeverStop(1), 0.0, None)
             toks, confs = tr.rollout(t, k)
             assert got.tokens == toks, (tr.prompt_id, t)
+            assert len(got.confidences) == len(confs)
             assert all(abs(a - b) < 1e-5 for a, b in zip(got.confidences, confs)), (got.confidences, confs)  # fp32 noise of two forward shapes
+            _, feats = tr.rollout_steps(t, k)
+            assert len(got.steps) == len(feats)
+            for step, f in zip(got.steps, feats):
+                assert abs(step.entropy - f["entropy"]) < 1e-5 and abs(step.margin - f["margin"]) < 1e-5
             a = tr.agreement(t)
             assert toks[:a] == tr.tokens[t : t + a] and (len(toks) <= a or t + a >= tr.n or toks[a] != tr.tokens[t + a])
 
@@ -286,11 +317,17 @@ def _policy_strategy():
         st.builds(lambda g, e, d, tr: ("gammatune", g, {"eta": e, "delta": d, "transient": tr}),
                   gammas, st.floats(0.05, 1.0), st.floats(0.0, 3.0), st.booleans()),
         st.builds(lambda g, e, t: ("gammatune_plus", g, {"eta": e, "threshold": t}), gammas, st.floats(0.05, 1.0), thr),
+        st.builds(lambda g, tr, w: ("cost_aware", g, {"transient": tr, "prior_weight": w}), gammas, st.booleans(),
+                  st.floats(0.1, 10.0)),
+        st.builds(lambda g, k: ("smartspec", g, {"k_max": k}), gammas, st.integers(1, 8)),
+        st.builds(lambda g, a: ("banditspec", g, {"algorithm": a}), gammas, st.sampled_from(["ucb", "exp3"])),
+        st.builds(lambda g, t: ("max_confidence", g, {"threshold": t}), gammas, thr),
+        st.builds(lambda g: ("tapout", g, {}), gammas),
     )
 
 
 def _brute_force(trace: Trace, lat: LatencyModel, m: int) -> float:
-    """Minimum predicted wall over every sequence of drafted lengths (memoised on the exact state)."""
+    """Minimum predicted wall over every sequence of drafted lengths and peeks (memoised on the exact state)."""
     n, p = min(trace.n, m), trace.prompt_tokens
 
     @cache
@@ -305,6 +342,8 @@ def _brute_force(trace: Trace, lat: LatencyModel, m: int) -> float:
             new_t = min(t + acc + 1, n)
             cost = _round_ms(lat, p, t, seen, d) + best(new_t, _seen_after(p, t, seen, d, acc, new_t))
             out = min(out, cost)
+        if len(options) > 1:  # a peek: draft one token, verify none
+            out = min(out, _round_ms(lat, p, t, seen, 0, 1) + best(t + 1, _seen_after(p, t, seen, 1, 0, t + 1)))
         return out
 
     return lat.target_prefill_ms(p) + best(1, 0)

@@ -7,8 +7,9 @@ from typing import Any
 
 import torch
 
-from methods.base import GammaPolicy
+from methods.base import DraftStep, GammaPolicy, policy_needs
 from runners.engine.base import Draft, Drafter
+from runners.engine.features import draft_features
 from runners.engine.kv import crop_to, new_cache
 from runners.engine.verify import greedy_token, probs, sample
 from specbench.models import model_device
@@ -29,6 +30,9 @@ class ModelDrafter(Drafter):
     the sequence the cache has not seen (at least the target's last token), then
     drafts one token per forward. After verification the cache is cropped to the
     longest common prefix of what it holds and the accepted sequence.
+
+    Greedy drafting computes a softmax only when the policy needs a draft feature
+    (``policy.needs``; ``runners.engine.features``); sampling always has the distribution.
     """
 
     name = "model"
@@ -60,10 +64,12 @@ class ModelDrafter(Drafter):
             crop_to(self.cache, n)
             self.seq = self.seq[:n]
         feed = ids[n:]
+        needs = policy_needs(policy)
         tokens: list[int] = []
         qs: list[torch.Tensor] = []
         confidences: list[float] = []
-        for _ in range(max_tokens):
+        steps: list[DraftStep] = []
+        for i in range(max_tokens):
             inp = torch.tensor([feed], device=self.device)
             logits = self.model(input_ids=inp, past_key_values=self.cache, use_cache=True, logits_to_keep=1).logits[0, -1]
             self.seq.extend(feed)
@@ -71,16 +77,22 @@ class ModelDrafter(Drafter):
                 q = probs(logits, temperature)
                 tok = sample(q, generator)
                 qs.append(q)
-                conf = float(q[tok])
+                feats = draft_features(logits, tok, needs | {"confidence"}, probs=q)
             else:
+                q = None
                 tok = greedy_token(logits)
-                conf = float(torch.softmax(logits.float(), dim=-1)[tok])
+                feats = draft_features(logits, tok, needs)
             tokens.append(tok)
-            confidences.append(conf)
+            if "confidence" in feats:
+                confidences.append(feats["confidence"])
+            if "confidence" not in needs:
+                feats.pop("confidence", None)
             feed = [tok]
-            if tok in self.eos or policy.stop_drafting(conf):
+            step = DraftStep(i + 1, tok, budget=max_tokens, **feats)
+            steps.append(step)
+            if tok in self.eos or policy.stop_drafting(step):
                 break
-        return Draft(tokens, torch.stack(qs) if qs else None, confidences, forwards=len(tokens))
+        return Draft(tokens, torch.stack(qs) if qs else None, confidences, steps, forwards=len(tokens))
 
     def commit(self, ids: list[int]) -> None:
         n = min(common_prefix_len(self.seq, ids), len(ids) - 1)

@@ -12,7 +12,7 @@ compares text, not token ids, so it also aligns when the accepted tokens are not
 target tokenizer's own encoding of their text (``['▁q', 'u']`` for ``'▁qu'``), which the
 paper's token-level longest-overlap search would miss or misplace. A drafted EOS is
 proposed as the target's EOS. ``confidences[j]`` = product of the draft probabilities of
-the draft tokens whose text overlaps target token ``j`` (``policy.stop_drafting`` is asked
+the draft tokens whose text overlaps target token ``j`` (``policy.stop_drafting(step)`` is asked
 after every *draft* token with that token's probability).
 """
 
@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from methods.base import GammaPolicy
+from methods.base import DraftStep, GammaPolicy
 from methods.hetero.vocab import REPLACEMENT_CHAR
 from runners.drafters.text_sync import TextSyncedDrafter, need_model
 from runners.engine.base import Draft
@@ -49,7 +49,7 @@ class SLEMDrafter(TextSyncedDrafter):
             drafted.append(tok)
             confs.append(float(p[tok]))
             feed = [tok]
-            if tok in self.draft_eos or policy.stop_drafting(confs[-1]):
+            if tok in self.draft_eos or policy.stop_drafting(DraftStep(len(drafted), tok, confs[-1], budget=max_tokens)):
                 break
         ended = bool(drafted) and drafted[-1] in self.draft_eos
         body = drafted[:-1] if ended else drafted

@@ -40,7 +40,7 @@ from typing import Any
 
 import torch
 
-from methods.base import GammaPolicy
+from methods.base import DraftStep, GammaPolicy
 from methods.hetero.slrs import SLRS, SLRSTooLarge, top_k_proposal
 from runners.drafters.text_sync import DEFAULT_LOOKBEHIND, need_model
 from runners.drafters.tli import TLIDrafter
@@ -158,7 +158,8 @@ class SLRSDrafter(TLIDrafter):
             confs.append(conf)
             if q is not None:
                 qs.append(q)
-            if tok == self.bottom or tok in self.eos or policy.stop_drafting(conf):
+            if tok == self.bottom or tok in self.eos or policy.stop_drafting(
+                    DraftStep(len(tokens), tok, conf, budget=max_tokens)):
                 break
         return Draft(tokens, torch.stack(qs) if qs else None, confs, forwards=self.forwards - forwards0,
                      fallback=fallback)

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from methods.base import GammaPolicy
+from methods.base import DraftStep, GammaPolicy
 from methods.hetero.token_level import tli_restrict, to_target
 from runners.drafters.text_sync import need_model
 from runners.drafters.vocab_map import MappedDrafter
@@ -55,7 +55,8 @@ class TLIDrafter(MappedDrafter):
             if q is not None:
                 qs.append(q)
             feed = [d_tok]
-            if d_tok in self.draft_eos or t_tok in self.eos or policy.stop_drafting(conf):
+            if d_tok in self.draft_eos or t_tok in self.eos or policy.stop_drafting(
+                    DraftStep(len(tokens), t_tok, conf, budget=max_tokens)):
                 break
         return Draft(tokens, torch.stack(qs) if qs else None, confs, forwards=self.forwards - forwards0)
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from methods.base import GammaPolicy
+from methods.base import DraftStep, GammaPolicy
 from methods.hetero.token_level import UnionSpace, to_target
 from runners.drafters.text_sync import need_model
 from runners.drafters.vocab_map import MappedDrafter
@@ -58,7 +58,8 @@ class UnionDrafter(MappedDrafter):
             if temperature > 0:
                 qs.append(q)
             feed = [d_tok]
-            if outside or d_tok in self.draft_eos or u_tok in self.eos or policy.stop_drafting(confs[-1]):
+            if outside or d_tok in self.draft_eos or u_tok in self.eos or policy.stop_drafting(
+                    DraftStep(len(tokens), u_tok, confs[-1], budget=max_tokens)):
                 break
         return Draft(tokens, torch.stack(qs) if qs else None, confs, forwards=self.forwards - forwards0)
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from methods.base import GammaPolicy
+from methods.base import DraftStep, GammaPolicy
 
 
 @dataclass
@@ -34,7 +34,10 @@ class Draft:
     drafter can also propose tokens outside the target's vocabulary, as union does), or
     ``None`` for a deterministic proposal (treated as one-hot by speculative
     sampling, which keeps it lossless). ``confidences[i]``: the drafter's
-    probability of ``tokens[i]`` (empty when it has none). ``forwards``: the drafter's model
+    probability of ``tokens[i]`` (empty when it has none, or when the policy did not
+    ask for it). ``steps[i]``: the position and features of ``tokens[i]``, what
+    ``stop_drafting`` was shown (a drafted EOS is not asked about; empty when the
+    drafter has no features, e.g. prompt lookup). ``forwards``: the drafter's model
     forwards this round (None: the drafter does not count them, or has no model).
     ``fallback``: the drafter could not apply its configured rule to (part of) this round and used
     its lossless fallback (SLRS past its expansion bound).
@@ -43,6 +46,7 @@ class Draft:
     tokens: list[int]
     q: torch.Tensor | None = None
     confidences: list[float] = field(default_factory=list)
+    steps: list[DraftStep] = field(default_factory=list)
     forwards: int | None = None
     fallback: bool = False
 
@@ -65,8 +69,9 @@ class Drafter(ABC):
         generator: torch.Generator | None,
     ) -> Draft:
         """Draft up to ``max_tokens`` tokens continuing ``ids`` (the whole sequence so
-        far, prompt included). Must ask ``policy.stop_drafting(confidence)`` after each
-        drafted token when it has confidences, and stop after drafting an EOS."""
+        far, prompt included). Must ask ``policy.stop_drafting(step)`` after each drafted
+        token when it has probabilities (a ``methods.base.DraftStep`` with the features the
+        policy ``needs``), and stop after drafting an EOS (which is not asked about)."""
 
     def commit(self, ids: list[int]) -> None:  # noqa: B027 - optional hook
         """The sequence after verification (drop cached states past the accepted part)."""
@@ -87,6 +92,7 @@ class Generation:
     drafted_trace: list[int] = field(default_factory=list)
     accepted_trace: list[int] = field(default_factory=list)
     confidence_trace: list[list[float]] = field(default_factory=list)
+    discarded_trace: list[int] = field(default_factory=list)  # drafted, not verified (policy.verify_count)
     speculative: bool = True
     phase_ms: dict[str, float] = field(default_factory=dict)  # draft / verify / overhead after TTFT
     draft_forwards: int | None = None  # the drafter's model forwards, summed over rounds (None: not counted)

@@ -7,6 +7,7 @@ max_new_tokens, generator)`` runs, for batch size 1:
 2. each round: ``γ = policy.next_gamma()``; the drafter proposes up to
    ``min(γ, remaining - 1)`` tokens (asking ``policy.stop_drafting`` after each);
    the target scores its last token plus the draft in **one** forward;
+   (``policy.verify_count`` may keep only a prefix of the proposal; a peek keeps none)
    ``runners.engine.verify`` accepts a prefix and adds the target's own token; both
    caches are cropped to the accepted sequence; ``policy.observe`` is told
    ``(γ, drafted, accepted)``;
@@ -30,7 +31,12 @@ A drafted id outside the target's vocabulary (``>= logits_width(target)``: union
 tokens, SLRS's ⊥; ``runners.engine.base``) ends the draft: it is verified (rejected with certainty,
 the replacement sampled from the residual) but never fed to the target.
 
-A round with nothing drafted (the budget's last token, or prompt lookup with no
+A policy that ``needs`` ``COSTS`` is told each round's measured ``draft_ms`` (the drafter's
+``propose``), ``verify_ms`` (the target's forward and the verification) and ``round_ms``
+(the whole round, from ``next_gamma`` to ``observe``), ``time.perf_counter`` wall time
+(every round already synchronises with the device when it reads the accepted tokens).
+
+A round with nothing drafted (γ = 0, the budget's last token, or prompt lookup with no
 match) is a plain target step: it is recorded in the traces with ``drafted = 0``
 and reported to the policy like any round, as transformers does (its "heuristic"
 schedule counts 0 == 0 as all accepted; GammaTune ignores such rounds).
@@ -47,12 +53,13 @@ Time after the first token is attributed to phases (``Generation.phase_ms``):
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from typing import Any
 
 import torch
 
-from methods.base import GammaPolicy, RoundOutcome
+from methods.base import COSTS, GammaPolicy, RoundOutcome, policy_needs
 from runners.engine.base import Draft, Drafter, Generation
 from runners.engine.kv import crop_to, new_cache
 from runners.engine.verify import Sampling, greedy_token, probs, sample, verify_greedy, verify_sampling
@@ -166,18 +173,27 @@ class SpeculativeRunner:
         lap = timer.lap if not self.fused_prefill else _no_lap  # a fused first round is all TTFT
 
         # 2. rounds; the target cache holds ids[:-1] (nothing before a fused first round)
+        timed = COSTS in policy_needs(self.policy)
         while len(ids) == n_prompt or (ids[-1] not in self.eos and len(ids) - n_prompt < max_new_tokens):
             lap("overhead")
+            t_start = time.perf_counter() if timed else 0.0
             remaining = max_new_tokens - (len(ids) - n_prompt)
             gamma = int(self.policy.next_gamma())
             budget = min(gamma, remaining - 1)
             draft = (
                 self.drafter.propose(ids, budget, self.policy, self.temperature, generator) if budget > 0 else Draft([])
             )
+            t_drafted = time.perf_counter() if timed else 0.0
             tokens = draft.tokens[:budget]
             outside = next((i for i, t in enumerate(tokens) if t >= self.vocab), None)
             if outside is not None:  # the target cannot accept it: nothing after it is verified
                 tokens = tokens[: outside + 1]
+            proposed = len(tokens)
+            if proposed:  # the policy may verify only a prefix (a peek: none)
+                keep = int(self.policy.verify_count(proposed))
+                if not 0 <= keep <= proposed:
+                    raise ValueError(f"verify_count returned {keep} for {proposed} proposed tokens")
+                tokens = tokens[:keep]
             d = len(tokens)
             lap("draft")
             feed = ids[-1:] if len(ids) > n_prompt else ids  # a fused first round feeds the whole prompt
@@ -189,6 +205,7 @@ class SpeculativeRunner:
                 accepted, next_tok = verify_sampling(tokens, q, logits, self.temperature, generator)
             else:
                 accepted, next_tok = verify_greedy(tokens, logits)
+            t_verified = time.perf_counter() if timed else 0.0
             emitted = tokens[:accepted] + [next_tok]
             for j, tok in enumerate(emitted):  # an accepted EOS ends the sequence where the target would
                 if tok in self.eos:
@@ -201,11 +218,17 @@ class SpeculativeRunner:
             gen.drafted_trace.append(d)
             gen.accepted_trace.append(accepted)
             gen.confidence_trace.append([round(c, 6) for c in draft.confidences[:d]])
+            gen.discarded_trace.append(proposed - d)
             if draft.forwards is not None:
                 gen.draft_forwards = (gen.draft_forwards or 0) + draft.forwards
             gen.fallback_rounds += int(draft.fallback)
             eos_accepted = any(t in self.eos for t in tokens[:accepted])
-            self.policy.observe(RoundOutcome(gamma, d, accepted, tuple(draft.confidences[:d]), eos_accepted))
+            costs = {}
+            if timed:
+                costs = {"draft_ms": (t_drafted - t_start) * 1e3, "verify_ms": (t_verified - t_drafted) * 1e3,
+                         "round_ms": (time.perf_counter() - t_start) * 1e3}
+            self.policy.observe(RoundOutcome(gamma, d, accepted, tuple(draft.confidences[:d]), eos_accepted,
+                                             tuple(draft.steps[:d]), **costs, discarded=proposed - d))
             if len(gen.accepted_trace) == 1:  # the first round ends
                 if lap is _no_lap:  # fused: its tokens are the first new tokens (TTFT = first round)
                     timer.mark("first")

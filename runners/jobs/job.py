@@ -674,6 +674,7 @@ def decode_turn(job: Job, prompt: Prompt, turn: int, history: list[tuple[str, st
     if gen.speculative:
         fields.update(speculation_fields(gen.gamma_trace, gen.drafted_trace, gen.accepted_trace))
         fields["confidence_trace"] = gen.confidence_trace
+        fields["discarded_trace"] = gen.discarded_trace if any(gen.discarded_trace) else []
         fields["draft_forwards"] = gen.draft_forwards
         if config.hetero_rule == "slrs":
             fields["fallback_rounds"] = gen.fallback_rounds

@@ -1,14 +1,18 @@
 """The simulator's one command line: ``python -m runners.replay trace | calibrate | grid``.
 
-    trace      [--results DIR | pair=... task=... max_new_tokens=...] [--gamma-max 32] [--out DIR]
+    trace      [--results DIR | pair=... task=... max_new_tokens=...] [--gamma-max G] [--out DIR]
+               [--reuse-target TRACE_DIR]
     calibrate  --pair NAME [--hetero RULE] [--out results/latency/NAME.json] [--k-max 33] [--repeats 5] ...
     grid       RESULTS_OR_TRACE_DIR [--methods specdecode hf_heuristic ...] [--gammas 1,2,...,24]
                (--latency calib.json|DIR | --cost-ratio C) [--out DIR] [--max-new-tokens M]
 
-``trace`` builds greedy traces (``runners.replay.trace``) for a composed config, or for every
-traceable (pair, task, ``max_new_tokens``) of the greedy jobs under a results folder; ``calibrate``
-measures a pair's latency model (``runners.replay.latency``); ``grid`` replays methods × initial γ
-and writes rows (``replay.jsonl``, ``replay.csv``, ``meta.json``). The simulator writes rows;
+``trace`` builds greedy traces (``runners.replay.trace``; ``runners.replay.trace_lookup`` for a
+prompt lookup pair) for a composed config, or for every traceable (pair, task, ``max_new_tokens``) of
+the greedy jobs under a results folder; rollouts are ``max_new_tokens − 1`` long by default, so replay
+never refuses a policy; ``--reuse-target`` takes the target's greedy outputs from another pair's traces
+(same target, task and length) instead of decoding again. ``calibrate`` measures a pair's latency
+model (``runners.replay.latency``; a prompt lookup pair's draft forwards cost 0); ``grid`` replays
+methods × initial γ and writes rows (``replay.jsonl``, ``replay.csv``, ``meta.json``). The simulator writes rows;
 ``python -m analysis`` renders them (the oracle table).
 """
 
@@ -17,6 +21,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import os
 import sys
 import time
@@ -63,8 +68,8 @@ def traceable(config: JobConfig) -> str | None:
         return "temperature > 0 (traces are for greedy decoding)"
     if draft is None:
         return "the pair has no draft"
-    if draft.kind != "model":
-        return f"draft kind {draft.kind!r} is not a model"
+    if draft.kind not in ("model", "prompt_lookup"):
+        return f"draft kind {draft.kind!r} is neither a model nor prompt lookup"
     if not config.pair.same_tokenizer or config.hetero_rule is not None:
         return "the draft has another tokenizer"
     if config.method.runner == "hf":
@@ -91,9 +96,13 @@ def configs_from_results(results_dir: str | os.PathLike) -> dict[str, JobConfig]
     return out
 
 
-def trace_config(config: JobConfig, out_dir: str | os.PathLike, gamma_max: int = DEFAULT_GAMMA_MAX,
-                 mode: str = "sequential", progress: bool = True) -> Path:
-    """Build (or resume) the trace of a config's pair × task × ``max_new_tokens`` into ``out_dir``."""
+def trace_config(config: JobConfig, out_dir: str | os.PathLike, gamma_max: int | None = DEFAULT_GAMMA_MAX,
+                 mode: str = "sequential", progress: bool = True,
+                 reuse_target: str | os.PathLike | None = None) -> Path:
+    """Build (or resume) the trace of a config's pair × task × ``max_new_tokens`` into ``out_dir``
+    (``gamma_max=None``: ``max_new_tokens − 1``; a prompt lookup pair gets ``LookupTrace`` lines).
+    ``reuse_target``: a trace file or folder of another pair with the same target, task and length,
+    whose target outputs are taken instead of decoding again (the draft's side is still computed)."""
     import numpy as np
     import torch
 
@@ -112,9 +121,19 @@ def trace_config(config: JobConfig, out_dir: str | os.PathLike, gamma_max: int =
     pair = config.pair
     target = MODEL_CACHE.model(pair.target, config.cache_dir)
     tokenizer = MODEL_CACHE.tokenizer(pair.target, config.cache_dir)
-    draft = MODEL_CACHE.model(pair.draft.model, config.cache_dir)
     eos = eos_ids(target, tokenizer)
+    if gamma_max is None:
+        gamma_max = max(1, config.max_new_tokens - 1)
+    lookup = pair.draft.kind == "prompt_lookup"
+    if lookup:
+        from runners.drafters.prompt_lookup import PromptLookupDrafter
+        from runners.replay.trace_lookup import build_lookup_trace
+
+        draft = PromptLookupDrafter.from_options(pair.draft.options, eos)
+    else:
+        draft = MODEL_CACHE.model(pair.draft.model, config.cache_dir)
     path = out / TRACE_FILE
+    reused = {tr.key: tr for f in find_trace_files(reuse_target) for tr in read_traces(f)} if reuse_target else {}
     done = {tr.key: tr for tr in read_traces(path)} if path.exists() else {}
     if done:
         write_traces(path, done.values())  # drop a torn line before appending
@@ -134,12 +153,14 @@ def trace_config(config: JobConfig, out_dir: str | os.PathLike, gamma_max: int =
             prev = done.get((prompt.prompt_id, turn))
             if prev is None:
                 ids, _ = encode_turn(tokenizer, history, user, config.task.prompt_format)
-                prev = build_trace(target, draft, ids, config.max_new_tokens, eos, gamma_max, mode,
-                                   prompt_id=prompt.prompt_id, turn=turn, category=prompt.category, **names)
+                build = build_lookup_trace if lookup else build_trace
+                prev = build(target, draft, ids, config.max_new_tokens, eos, gamma_max, mode,
+                             prompt_id=prompt.prompt_id, turn=turn, category=prompt.category,
+                             reuse=reused.get((prompt.prompt_id, turn)), **names)
                 write_traces(path, [prev], append=True)
                 if progress:
                     print(f"[trace {k}/{n_turns}] {prompt.prompt_id}/{turn}: {prev.n} tokens, "
-                          f"{len(prev.tails)} tails, mean a_t {np.mean(prev.agreements or [0]):.2f}", file=sys.stderr)
+                          f"mean a_t {np.mean(prev.agreements or [0]):.2f}", file=sys.stderr)
             history.append((user, tokenizer.decode(prev.tokens, skip_special_tokens=True)))
     write_json_atomic(out / META_FILE, {**meta, "status": "complete", "build_s": time.perf_counter() - t0})
     return path
@@ -153,11 +174,11 @@ def trace_main(args: argparse.Namespace) -> int:
             return 1
         base = Path(args.out) if args.out else Path(args.results) / "traces"
         for name, config in configs.items():
-            print(trace_config(config, base / name, args.gamma_max, args.mode))
+            print(trace_config(config, base / name, args.gamma_max, args.mode, reuse_target=args.reuse_target))
         return 0
     config = _as_ar(JobConfig.from_mapping(compose(args.overrides)).resolved)
     out = Path(args.out) if args.out else Path(config.results_dir) / "traces" / trace_dirname(config)
-    print(trace_config(config, out, args.gamma_max, args.mode))
+    print(trace_config(config, out, args.gamma_max, args.mode, reuse_target=args.reuse_target))
     return 0
 
 
@@ -224,7 +245,8 @@ def grid_main(args: argparse.Namespace) -> int:
         for r in rows:
             fh.write(json.dumps(r, allow_nan=False) + "\n")
     flat = pd.DataFrame(rows)
-    for col in ("gamma_trace", "drafted_trace", "accepted_trace"):
+    for col in ("gamma_trace", "drafted_trace", "accepted_trace", "drafted_per_pos", "compared_per_pos",
+                "accepted_per_pos"):
         if col in flat:
             flat[col] = flat[col].map(json.dumps)
     flat.to_csv(out / "replay.csv", index=False)
@@ -254,16 +276,23 @@ def calibrate_main(args: argparse.Namespace) -> int:
     overrides = [f"pair={args.pair}"] + ([f"hetero={args.hetero}"] if args.hetero else [])
     config = JobConfig.from_mapping(compose(overrides))
     pair = config.pair
-    if pair.draft is None or pair.draft.model is None:
-        raise ConfigError(f"calibrate needs a pair with a draft model; {pair.name!r} has none")
+    lookup = pair.draft is not None and pair.draft.kind == "prompt_lookup"
+    if pair.draft is None or (pair.draft.model is None and not lookup):
+        raise ConfigError(f"calibrate needs a pair with a draft model or prompt lookup; {pair.name!r} has neither")
     target = MODEL_CACHE.model(pair.target, config.cache_dir)
-    draft = MODEL_CACHE.model(pair.draft.model, config.cache_dir)
+    draft = None if lookup else MODEL_CACHE.model(pair.draft.model, config.cache_dir)
     tok = MODEL_CACHE.tokenizer(pair.target, config.cache_dir)
     dtok = MODEL_CACHE.tokenizer(pair.draft.model, config.cache_dir) if not pair.same_tokenizer else tok
     texts = [prompt.turns[0] for prompt in load_task({"name": "embedded", "loader": "embedded"})]
     pool = [i for text in texts for i in tok(text).input_ids]
     draft_pool = pool if dtok is tok else [i for text in texts for i in dtok(text).input_ids]
-    timer = ModelTimer({"target": target, "draft": draft}, {"target": pool, "draft": draft_pool})
+    if lookup:  # no draft model: its forwards cost nothing; the lookup itself is in the round's overhead
+        model_timer = ModelTimer({"target": target}, {"target": pool})
+
+        def timer(name: str, k: int, context: int) -> float:
+            return 0.0 if name == "draft" else model_timer(name, k, context)
+    else:
+        timer = ModelTimer({"target": target, "draft": draft}, {"target": pool, "draft": draft_pool})
     t0 = time.perf_counter()
     model = calibrate(timer, k_max=args.k_max, draft_k_max=args.draft_k_max, ref_context=args.ref_context,
                       contexts=_ints(args.contexts), prefill_lengths=_ints(args.prefill), warmup=args.warmup,
@@ -281,12 +310,18 @@ def calibrate_main(args: argparse.Namespace) -> int:
             ctx = DrafterContext(target_tokenizer=tok, eos_token_ids=eos, target_vocab_size=logits_width(target),
                                  draft_model=draft, draft_tokenizer=dtok, hetero=config.hetero)
             make = partial(build_drafter, rule, ctx)
+        elif lookup:
+            from runners.drafters.prompt_lookup import PromptLookupDrafter
+
+            def make() -> PromptLookupDrafter:
+                return PromptLookupDrafter.from_options(pair.draft.options, eos)
         over = measure_overheads(target, draft, eos, pool[: args.ref_context], new_tokens=24,
                                  repeats=args.repeats // 2 + 1, drafter=make)
         model.round_overhead_ms = over["round_overhead_ms"]
         model.ar_overhead_ms = over["ar_overhead_ms"]
         model.meta.update(loop_overhead_ms=over["loop_overhead_ms"], round_ms=over["round_ms"])
-    model.meta.update(pair=args.pair, hetero=rule, c=model.c, threads=int(args.threads),
+    model.meta.update(pair=args.pair, hetero=rule, c=model.c if math.isfinite(model.c) else None,
+                      threads=int(args.threads),
                       seconds=time.perf_counter() - t0, provenance=provenance(pair.target.device))
     out = Path(args.out) if args.out else Path(config.results_dir) / "latency" / f"{args.pair}.json"
     model.save(out)
@@ -312,8 +347,11 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("overrides", nargs="*", help="Hydra overrides (pair=..., task=..., max_new_tokens=...)")
     t.add_argument("--results", help="trace every (pair, task, max_new_tokens) of the greedy jobs under this folder")
     t.add_argument("--out", help="output folder (default: <results>/traces/<name>)")
-    t.add_argument("--gamma-max", type=int, default=DEFAULT_GAMMA_MAX, help="tail rollout length (default %(default)s)")
+    t.add_argument("--gamma-max", type=int, default=DEFAULT_GAMMA_MAX,
+                   help="rollout length (default: max_new_tokens - 1, as long as any round can draft)")
     t.add_argument("--mode", choices=("sequential", "batched"), default="sequential")
+    t.add_argument("--reuse-target", help="traces of another pair with the same target, task and max_new_tokens: "
+                                          "take their target outputs instead of decoding again")
     c = sub.add_parser("calibrate", help="measure the latency model of a pair on this machine")
     c.add_argument("--pair", required=True, help="conf/pair/NAME.yaml")
     c.add_argument("--hetero", help="cross-vocabulary drafter whose overheads are measured, for a draft with another "

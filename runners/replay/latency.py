@@ -361,14 +361,17 @@ def measure_overheads(target: Any, draft: Any, eos: Iterable[int], prompt_ids: S
     (text sync, re-tokenization, vocabulary mapping) is then part of the round overhead. Also the
     harness's own share as the time breakdown sees it: ``loop_overhead_ms`` (the ``overhead`` phase
     per round: acceptance, cache crops, policy, bookkeeping; the drafter's non-forward work is in its
-    ``draft`` phase) and ``round_ms`` (``(wall − TTFT) / rounds``)."""
+    ``draft`` phase) and ``round_ms`` (``(wall − TTFT) / rounds``). A drafter without a model (prompt lookup, ``draft=None``): its whole
+    time is part of the round overhead."""
     from methods.base import FixedGamma
     from runners.drafters.model import ModelDrafter
     from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
 
     eos = list(eos)
     make = drafter or (lambda: ModelDrafter(draft, eos))
-    clocks = {"target": _ForwardClock(target), "draft": _ForwardClock(draft)}
+    clocks = {"target": _ForwardClock(target)}
+    if draft is not None:
+        clocks["draft"] = _ForwardClock(draft)
     try:
         spec, ar, loop, round_ms = [], [], [], []
         for i in range(repeats + 1):
@@ -377,7 +380,7 @@ def measure_overheads(target: Any, draft: Any, eos: Iterable[int], prompt_ids: S
                 c.reset()
             gen = runner.generate(list(prompt_ids), new_tokens)
             rounds = len(gen.accepted_trace)
-            forwards = clocks["target"].total_ms + clocks["draft"].total_ms
+            forwards = sum(c.total_ms for c in clocks.values())
             if i and rounds:  # the prefill forward is in both the wall time and the forwards
                 spec.append(max(0.0, (gen.wall_ms - forwards) / rounds))
                 loop.append(gen.phase_ms.get("overhead", 0.0) / rounds)

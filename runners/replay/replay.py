@@ -7,11 +7,15 @@ by round on a ``runners.replay.trace.Trace``, with *exactly* its semantics:
 * while the last token is not an EOS and fewer than ``max_new_tokens`` tokens exist:
   ``γ = policy.next_gamma()``; ``budget = min(γ, remaining − 1)``; if ``budget > 0`` the
   draft proposes the first tokens of its greedy rollout from the current position, asking
-  ``policy.stop_drafting(confidence)`` after each and stopping after an EOS (an EOS is not
-  asked about, as in ``ModelDrafter``) or at ``budget``; greedy verification accepts the
+  ``policy.stop_drafting(step)`` after each (a ``DraftStep`` with the features the policy
+  ``needs``, from the trace) and stopping after an EOS (an EOS is not asked about, as in
+  ``ModelDrafter``) or at ``budget``; a prompt lookup trace proposes its stored proposal and
+  never asks (as ``PromptLookupDrafter``); greedy verification accepts the
   longest prefix equal to ``x`` (``accepted = min(d, a_t)``) and adds the target's token; an
   accepted EOS ends the sequence; ``policy.observe(RoundOutcome(γ, d, accepted,
-  confidences, eos_accepted))`` — for every round, ``d = 0`` rounds included;
+  confidences, eos_accepted, steps, costs))`` — for every round, ``d = 0`` rounds included;
+  the costs (``draft_ms``, ``verify_ms``, ``round_ms``) are the latency model's prediction,
+  given only to a policy that ``needs`` ``COSTS`` (``None`` without a latency model);
 * one policy object is used for all the prompts of a job, in the job's order (state that
   carries across prompts, e.g. ``hf_heuristic``'s γ, carries here too); a job's warm-up is
   followed by a fresh policy, so a replayed job starts from a fresh one.
@@ -36,11 +40,15 @@ accepted round, ``+1`` per round that drafts nothing, the whole prefix before th
 drafting round). The oracle is the exact minimum of the predicted wall time over **every**
 such sequence of choices, by dynamic programming over states ``(t, f)`` (``V(N, ·) = 0``;
 ``V(t, f) = min(T_plain(t) + V(t+1, f+1), T_draft_first(t, f) + min_d [rest(t, d) +
-V(next(t, d))])``). Every γ policy — whatever its γ, confidence stops, or state — makes one
+V(next(t, d))], T_draft_first(t, f) + T_plain(t) + V(t+1, 1))``, the last term a *peek*: draft
+one token, verify none — ``GammaPolicy.verify_count`` = 0 — which leaves the draft's cache
+current). Every γ policy — whatever its γ, confidence stops, peeks, or state — makes one
 of these choices each round, and the replay charges it the same costs, so **no policy can
 beat the oracle on that trace under that latency model**. The bound holds among policies
-whose round drafts a prefix of the draft's greedy rollout (all of ``methods``); a drafter
-that proposed other tokens (e.g. several candidates) is outside it.
+whose round drafts a prefix of the draft's greedy rollout and verifies all of it or, after a
+one-token draft, none of it (all of ``methods``); verifying a shorter prefix of a longer
+draft (never better when a draft forward of ``k`` tokens costs no more than ``k`` forwards of
+one) and drafters that propose other tokens (e.g. several candidates) are outside it.
 
 The oracle may draft ``0`` tokens (``γ = 0``: a plain target step; ``SpeculativeRunner``
 does exactly that for a budget of 0): drafting when ``a_t = 0`` buys nothing but a longer
@@ -64,7 +72,8 @@ prompts of the trace, best pooled throughput).
 
 CLI: ``python -m runners.replay trace | calibrate | grid`` (``runners.replay.cli``). ``grid`` writes ``replay.jsonl`` and ``replay.csv`` (one row per method × initial γ × prompt turn
 with ``specbench.records`` field names: pair, method, gamma_init, prompt_id, new_tokens, rounds,
-drafted, accepted, acceptance_rate, gamma_trace, drafted_trace, accepted_trace, and *predicted*
+drafted, accepted, acceptance_rate, gamma_trace, drafted_trace, accepted_trace, the per-position
+counts (drafted_per_pos, compared_per_pos, accepted_per_pos), and *predicted*
 ttft_ms, tpot_ms, wall_ms, tokens_per_s, ar_tokens_per_s, speedup; plus ``source = "replay"``),
 and ``meta.json`` into ``--out`` (default ``<DIR>/replay``); ``python -m analysis`` renders the
 oracle table from them (``analysis.replay_table``). Oracle rows have ``method`` ``oracle`` / ``oracle_agreement``; best fixed γ
@@ -80,11 +89,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from methods.base import GammaPolicy, RoundOutcome
+from methods.base import COSTS, DraftStep, GammaPolicy, RoundOutcome, policy_needs
 from runners.replay.latency import LatencyModel
 from runners.replay.trace import Trace, TraceTooShort
 from specbench.paths import CONF_DIR
-from specbench.records import pooled_tokens_per_s
+from specbench.records import per_position, pooled_tokens_per_s
 
 PAPER_METHODS = ("specdecode", "hf_heuristic", "hf_heuristic_carryover", "assistant_threshold", "gammatune",
                  "gammatune_plus")
@@ -106,6 +115,7 @@ class ReplayResult:
     drafted_trace: list[int] = field(default_factory=list)
     accepted_trace: list[int] = field(default_factory=list)
     confidence_trace: list[list[float]] = field(default_factory=list)
+    discarded_trace: list[int] = field(default_factory=list)
     round_ms: list[float] = field(default_factory=list)
     ttft_ms: float | None = None
     wall_ms: float | None = None
@@ -117,19 +127,31 @@ class ReplayResult:
 
 # ---------------------------------------------------------------------- the round's costs
 
-def _round_ms(lat: LatencyModel, p: int, t: int, seen: int, d: int) -> float:
-    """Predicted ms of a round at position ``t`` drafting ``d`` tokens, the draft's cache holding ``seen``."""
-    ms = lat.verify_ms(d + 1, p + t - 1) + lat.round_overhead_ms
-    if d >= 1:
-        ms += lat.draft_ms(p + t - seen, seen)
-        for i in range(1, d):
-            ms += lat.draft_ms(1, p + t + i - 1)
-    return ms
+def _round_parts(lat: LatencyModel, p: int, t: int, seen: int, d: int,
+                 proposed: int | None = None) -> tuple[float, float]:
+    """Predicted ``(draft ms, verify ms)`` of a round at position ``t`` drafting ``proposed`` tokens
+    (default ``d``) and verifying ``d`` of them, the draft's cache holding ``seen``; the round costs
+    their sum plus ``round_overhead_ms``."""
+    proposed = d if proposed is None else proposed
+    draft = 0.0
+    if proposed >= 1:
+        draft += lat.draft_ms(p + t - seen, seen)
+        for i in range(1, proposed):
+            draft += lat.draft_ms(1, p + t + i - 1)
+    return draft, lat.verify_ms(d + 1, p + t - 1)
+
+
+def _round_ms(lat: LatencyModel, p: int, t: int, seen: int, d: int, proposed: int | None = None) -> float:
+    """Predicted ms of a round at position ``t`` verifying ``d`` drafted tokens (of ``proposed``, default
+    ``d``), the draft's cache holding ``seen``."""
+    draft, verify = _round_parts(lat, p, t, seen, d, proposed)
+    return verify + lat.round_overhead_ms + draft
 
 
 def _seen_after(p: int, t: int, seen: int, d: int, accepted: int, new_t: int) -> int:
-    """``ModelDrafter``'s cache length after ``commit``: it fed ``ids + y_1..y_{d-1}`` and keeps the
-    common prefix with the new sequence (at most its length − 1)."""
+    """``ModelDrafter``'s cache length after ``commit``: it fed ``ids + y_1..y_{d-1}`` (``d``: tokens
+    *proposed*, verified or not) and keeps the common prefix with the new sequence (at most its
+    length − 1)."""
     if d == 0:
         return min(seen, p + new_t - 1)
     return min(p + t + min(accepted, d - 1), p + new_t - 1)
@@ -152,6 +174,8 @@ def replay(trace: Trace, policy: GammaPolicy, latency: LatencyModel | None = Non
     x = trace.tokens[:m]
     n, p = len(x), trace.prompt_tokens
     eos = set(trace.eos)
+    needs = policy_needs(policy)
+    asks = getattr(trace, "kind", "model") == "model"  # prompt lookup never asks stop_drafting
     policy.begin_prompt()
     res = ReplayResult(trace, n, "eos" if x[-1] in eos else "max_new_tokens")
     t, seen = 1, 0
@@ -163,25 +187,44 @@ def replay(trace: Trace, policy: GammaPolicy, latency: LatencyModel | None = Non
         budget = min(gamma, remaining - 1)
         toks: list[int] = []
         confs: list[float] = []
+        steps: list[DraftStep] = []
         if budget > 0:
-            r_toks, r_confs = trace.rollout(t, budget)
-            for tok, conf in zip(r_toks, r_confs):
+            r_toks, r_feats = trace.rollout_steps(t, budget)
+            if not asks:
+                toks = r_toks
+            for i, (tok, feats) in enumerate(zip(r_toks, r_feats) if asks else ()):
                 toks.append(tok)
-                confs.append(conf)
-                if tok in eos or policy.stop_drafting(conf):
+                wanted = {k: v for k, v in feats.items() if k in needs}
+                if "confidence" in wanted:
+                    confs.append(wanted["confidence"])
+                step = DraftStep(i + 1, tok, budget=budget, **wanted)
+                steps.append(step)
+                if tok in eos or policy.stop_drafting(step):
                     break
+        proposed = len(toks)
+        if proposed:  # the policy may verify only a prefix (a peek: none), as in SpeculativeRunner
+            keep = int(policy.verify_count(proposed))
+            if not 0 <= keep <= proposed:
+                raise ValueError(f"verify_count returned {keep} for {proposed} proposed tokens")
+            toks, confs, steps = toks[:keep], confs[:keep], steps[:keep]
         d = len(toks)
         accepted = min(d, trace.agreement(t))
         new_t = min(t + accepted + 1, n)
+        costs: dict[str, float] = {}
         if latency is not None:
-            res.round_ms.append(_round_ms(latency, p, t, seen, d))
-        seen = _seen_after(p, t, seen, d, accepted, new_t)
+            draft_ms, verify_ms = _round_parts(latency, p, t, seen, d, proposed)
+            res.round_ms.append(verify_ms + latency.round_overhead_ms + draft_ms)
+            if COSTS in needs:
+                costs = {"draft_ms": draft_ms, "verify_ms": verify_ms, "round_ms": res.round_ms[-1]}
+        seen = _seen_after(p, t, seen, proposed, accepted, new_t)
         res.gamma_trace.append(gamma)
         res.drafted_trace.append(d)
         res.accepted_trace.append(accepted)
         res.confidence_trace.append(list(confs))
+        res.discarded_trace.append(proposed - d)
         eos_accepted = any(tok in eos for tok in toks[:accepted])
-        policy.observe(RoundOutcome(gamma, d, accepted, tuple(confs), eos_accepted))
+        policy.observe(RoundOutcome(gamma, d, accepted, tuple(confs), eos_accepted, tuple(steps), **costs,
+                                    discarded=proposed - d))
         t = new_t
     if t != n:
         raise AssertionError(f"replay ended at position {t}, the trace has {n} tokens")
@@ -230,8 +273,13 @@ def predict_wall_ms(latency: LatencyModel, prompt_tokens: int, new_tokens: int, 
     return ttft, wall
 
 
+#: a scripted round that drafts one token and verifies none (``verify_count`` 0): a peek
+PEEK = -1
+
+
 class ScriptedPolicy(GammaPolicy):
-    """Plays a fixed list of γ (0 allowed: a plain target step), never stops drafting early."""
+    """Plays a fixed list of γ (0 allowed: a plain target step; ``PEEK``: draft one token, verify
+    none), never stops drafting early."""
 
     name = "scripted"
 
@@ -239,6 +287,7 @@ class ScriptedPolicy(GammaPolicy):
         self.gamma_init = 1
         self.gammas = list(gammas)
         self.i = 0
+        self.peek = False
 
     def begin_prompt(self) -> None:
         self.i = 0
@@ -246,7 +295,11 @@ class ScriptedPolicy(GammaPolicy):
     def next_gamma(self) -> int:
         g = self.gammas[self.i]
         self.i += 1
-        return g
+        self.peek = g == PEEK
+        return 1 if self.peek else g
+
+    def verify_count(self, proposed: int) -> int:
+        return 0 if self.peek else proposed
 
 
 class AgreementOracle(GammaPolicy):
@@ -284,7 +337,8 @@ def agreement_oracle(trace: Trace, latency: LatencyModel | None = None,
 
 def oracle_schedule(trace: Trace, latency: LatencyModel, max_new_tokens: int | None = None) -> tuple[float, list[int]]:
     """``(minimum predicted wall ms, the d of each round)`` over every choice of drafted
-    prefix lengths (module docstring). ``O(N² + N·γ)`` with tiny constants."""
+    prefix lengths, and peeks (``PEEK``: draft one token, verify none) (module docstring).
+    ``O(N² + N·γ)`` with tiny constants."""
     m = _max_new(trace, max_new_tokens)
     n, p = min(trace.n, m), trace.prompt_tokens
     big = math.inf
@@ -315,27 +369,39 @@ def oracle_schedule(trace: Trace, latency: LatencyModel, max_new_tokens: int | N
                 best, best_d = cost, d
         choice_g[t] = (best, best_d)
         nxt_plain = v[t + 1] if t + 1 < n else None
+        # a peek: the draft's first forward (its catch-up and one token), then a plain step; lag 1 after
+        peek_rest = (plain + (v[t + 1][1] if t + 1 < n else 0.0)) if avail >= 1 else big
         row = [big] * (t + 3)
         for f in range(1, t + 2):
             stay = plain + (nxt_plain[f + 1] if nxt_plain is not None else 0.0)
             go = latency.draft_ms(f, p + t - f) + best if best_d else big
-            row[f] = min(stay, go)
+            peek = latency.draft_ms(f, p + t - f) + peek_rest
+            row[f] = min(stay, go, peek)
         v[t] = row
         stay = plain + (fresh[t + 1] if t + 1 < n else 0.0)
         go = latency.draft_ms(p + t, 0) + best if best_d else big
-        fresh[t] = min(stay, go)
+        peek = latency.draft_ms(p + t, 0) + peek_rest
+        fresh[t] = min(stay, go, peek)
     # the path, forwards from (1, fresh)
     ds: list[int] = []
     t, lag, is_fresh = 1, 0, True
     while t < n:
         best, best_d = choice_g[t]
         plain = latency.verify_ms(1, p + t - 1) + latency.round_overhead_ms
+        budget = m - t - 1
+        avail = trace.available(t, budget) if budget > 0 else 0
+        peek_rest = (plain + (v[t + 1][1] if t + 1 < n else 0.0)) if avail >= 1 else big
+        first = latency.draft_ms(p + t, 0) if is_fresh else latency.draft_ms(lag, p + t - lag)
         if is_fresh:
             stay = plain + (fresh[t + 1] if t + 1 < n else 0.0)
-            go = latency.draft_ms(p + t, 0) + best if best_d else big
         else:
             stay = plain + (v[t + 1][lag + 1] if t + 1 < n else 0.0)
-            go = latency.draft_ms(lag, p + t - lag) + best if best_d else big
+        go = first + best if best_d else big
+        peek = first + peek_rest
+        if peek < min(go, stay):
+            ds.append(PEEK)
+            t, lag, is_fresh = t + 1, 1, False
+            continue
         if go < stay:
             d = best_d
             a = trace.agreement(t)
@@ -427,6 +493,7 @@ def result_row(res: ReplayResult, method: str, gamma_init: int | None, latency: 
         "acceptance_rate": accepted / drafted if drafted else None,
         "mean_accepted_per_round": accepted / rounds if rounds else None,
         "gamma_trace": res.gamma_trace, "drafted_trace": res.drafted_trace, "accepted_trace": res.accepted_trace,
+        **per_position(res.drafted_trace, res.accepted_trace),
         "ttft_ms": res.ttft_ms, "wall_ms": res.wall_ms, "tpot_ms": None, "tokens_per_s": res.tokens_per_s,
         "ar_wall_ms": None, "ar_tokens_per_s": None, "speedup": None, "source": "replay", "predicted": True,
     }

@@ -14,14 +14,21 @@ What a trace holds, per prompt turn (one JSON line of ``trace.jsonl``):
   ending at an EOS or at ``max_new_tokens``;
 * ``draft_next[t-1]``, ``draft_conf[t-1]`` for ``t = 1 .. N-1``: the draft's greedy
   token after the prefix at ``t`` and its probability (the confidence
-  ``ModelDrafter`` passes to ``stop_drafting``);
+  ``ModelDrafter`` shows ``stop_drafting``), and ``draft_entropy[t-1]``,
+  ``draft_margin[t-1]``: the entropy and top-1/top-2 margin of that distribution
+  (``runners.engine.features``: every feature a policy can ask for, so replay serves any policy);
 * ``agreement[t-1]``: the agreement run length ``a_t`` = the number of leading
   rollout tokens from ``t`` equal to ``x_{t+1}, x_{t+2}, ...`` (derived:
   ``a_t = 1 + a_{t+1}`` when ``draft_next[t-1] == x_{t+1}``, else 0; ``a_N = 0``);
 * ``tails``: for every *mismatch* position ``s`` (``a_s == 0``), the draft's greedy
   rollout from the prefix at ``s`` — ``[s, tokens, confidences]``, its first token
   being ``draft_next[s-1]`` — of ``min(gamma_max, max_new_tokens - 1 - s)`` tokens,
-  or fewer when it drafts an EOS (the drafter stops after an EOS).
+  or fewer when it drafts an EOS (the drafter stops after an EOS), with the same
+  three features per token (``tail_features[s]``: entropies, margins).
+
+``gamma_max`` defaults to ``max_new_tokens − 1``: the longest round any policy can ask for
+(a round drafts at most ``remaining − 1`` tokens), so a default trace never refuses a
+policy, however large its γ grows (``hf_heuristic`` has no cap).
 
 The full rollout from any ``t`` follows, because a greedy rollout that agrees with
 ``x`` for ``j`` tokens continues exactly as the rollout from ``t + j``::
@@ -72,6 +79,10 @@ and for sliding-window models whose sequence is longer than the window.
 Confidences are stored as the shortest decimal that round-trips their float32
 value (``unpack_conf`` restores the exact double the drafter passes on).
 
+Version 2 (``TRACE_VERSION``) added the entropy and margin per rollout step; a version-1
+file is refused with the command that rebuilds it. Prompt lookup pairs get a
+``runners.replay.trace_lookup.LookupTrace`` (``kind: prompt_lookup``) in the same files.
+
 Files: ``<out>/trace.jsonl`` (one line per prompt turn, in the job's prompt order)
 and ``<out>/meta.json`` (pair, task, ``max_new_tokens``, ``gamma_max``, EOS ids,
 provenance, build time). ``python -m runners.replay trace`` builds them, by default into ``<results_dir>/traces/<pair>__<task>__m<M>__<hash>/``.
@@ -93,8 +104,9 @@ import numpy as np
 
 log = logging.getLogger("specbench")
 
-TRACE_VERSION = 1
-DEFAULT_GAMMA_MAX = 32
+TRACE_VERSION = 2
+#: ``None``: trace rollouts of ``max_new_tokens − 1`` tokens, as long as any round can draft
+DEFAULT_GAMMA_MAX: int | None = None
 #: top-2 logit gap below which a rollout step counts as a near-tie (its argmax could flip by rounding)
 NEAR_TIE = 1e-4
 TRACE_FILE = "trace.jsonl"
@@ -113,6 +125,10 @@ def pack_conf(conf: float) -> float:
 def unpack_conf(value: float) -> float:
     """The exact double ``float(float32)`` the drafter passed on."""
     return float(np.float32(value))
+
+
+def unpack_confs(values: Sequence[float] | None) -> list[float] | None:
+    return None if values is None else [unpack_conf(c) for c in values]
 
 
 @dataclass
@@ -139,6 +155,11 @@ class Trace:
     ar_ttft_ms: float | None = None
     near_ties: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+    # entropy and margin of each draft_next / tail token (None: not traced, e.g. a synthetic trace)
+    draft_entropy: list[float] | None = None
+    draft_margin: list[float] | None = None
+    tail_features: dict[int, tuple[list[float], list[float]]] = field(default_factory=dict)
+    kind = "model"
 
     def __post_init__(self) -> None:
         n = len(self.tokens)
@@ -146,6 +167,10 @@ class Trace:
             raise ValueError("a trace needs at least one new token")
         if len(self.draft_next) != n - 1 or len(self.draft_conf) != n - 1:
             raise ValueError(f"draft_next/draft_conf need {n - 1} entries (positions 1..N-1)")
+        for name in ("draft_entropy", "draft_margin"):
+            values = getattr(self, name)
+            if values is not None and len(values) != n - 1:
+                raise ValueError(f"{name} needs {n - 1} entries (positions 1..N-1)")
         self.eos = tuple(int(e) for e in self.eos)
         self._eos = set(self.eos)
         # agreement run lengths a_t, t = 1..N (a_N = 0), stored 0-based: self._agree[t-1]
@@ -159,6 +184,9 @@ class Trace:
             if not toks or len(toks) != len(confs) or toks[0] != self.draft_next[s - 1]:
                 raise ValueError(f"tail at position {s} must start with draft_next[{s - 1}] and hold one "
                                  "confidence per token")
+            feats = self.tail_features.get(s)
+            if feats is not None and not len(feats[0]) == len(feats[1]) == len(toks):
+                raise ValueError(f"tail at position {s}: one entropy and one margin per token")
 
     # ------------------------------------------------------------------ views
     @property
@@ -184,10 +212,24 @@ class Trace:
         """The first ``k`` tokens (and confidences) of the draft's greedy rollout from position ``t``,
         fewer only when the rollout drafts an EOS first (drafting stops after it).
         Raises ``TraceTooShort`` when the trace does not hold that many."""
+        toks, steps = self.rollout_steps(t, k)
+        return toks, [f["confidence"] for f in steps]
+
+    def _features(self, pos: int) -> dict[str, float]:
+        """The features of ``draft_next[pos - 1]`` (entropy / margin only when traced)."""
+        out = {"confidence": self.draft_conf[pos - 1]}
+        if self.draft_entropy is not None:
+            out["entropy"] = self.draft_entropy[pos - 1]
+        if self.draft_margin is not None:
+            out["margin"] = self.draft_margin[pos - 1]
+        return out
+
+    def rollout_steps(self, t: int, k: int) -> tuple[list[int], list[dict[str, float]]]:
+        """``rollout`` with every traced feature of each token (``{"confidence", "entropy", "margin"}``)."""
         if not 1 <= t <= self.n - 1:
             raise ValueError(f"no rollout at position {t} (positions 1..{self.n - 1})")
         toks: list[int] = []
-        confs: list[float] = []
+        confs: list[dict[str, float]] = []
         pos = t
         while len(toks) < k:
             a = self._agree[pos - 1] if pos < self.n else 0
@@ -195,7 +237,7 @@ class Trace:
             for j in range(take):
                 tok = self.tokens[pos + j]
                 toks.append(tok)
-                confs.append(self.draft_conf[pos + j - 1])
+                confs.append(self._features(pos + j))
                 if tok in self._eos:
                     return toks, confs
             pos += take
@@ -209,8 +251,13 @@ class Trace:
                 )
             need = k - len(toks)
             t_toks, t_confs = tail
+            feats = self.tail_features.get(pos)
+            for i, c in enumerate(t_confs[:need]):
+                f = {"confidence": c}
+                if feats is not None:
+                    f.update(entropy=feats[0][i], margin=feats[1][i])
+                confs.append(f)
             toks += t_toks[:need]
-            confs += t_confs[:need]
             if len(t_toks) < need and not (t_toks and t_toks[-1] in self._eos):
                 raise TraceTooShort(
                     f"{self.prompt_id}/turn {self.turn}: the rollout from position {t} is known for {len(toks)} "
@@ -259,7 +306,11 @@ class Trace:
             "draft_next": self.draft_next,
             "draft_conf": [pack_conf(c) for c in self.draft_conf],
             "agreement": self.agreements,
-            "tails": [[s, toks, [pack_conf(c) for c in confs]] for s, (toks, confs) in sorted(self.tails.items())],
+            "draft_entropy": None if self.draft_entropy is None else [pack_conf(c) for c in self.draft_entropy],
+            "draft_margin": None if self.draft_margin is None else [pack_conf(c) for c in self.draft_margin],
+            "tails": [[s, toks, [pack_conf(c) for c in confs],
+                       *([[pack_conf(c) for c in f] for f in self.tail_features[s]] if s in self.tail_features else [])]
+                      for s, (toks, confs) in sorted(self.tails.items())],
             "ar_wall_ms": self.ar_wall_ms,
             "ar_ttft_ms": self.ar_ttft_ms,
             "near_ties": self.near_ties,
@@ -268,9 +319,12 @@ class Trace:
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> Trace:
-        version = obj.get("trace_version")
-        if version != TRACE_VERSION:
-            raise ValueError(f"trace_version {version!r} is not {TRACE_VERSION}")
+        check_version(obj)
+        if obj.get("kind", "model") != "model":
+            from runners.replay.trace_lookup import LookupTrace
+
+            return LookupTrace.from_json(obj)
+        unpack = unpack_confs
         trace = cls(
             prompt_id=str(obj["prompt_id"]),
             turn=int(obj.get("turn", 1)),
@@ -281,7 +335,7 @@ class Trace:
             tokens=[int(x) for x in obj["tokens"]],
             draft_next=[int(x) for x in obj["draft_next"]],
             draft_conf=[unpack_conf(c) for c in obj["draft_conf"]],
-            tails={int(s): ([int(x) for x in toks], [unpack_conf(c) for c in confs]) for s, toks, confs in obj["tails"]},
+            tails={int(row[0]): ([int(x) for x in row[1]], [unpack_conf(c) for c in row[2]]) for row in obj["tails"]},
             category=str(obj.get("category") or ""),
             stop_reason=str(obj.get("stop_reason") or ""),
             pair=str(obj.get("pair") or ""),
@@ -292,11 +346,44 @@ class Trace:
             ar_ttft_ms=obj.get("ar_ttft_ms"),
             near_ties=int(obj.get("near_ties") or 0),
             extra=dict(obj.get("extra") or {}),
+            draft_entropy=unpack(obj.get("draft_entropy")),
+            draft_margin=unpack(obj.get("draft_margin")),
+            tail_features={int(row[0]): (unpack(row[3]), unpack(row[4])) for row in obj["tails"] if len(row) >= 5},
         )
         stored = obj.get("agreement")
         if stored is not None and list(stored) != trace.agreements:
             raise ValueError(f"{trace.prompt_id}: stored agreement run lengths disagree with draft_next")
         return trace
+
+
+def target_pass(target_model: Any, prompt_ids: list[int], max_new_tokens: int, eos: Iterable[int],
+                reuse: Any = None) -> Any:
+    """The target's greedy output for a trace (``AutoregressiveRunner``, timed), or ``reuse``'s — a trace of
+    the same target, prompt and length from another pair — without running the target again."""
+    from runners.engine.base import Generation
+    from runners.engine.speculative import AutoregressiveRunner
+
+    if reuse is not None:
+        if reuse.prompt_tokens != len(prompt_ids) or reuse.max_new_tokens != max_new_tokens:
+            raise ValueError(f"{reuse.prompt_id}/{reuse.turn}: the reused trace has another prompt or length")
+        return Generation(list(reuse.tokens), reuse.ar_ttft_ms or 0.0, reuse.ar_wall_ms or 0.0, reuse.stop_reason,
+                          speculative=False)
+    return AutoregressiveRunner(target_model, list(eos), 0.0).generate(prompt_ids, max_new_tokens)
+
+
+def check_version(obj: Mapping[str, Any]) -> None:
+    """Refuse a trace line written by another version of this module, saying how to rebuild it."""
+    version = obj.get("trace_version")
+    if version == TRACE_VERSION:
+        return
+    what = f"{obj.get('pair') or '?'} / {obj.get('task') or '?'}, max_new_tokens={obj.get('max_new_tokens')}"
+    if isinstance(version, int) and version < TRACE_VERSION:
+        raise ValueError(
+            f"trace_version {version} ({what}) is older than this code's {TRACE_VERSION}: version 2 stores the "
+            "entropy and margin of every rollout step and traces rollouts as long as any round can draft. "
+            "Rebuild it: python -m runners.replay trace pair=... task=... max_new_tokens=... (or --results DIR)")
+    raise ValueError(f"trace_version {version!r} ({what}) is not {TRACE_VERSION}: written by another version "
+                     "of specbench; rebuild it with python -m runners.replay trace")
 
 
 # ---------------------------------------------------------------------- files
@@ -332,15 +419,18 @@ def find_trace_files(root: str | os.PathLike) -> list[Path]:
 
 # ---------------------------------------------------------------------- building
 
-def _greedy(logits: Any) -> tuple[int, float, float]:
-    """``ModelDrafter``'s greedy token and confidence (bit-for-bit the same ops), plus the top-2 gap."""
+def _greedy(logits: Any) -> tuple[int, tuple[float, float, float], float]:
+    """``ModelDrafter``'s greedy token and its features ``(confidence, entropy, margin)`` (the same ops,
+    ``runners.engine.features``), plus the top-2 logit gap."""
     import torch
 
+    from runners.engine.features import ALL, draft_features
+
     tok = int(logits.argmax())
-    conf = float(torch.softmax(logits.float(), dim=-1)[tok])
+    f = draft_features(logits, tok, ALL)
     top2 = torch.topk(logits.float(), 2).values if logits.shape[-1] > 1 else None
     gap = float(top2[0] - top2[1]) if top2 is not None else float("inf")
-    return tok, conf, gap
+    return tok, (f["confidence"], f["entropy"], f["margin"]), gap
 
 
 class _TieCounter:
@@ -352,10 +442,46 @@ class _TieCounter:
             self.n += 1
 
 
+@dataclass
+class _Rollouts:
+    """What a draft pass collects: ``draft_next`` and its features at every position, and the tails
+    (``s -> [tokens, confidences, entropies, margins]``)."""
+
+    draft_next: list[int] = field(default_factory=list)
+    feats: list[tuple[float, float, float]] = field(default_factory=list)
+    tails: dict[int, list[list]] = field(default_factory=dict)
+
+    def add(self, tok: int, feats: tuple[float, float, float]) -> None:
+        self.draft_next.append(tok)
+        self.feats.append(feats)
+
+    def start_tail(self, s: int) -> list[list]:
+        c, e, m = self.feats[s - 1]
+        row = [[self.draft_next[s - 1]], [c], [e], [m]]
+        self.tails[s] = row
+        return row
+
+    @staticmethod
+    def extend(row: list[list], tok: int, feats: tuple[float, float, float]) -> None:
+        row[0].append(tok)
+        for col, value in zip(row[1:], feats):
+            col.append(value)
+
+    def trace_fields(self) -> dict[str, Any]:
+        return {
+            "draft_next": self.draft_next,
+            "draft_conf": [f[0] for f in self.feats],
+            "draft_entropy": [f[1] for f in self.feats],
+            "draft_margin": [f[2] for f in self.feats],
+            "tails": {s: (row[0], row[1]) for s, row in self.tails.items()},
+            "tail_features": {s: (row[2], row[3]) for s, row in self.tails.items()},
+        }
+
+
 def _draft_pass_sequential(
     draft: Any, ids: list[int], n_prompt: int, x: list[int], max_new_tokens: int, gamma_max: int,
     eos: set[int], ties: _TieCounter,
-) -> tuple[list[int], list[float], dict[int, tuple[list[int], list[float]]]]:
+) -> _Rollouts:
     import torch
 
     from runners.engine.kv import crop_to, new_cache
@@ -363,31 +489,26 @@ def _draft_pass_sequential(
     device = next(draft.parameters()).device
     cache = new_cache(draft)
     n = len(x)
-    draft_next: list[int] = []
-    draft_conf: list[float] = []
-    tails: dict[int, tuple[list[int], list[float]]] = {}
+    out = _Rollouts()
     feed = ids[: n_prompt + 1]
     for t in range(1, n):  # the cache holds ids[:n_prompt + t] after this forward
         logits = draft(input_ids=torch.tensor([feed], device=device), past_key_values=cache, use_cache=True,
                        logits_to_keep=1).logits[0, -1]
-        tok, conf, gap = _greedy(logits)
+        tok, feats, gap = _greedy(logits)
         ties.add(gap)
-        draft_next.append(tok)
-        draft_conf.append(conf)
+        out.add(tok, feats)
         length = min(gamma_max, max_new_tokens - 1 - t)
         if tok != x[t] and length > 0:
-            toks, confs = [tok], [conf]
-            while len(toks) < length and toks[-1] not in eos:
-                logits = draft(input_ids=torch.tensor([[toks[-1]]], device=device), past_key_values=cache,
+            row = out.start_tail(t)
+            while len(row[0]) < length and row[0][-1] not in eos:
+                logits = draft(input_ids=torch.tensor([[row[0][-1]]], device=device), past_key_values=cache,
                                use_cache=True, logits_to_keep=1).logits[0, -1]
-                tok2, conf2, gap2 = _greedy(logits)
+                tok2, feats2, gap2 = _greedy(logits)
                 ties.add(gap2)
-                toks.append(tok2)
-                confs.append(conf2)
+                out.extend(row, tok2, feats2)
             crop_to(cache, n_prompt + t)
-            tails[t] = (toks, confs)
         feed = [x[t]]
-    return draft_next, draft_conf, tails
+    return out
 
 
 def chunk_invariant(model: Any) -> bool:
@@ -410,7 +531,7 @@ def _sliding_window(model: Any) -> int | None:
 def _draft_pass_batched(
     draft: Any, ids: list[int], n_prompt: int, x: list[int], max_new_tokens: int, gamma_max: int,
     eos: set[int], ties: _TieCounter, batch_size: int = 32,
-) -> tuple[list[int], list[float], dict[int, tuple[list[int], list[float]]]]:
+) -> _Rollouts:
     """Same outputs as ``_draft_pass_sequential`` up to float rounding: one forward of the whole
     sequence gives ``draft_next`` at every position; the tails of up to ``batch_size`` mismatch
     positions are then rolled out together on a copy of the shared prefix cache, each row masking
@@ -425,19 +546,17 @@ def _draft_pass_batched(
     cache = new_cache(draft)
     logits = draft(input_ids=torch.tensor([seq], device=device), past_key_values=cache, use_cache=True,
                    logits_to_keep=n - 1).logits[0]
-    draft_next, draft_conf = [], []
+    out = _Rollouts()
     for t in range(1, n):
-        tok, conf, gap = _greedy(logits[t - 1])
+        tok, feats, gap = _greedy(logits[t - 1])
         ties.add(gap)
-        draft_next.append(tok)
-        draft_conf.append(conf)
-    todo = [t for t in range(1, n) if draft_next[t - 1] != x[t] and min(gamma_max, max_new_tokens - 1 - t) > 0]
-    tails: dict[int, tuple[list[int], list[float]]] = {}
+        out.add(tok, feats)
+    todo = [t for t in range(1, n) if out.draft_next[t - 1] != x[t] and min(gamma_max, max_new_tokens - 1 - t) > 0]
     base_len = len(seq)
     for start in range(0, len(todo), batch_size):
         group = todo[start : start + batch_size]
         b = len(group)
-        rows = {s: ([draft_next[s - 1]], [draft_conf[s - 1]]) for s in group}
+        rows = {s: out.start_tail(s) for s in group}
         lengths = {s: min(gamma_max, max_new_tokens - 1 - s) for s in group}
         bcache = copy.deepcopy(cache)  # prefix states for every row: the shared cache repeated along the batch
         bcache.batch_repeat_interleave(b)
@@ -449,19 +568,17 @@ def _draft_pass_batched(
             inp = torch.tensor([[rows[s][0][-1]] for s in group], device=device)
             pos = torch.tensor([[n_prompt + s + step] for s in group], device=device)
             mask = torch.cat([mask, torch.ones((b, 1), dtype=torch.long, device=device)], dim=1)
-            out = draft(input_ids=inp, attention_mask=mask, position_ids=pos, past_key_values=bcache, use_cache=True,
-                        logits_to_keep=1).logits[:, -1]
+            logits_b = draft(input_ids=inp, attention_mask=mask, position_ids=pos, past_key_values=bcache,
+                             use_cache=True, logits_to_keep=1).logits[:, -1]
             for i, s in enumerate(group):
-                toks, confs = rows[s]
-                if len(toks) < lengths[s] and toks[-1] not in eos:
-                    tok, conf, gap = _greedy(out[i])
+                row = rows[s]
+                if len(row[0]) < lengths[s] and row[0][-1] not in eos:
+                    tok, feats, gap = _greedy(logits_b[i])
                     ties.add(gap)
-                    toks.append(tok)
-                    confs.append(conf)
+                    out.extend(row, tok, feats)
             step += 1
-        tails.update(rows)
         del bcache
-    return draft_next, draft_conf, tails
+    return out
 
 
 def build_trace(
@@ -470,27 +587,29 @@ def build_trace(
     prompt_ids: Sequence[int],
     max_new_tokens: int,
     eos_token_ids: Iterable[int],
-    gamma_max: int = DEFAULT_GAMMA_MAX,
+    gamma_max: int | None = DEFAULT_GAMMA_MAX,
     mode: str = "sequential",
     prompt_id: str = "",
     turn: int = 1,
+    reuse: Any = None,
     **meta: Any,
 ) -> Trace:
     """One prompt's trace: the target's greedy output (``AutoregressiveRunner``, timed) and the
-    draft's rollouts (module docstring). ``meta``: ``category``, ``pair``, ``task``, ``target``,
-    ``draft``, ``extra`` fields of the ``Trace``."""
+    draft's rollouts (module docstring; ``gamma_max=None``: ``max_new_tokens − 1``). ``meta``:
+    ``category``, ``pair``, ``task``, ``target``, ``draft``, ``extra`` fields of the ``Trace``;
+    ``reuse``: a trace of the same target and prompt whose target output (and its timing) to take."""
     import torch
-
-    from runners.engine.speculative import AutoregressiveRunner
 
     if mode not in ("sequential", "batched"):
         raise ValueError(f"mode must be sequential or batched, got {mode!r}")
+    if gamma_max is None:
+        gamma_max = max(1, max_new_tokens - 1)
     if gamma_max < 1 or max_new_tokens < 1:
         raise ValueError("gamma_max and max_new_tokens must be >= 1")
     eos = set(int(e) for e in eos_token_ids)
     prompt_ids = list(prompt_ids)
     with torch.inference_mode():
-        ar = AutoregressiveRunner(target_model, eos, 0.0).generate(prompt_ids, max_new_tokens)
+        ar = target_pass(target_model, prompt_ids, max_new_tokens, eos, reuse)
         x = list(ar.tokens)
         ids = prompt_ids + x
         ties = _TieCounter()
@@ -500,15 +619,15 @@ def build_trace(
         if mode == "batched" and ((window is not None and len(ids) + gamma_max > window) or not chunk_invariant(draft_model)):
             use = "sequential"
         if use == "batched" and len(x) > 1:
-            dn, dc, tails = _draft_pass_batched(draft_model, ids, len(prompt_ids), x, max_new_tokens, gamma_max, eos, ties)
+            rolls = _draft_pass_batched(draft_model, ids, len(prompt_ids), x, max_new_tokens, gamma_max, eos, ties)
         else:
-            dn, dc, tails = _draft_pass_sequential(draft_model, ids, len(prompt_ids), x, max_new_tokens, gamma_max, eos, ties)
+            rolls = _draft_pass_sequential(draft_model, ids, len(prompt_ids), x, max_new_tokens, gamma_max, eos, ties)
         draft_s = time.perf_counter() - t0
     extra = dict(meta.pop("extra", {}) or {})
     extra.update(mode=use, draft_pass_s=round(draft_s, 3))
     return Trace(
         prompt_id=str(prompt_id), turn=int(turn), prompt_tokens=len(prompt_ids), max_new_tokens=int(max_new_tokens),
-        gamma_max=int(gamma_max), eos=tuple(sorted(eos)), tokens=x, draft_next=dn, draft_conf=dc, tails=tails,
+        gamma_max=int(gamma_max), eos=tuple(sorted(eos)), tokens=x, **rolls.trace_fields(),
         stop_reason=ar.stop_reason, ar_wall_ms=ar.wall_ms, ar_ttft_ms=ar.ttft_ms, near_ties=ties.n, extra=extra,
         **meta,
     )

@@ -1,0 +1,173 @@
+"""Greedy traces of a prompt lookup pair: what ``runners.replay`` needs to replay any policy exactly.
+
+Prompt lookup (``runners.drafters.prompt_lookup.PromptLookupDrafter``) drafts by copying what followed an
+earlier occurrence of the sequence's last n-gram. Its proposal at position ``t`` (``t`` new tokens
+emitted; the prefix is ``prompt + x_1 .. x_t``) is a deterministic function of that prefix, and the
+proposal for a budget ``k`` is the first ``k`` tokens of the proposal for any larger budget (the
+match does not depend on ``k``). So one target pass (the greedy output ``x``) plus the proposal of
+the largest budget any round can have at each ``t`` — ``max_new_tokens − 1 − t`` — gives every
+round of every policy.
+
+Unlike a draft model's greedy rollout, a lookup proposal that agrees with ``x`` for ``j`` tokens
+does *not* continue as the proposal at ``t + j`` (the last n-gram changes, and so may its earliest
+match), so ``runners.replay.trace.Trace``'s compact form (agreement runs + tails at mismatches) does not
+apply: a ``LookupTrace`` stores each position's proposal itself (``proposals[t-1]``, cut after an
+EOS as the drafter cuts it; empty when nothing matches).
+
+Prompt lookup has no probabilities: the rollout steps carry no features, ``stop_drafting`` is never
+asked (as in the real loop), and a policy sees only the proposal's length through ``drafted``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from runners.replay.trace import TRACE_VERSION, check_version
+
+
+@dataclass
+class LookupTrace:
+    """One prompt turn of a prompt lookup pair (module docstring); the interface of ``Trace``."""
+
+    prompt_id: str
+    turn: int
+    prompt_tokens: int
+    max_new_tokens: int
+    gamma_max: int
+    eos: tuple[int, ...]
+    tokens: list[int]
+    proposals: list[list[int]]
+    category: str = ""
+    stop_reason: str = ""
+    pair: str = ""
+    task: str = ""
+    target: str = ""
+    draft: str = ""
+    ar_wall_ms: float | None = None
+    ar_ttft_ms: float | None = None
+    near_ties: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+    kind = "prompt_lookup"
+
+    def __post_init__(self) -> None:
+        n = len(self.tokens)
+        if n < 1:
+            raise ValueError("a trace needs at least one new token")
+        if len(self.proposals) != n - 1:
+            raise ValueError(f"proposals needs {n - 1} entries (positions 1..N-1)")
+        self.eos = tuple(int(e) for e in self.eos)
+        self._eos = set(self.eos)
+        agree = []
+        for t, prop in enumerate(self.proposals, start=1):
+            a = 0
+            while a < len(prop) and t + a < n and prop[a] == self.tokens[t + a]:
+                a += 1
+            agree.append(a)
+        self._agree = agree + [0]
+
+    @property
+    def n(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.prompt_id, self.turn)
+
+    def agreement(self, t: int) -> int:
+        """``a_t``: leading proposal tokens at ``t`` equal to ``x_{t+1}, ...`` (0 for ``t >= N``)."""
+        if t < 1:
+            raise ValueError("positions start at 1 (the prefill emits x_1)")
+        return self._agree[t - 1] if t <= self.n else 0
+
+    @property
+    def agreements(self) -> list[int]:
+        return self._agree[: self.n - 1]
+
+    def rollout(self, t: int, k: int) -> tuple[list[int], list[float]]:
+        """The first ``k`` proposal tokens at ``t`` (fewer when the match offers fewer); no confidences."""
+        toks, _ = self.rollout_steps(t, k)
+        return toks, []
+
+    def rollout_steps(self, t: int, k: int) -> tuple[list[int], list[dict[str, float]]]:
+        if not 1 <= t <= self.n - 1:
+            raise ValueError(f"no rollout at position {t} (positions 1..{self.n - 1})")
+        toks = list(self.proposals[t - 1][: max(0, k)])
+        return toks, [{} for _ in toks]
+
+    def available(self, t: int, limit: int) -> int:
+        return min(max(0, limit), len(self.proposals[t - 1])) if 1 <= t <= self.n - 1 else 0
+
+    # ------------------------------------------------------------------ (de)serialisation
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "trace_version": TRACE_VERSION, "kind": self.kind, "pair": self.pair, "task": self.task,
+            "target": self.target, "draft": self.draft, "prompt_id": self.prompt_id, "turn": self.turn,
+            "category": self.category, "prompt_tokens": self.prompt_tokens, "max_new_tokens": self.max_new_tokens,
+            "gamma_max": self.gamma_max, "eos": list(self.eos), "new_tokens": self.n, "stop_reason": self.stop_reason,
+            "tokens": self.tokens, "proposals": self.proposals, "agreement": self.agreements,
+            "ar_wall_ms": self.ar_wall_ms, "ar_ttft_ms": self.ar_ttft_ms, "near_ties": self.near_ties,
+            "extra": self.extra,
+        }
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> LookupTrace:
+        check_version(obj)
+        trace = cls(
+            prompt_id=str(obj["prompt_id"]), turn=int(obj.get("turn", 1)), prompt_tokens=int(obj["prompt_tokens"]),
+            max_new_tokens=int(obj["max_new_tokens"]), gamma_max=int(obj["gamma_max"]), eos=tuple(obj.get("eos") or ()),
+            tokens=[int(x) for x in obj["tokens"]], proposals=[[int(x) for x in p] for p in obj["proposals"]],
+            category=str(obj.get("category") or ""), stop_reason=str(obj.get("stop_reason") or ""),
+            pair=str(obj.get("pair") or ""), task=str(obj.get("task") or ""), target=str(obj.get("target") or ""),
+            draft=str(obj.get("draft") or ""), ar_wall_ms=obj.get("ar_wall_ms"), ar_ttft_ms=obj.get("ar_ttft_ms"),
+            near_ties=int(obj.get("near_ties") or 0), extra=dict(obj.get("extra") or {}),
+        )
+        stored = obj.get("agreement")
+        if stored is not None and list(stored) != trace.agreements:
+            raise ValueError(f"{trace.prompt_id}: stored agreement run lengths disagree with the proposals")
+        return trace
+
+
+def build_lookup_trace(
+    target_model: Any,
+    drafter: Any,
+    prompt_ids: Sequence[int],
+    max_new_tokens: int,
+    eos_token_ids: Iterable[int],
+    gamma_max: int | None = None,
+    mode: str = "sequential",
+    prompt_id: str = "",
+    turn: int = 1,
+    reuse: Any = None,
+    **meta: Any,
+) -> LookupTrace:
+    """One prompt's lookup trace: the target's greedy output (``AutoregressiveRunner``, timed) and
+    ``drafter.lookup(prompt + x_1..x_t, min(gamma_max, max_new_tokens − 1 − t))`` at every ``t``
+    (``gamma_max=None``: ``max_new_tokens − 1``, every round any policy can ask for). ``mode`` is
+    accepted for ``build_trace``'s signature and ignored (a lookup costs microseconds); ``reuse``: a
+    trace of the same target and prompt whose target output to take (``runners.replay.trace.target_pass``)."""
+    import torch
+
+    from runners.replay.trace import target_pass
+
+    if gamma_max is None:
+        gamma_max = max(1, max_new_tokens - 1)
+    eos = sorted(set(int(e) for e in eos_token_ids))
+    prompt_ids = list(prompt_ids)
+    with torch.inference_mode():
+        ar = target_pass(target_model, prompt_ids, max_new_tokens, eos, reuse)
+    x = list(ar.tokens)
+    ids = prompt_ids + x
+    t0 = time.perf_counter()
+    proposals = [drafter.lookup(ids[: len(prompt_ids) + t], min(gamma_max, max_new_tokens - 1 - t))
+                 for t in range(1, len(x))]
+    extra = dict(meta.pop("extra", {}) or {})
+    extra.update(mode="lookup", draft_pass_s=round(time.perf_counter() - t0, 4))
+    return LookupTrace(
+        prompt_id=str(prompt_id), turn=int(turn), prompt_tokens=len(prompt_ids), max_new_tokens=int(max_new_tokens),
+        gamma_max=int(gamma_max), eos=tuple(eos), tokens=x, proposals=proposals, stop_reason=ar.stop_reason,
+        ar_wall_ms=ar.wall_ms, ar_ttft_ms=ar.ttft_ms, extra=extra,
+        **meta,
+    )
