@@ -189,6 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     report.update(target=args.target, draft=args.draft)
     print(format_report(report, args.target, args.draft))
     if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return 0
 
