@@ -14,7 +14,7 @@ from analysis.cli import main as analysis_main
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMITTED = ROOT / "results" / "committed"
-RECIPES = ["mini_gammatune_table2", "mini_hetero_slem", "mini_hetero_tli"]
+RECIPES = ["mini_gammatune_table2", "mini_hetero_slem", "mini_hetero_tli", "mini_hetero_policies", "mini_hetero_union"]
 
 
 def _grid(recipe: str) -> list[dict[str, str]]:
