@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     from runners.engine.verify import probs
     from specbench.config import JobConfig, compose
     from specbench.models import MODEL_CACHE, eos_ids, logits_width
-    from specbench.tasks import format_turn, load_task
+    from specbench.tasks import encode_turn, load_task
 
     config = JobConfig.from_mapping(compose(DEFAULTS + list(args.overrides)))
     pair, temperature = config.pair, config.temperature
@@ -70,8 +70,7 @@ def main(argv: list[str] | None = None) -> int:
                        max_lookahead=h.max_lookahead, draft_top_k=h.draft_top_k) if args.slrs else None
     rows: list[dict[str, Any]] = []
     for prompt in load_task(config.task):
-        text, template = format_turn(tok, [], prompt.turns[0], config.task.chat_template)
-        ids = tok(text, add_special_tokens=template is None).input_ids
+        ids, _ = encode_turn(tok, [], prompt.turns[0], config.task.prompt_format)
         gen = torch.Generator().manual_seed(config.seed)
         out = AutoregressiveRunner(target, eos, temperature).generate(ids, config.max_new_tokens, gen).tokens
         seq = ids + out
@@ -83,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         for j in range(len(out)):
             ctx, p = seq[: len(ids) + j], p_all[j]
             q = probs(tli.next_logits(ctx), temperature).double()
+            q = q / q.sum()  # float32 softmax sums to 1 ± 1e-6; an excess would let union pass TLI by that much
             row = {"prompt_id": prompt.prompt_id, "position": j,
                    "tli": float(torch.minimum(p, tli_distribution(q, tli.mapping)).sum()),
                    "union": float(torch.minimum(p, to_target(q, tli.mapping)).sum())}
