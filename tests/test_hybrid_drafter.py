@@ -45,10 +45,16 @@ def test_greedy_outputs_stay_the_targets_and_both_sources_are_used(pair, gamma):
     assert lookups > 0 and models > 0
 
 
+class _ReadsConfidence(FixedGamma):
+    """A fixed γ that asks for the draft's confidences, so model rounds carry them (lookup rounds have none)."""
+
+    needs = frozenset({"confidence"})
+
+
 def test_model_rounds_are_capped_and_lookup_rounds_are_not(pair):
     target, draft, prompts = pair
     hybrid = _hybrid(draft, max_model_tokens=2)
-    out = SpeculativeRunner(target, hybrid, FixedGamma(6), []).generate(prompts[0], 40)
+    out = SpeculativeRunner(target, hybrid, _ReadsConfidence(6), []).generate(prompts[0], 40)
     with_confidences = [d for d, c in zip(out.drafted_trace, out.confidence_trace) if c]  # model rounds
     assert with_confidences and max(with_confidences) <= 2
     assert hybrid.lookup_rounds > 0 and max(out.drafted_trace) > 2
