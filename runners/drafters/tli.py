@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from methods.base import DraftStep, GammaPolicy
+from methods.base import GammaPolicy
 from methods.hetero.token_level import tli_restrict, to_target
 from runners.drafters.text_sync import need_model
 from runners.drafters.vocab_map import MappedDrafter
@@ -43,22 +43,8 @@ class TLIDrafter(MappedDrafter):
     def propose(
         self, ids: list[int], max_tokens: int, policy: GammaPolicy, temperature: float, generator: torch.Generator | None
     ) -> Draft:
-        feed = self._first_feed(ids)
-        forwards0 = self.forwards
-        tokens: list[int] = []
-        qs: list[torch.Tensor] = []
-        confs: list[float] = []
-        for _ in range(max_tokens):
-            d_tok, t_tok, q, conf = self.tli_pick(self._forward(feed), temperature, generator)
-            tokens.append(t_tok)
-            confs.append(conf)
-            if q is not None:
-                qs.append(q)
-            feed = [d_tok]
-            if d_tok in self.draft_eos or t_tok in self.eos or policy.stop_drafting(
-                    DraftStep(len(tokens), t_tok, conf, budget=max_tokens)):
-                break
-        return Draft(tokens, torch.stack(qs) if qs else None, confs, forwards=self.forwards - forwards0)
+        return self._draft_tokens(ids, max_tokens, policy,
+                                  lambda logits: (*self.tli_pick(logits, temperature, generator), False))
 
     @classmethod
     def from_context(cls, ctx: Any) -> TLIDrafter:

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from methods.base import DraftStep, GammaPolicy
+from methods.base import GammaPolicy
 from methods.hetero.token_level import UnionSpace, to_target
 from runners.drafters.text_sync import need_model
 from runners.drafters.vocab_map import MappedDrafter
@@ -38,30 +38,21 @@ class UnionDrafter(MappedDrafter):
         super().__init__(*args, **kwargs)
         self.d2u = UnionSpace(self.mapping).draft_to_union.to(self.device)
 
+    def _pick(self, logits: torch.Tensor, temperature: float, generator: Any) -> tuple:
+        """One union token: a draft-only token is proposed as an id past the target's logits and ends the draft."""
+        q_draft = probs(logits, temperature if temperature > 0 else 1.0)
+        d_tok = sample(q_draft, generator) if temperature > 0 else int(q_draft.argmax())
+        u_tok = int(self.d2u[d_tok])
+        q = to_target(q_draft, self.mapping)
+        outside = u_tok >= self.target_vocab_size
+        conf = float(q_draft[d_tok]) if outside else float(q[u_tok])
+        return d_tok, u_tok, (q if temperature > 0 else None), conf, outside
+
     @torch.inference_mode()
     def propose(
         self, ids: list[int], max_tokens: int, policy: GammaPolicy, temperature: float, generator: torch.Generator | None
     ) -> Draft:
-        feed = self._first_feed(ids)
-        forwards0 = self.forwards
-        tokens: list[int] = []
-        qs: list[torch.Tensor] = []
-        confs: list[float] = []
-        for _ in range(max_tokens):
-            q_draft = probs(self._forward(feed), temperature if temperature > 0 else 1.0)
-            d_tok = sample(q_draft, generator) if temperature > 0 else int(q_draft.argmax())
-            u_tok = int(self.d2u[d_tok])
-            q = to_target(q_draft, self.mapping)
-            outside = u_tok >= self.target_vocab_size
-            tokens.append(u_tok)
-            confs.append(float(q_draft[d_tok]) if outside else float(q[u_tok]))
-            if temperature > 0:
-                qs.append(q)
-            feed = [d_tok]
-            if outside or d_tok in self.draft_eos or u_tok in self.eos or policy.stop_drafting(
-                    DraftStep(len(tokens), u_tok, confs[-1], budget=max_tokens)):
-                break
-        return Draft(tokens, torch.stack(qs) if qs else None, confs, forwards=self.forwards - forwards0)
+        return self._draft_tokens(ids, max_tokens, policy, lambda logits: self._pick(logits, temperature, generator))
 
     @classmethod
     def from_context(cls, ctx: Any) -> UnionDrafter:

@@ -7,11 +7,15 @@ and the target's logits width (ids at or past it are outside the target's vocabu
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
+import torch
+
+from methods.base import DraftStep, GammaPolicy
 from methods.hetero.vocab import VocabMapping, build_vocab_mapping, token_strings
 from runners.drafters.text_sync import DEFAULT_LOOKBEHIND, TextSyncedDrafter
+from runners.engine.base import Draft
 from specbench.models import logits_width
 from specbench.registry import ConfigError
 
@@ -89,3 +93,27 @@ class MappedDrafter(TextSyncedDrafter):
             raise ConfigError(f"{self.name}: the draft and target vocabularies share no token string")
         self.index = self.mapping.tensors(self.device)
         self.d2t = self.mapping.draft_to_target.to(self.device)
+
+    def _draft_tokens(
+        self, ids: list[int], max_tokens: int, policy: GammaPolicy,
+        pick: Callable[[Any], tuple[int, int, Any, float, bool]],
+    ) -> Draft:
+        """The token-level rules' draft loop (TLI, union): ``pick(logits)`` gives ``(draft id, proposed id,
+        q on target ids or None, confidence, last)``; the draft stops at ``last``, at an EOS of either
+        vocabulary, or when the policy says so."""
+        feed = self._first_feed(ids)
+        forwards0 = self.forwards
+        tokens: list[int] = []
+        qs: list[torch.Tensor] = []
+        confs: list[float] = []
+        for _ in range(max_tokens):
+            d_tok, tok, q, conf, last = pick(self._forward(feed))
+            tokens.append(tok)
+            confs.append(conf)
+            if q is not None:
+                qs.append(q)
+            feed = [d_tok]
+            if last or d_tok in self.draft_eos or tok in self.eos or policy.stop_drafting(
+                    DraftStep(len(tokens), tok, conf, budget=max_tokens)):
+                break
+        return Draft(tokens, torch.stack(qs) if qs else None, confs, forwards=self.forwards - forwards0)
