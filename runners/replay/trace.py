@@ -131,8 +131,37 @@ def unpack_confs(values: Sequence[float] | None) -> list[float] | None:
     return None if values is None else [unpack_conf(c) for c in values]
 
 
+class TraceViews:
+    """What every trace (a draft model's, prompt lookup's) answers from ``tokens``, ``prompt_id``,
+    ``turn`` and its agreement runs ``_agree``."""
+
+    tokens: list[int]
+    prompt_id: str
+    turn: int
+    _agree: list[int]
+
+    @property
+    def n(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.prompt_id, self.turn)
+
+    def agreement(self, t: int) -> int:
+        """``a_t``: leading proposed tokens from position ``t`` equal to ``x_{t+1}, ...`` (0 for ``t >= N``)."""
+        if t < 1:
+            raise ValueError("positions start at 1 (the prefill emits x_1)")
+        return self._agree[t - 1] if t <= self.n else 0
+
+    @property
+    def agreements(self) -> list[int]:
+        """``[a_1, .., a_{N-1}]``."""
+        return self._agree[: self.n - 1]
+
+
 @dataclass
-class Trace:
+class Trace(TraceViews):
     """One prompt turn's greedy trace (module docstring)."""
 
     prompt_id: str
@@ -189,25 +218,6 @@ class Trace:
                 raise ValueError(f"tail at position {s}: one entropy and one margin per token")
 
     # ------------------------------------------------------------------ views
-    @property
-    def n(self) -> int:
-        return len(self.tokens)
-
-    @property
-    def key(self) -> tuple[str, int]:
-        return (self.prompt_id, self.turn)
-
-    def agreement(self, t: int) -> int:
-        """``a_t``: leading rollout tokens from position ``t`` equal to ``x_{t+1}, ...`` (0 for ``t >= N``)."""
-        if t < 1:
-            raise ValueError("positions start at 1 (the prefill emits x_1)")
-        return self._agree[t - 1] if t <= self.n else 0
-
-    @property
-    def agreements(self) -> list[int]:
-        """``[a_1, .., a_{N-1}]``."""
-        return self._agree[: self.n - 1]
-
     def rollout(self, t: int, k: int) -> tuple[list[int], list[float]]:
         """The first ``k`` tokens (and confidences) of the draft's greedy rollout from position ``t``,
         fewer only when the rollout drafts an EOS first (drafting stops after it).

@@ -25,11 +25,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from runners.replay.trace import TRACE_VERSION, check_version
+from runners.replay.trace import TRACE_VERSION, TraceViews, check_version
 
 
 @dataclass
-class LookupTrace:
+class LookupTrace(TraceViews):
     """One prompt turn of a prompt lookup pair (module docstring); the interface of ``Trace``."""
 
     prompt_id: str
@@ -67,24 +67,6 @@ class LookupTrace:
                 a += 1
             agree.append(a)
         self._agree = agree + [0]
-
-    @property
-    def n(self) -> int:
-        return len(self.tokens)
-
-    @property
-    def key(self) -> tuple[str, int]:
-        return (self.prompt_id, self.turn)
-
-    def agreement(self, t: int) -> int:
-        """``a_t``: leading proposal tokens at ``t`` equal to ``x_{t+1}, ...`` (0 for ``t >= N``)."""
-        if t < 1:
-            raise ValueError("positions start at 1 (the prefill emits x_1)")
-        return self._agree[t - 1] if t <= self.n else 0
-
-    @property
-    def agreements(self) -> list[int]:
-        return self._agree[: self.n - 1]
 
     def rollout(self, t: int, k: int) -> tuple[list[int], list[float]]:
         """The first ``k`` proposal tokens at ``t`` (fewer when the match offers fewer); no confidences."""
