@@ -16,12 +16,14 @@ pooled numbers) and, for real runs, records (``specbench.records``). Definitions
   ``specbench.records``), pooled over a method's prompts and initial γ; the per-position counts
   are recomputed from ``drafted_trace`` / ``accepted_trace`` when a row lacks them.
 * ``leviathan_table``: for every fixed-γ cell (``specdecode``), the speedup Leviathan et al. (2023,
-  Sec. 3.4, Thm. 3.8) predict, ``(1 − α^(γ+1)) / ((1 − α)(γ·c + 1))``, beside the measured one
-  (real records: ``speedup`` over the target alone; replay: the latency model's prediction). ``α``
-  is measured by solving ``E[tokens per round] = (1 − α^(γ+1)) / (1 − α)`` (their eq. 1) for the
-  cell's mean tokens per round, over its rounds that drafted the full γ (a round cut by the token
-  budget or an EOS would bias it); ``c`` = one draft forward / one target forward, measured by the
-  pair's calibration (``latency/<pair>.json``: ``draft.step_ms[1] / target.step_ms[1]``).
+  Sec. 3.4, Thm. 3.8) predict, beside the measured one (real records: ``speedup`` over the target
+  alone; replay: the latency model's prediction). One definition of each figure, shared with the
+  cross-vocabulary prediction table (``analysis.prediction``): ``α`` is
+  ``specbench.records.leviathan_alpha`` over the cell's rounds that drafted the full γ (accepted /
+  (accepted + rounds ending in a rejection)); ``c = T_target / T_draft`` as the GammaTune paper's eq. (1) (the inverse of
+  Leviathan et al.'s own ``c``), from the pair's calibration (``analysis.prediction.calibration_c``);
+  the prediction is ``specbench.records.leviathan_speedup(α, γ, c)`` =
+  ``(1 − α^(γ+1)) / ((1 − α)(γ/c + 1))``.
 """
 
 from __future__ import annotations
@@ -35,8 +37,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from analysis.prediction import calibration_c
 from analysis.render import Table
 from analysis.replay_table import GROUP, REFERENCES, oracle_fractions
+from specbench.records import leviathan_alpha, leviathan_speedup
 
 POSITIONS = 8
 
@@ -155,39 +159,6 @@ def per_position_table(df: pd.DataFrame, positions: int = POSITIONS, name: str =
 
 # ---------------------------------------------------------------------- Leviathan et al.
 
-def solve_alpha(tokens_per_round: float, gamma: int) -> float:
-    """The ``α`` with ``(1 − α^(γ+1)) / (1 − α) = tokens_per_round`` (bisection; clipped to [0, 1])."""
-    if gamma < 1 or not math.isfinite(tokens_per_round):
-        return math.nan
-    if tokens_per_round <= 1.0:
-        return 0.0
-    if tokens_per_round >= gamma + 1:
-        return 1.0
-    lo, hi = 0.0, 1.0
-    for _ in range(80):
-        mid = (lo + hi) / 2
-        value = gamma + 1.0 if mid >= 1.0 else (1 - mid ** (gamma + 1)) / (1 - mid)
-        lo, hi = (mid, hi) if value < tokens_per_round else (lo, mid)
-    return (lo + hi) / 2
-
-
-def leviathan_speedup(alpha: float, gamma: int, c: float) -> float:
-    """Leviathan et al. (2023) Thm. 3.8: ``(1 − α^(γ+1)) / ((1 − α)(γc + 1))`` with their ``c`` =
-    T_draft / T_target; the figure is defined once, in ``specbench.records.leviathan_speedup``, whose
-    ``c`` is the inverse (T_target / T_draft)."""
-    from specbench.records import leviathan_speedup as speedup
-
-    return speedup(alpha, gamma, 1.0 / c if c > 0 else math.inf)
-
-
-def cost_ratio(latency: Mapping) -> float:
-    """``c`` of a calibrate JSON: one draft forward / one target forward at the reference context."""
-    t = float((latency.get("target", {}).get("step_ms") or {}).get("1", math.nan))
-    d_table = latency.get("draft", {}).get("step_ms") or {}
-    d = float(d_table.get("1", math.nan)) if d_table else 0.0
-    return d / t if t > 0 else math.nan
-
-
 def load_cost_ratios(root: str | os.PathLike) -> dict[str, float]:
     """``{pair: c}`` from every ``latency/<pair>.json`` at or under ``root``."""
     out: dict[str, float] = {}
@@ -198,8 +169,8 @@ def load_cost_ratios(root: str | os.PathLike) -> dict[str, float]:
             obj = json.loads(path.read_text())
         except (OSError, ValueError):
             continue
-        if "latency_version" in obj:
-            out[str(obj.get("meta", {}).get("pair") or path.stem)] = cost_ratio(obj)
+        if "latency_version" in obj and calibration_c(obj) is not None:
+            out[str(obj.get("meta", {}).get("pair") or path.stem)] = calibration_c(obj)
     return out
 
 
@@ -210,19 +181,17 @@ def leviathan_frame(df: pd.DataFrame, c_by_pair: Mapping[str, float], method: st
     for key, group in fixed.groupby(keys, dropna=False, sort=True):
         ident = dict(zip(keys, key))
         gamma = int(ident["gamma_init"])
-        full_rounds = full_tokens = 0
-        for _, r in group.iterrows():
-            for d, a in zip(r.get("drafted_trace") or [], r.get("accepted_trace") or []):
-                if d == gamma:
-                    full_rounds += 1
-                    full_tokens += a + 1
-        alpha = solve_alpha(full_tokens / full_rounds, gamma) if full_rounds else math.nan
+        # the rounds that drafted the full γ (a replay cell keeps only those: scripts/policy_lab.py cells)
+        full = [(d, a) for _, r in group.iterrows()
+                for d, a in zip(r.get("drafted_trace") or [], r.get("accepted_trace") or []) if d == gamma]
+        alpha = leviathan_alpha([a for _, a in full], [d for d, _ in full]) if full else None
+        alpha = math.nan if alpha is None else alpha
         c = c_by_pair.get(str(ident.get("pair")), math.nan)
         wall, ar_wall = group["wall_ms"].sum(), group["ar_wall_ms"].sum() if "ar_wall_ms" in group else math.nan
         measured = ar_wall / wall if wall > 0 and ar_wall and ar_wall > 0 else math.nan
-        predicted = leviathan_speedup(alpha, gamma, c) if math.isfinite(alpha) and math.isfinite(c) else math.nan
+        predicted = leviathan_speedup(alpha, gamma, c) if math.isfinite(alpha) and c > 0 else math.nan
         rows.append({**ident, "gamma": gamma, "alpha": alpha, "c": c, "leviathan_speedup": predicted,
-                     "measured_speedup": measured, "rounds_full": full_rounds,
+                     "measured_speedup": measured, "rounds_full": len(full),
                      "acceptance_rate": group["accepted"].sum() / group["drafted"].sum() if group["drafted"].sum()
                      else math.nan})
     return pd.DataFrame(rows)
@@ -243,9 +212,10 @@ def leviathan_table(df: pd.DataFrame, c_by_pair: Mapping[str, float], name: str 
         "measured ÷ predicted": [_fmt(m / p, digits=2) if p and math.isfinite(p) else ""
                                  for m, p in zip(data["measured_speedup"], data["leviathan_speedup"])],
     })
-    caption = ("Leviathan et al. (2023, Thm. 3.8) predict a fixed-γ speedup of (1 − α^(γ+1)) / ((1 − α)(γc + 1)): "
-               "α solved from the mean tokens per full round (their eq. 1), c = draft forward / target forward from "
-               "the pair's calibration. Measured: pooled speedup over the target alone (source replay: predicted by "
+    caption = ("Leviathan et al. (2023, Thm. 3.8) predict a fixed-γ speedup of (1 − α^(γ+1)) / ((1 − α)(γc + 1)), "
+               "written here with the GammaTune paper's c = T_target / T_draft (eq. 1; Leviathan et al.'s c is its "
+               "inverse), so (1 − α^(γ+1)) / ((1 − α)(γ/c + 1)); α = accepted / (accepted + rounds ending in a "
+               "rejection), c from the pair's calibration (one-token forwards). Measured: pooled speedup over the target alone (source replay: predicted by "
                "the calibrated latency model, which charges a k-token verification its measured cost; source real: "
                "wall clock). The prediction assumes verifying γ+1 tokens costs one target step.")
     return Table(name, caption, display, data)

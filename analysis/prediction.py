@@ -31,7 +31,11 @@ KEYS = ["pair", "draft", "target", "task", "temperature", "hetero", "method", "g
 
 
 def calibration_c(obj: dict[str, Any]) -> float | None:
-    """The cost ratio of a calibration file's contents (``runners.replay.latency.LatencyModel.to_json``)."""
+    """``c = T_target / T_draft`` (the GammaTune paper's eq. 1) of a calibration file's contents
+    (``runners.replay.latency.LatencyModel.to_json``): ``meta.c`` (a paper cost model), else the
+    one-token forwards at the reference context; ``inf`` for a drafter without a model (prompt lookup:
+    its measured forward is 0 ms); None when the file has no target step. The one definition of
+    ``c`` in analysis (``analysis.leaderboard`` uses it too)."""
     c = (obj.get("meta") or {}).get("c")
     if isinstance(c, int | float) and math.isfinite(c) and c > 0:
         return float(c)
@@ -39,7 +43,9 @@ def calibration_c(obj: dict[str, Any]) -> float | None:
         t, d = float(obj["target"]["step_ms"]["1"]), float(obj["draft"]["step_ms"]["1"])
     except (KeyError, TypeError, ValueError):
         return None
-    return t / d if d > 0 else None
+    if not t > 0:
+        return None
+    return t / d if d > 0 else math.inf
 
 
 def load_calibrations(folder: str | Path | None) -> dict[str, float]:

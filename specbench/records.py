@@ -56,8 +56,8 @@ Every figure is defined here, once (the README quotes these definitions):
   rejection of a round are never verified, so ``acceptance_rate`` = accepted / drafted is not α).
 * ``leviathan_speedup(α, γ, c, f)``: their expected walltime improvement (Leviathan et al. 2023,
   Theorem 3.8), ``(1 - α^(γ+1)) / ((1 - α) (f / c + 1))``, with γ the drafted tokens per round, f the
-  draft forwards per round (γ for a same-vocabulary drafter) and ``c = T_target / T_draft`` (their
-  ``c`` is the inverse); it ignores the loop's own overheads and the cost of verifying γ + 1 tokens.
+  draft forwards per round (γ for a same-vocabulary drafter) and ``c = T_target / T_draft`` (the
+  GammaTune paper's eq. 1, the project's one convention; Leviathan et al.'s ``c`` is the inverse); it ignores the loop's own overheads and the cost of verifying γ + 1 tokens.
 * ``lossless`` for greedy runs with ``verify_lossless``: whether the output equals
   the target's own greedy decoding token for token; ``first_divergence`` is the
   first new-token index where they differ (null when equal or not verified).

@@ -16,6 +16,7 @@ import json
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from omegaconf import OmegaConf
@@ -427,15 +428,29 @@ def test_trace_json_keeps_every_feature_bit_exact(noisy_pair, tmp_path):
 # --------------------------------------------------------------------------- analysis
 
 
-def test_leviathan_formula_and_alpha_fit():
-    from analysis.leaderboard import leviathan_speedup, solve_alpha
+def test_one_leviathan_prediction_with_the_gammatune_c(tmp_path):
+    """The leaderboard's prediction is records' one definition with c = T_target / T_draft (GammaTune eq. 1)."""
+    from analysis.leaderboard import leviathan_frame, load_cost_ratios
+    from specbench.records import leviathan_speedup
 
-    assert leviathan_speedup(0.8, 4, 0.1) == pytest.approx((1 - 0.8**5) / 0.2 / 1.4)  # the primer's 3.36 / 1.4
-    assert leviathan_speedup(1.0, 3, 0.0) == 4.0
-    for alpha, gamma in ((0.7, 4), (0.3, 1), (0.95, 12)):
-        tokens = (1 - alpha ** (gamma + 1)) / (1 - alpha)
-        assert solve_alpha(tokens, gamma) == pytest.approx(alpha, abs=1e-9)
-    assert solve_alpha(1.0, 4) == 0.0 and solve_alpha(5.0, 4) == 1.0
+    assert leviathan_speedup(0.8, 4, 10.0) == pytest.approx((1 - 0.8**5) / 0.2 / 1.4)  # the primer's 3.36 / 1.4
+    assert leviathan_speedup(1.0, 3, math.inf) == 4.0  # a drafter that costs nothing: tokens per round
+    lat = tmp_path / "latency"
+    lat.mkdir()
+    model = {"latency_version": 1, "meta": {"pair": "p"},
+             "target": {"step_ms": {"1": 50.0}}, "draft": {"step_ms": {"1": 5.0}}}
+    (lat / "p.json").write_text(json.dumps(model))
+    (lat / "lookup.json").write_text(json.dumps({**model, "meta": {"pair": "lookup"}, "draft": {"step_ms": {"1": 0.0}}}))
+    costs = load_cost_ratios(tmp_path)
+    assert costs == {"p": 10.0, "lookup": math.inf}
+    df = pd.DataFrame([{"pair": pair, "task": "t", "method": "specdecode", "gamma_init": 4, "wall_ms": 10.0,
+                        "ar_wall_ms": 20.0, "accepted": 7, "drafted": 12, "drafted_trace": [4, 4, 4, 2],
+                        "accepted_trace": [4, 1, 2, 2]} for pair in ("p", "lookup")])
+    frame = leviathan_frame(df, costs).set_index("pair")
+    alpha = 7 / (7 + 2)  # full rounds only: 7 accepted, 2 rounds ending in a rejection
+    assert frame.loc["p", "alpha"] == pytest.approx(alpha)
+    assert frame.loc["p", "leviathan_speedup"] == pytest.approx((1 - alpha**5) / (1 - alpha) / (4 / 10 + 1))
+    assert frame.loc["lookup", "leviathan_speedup"] == pytest.approx((1 - alpha**5) / (1 - alpha))
 
 
 def _lab_script(root):
@@ -475,12 +490,27 @@ def test_leaderboard_from_cells_equals_leaderboard_from_rows(noisy_pair, tmp_pat
     assert (board["x_oracle_mean"] <= 1 + 1e-9).all()
     spec = board[board["method"] == "specdecode"].iloc[0]
     assert spec["worst_gamma"] in (1, 3, 6) and spec["x_oracle_spread"] > 0
-    lev_rows = leviathan_frame(load_replay(tmp_path / "rows"), {"tiny": 0.2})
-    lev_cells = leviathan_frame(load_replay(tmp_path / "cells"), {"tiny": 0.2})
+    lev_rows = leviathan_frame(load_replay(tmp_path / "rows"), {"tiny": 5.0})
+    lev_cells = leviathan_frame(load_replay(tmp_path / "cells"), {"tiny": 5.0})
     assert np.allclose(lev_rows["alpha"], lev_cells["alpha"]) and (lev_rows["gamma"] == [1, 3, 6]).all()
     assert analysis_main([str(tmp_path / "cells"), "--out", str(tmp_path / "out")]) == 0
     assert (tmp_path / "out" / "tables" / "policy_leaderboard.md").exists()
     assert (tmp_path / "out" / "figures" / "policy_leaderboard.png").exists()
+
+
+def test_real_runs_are_ranked_against_the_best_fixed_gamma_measured_for_real(root):
+    lab = _lab_script(root)
+    df = pd.DataFrame([
+        {"pair": "p", "task": "t", "method": m, "method_config": mc, "gamma_init": g, "real_tokens_per_s": tps,
+         "real_over_replayed": 1.0}
+        for m, mc, g, tps in (("specdecode", "specdecode", 2, 10.0), ("specdecode", "specdecode", 4, 12.0),
+                              ("cost_aware", "cost_aware", 2, 13.0), ("cost_aware", "cost_aware", 4, 14.0),
+                              ("cost_aware", "cost_aware:transient=false", 2, 15.0))])
+    per = lab.real_vs_best_fixed(df).set_index("method_config")
+    assert per.loc["specdecode", "x_best_fixed_real"] == pytest.approx(11.0 / 12.0)
+    assert per.loc["cost_aware", "x_best_fixed_real"] == pytest.approx(13.5 / 12.0)
+    assert per.loc["cost_aware:transient=false", "gammas"] == "2"
+    assert lab.real_vs_best_fixed(df[df["method"] != "specdecode"]).empty
 
 
 def test_lab_traces_and_confirm_compose_valid_jobs(root, tmp_path, monkeypatch):
@@ -500,6 +530,8 @@ def test_lab_traces_and_confirm_compose_valid_jobs(root, tmp_path, monkeypatch):
     assert lab.main(["confirm", "--real", str(tmp_path / "real"), "--latency", str(tmp_path / "lat"),
                      "--methods", "specdecode", "cost_aware:transient=false", "--tasks", "humaneval"]) == 0
     assert len(cmds) == 2 * len(lab.PAIRS)
+    # one results folder per pair × task: the AR reference is decoded once for all its methods
+    assert len({a for c in cmds for a in c if a.startswith("results_dir=")}) == len(lab.PAIRS)
     for cmd in cmds:
         overrides = [a for a in cmd[3:] if "=" in a and not a.startswith(("results_dir=", "gamma="))]
         config = JobConfig.from_mapping(compose(overrides))
