@@ -262,8 +262,12 @@ def confirm_main(args: argparse.Namespace) -> int:
                 knobs = [f"method.{kv}" for kv in filter(None, rest.split(","))]
                 if name in args.cost_methods and not any(k.startswith("method.latency=") for k in knobs):
                     knobs.append(f"method.latency={lat.resolve()}")
+                task_args = TASKS[task]
+                if args.n_prompts:  # the first N prompts of the traced set (compare matches records by prompt)
+                    task_args = [a for a in task_args if not a.startswith("task.n_prompts=")]
+                    task_args.append(f"task.n_prompts={args.n_prompts}")
                 cmd = [sys.executable, "run.py", "-m", f"pair={pair}", f"method={name}", *knobs,
-                       f"gamma={args.gammas}", *TASKS[task], f"max_new_tokens={args.max_new_tokens}",
+                       f"gamma={args.gammas}", *task_args, f"max_new_tokens={args.max_new_tokens}",
                        f"threads={args.threads}", "verify_lossless=true",
                        f"results_dir={(real / f'{pair}__{task}').resolve()}"]
                 if _run(cmd) != 0:
@@ -405,6 +409,8 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--cost-methods", nargs="+", default=["cost_aware", "smartspec", "banditspec", "tapout"],
                    help="methods given the pair's latency file (method.latency=...)")
     f.add_argument("--gammas", default="2,4,6", help="initial γ (a Hydra sweep list)")
+    f.add_argument("--n-prompts", type=int, default=None,
+                   help="only the first N prompts of each task's traced set (default: all of them)")
     f.add_argument("--max-new-tokens", type=int, default=MAX_NEW_TOKENS)
     f.add_argument("--threads", type=int, default=2, help="torch threads of the real runs (quiet machine)")
     c = sub.add_parser("compare", help="real runs against their replay")

@@ -532,6 +532,15 @@ def test_lab_traces_and_confirm_compose_valid_jobs(root, tmp_path, monkeypatch):
     assert len(cmds) == 2 * len(lab.PAIRS)
     # one results folder per pair × task: the AR reference is decoded once for all its methods
     assert len({a for c in cmds for a in c if a.startswith("results_dir=")}) == len(lab.PAIRS)
+    cmds.clear()
+    assert lab.main(["confirm", "--real", str(tmp_path / "real"), "--latency", str(tmp_path / "lat"),
+                     "--methods", "specdecode", "--tasks", "humaneval", "--n-prompts", "5"]) == 0
+    assert all([a for a in c if a.startswith("task.n_prompts=")] == ["task.n_prompts=5"] for c in cmds)
+    assert JobConfig.from_mapping(compose([a for a in cmds[0][3:] if "=" in a and not a.startswith(
+        ("results_dir=", "gamma="))])).task.n_prompts == 5
+    cmds.clear()
+    assert lab.main(["confirm", "--real", str(tmp_path / "real"), "--latency", str(tmp_path / "lat"),
+                     "--methods", "specdecode", "cost_aware:transient=false", "--tasks", "humaneval"]) == 0
     for cmd in cmds:
         overrides = [a for a in cmd[3:] if "=" in a and not a.startswith(("results_dir=", "gamma="))]
         config = JobConfig.from_mapping(compose(overrides))
