@@ -18,10 +18,10 @@ formats it), greedy, a fixed γ:
   ``buckets`` (shape-aware verification, buckets chosen by a probe at load, printed) and
   ``fused_prefill`` (the first round verified in the prefill forward));
 * ``plain``: the same loop with no lever (the engine before issue 16);
-* with ``--variants all`` also ``ours-<lever>`` (every lever but one) and ``ours+no_confidence``: a
-  local, benchmark-only drafter that skips the draft's softmax confidence (which ``FixedGamma``
-  never reads). It is not a product option: which draft features a policy needs is being
-  redesigned elsewhere; this only measures what that would save;
+* with ``--variants all`` also ``ours-<lever>`` (every lever but one). (The drafter computes the
+  draft's softmax confidence only when the policy reads it — ``ModelDrafter.propose`` with
+  ``policy.needs``, issue 14 — so ``FixedGamma`` already pays nothing for it; the benchmark-only
+  no-confidence drafter this script once had is gone.)
 * ``hf``:   ``target.generate(assistant_model=draft)`` via ``HFAssistedRunner`` with
   schedule "constant", ``num_assistant_tokens=γ``, confidence threshold 0 (method=hf_native_specdecode);
 * ``ar``:   the target alone (``AutoregressiveRunner``), the baseline of both speedups.
@@ -113,7 +113,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--fast-scope", choices=("all", "head"), default="all",
                    help="fast_linear: every nn.Linear of the target (all, default) or its LM head only")
     p.add_argument("--variants", choices=("basic", "all"), default="basic",
-                   help="basic: ours, plain, hf, ar; all: also every lever left out and ours+no_confidence")
+                   help="basic: ours, plain, hf, ar; all: also every lever left out")
     p.add_argument("--cache-dir", default=None, help="converted GGUF models (default: ~/.cache/specbench)")
     p.add_argument("--json", default=None, help="also write the results to this JSON file")
     args = p.parse_args(argv)
@@ -171,39 +171,6 @@ def fmt(x: float | None, spec: str = ".1f") -> str:
     return "-" if x is None else format(x, spec)
 
 
-def no_confidence_drafter(draft: Any, eos: list[int]) -> Any:
-    """``ModelDrafter`` without the draft's softmax confidence (benchmark-only; see the module doc)."""
-    import torch
-
-    from runners.drafters.model import ModelDrafter, common_prefix_len
-    from runners.engine.base import Draft
-    from runners.engine.kv import crop_to
-    from runners.engine.verify import greedy_token
-
-    class NoConfidenceDrafter(ModelDrafter):
-        @torch.inference_mode()
-        def propose(self, ids, max_tokens, policy, temperature, generator):  # greedy, no stop_drafting
-            if self.cache is None:
-                self.begin(ids)
-            n = min(common_prefix_len(self.seq, ids), len(ids) - 1)
-            if n < len(self.seq):
-                crop_to(self.cache, n)
-                self.seq = self.seq[:n]
-            feed, tokens = ids[n:], []
-            for _ in range(max_tokens):
-                inp = torch.tensor([feed], device=self.device)
-                logits = self.model(input_ids=inp, past_key_values=self.cache, use_cache=True, logits_to_keep=1).logits[0, -1]
-                self.seq.extend(feed)
-                tok = greedy_token(logits)
-                tokens.append(tok)
-                feed = [tok]
-                if tok in self.eos:
-                    break
-            return Draft(tokens, None, [])
-
-    return NoConfidenceDrafter(draft, eos)
-
-
 def build_engines(args: argparse.Namespace, target: Any, draft: Any, eos: list[int]) -> tuple[dict[str, Any], dict]:
     """The engines to interleave, and the engine options chosen (buckets probed once)."""
     from methods.base import FixedGamma
@@ -246,7 +213,6 @@ def build_engines(args: argparse.Namespace, target: Any, draft: Any, eos: list[i
         if len(levers) > 1:
             for lever in args.levers:
                 engines[f"ours-{lever}"] = ours(levers - {lever})
-        engines["ours+no_confidence"] = ours(levers, no_confidence_drafter(draft, eos))
     return engines, info
 
 
