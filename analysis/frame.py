@@ -11,11 +11,13 @@ folder at any depth and adds a few columns from the job's summary:
   ``config.task.name``, ``gamma_init`` = ``config.gamma`` (never for ``method ==
   "ar"``; a record's null ``gamma_init`` stays null), ``temperature``, ``seed``,
   ``target``/``draft`` = ``config.pair.{target,draft}.name``, ``max_new_tokens``,
-  ``method_params`` (the method's knobs), ``ar_cache`` (an AR method's ``cache``, ``dynamic``
+  ``method_params`` (the method's knobs), ``engine`` (our loop's speed options that were on,
+  ``fast_linear=all,fused_prefill``; null when none or for AR/transformers jobs), ``ar_cache`` (an AR method's ``cache``, ``dynamic``
   when older configs had none), and, always from the config, ``target_path`` / ``draft_path``
   (Hub ids: hf-bench's labels are guessed from them) and ``target_quant``;
 * ``method`` becomes its variant key (``analysis.metrics.method_key``: ``gammatune[carryover]``
-  when γ was carried over between prompts), so no table pools two variants under one name;
+  when γ was carried over between prompts, ``specdecode[fast_linear=all]`` when an engine option
+  was on), so no table pools two variants, or two engines, under one name;
 * ``job_status``: the summary's ``status`` (``"complete"`` / ``"failed"``), or
   ``"incomplete"`` when there is no summary yet (a running or killed job), or
   ``"unreadable"`` when the summary is not valid JSON;
@@ -43,9 +45,11 @@ from typing import Any
 import pandas as pd
 
 from analysis.metrics import method_key
+from specbench.config import EngineConfig
 from specbench.records import RECORD_FIELDS, read_records
+from specbench.registry import ConfigError
 
-EXTRA_COLUMNS = ("max_new_tokens", "target_path", "draft_path", "target_quant", "job_status", "job_dir", "job_error",
+EXTRA_COLUMNS = ("max_new_tokens", "engine", "target_path", "draft_path", "target_quant", "job_status", "job_dir", "job_error",
                  "device", "source")
 COLUMNS = tuple(RECORD_FIELDS) + EXTRA_COLUMNS
 LIST_COLUMNS = ("gamma_trace", "drafted_trace", "accepted_trace", "confidence_trace", "output_ids", "device_neighbours",
@@ -61,7 +65,7 @@ NUMERIC_COLUMNS = (
     "draft_forwards", "fallback_rounds",
     "device_jobs", "ar_device_jobs",
 )
-ALWAYS_FROM_CONFIG = ("target_path", "draft_path", "target_quant")
+ALWAYS_FROM_CONFIG = ("target_path", "draft_path", "target_quant", "engine")
 
 
 class DuplicateRecords(ValueError):
@@ -90,6 +94,28 @@ def _dig(obj: Any, *keys: str) -> Any:
 
 def _missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def engine_tag(node: Any) -> str | None:
+    """The engine options that were on (``specbench.config.EngineConfig``), as ``key=value`` items
+    joined by ``,`` (``fused_prefill`` alone for a boolean); None when every option is off or the
+    config has none (jobs before issue 16)."""
+    if not isinstance(node, Mapping):
+        return None
+    try:
+        engine = EngineConfig.from_mapping(node)
+    except ConfigError:
+        return None
+    items = []
+    for key in ("fast_linear", "verify_buckets", "fused_prefill"):
+        value = getattr(engine, key)
+        if value is True:
+            items.append(key)
+        elif isinstance(value, Mapping):
+            items.append(f"{key}=" + "/".join(f"{n}:{m}:{r}" for n, (m, r) in sorted(value.items())))
+        elif value:
+            items.append(f"{key}={value}")
+    return ",".join(items) or None
 
 
 def config_columns(config: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -121,6 +147,7 @@ def config_columns(config: Mapping[str, Any] | None) -> dict[str, Any]:
         "max_new_tokens": config.get("max_new_tokens"),
         "method_params": params,
         "ar_cache": (params or {}).get("cache", "dynamic") if ar else None,
+        "engine": engine_tag(config.get("engine")) if runner == "speculative" else None,
         "target_path": _dig(config, "pair", "target", "path"),
         "draft_path": None if ar else _dig(config, "pair", "draft", "path"),
         "target_quant": _dig(config, "pair", "target", "quant"),
@@ -180,7 +207,9 @@ def rows_to_frame(rows: list[Mapping[str, Any]]) -> pd.DataFrame:
     for col in ("pair", "method", "hetero", "task", "category", "prompt_id", "target", "draft", "ar_cache",
                 "target_path", "draft_path", "target_quant", "prompt_format"):
         df[col] = [None if _missing(v) else str(v) for v in df[col]]
-    df["method"] = [method_key(m, p) for m, p in zip(df["method"], df["method_params"], strict=True)]
+    engines = [None if _missing(v) else str(v) for v in df["engine"]]
+    df["engine"] = pd.Series(engines, index=df.index, dtype=object)
+    df["method"] = [method_key(m, p, e) for m, p, e in zip(df["method"], df["method_params"], engines, strict=True)]
     return df
 
 

@@ -20,7 +20,9 @@ Conventions (stated in every caption that uses them):
 
 Method keys: a record's ``method`` with a variant tag when its knobs change what the method is
 (``method_key``): ``gammatune[carryover]`` (``transient: false``: γ carried over between
-prompts), ``gammatune[expand=drafted]``; ``method_label`` reads them ``GammaTune (carry-over)``.
+prompts), ``gammatune[expand=drafted]``, and the engine options that were on
+(``specdecode[fast_linear=all,fused_prefill]``, from ``analysis.frame.engine_tag``); ``method_label`` reads them
+``GammaTune (carry-over)``, ``SpecDecode (fast_linear=all, fused_prefill)``.
 """
 
 from __future__ import annotations
@@ -62,8 +64,9 @@ METHOD_LABELS = {
 VARIANT_LABELS = {"carryover": "carry-over", "expand=drafted": "expand on A = d"}
 
 
-def method_key(method: str | None, params: Mapping[str, Any] | None) -> str | None:
-    """``method`` tagged with the knobs that change what it is (module docstring)."""
+def method_key(method: str | None, params: Mapping[str, Any] | None, engine: str | None = None) -> str | None:
+    """``method`` tagged with the knobs that change what it is (module docstring), and with the
+    engine options that were on (``analysis.frame.engine_tag``: they change what a job measures)."""
     if not isinstance(method, str) or not isinstance(params, Mapping) or "[" in method:
         return method
     tags = []
@@ -71,6 +74,8 @@ def method_key(method: str | None, params: Mapping[str, Any] | None) -> str | No
         tags.append("carryover")
     if params.get("expand_on") == "drafted":
         tags.append("expand=drafted")
+    if engine:
+        tags.extend(engine.split(","))
     return f"{method}[{','.join(tags)}]" if tags else method
 
 

@@ -16,10 +16,10 @@ for step in $STEPS; do
   case $step in
     1) run vs_hf_embedded $PY scripts/bench_vs_hf.py --gamma 5 --repeats 3 --variants all \
          --json "$OUT/vs_hf_embedded.json" ;;
-    2) run vs_hf_specbench $PY scripts/bench_vs_hf.py --gamma 4 --repeats 3 --variants all --task specbench \
+    2) run vs_hf_specbench $PY scripts/bench_vs_hf.py --gamma 4 --repeats 2 --variants basic --task specbench \
          --data-files "$QUESTIONS" --per-category 1 --json "$OUT/vs_hf_specbench.json" ;;
     3) run speedup_specbench $PY scripts/bench_speedup.py --task specbench --data-files "$QUESTIONS" \
-         --per-category 1 --configs int8:5 lookup:8 hybrid:6 --plain --repeats 2 --json "$OUT/speedup_specbench.json" ;;
+         --per-category 1 --configs int8:5 lookup:8 hybrid:6 --plain --repeats 1 --json "$OUT/speedup_specbench.json" ;;
     4) run calibrate $PY -m runners.replay calibrate --pair gemma3-270m_gemma3-270m-int8 \
          --out "$OUT/latency/gemma3-270m_gemma3-270m-int8.json" ;;
     5) run sweep $PY scripts/bench_sweep.py ;;
