@@ -1,0 +1,81 @@
+"""The scripts of ``scripts/`` that no other test runs: each one's command line parses (``--help``
+exits 0 and names its options), so a renamed import or a broken argument parser fails here rather than
+on the quiet machine that runs the benchmark an hour later; ``export_results.py`` on a real job folder.
+
+The benchmarks themselves are timed on purpose and are not run here (performance is measured by
+scripts, not by tests)."""
+
+from __future__ import annotations
+
+import json
+import runpy
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+#: every Python script with a command line, and an option its --help must show
+HELP = {
+    "bench_speedup.py": "--configs",
+    "bench_sweep.py": "--launcher",
+    "bench_vs_hf.py": "--variants",
+    "export_results.py": "dst",
+    "gpu_smoke.py": "usage",
+    "hetero_acceptance.py": "usage",
+    "peer_exactness.py": "--rules",
+    "policy_lab.py": "confirm",
+    "prefetch.py": "usage",
+    "validate_replay.py": "usage",
+}
+
+
+def test_every_python_script_is_listed():
+    scripts = {p.name for p in (ROOT / "scripts").glob("*.py")}
+    assert scripts - set(HELP) <= {"render_slurm.py"}, "a new script: add it to HELP (render_slurm has its own test)"
+
+
+@pytest.mark.parametrize("name", sorted(HELP))
+def test_the_script_parses_its_command_line(name, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", [name, "--help"])
+    monkeypatch.syspath_prepend(str(ROOT))
+    with pytest.raises(SystemExit) as exit_:
+        runpy.run_path(str(ROOT / "scripts" / name), run_name="__main__")
+    out = capsys.readouterr().out
+    assert exit_.value.code in (0, None), out
+    assert HELP[name] in out
+
+
+def test_export_results_strips_output_texts_and_keeps_what_analysis_reads(tmp_path):
+    job = tmp_path / "src" / "gamma=2,method=specdecode"
+    job.mkdir(parents=True)
+    record = {"pair": "tiny", "method": "specdecode", "prompt_id": "0", "turn": 1, "output_text": "secret",
+              "output_sha": "abc", "new_tokens": 3, "wall_ms": 10.0}
+    (job / "records.jsonl").write_text(json.dumps(record) + "\n")
+    (job / "summary.json").write_text(json.dumps({"status": "complete", "traceback": "Traceback ...",
+                                                  "provenance": {"host": "h"}}))
+    (tmp_path / "src" / "latency").mkdir()
+    (tmp_path / "src" / "latency" / "tiny.json").write_text("{}")
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "export_results.py"), str(tmp_path / "src"),
+                           str(tmp_path / "dst")], capture_output=True, text=True, cwd=ROOT,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr
+    assert "exported 1 jobs ({'complete': 1})" in proc.stdout
+    out = tmp_path / "dst" / "gamma=2,method=specdecode"
+    (kept,) = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
+    assert "output_text" not in kept and kept["output_sha"] == "abc"
+    assert "traceback" not in json.loads((out / "summary.json").read_text())
+    assert (tmp_path / "dst" / "latency" / "tiny.json").exists()
+    assert json.loads((tmp_path / "dst" / "provenance.json").read_text())["provenance"] == {"host": "h"}
+
+
+def test_gpu_smoke_says_why_it_ran_nothing_without_a_gpu():
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA GPU is here: run scripts/gpu_smoke.sh itself")
+    proc = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_smoke.sh")], capture_output=True, text=True, cwd=ROOT,
+                          env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "PY": sys.executable},
+                          timeout=300)
+    assert proc.returncode == 2
+    assert "no CUDA GPU here" in proc.stdout + proc.stderr
