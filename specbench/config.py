@@ -712,6 +712,10 @@ def _holds_other_data_files(folder: Path, value: str) -> bool:
     return old is not None and str(old) != new and str(Path(str(old)).expanduser()) != str(Path(new).expanduser())
 
 
+#: the longest job folder name (bytes); most filesystems allow 255
+MAX_DIRNAME = 200
+
+
 def job_dirname(override_dirname: str, results_dir: str | None = None, transient: Any = None,
                 cache: Any = None) -> str:
     """A job folder named by its overrides (``gamma=4,method=gammatune``); ``default`` when none.
@@ -742,8 +746,12 @@ def job_dirname(override_dirname: str, results_dir: str | None = None, transient
         name = ",".join(filter(None, [name, "method.transient=false"]))
     if cache == "offloaded" and "offloaded" not in name:
         name = ",".join(filter(None, [name, "method.cache=offloaded"]))
-    name = name or "default"
-    return re.sub(r"[/\\\s]+", "_", name)
+    name = re.sub(r"[/\\\s]+", "_", name or "default")
+    if len(name.encode()) > MAX_DIRNAME:
+        # a folder name may hold 255 bytes: keep a readable prefix and name the whole by its hash
+        digest = hashlib.sha256(name.encode()).hexdigest()[:16]
+        name = name.encode()[: MAX_DIRNAME - 17].decode(errors="ignore") + "-" + digest
+    return name
 
 
 def config_drift(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> str | None:

@@ -78,6 +78,19 @@ def test_job_folders_name_a_data_file_by_its_stem():
     assert job_dirname("") == "default"
 
 
+def test_a_job_folder_name_never_exceeds_what_a_filesystem_holds(tmp_path):
+    """``method.latency=/an/absolute/path.json`` and friends once made names over 255 bytes (OSError at
+    the first write); a long name keeps a readable prefix and ends in a hash of the whole."""
+    from specbench.config import MAX_DIRNAME
+
+    long = "gamma=4,method.latency=" + "/work/main/results/policy_lab/latency/x" * 8 + ".json,method=cost_aware"
+    name = job_dirname(long)
+    assert len(name.encode()) <= MAX_DIRNAME < 255 and name.startswith("gamma=4,method.latency=_work_main")
+    assert job_dirname(long) == name and job_dirname(long.replace("gamma=4", "gamma=8")) != name
+    assert job_dirname(long.replace("cost_aware", "smartspec")) != name  # the hash covers the cut-off part
+    (tmp_path / name).mkdir()
+
+
 def test_colliding_stems_get_a_short_hash(tmp_path):
     taken = tmp_path / "task.data_files=question"
     taken.mkdir()
