@@ -336,6 +336,8 @@ def compare_main(args: argparse.Namespace) -> int:
         ar = [r for r in records if r.get("ar_wall_ms")]
         rows.append({
             "pair": key[0], "task": key[1], "method": method.name, "job": summary_path.parent.name,
+            # the label the lab uses (a carry-over variant named as in LAB_METHODS), read from the config
+            "method_config": method.name + (":transient=false" if method.params.get("transient") is False else ""),
             "gamma_init": config.gamma, "prompts": len(records),
             "real_tokens_per_s": real_tps, "replayed_tokens_per_s": rep_tps, "real_over_replayed": real_tps / rep_tps,
             "real_speedup": (sum(r["ar_wall_ms"] for r in ar) / sum(r["wall_ms"] for r in ar)) if ar else None,
@@ -353,8 +355,6 @@ def compare_main(args: argparse.Namespace) -> int:
     from analysis.render import to_markdown
 
     df = pd.DataFrame(rows).sort_values(["pair", "task", "method", "job"])
-    df["method_config"] = df["method"] + df["job"].str.contains("transient=false").map(
-        {True: ":transient=false", False: ""})
     df.to_csv(out / "real_vs_replay.csv", index=False)
     per = real_vs_best_fixed(df)
     if not per.empty:
