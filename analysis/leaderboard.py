@@ -28,7 +28,6 @@ pooled numbers) and, for real runs, records (``specbench.records``). Definitions
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Iterable, Mapping
@@ -37,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.prediction import calibration_c
+from analysis.prediction import load_calibrations
 from analysis.render import Table
 from analysis.replay_table import GROUP, REFERENCES, oracle_fractions
 from specbench.records import leviathan_alpha, leviathan_speedup
@@ -160,17 +159,11 @@ def per_position_table(df: pd.DataFrame, positions: int = POSITIONS, name: str =
 # ---------------------------------------------------------------------- Leviathan et al.
 
 def load_cost_ratios(root: str | os.PathLike) -> dict[str, float]:
-    """``{pair: c}`` from every ``latency/<pair>.json`` at or under ``root``."""
+    """``{pair: c}`` from every ``latency/<pair>.json`` at or under ``root`` (each ``latency`` folder read by
+    ``analysis.prediction.load_calibrations``)."""
     out: dict[str, float] = {}
-    for path in sorted(Path(root).rglob("*.json")):
-        if path.parent.name != "latency":
-            continue
-        try:
-            obj = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if "latency_version" in obj and calibration_c(obj) is not None:
-            out[str(obj.get("meta", {}).get("pair") or path.stem)] = calibration_c(obj)
+    for folder in sorted({p.parent for p in Path(root).rglob("*.json") if p.parent.name == "latency"}):
+        out.update(load_calibrations(folder))
     return out
 
 
