@@ -228,6 +228,18 @@ def _run(cmd: list[str]) -> int:
     return subprocess.run(cmd, cwd=ROOT).returncode
 
 
+def task_args(task: str, n_prompts: int | None, per_category: int | None = None) -> list[str]:
+    """A lab task's overrides; ``n_prompts``: only the first N prompts of its set; ``per_category``:
+    Spec-Bench's first K questions of each category (K ≤ 2 keeps a subset of the traced set, so traces
+    and real runs of the same options meet prompt by prompt)."""
+    args = list(TASKS[task])
+    if n_prompts:
+        args = [a for a in args if not a.startswith("task.n_prompts=")] + [f"task.n_prompts={n_prompts}"]
+    if per_category and any(a.startswith("task.per_category=") for a in args):
+        args = [a for a in args if not a.startswith("task.per_category=")] + [f"task.per_category={per_category}"]
+    return args
+
+
 def traces_main(args: argparse.Namespace) -> int:
     """Greedy traces of every ``--pairs`` × ``--tasks`` (``python -m runners.replay trace``), timing-free
     for the policies (a trace's rounds do not depend on the machine's load); the first pair's target pass
@@ -237,7 +249,7 @@ def traces_main(args: argparse.Namespace) -> int:
         first: Path | None = None
         for pair in args.pairs:
             folder = out / f"{pair}__{task}"
-            cmd = [sys.executable, "-m", "runners.replay", "trace", f"pair={pair}", *TASKS[task],
+            cmd = [sys.executable, "-m", "runners.replay", "trace", f"pair={pair}", *task_args(task, args.n_prompts, args.per_category),
                    f"max_new_tokens={args.max_new_tokens}", f"threads={args.threads}", "--out", str(folder)]
             if first is not None:
                 cmd += ["--reuse-target", str(first)]
@@ -262,12 +274,8 @@ def confirm_main(args: argparse.Namespace) -> int:
                 knobs = [f"method.{kv}" for kv in filter(None, rest.split(","))]
                 if name in args.cost_methods and not any(k.startswith("method.latency=") for k in knobs):
                     knobs.append(f"method.latency={lat.resolve()}")
-                task_args = TASKS[task]
-                if args.n_prompts:  # the first N prompts of the traced set (compare matches records by prompt)
-                    task_args = [a for a in task_args if not a.startswith("task.n_prompts=")]
-                    task_args.append(f"task.n_prompts={args.n_prompts}")
                 cmd = [sys.executable, "run.py", "-m", f"pair={pair}", f"method={name}", *knobs,
-                       f"gamma={args.gammas}", *task_args, f"max_new_tokens={args.max_new_tokens}",
+                       f"gamma={args.gammas}", *task_args(task, args.n_prompts, args.per_category), f"max_new_tokens={args.max_new_tokens}",
                        f"threads={args.threads}", "verify_lossless=true",
                        f"results_dir={(real / f'{pair}__{task}').resolve()}"]
                 if _run(cmd) != 0:
@@ -275,6 +283,18 @@ def confirm_main(args: argparse.Namespace) -> int:
                           file=sys.stderr)
     return compare_main(argparse.Namespace(real=args.real, traces=args.traces, latency=args.latency,
                                            out=args.compare_out))
+
+
+def method_label(name: str, params: dict[str, Any]) -> str:
+    """The lab's label of a job's method config (as in ``LAB_METHODS``), read from the config: the
+    carry-over variant ``:transient=false``, a cost-reading policy on costs learnt online ``latency=none``
+    (Hydra writes ``transient=False`` and the latency path in folder names)."""
+    knobs = []
+    if params.get("transient") is False:
+        knobs.append("transient=false")
+    if "latency" in params and params["latency"] is None:
+        knobs.append("latency=none")
+    return name + (":" + ",".join(knobs) if knobs else "")
 
 
 def real_vs_best_fixed(df):
@@ -337,7 +357,7 @@ def compare_main(args: argparse.Namespace) -> int:
         rows.append({
             "pair": key[0], "task": key[1], "method": method.name, "job": summary_path.parent.name,
             # the label the lab uses (a carry-over variant named as in LAB_METHODS), read from the config
-            "method_config": method.name + (":transient=false" if method.params.get("transient") is False else ""),
+            "method_config": method_label(method.name, method.params),
             "gamma_init": config.gamma, "prompts": len(records),
             "real_tokens_per_s": real_tps, "replayed_tokens_per_s": rep_tps, "real_over_replayed": real_tps / rep_tps,
             "real_speedup": (sum(r["ar_wall_ms"] for r in ar) / sum(r["wall_ms"] for r in ar)) if ar else None,
@@ -396,7 +416,11 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--pairs", nargs="+", default=PAIRS)
     t.add_argument("--tasks", nargs="+", choices=sorted(TASKS), default=list(TASKS))
     t.add_argument("--max-new-tokens", type=int, default=MAX_NEW_TOKENS)
-    t.add_argument("--threads", type=int, default=1)
+    t.add_argument("--threads", type=int, default=1,
+                   help="torch threads (the int8 draft's argmax can flip on near-ties between thread counts: "
+                        "trace at the real runs' count to compare them round for round)")
+    t.add_argument("--n-prompts", type=int, default=None, help="only the first N prompts of each task's set")
+    t.add_argument("--per-category", type=int, default=None, help="Spec-Bench: the first K questions per category")
     f = sub.add_parser("confirm", help="real runs of the lab's pairs x tasks (python run.py -m), then compare")
     f.add_argument("--real", default="results/policy_lab/real")
     f.add_argument("--traces", default="results/policy_lab/traces")
@@ -411,6 +435,7 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--gammas", default="2,4,6", help="initial γ (a Hydra sweep list)")
     f.add_argument("--n-prompts", type=int, default=None,
                    help="only the first N prompts of each task's traced set (default: all of them)")
+    f.add_argument("--per-category", type=int, default=None, help="Spec-Bench: the first K questions per category")
     f.add_argument("--max-new-tokens", type=int, default=MAX_NEW_TOKENS)
     f.add_argument("--threads", type=int, default=2, help="torch threads of the real runs (quiet machine)")
     c = sub.add_parser("compare", help="real runs against their replay")

@@ -539,6 +539,18 @@ def test_lab_traces_and_confirm_compose_valid_jobs(root, tmp_path, monkeypatch):
     assert JobConfig.from_mapping(compose([a for a in cmds[0][3:] if "=" in a and not a.startswith(
         ("results_dir=", "gamma="))])).task.n_prompts == 5
     cmds.clear()
+    assert lab.main(["traces", "--out", str(tmp_path / "traces"), "--tasks", "specbench", "--per-category", "1",
+                     "--threads", "2"]) == 0
+    assert all("task.per_category=1" in c and "threads=2" in c and "task.per_category=2" not in c for c in cmds)
+    cmds.clear()
+    assert lab.main(["confirm", "--real", str(tmp_path / "real"), "--latency", str(tmp_path / "lat"),
+                     "--methods", "cost_aware:transient=false,latency=null", "--tasks", "humaneval"]) == 0
+    online = JobConfig.from_mapping(compose([a for a in cmds[0][3:] if "=" in a and not a.startswith(
+        ("results_dir=", "gamma="))])).method
+    assert online.params["latency"] is None  # costs learnt online: no calibration file given
+    assert lab.method_label(online.name, dict(online.params)) == "cost_aware:transient=false,latency=none"
+    assert lab.method_label("specdecode", {}) == "specdecode"
+    cmds.clear()
     assert lab.main(["confirm", "--real", str(tmp_path / "real"), "--latency", str(tmp_path / "lat"),
                      "--methods", "specdecode", "cost_aware:transient=false", "--tasks", "humaneval"]) == 0
     for cmd in cmds:

@@ -398,10 +398,13 @@ def test_calibration_recovers_a_known_cost_function():
                     prefill_lengths=(16, 64, 128, 256, 512), warmup=1, repeats=7)
     for model, cost in (("target", lat.target), ("draft", lat.draft)):
         c = truth[model]
-        assert cost.step_affine[1] == pytest.approx(c["b"], rel=0.15)
+        # the slope from k = 1..4 (draft) under 2 % noise of ~9 ms: ± 0.1 ms per token is its noise
+        assert cost.step_affine[1] == pytest.approx(c["b"], abs=0.1)
         assert cost.context_ms_per_token == pytest.approx(c["c"], rel=0.2)
         assert cost.prefill_affine[1] == pytest.approx(c["q"], rel=0.1)
         for k, ctx in ((1, 64), (3, 300), (12, 800), (30, 200)):
+            if model == "draft" and k > 4:  # measured at k <= 4 only: far beyond, the slope's noise is multiplied
+                continue
             want = c["a"] + c["b"] * k + c["c"] * ctx
             assert cost.forward_ms(k, ctx) == pytest.approx(want, rel=0.05), (model, k, ctx)
         assert cost.forward_ms(200, 0) == pytest.approx(c["p"] + c["q"] * 200, rel=0.05)
@@ -545,3 +548,21 @@ def test_chunk_dependent_drafts_are_traced_sequentially(pair):
     assert chunk_invariant(draft) and not chunk_invariant(q)
     tr = build_trace(target, q, prompts[2], 16, eos, gamma_max=8, mode="batched")
     assert tr.extra["mode"] == "sequential"
+
+
+def test_calibration_sweeps_over_k_so_a_drifting_host_biases_every_k_alike():
+    """A host that slows down steadily (0.2 ms per forward timed): timed k after k, the later k look
+    dearer (slope 10 + 0.2·(warmup + repeats)); timed in sweeps over k, the slope stays within one
+    sweep's drift of the truth."""
+    calls = [0]
+
+    def drifting(model: str, k: int, context: int) -> float:
+        calls[0] += 1
+        return 100.0 + 10.0 * k + 0.2 * calls[0]
+
+    lat = calibrate(drifting, k_max=16, draft_k_max=2, ref_context=128, contexts=(), prefill_lengths=(16, 64),
+                    warmup=2, repeats=5)
+    assert lat.meta["sampling"] == "interleaved"
+    assert abs(lat.target.step_affine[1] - 10.0) < 0.5
+    steps = [lat.target.step_ms[k] for k in range(1, 17)]
+    assert all(b - a == pytest.approx(10.2) for a, b in zip(steps, steps[1:]))

@@ -224,26 +224,40 @@ class LatencyModel:
 TimeForward = Callable[[str, int, int], float]
 
 
-def median_ms(sample: Callable[[], float], warmup: int, repeats: int) -> float:
+def interleaved_medians(sample: Callable[[Any], float], keys: Iterable[Any], warmup: int,
+                        repeats: int) -> dict[Any, float]:
+    """The median of ``repeats`` samples of every key, taken in sweeps over the keys (``warmup`` sweeps
+    first, discarded), not key after key: a host whose speed drifts over minutes (a shared machine, a
+    CPU's clocks) then biases every key alike instead of making the later keys dearer — measured here,
+    a 2-core host drifted 10–25 % within an hour, enough to reorder ``V(k)`` across ``k`` when each
+    ``k`` was timed in its own block."""
+    keys = list(keys)
     for _ in range(warmup):
-        sample()
-    return statistics.median(sample() for _ in range(max(1, repeats)))
+        for key in keys:
+            sample(key)
+    samples: dict[Any, list[float]] = {key: [] for key in keys}
+    for _ in range(max(1, repeats)):
+        for key in keys:
+            samples[key].append(sample(key))
+    return {key: statistics.median(values) for key, values in samples.items()}
 
 
 def calibrate_model(time_forward: TimeForward, model: str, k_max: int, ref_context: int, contexts: Iterable[int],
                     prefill_lengths: Iterable[int], warmup: int = 2, repeats: int = 5,
                     monotone: bool = False) -> tuple[ForwardCost, dict[str, Any]]:
-    """One model's ``ForwardCost`` from timing samples; also returns the medians measured."""
-    table = {k: median_ms(lambda k=k: time_forward(model, k, ref_context), warmup, repeats) for k in range(1, k_max + 1)}
+    """One model's ``ForwardCost`` from timing samples (``interleaved_medians``: sweeps over ``k``, over
+    the contexts, over the prefill lengths); also returns the medians measured."""
+    table = interleaved_medians(lambda k: time_forward(model, k, ref_context), range(1, k_max + 1), warmup, repeats)
     raw = dict(table)
     if monotone:  # one more token never costs less: a median that dips is noise
         table = dict(zip(table, isotonic(list(table.values()))))
     step_affine = fit_affine(list(table), list(table.values()))
     ctx_points = sorted({int(c) for c in contexts} | {ref_context})
-    ctx = {c: (raw[1] if c == ref_context else median_ms(lambda c=c: time_forward(model, 1, c), warmup, repeats))
-           for c in ctx_points}
+    ctx = interleaved_medians(lambda c: time_forward(model, 1, c), [c for c in ctx_points if c != ref_context],
+                              warmup, repeats)
+    ctx = {c: (raw[1] if c == ref_context else ctx[c]) for c in ctx_points}
     slope = fit_affine(list(ctx), list(ctx.values()))[1] if len(ctx) > 1 else 0.0
-    prefill = {p: median_ms(lambda p=p: time_forward(model, p, 0), warmup, repeats) for p in prefill_lengths}
+    prefill = interleaved_medians(lambda p: time_forward(model, p, 0), prefill_lengths, warmup, repeats)
     prefill_affine = fit_affine(list(prefill), list(prefill.values()))
     cost = ForwardCost(table, step_affine, max(0.0, slope), ref_context, prefill_affine)
     return cost, {"step_raw_ms": raw, "context_ms": ctx, "prefill_ms": prefill}
@@ -262,7 +276,7 @@ def calibrate(time_forward: TimeForward, k_max: int = 33, draft_k_max: int = 4, 
                                     warmup, repeats, monotone)
     draft, d_raw = calibrate_model(time_forward, "draft", draft_k_max, ref_context, contexts, prefill_lengths,
                                    warmup, repeats, monotone)
-    meta = {"kind": "calibrated", "warmup": warmup, "repeats": repeats, "monotone": monotone,
+    meta = {"kind": "calibrated", "sampling": "interleaved", "warmup": warmup, "repeats": repeats, "monotone": monotone,
             "samples": {"target": _jsonable(t_raw), "draft": _jsonable(d_raw)}}
     return LatencyModel(target, draft, 0.0, 0.0, meta)
 
