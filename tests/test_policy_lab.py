@@ -560,3 +560,42 @@ def test_lab_traces_and_confirm_compose_valid_jobs(root, tmp_path, monkeypatch):
             assert config.method.params["transient"] is False
             assert config.method.params["latency"].endswith(f"{config.pair.name}.json")
         assert config.max_new_tokens == lab.MAX_NEW_TOKENS and config.verify_lossless
+
+
+def test_compare_separates_the_hosts_drift_from_the_cost_tables_shape(noisy_pair, tmp_path, root):
+    """``compare`` on a job whose rounds are the replay's and whose every wall time is 1.25 × the latency
+    model's (a host 25 % slower than at calibration): tokens/s real ÷ replayed 0.8, the target alone
+    measured ÷ predicted 1.25, speedup real ÷ replayed 1 (the drift cancels), rounds identical."""
+    from runners.replay.replay import replay_job
+    from runners.replay.trace import write_traces
+    from specbench.config import compose
+
+    _, target, draft, prompts = noisy_pair
+    traces = [build_trace(target, draft, ids, 24, [], prompt_id=str(i), pair="tiny", task="t") for i, ids in
+              enumerate(prompts)]
+    write_traces(tmp_path / "traces" / "tiny__t" / "trace.jsonl", traces)
+    lat = LatencyModel.affine(target=(10.0, 1.0), draft=(2.0, 0.3), round_overhead_ms=0.2)
+    lat.save(tmp_path / "latency" / "tiny.json")
+    config = compose(["method=specdecode", "gamma=3", "max_new_tokens=24"])
+    from omegaconf import OmegaConf
+
+    config = OmegaConf.to_container(config, resolve=True)
+    config["pair"]["name"], config["task"]["name"] = "tiny", "t"
+    lab = _lab_script(root)
+    reps = replay_job(traces, lab.method_spec("specdecode", None).build(3), lat)
+    job = tmp_path / "real" / "job"
+    job.mkdir(parents=True)
+    (job / "summary.json").write_text(json.dumps({"status": "complete", "config": config}))
+    (job / "records.jsonl").write_text("".join(json.dumps({
+        "prompt_id": p.trace.prompt_id, "turn": p.trace.turn, "prompt_tokens": p.trace.prompt_tokens,
+        "new_tokens": p.new_tokens, "wall_ms": 1.25 * p.wall_ms,
+        "ar_wall_ms": 1.25 * lat.ar_wall_ms(p.trace.prompt_tokens, p.new_tokens),
+        "gamma_trace": p.gamma_trace, "drafted_trace": p.drafted_trace, "accepted_trace": p.accepted_trace,
+        "accepted": sum(p.accepted_trace), "drafted": sum(p.drafted_trace), "lossless": True}) + "\n" for p in reps))
+    assert lab.main(["compare", "--real", str(tmp_path / "real"), "--traces", str(tmp_path / "traces"),
+                     "--latency", str(tmp_path / "latency"), "--out", str(tmp_path / "cmp")]) == 0
+    row = pd.read_csv(tmp_path / "cmp" / "real_vs_replay.csv").iloc[0]
+    assert row["method_config"] == "specdecode" and row["identical_rounds_share"] == 1.0
+    assert row["real_over_replayed"] == pytest.approx(0.8)
+    assert row["ar_real_over_predicted"] == pytest.approx(1.25)
+    assert row["speedup_real_over_replayed"] == pytest.approx(1.0)
