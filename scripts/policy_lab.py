@@ -318,7 +318,7 @@ def compare_main(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from runners.replay.latency import LatencyModel
-    from runners.replay.replay import MethodSpec, replay_job
+    from runners.replay.replay import MethodSpec, predict_parts_ms, replay_job
     from runners.replay.trace import find_trace_files, read_traces
     from specbench.config import JobConfig
     from specbench.records import read_records
@@ -354,6 +354,12 @@ def compare_main(args: argparse.Namespace) -> int:
         rep_wall = sum(p.wall_ms for p in reps)
         rep_tps = pooled_tokens_per_s([p.new_tokens for p in reps], [p.wall_ms for p in reps])
         ar = [r for r in records if r.get("ar_wall_ms")]
+        # the cost table against the engine's own clock on the job's *real* rounds (no drift correction:
+        # compare with ar_real_over_predicted): the target's verification forwards, the drafter's forwards
+        parts = [predict_parts_ms(latency, r["prompt_tokens"], r["new_tokens"], r["drafted_trace"], r["accepted_trace"],
+                                  draft_model=config.drafter == "model") for r in records]
+        measured = {k: sum(r.get(k) or 0.0 for r in records) for k in ("verify_ms", "draft_ms")}
+        predicted = {k: sum(q[k] for q in parts) for k in ("verify_ms", "draft_ms")}
         rows.append({
             "pair": key[0], "task": key[1], "method": method.name, "job": summary_path.parent.name,
             # the label the lab uses (a carry-over variant named as in LAB_METHODS), read from the config
@@ -366,6 +372,10 @@ def compare_main(args: argparse.Namespace) -> int:
             # reference), measured ÷ predicted wall time (> 1: the host ran slower than when calibrated)
             "ar_real_over_predicted": (sum(r["ar_wall_ms"] for r in ar) / sum(
                 latency.ar_wall_ms(r["prompt_tokens"], r["new_tokens"]) for r in ar)) if ar else None,
+            "verify_real_over_predicted": (measured["verify_ms"] / predicted["verify_ms"]
+                                           if measured["verify_ms"] and predicted["verify_ms"] else None),
+            "draft_real_over_predicted": (measured["draft_ms"] / predicted["draft_ms"]
+                                          if measured["draft_ms"] and predicted["draft_ms"] else None),
             "real_acceptance": sum(r["accepted"] for r in records) / max(1, sum(r["drafted"] for r in records)),
             "replayed_acceptance": sum(sum(p.accepted_trace) for p in reps) / max(1, sum(sum(p.drafted_trace) for p in reps)),
             "identical_rounds_share": same / len(records),
@@ -393,7 +403,7 @@ def compare_main(args: argparse.Namespace) -> int:
         print(best_text)
     show = df[["pair", "task", "method_config", "gamma_init", "real_tokens_per_s", "replayed_tokens_per_s",
                "real_over_replayed", "ar_real_over_predicted", "real_speedup", "replayed_speedup",
-               "speedup_real_over_replayed", "real_acceptance", "replayed_acceptance", "identical_rounds_share"]].round(3)
+               "speedup_real_over_replayed", "verify_real_over_predicted", "draft_real_over_predicted", "real_acceptance", "replayed_acceptance", "identical_rounds_share"]].round(3)
     text = to_markdown(show, "Real runs (python run.py, measured) against the replay of the same method config and "
                              "initial γ on the same prompts (predicted by the calibrated latency model).")
     (out / "real_vs_replay.md").write_text(text)

@@ -566,7 +566,7 @@ def test_compare_separates_the_hosts_drift_from_the_cost_tables_shape(noisy_pair
     """``compare`` on a job whose rounds are the replay's and whose every wall time is 1.25 × the latency
     model's (a host 25 % slower than at calibration): tokens/s real ÷ replayed 0.8, the target alone
     measured ÷ predicted 1.25, speedup real ÷ replayed 1 (the drift cancels), rounds identical."""
-    from runners.replay.replay import replay_job
+    from runners.replay.replay import predict_parts_ms, replay_job
     from runners.replay.trace import write_traces
     from specbench.config import compose
 
@@ -591,7 +591,10 @@ def test_compare_separates_the_hosts_drift_from_the_cost_tables_shape(noisy_pair
         "new_tokens": p.new_tokens, "wall_ms": 1.25 * p.wall_ms,
         "ar_wall_ms": 1.25 * lat.ar_wall_ms(p.trace.prompt_tokens, p.new_tokens),
         "gamma_trace": p.gamma_trace, "drafted_trace": p.drafted_trace, "accepted_trace": p.accepted_trace,
-        "accepted": sum(p.accepted_trace), "drafted": sum(p.drafted_trace), "lossless": True}) + "\n" for p in reps))
+        "accepted": sum(p.accepted_trace), "drafted": sum(p.drafted_trace), "lossless": True,
+        **{k: 1.25 * v for k, v in predict_parts_ms(lat, p.trace.prompt_tokens, p.new_tokens, p.drafted_trace,
+                                                    p.accepted_trace).items() if k in ("verify_ms", "draft_ms")}})
+        + "\n" for p in reps))
     assert lab.main(["compare", "--real", str(tmp_path / "real"), "--traces", str(tmp_path / "traces"),
                      "--latency", str(tmp_path / "latency"), "--out", str(tmp_path / "cmp")]) == 0
     row = pd.read_csv(tmp_path / "cmp" / "real_vs_replay.csv").iloc[0]
@@ -599,3 +602,5 @@ def test_compare_separates_the_hosts_drift_from_the_cost_tables_shape(noisy_pair
     assert row["real_over_replayed"] == pytest.approx(0.8)
     assert row["ar_real_over_predicted"] == pytest.approx(1.25)
     assert row["speedup_real_over_replayed"] == pytest.approx(1.0)
+    assert row["verify_real_over_predicted"] == pytest.approx(1.25)
+    assert row["draft_real_over_predicted"] == pytest.approx(1.25)

@@ -247,10 +247,20 @@ def predict_wall_ms(latency: LatencyModel, prompt_tokens: int, new_tokens: int, 
     the drafter costs nothing (prompt lookup). ``fused_prefill``: the first round is verified in the
     prefill forward (``prompt + d`` tokens) after the draft's prefill and ``d − 1`` draft steps, and
     ends the TTFT. ``method=ar`` records: empty traces, one plain step per token after the first."""
+    parts = predict_parts_ms(latency, prompt_tokens, new_tokens, drafted_trace, accepted_trace, draft_model,
+                             fused_prefill)
+    return parts["ttft_ms"], sum(parts.values())
+
+
+def predict_parts_ms(latency: LatencyModel, prompt_tokens: int, new_tokens: int, drafted_trace: Sequence[int],
+                     accepted_trace: Sequence[int], draft_model: bool = True,
+                     fused_prefill: bool = False) -> dict[str, float]:
+    """``predict_wall_ms`` by part, the record's fields: ``ttft_ms`` (the prefill, and a fused first
+    round), then the rounds' ``verify_ms`` (the target's forwards), ``draft_ms`` and ``overhead_ms``."""
     p, n = int(prompt_tokens), int(new_tokens)
     if not drafted_trace:  # autoregressive: prefill, then n - 1 steps
         ttft = latency.target_prefill_ms(p)
-        return ttft, latency.ar_wall_ms(p, n)
+        return {"ttft_ms": ttft, "verify_ms": latency.ar_wall_ms(p, n) - ttft, "draft_ms": 0.0, "overhead_ms": 0.0}
     rounds = list(zip(drafted_trace, accepted_trace))
     draft = lambda k, ctx: latency.draft_ms(k, ctx) if draft_model else 0.0  # noqa: E731
     if fused_prefill:
@@ -262,15 +272,16 @@ def predict_wall_ms(latency: LatencyModel, prompt_tokens: int, new_tokens: int, 
         seen = p + min(a, d - 1) if d >= 1 else 0
     else:
         ttft, t, seen = latency.target_prefill_ms(p), 1, 0
-    wall = ttft
+    out = {"ttft_ms": ttft, "verify_ms": 0.0, "draft_ms": 0.0, "overhead_ms": 0.0}
     for d, a in rounds:
         new_t = min(t + a + 1, n)
-        wall += latency.verify_ms(d + 1, p + t - 1) + latency.round_overhead_ms
+        out["verify_ms"] += latency.verify_ms(d + 1, p + t - 1)
+        out["overhead_ms"] += latency.round_overhead_ms
         if d >= 1:
-            wall += draft(p + t - seen, seen) + sum(draft(1, p + t + i - 1) for i in range(1, d))
+            out["draft_ms"] += draft(p + t - seen, seen) + sum(draft(1, p + t + i - 1) for i in range(1, d))
         seen = _seen_after(p, t, seen, d, a, new_t)
         t = new_t
-    return ttft, wall
+    return out
 
 
 #: a scripted round that drafts one token and verifies none (``verify_count`` 0): a peek
