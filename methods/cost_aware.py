@@ -61,14 +61,20 @@ Step 3 — the model, learnt online (no training, no tuning on the evaluation pr
 * costs: a calibrate JSON (``latency``: ``python -m runners.replay calibrate``), or learnt online
   from the rounds' measured costs (``methods.costs``). With a calibrate JSON ``ρ`` uses the model's
   predicted costs, so the policy's decisions depend only on tokens and features: it makes the same
-  decisions in a real run and in a replay of the same rollouts.
+  decisions in a real run and in a replay of the same rollouts. ``adapt_costs=true`` keeps the
+  calibrated table as the prior and corrects it by the rounds' measured costs (``CostModel.build``:
+  per verified length and a global drift ratio), and ``ρ`` uses measured times: in a replay the
+  measured costs are the latency model's, so it replays as the calibrated model (up to the table's
+  per-context slope); in a real run it prices
+  rounds as the machine charges them (the calibration's isolated forwards misprice the engine's rounds
+  by up to 37 %, ``results/committed/policy_lab/compare_threads2``).
 
 Knobs. ``feature`` (``confidence``, ``margin`` or ``entropy``: which draft feature buckets the
 acceptance), ``gamma_max`` (the longest round, 32), ``prior_weight`` (2), ``rho_prior_rounds`` (4),
 ``alpha_prior`` (0.6: the prior per-token acceptance behind ``ρ₀`` and the featureless prior),
 ``peek`` (true), ``decay`` (0.98: forgetting of the per-position rates of a featureless drafter),
 ``probe`` (8: after this many plain steps in a row a round drafts anyway — a policy that never drafts
-learns nothing, the lock-in SmartSpec's probe avoids too).
+learns nothing, the lock-in SmartSpec's probe avoids too), ``adapt_costs`` (false: see costs).
 ``transient`` (default ``true``, issue 13's rule for every adaptive policy: restart at every
 generation call, so a job's prompts are independent of their order); ``false`` keeps what was learnt
 across the prompts of a job — what it learns is a property of the pair and the machine (how
@@ -118,7 +124,8 @@ class CostAware(GammaPolicy):
 
     def __init__(self, gamma_init: int, feature: str = "confidence", gamma_max: int = 32, prior_weight: float = 2.0,
                  rho_prior_rounds: float = 4.0, alpha_prior: float = 0.6, peek: bool = True,
-                 decay: float = 0.98, probe: int = 8, transient: bool = True, latency: str | None = None) -> None:
+                 decay: float = 0.98, probe: int = 8, transient: bool = True, latency: str | None = None,
+                 adapt_costs: bool = False) -> None:
         super().__init__(gamma_init)
         self.features = tuple(str(feature).split("+"))
         if not 1 <= len(self.features) <= 2 or any(f not in BUCKETS for f in self.features):
@@ -137,13 +144,16 @@ class CostAware(GammaPolicy):
         self.probe = int(check_number("probe", probe, 1.0))
         self.transient = check_bool("transient", transient)
         self.latency = latency
+        self.adapt_costs = check_bool("adapt_costs", adapt_costs)
+        if self.adapt_costs and not latency:
+            raise ValueError("adapt_costs corrects a calibrated cost table: give latency=<calibrate JSON>")
         self.reset()
 
     # ------------------------------------------------------------------ state
     def reset(self) -> None:
         b = self.n_buckets
-        self.costs = CostModel.build(self.latency)
-        self.measured = self.costs.online
+        self.costs = CostModel.build(self.latency, adapt=self.adapt_costs)
+        self.measured = self.costs.online or self.costs.adapt  # rho from the rounds' measured times
         self.acc = np.zeros(b)  # accepted labels per bucket
         self.cmp = np.zeros(b)  # compared labels per bucket
         self.freq = np.zeros(b)  # drafted tokens per bucket
@@ -253,7 +263,7 @@ class CostAware(GammaPolicy):
         """Backward induction of ``W`` (module docstring, step 2) for a round of at most ``horizon`` tokens,
         on the buckets of calibrated acceptance (``model``)."""
         model = model or self.model()
-        rho, dcost = self.rho, self.costs.draft
+        rho, dcost = self.rho, self.costs.draft_cost
         a, t = model["a"], model["T"]
         v = self._verify_costs(horizon)
         g, b = len(GRID), len(a)
@@ -286,7 +296,7 @@ class CostAware(GammaPolicy):
             return self.gamma_init
         horizon = self.gamma_max
         if not self.featured:
-            if self.costs.draft <= 0.0:  # proposals cost nothing: take the longest, choose in verify_count
+            if self.costs.draft_cost <= 0.0:  # proposals cost nothing: take the longest, choose in verify_count
                 self._free = True
                 return horizon
             return self._best_prefix(horizon)
@@ -317,7 +327,7 @@ class CostAware(GammaPolicy):
         """Featureless drafters: ``argmax_d Σ_{i≤d} Π_{l≤i} a_l − ρ·(d·D + V(d + 1))`` over ``d <= limit``."""
         a = self.position_acceptance(self.kind, max(limit, 1))
         surv = np.cumprod(a)
-        rho, dcost = self.rho, self.costs.draft
+        rho, dcost = self.rho, self.costs.draft_cost
         values = [np.sum(surv[:d]) - rho * (d * dcost + self.costs.verify(d + 1)) for d in range(limit + 1)]
         return int(np.argmax(values))
 
@@ -334,7 +344,7 @@ class CostAware(GammaPolicy):
         self.stats["peeks"] += int(outcome.discarded > 0 and not self._free)
         self.costs.observe(outcome)
         measured = self.measured and outcome.round_ms is not None
-        predicted = self.costs.round(outcome.drafted) + outcome.discarded * self.costs.draft
+        predicted = self.costs.round(outcome.drafted) + outcome.discarded * self.costs.draft_cost
         self.cost += float(outcome.round_ms) if measured else predicted
         if outcome.discarded and self._peek_bucket is not None:  # the peeked token: seen, never compared
             self.start[self.kind, self._peek_bucket] += 1

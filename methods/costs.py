@@ -22,6 +22,18 @@ mean per verified length ``k`` (weight ``ewma``), per draft token, and of the ov
 never verified yet costs its nearest verified neighbour's estimate (ties: the shorter one), or the
 prior while nothing is known. Without costs in the outcomes (a replay without a latency model) the
 online model stays at its prior.
+
+``CostModel.build(path, adapt=True)``: the calibrated table is the prior and each round's measured
+cost corrects it, as a ratio measured ÷ table: ``V̂(k) = V(k) · (n_k·r_k + w·g) / (n_k + w)`` with
+``r_k`` the EWMA ratio of the rounds that verified ``k`` tokens, ``n_k`` their count (capped at
+``1/ewma``, the EWMA's memory), ``g`` the EWMA ratio over every round (the host's drift, which moves
+every ``k`` alike) and ``w = 2``; a draft token costs ``D · g_D`` (``g_D`` its own EWMA ratio). Why: a
+calibration times isolated forwards, and on the engine's own rounds the table was off by −21 % for a
+9-token verification and −37 % for a draft forward, +3 % for a 5-token one, within an hour of calibrating
+(``results/committed/policy_lab/compare_threads2``); the table's *shape* is what the policy needs first,
+the machine's own clock what it can learn. In a replay the measured costs are the latency model's, so
+every ratio is 1 up to its per-context slope (which the table ignores), and the decisions are the
+calibrated model's.
 """
 
 from __future__ import annotations
@@ -40,8 +52,12 @@ LATENCY_VERSION = 1
 class CostModel:
     """``verify(k)``, ``draft`` (per token), ``overhead`` in ms (module docstring)."""
 
+    #: pseudo-rounds of the global ratio behind each k's own ratio (``adapt``)
+    ADAPT_WEIGHT = 2.0
+
     def __init__(self, verify_ms: Mapping[int, float], draft_ms: float, overhead_ms: float = 0.0,
-                 affine: tuple[float, float] | None = None, online: bool = False, ewma: float = 0.2) -> None:
+                 affine: tuple[float, float] | None = None, online: bool = False, ewma: float = 0.2,
+                 adapt: bool = False) -> None:
         self.table = {int(k): float(v) for k, v in verify_ms.items()}
         if not self.table and affine is None:
             raise ValueError("a cost model needs verification costs")
@@ -51,6 +67,12 @@ class CostModel:
         self.online = online
         self.ewma = float(ewma)
         self._draft_seen = self._over_seen = False
+        if adapt and online:
+            raise ValueError("adapt corrects a calibrated table; an online model has none")
+        self.adapt = bool(adapt)
+        self._ratio: dict[int, tuple[int, float]] = {}  # k -> (rounds seen, EWMA of measured ÷ table)
+        self._global = self._draft_ratio = 1.0
+        self._global_seen = self._draft_ratio_seen = False
 
     # ------------------------------------------------------------------ constructors
     @classmethod
@@ -82,15 +104,36 @@ class CostModel:
         return cls.from_latency_json(json.loads(p.read_text()))
 
     @classmethod
-    def build(cls, latency: str | None, ewma: float = 0.2) -> CostModel:
-        """The calibrated model of ``latency`` (a calibrate JSON), else an online one."""
+    def build(cls, latency: str | None, ewma: float = 0.2, adapt: bool = False) -> CostModel:
+        """The calibrated model of ``latency`` (a calibrate JSON; ``adapt``: corrected by the rounds'
+        measured costs), else an online one."""
         if latency:
-            return cls.from_latency_file(latency)
+            model = cls.from_latency_file(latency)
+            model.adapt, model.ewma = bool(adapt), float(ewma)
+            return model
+        if adapt:
+            raise ValueError("adapt needs a latency file (python -m runners.replay calibrate): it corrects that table")
         return cls.online_model(ewma=ewma)
 
     # ------------------------------------------------------------------ queries
     def verify(self, k: int) -> float:
         """``V(k)`` in ms."""
+        if self.adapt:
+            return self._table_verify(k) * self._correction(k)
+        return self._table_verify(k)
+
+    @property
+    def draft_cost(self) -> float:
+        """``D`` in ms (``adapt``: the table's, corrected)."""
+        return self.draft * (self._draft_ratio if self.adapt else 1.0)
+
+    def _correction(self, k: int) -> float:
+        n, r = self._ratio.get(k, (0, 1.0))
+        n = min(n, max(1, round(1.0 / self.ewma)))
+        w = self.ADAPT_WEIGHT
+        return (n * r + w * self._global) / (n + w)
+
+    def _table_verify(self, k: int) -> float:
         if k in self.table:
             return self.table[k]
         if self.online and self.table:
@@ -102,11 +145,14 @@ class CostModel:
 
     def round(self, d: int) -> float:
         """``C(d)``: a round drafting ``d`` tokens (``d = 0``: a plain target step)."""
-        return d * self.draft + self.verify(d + 1) + self.overhead
+        return d * self.draft_cost + self.verify(d + 1) + self.overhead
 
     # ------------------------------------------------------------------ learning
     def observe(self, outcome: RoundOutcome) -> None:
-        """Learn from a round's measured costs (online models only; costs absent: nothing)."""
+        """Learn from a round's measured costs (online and adapting models; costs absent: nothing)."""
+        if self.adapt and outcome.verify_ms is not None:
+            self._observe_ratios(outcome)
+            return
         if not self.online or outcome.verify_ms is None:
             return
         k, w, v = outcome.drafted + 1, self.ewma, float(outcome.verify_ms)
@@ -120,7 +166,23 @@ class CostModel:
             self.overhead = rest if not self._over_seen else self.overhead + w * (rest - self.overhead)
             self._over_seen = True
 
+    def _observe_ratios(self, outcome: RoundOutcome) -> None:
+        w = self.ewma
+        k = outcome.drafted + 1
+        table = self._table_verify(k)
+        if table > 0:
+            ratio = float(outcome.verify_ms) / table
+            n, r = self._ratio.get(k, (0, ratio))
+            self._ratio[k] = (n + 1, ratio if n == 0 else r + w * (ratio - r))
+            self._global = ratio if not self._global_seen else self._global + w * (ratio - self._global)
+            self._global_seen = True
+        if outcome.drafted and outcome.draft_ms is not None and self.draft > 0:
+            ratio = float(outcome.draft_ms) / outcome.drafted / self.draft
+            self._draft_ratio = ratio if not self._draft_ratio_seen else self._draft_ratio + w * (ratio - self._draft_ratio)
+            self._draft_ratio_seen = True
+
     def state(self) -> dict[str, Any]:
-        return {"cost_source": "online" if self.online else "table", "draft_ms": round(self.draft, 3),
+        source = "online" if self.online else ("table, adapted" if self.adapt else "table")
+        return {"cost_source": source, "draft_ms": round(self.draft_cost, 3),
                 "overhead_ms": round(self.overhead, 3),
                 "verify_ms": {k: round(self.verify(k), 3) for k in range(1, 10)}}

@@ -416,6 +416,48 @@ def test_cost_model_reads_the_calibrate_json(tmp_path):
     assert math.isfinite(CostModel.paper().round(0))
 
 
+def test_adapted_costs_learn_the_machines_clock_from_the_calibrated_shape(tmp_path):
+    """``adapt``: the table corrected by measured ÷ table ratios — per verified length, shrunk to the
+    global ratio (the host's drift), which also prices a length never verified; draft tokens alike."""
+    lat = LatencyModel(ForwardCost({1: 100.0, 5: 300.0, 9: 400.0}, (100.0, 30.0), 0.0, 128, (40.0, 0.5)),
+                       ForwardCost({1: 60.0}, (60.0, 0.0), 0.0, 128, (8.0, 0.1)), 2.0, 1.0)
+    path = lat.save(tmp_path / "l.json")
+    adapted = CostModel.build(str(path), adapt=True)
+    assert adapted.verify(9) == 400.0 and adapted.draft_cost == 60.0  # nothing measured: the table
+    for _ in range(20):  # the engine pays 0.75 of the table for 9 tokens, 0.6 of its draft forward
+        adapted.observe(RoundOutcome(8, 8, 3, draft_ms=8 * 36.0, verify_ms=300.0, round_ms=590.0))
+    assert adapted.verify(9) == pytest.approx(300.0, rel=0.01)
+    assert adapted.verify(5) == pytest.approx(0.75 * 300.0, rel=0.01)  # never verified: the global ratio
+    assert adapted.draft_cost == pytest.approx(36.0) and adapted.round(8) == pytest.approx(8 * 36 + 300 + 2, rel=0.01)
+    for _ in range(3):  # 5 tokens measured at the table's cost: its own ratio, shrunk to the global one
+        adapted.observe(RoundOutcome(4, 4, 4, draft_ms=4 * 36.0, verify_ms=300.0, round_ms=446.0))
+    assert 0.75 * 300.0 < adapted.verify(5) < 300.0
+    plain = CostModel.build(str(path))
+    plain.observe(RoundOutcome(8, 8, 3, draft_ms=8 * 36.0, verify_ms=300.0, round_ms=590.0))
+    assert plain.verify(9) == 400.0 and plain.state()["cost_source"] == "table"
+    assert adapted.state()["cost_source"] == "table, adapted"
+    with pytest.raises(ValueError, match="latency"):
+        CostModel.build(None, adapt=True)
+    with pytest.raises(ValueError, match="latency"):
+        CostAware(4, adapt_costs=True)
+
+
+def test_adapted_cost_aware_replays_as_the_calibrated_one(noisy_pair, tmp_path):
+    """In a replay the measured costs are the latency model's own (no per-context slope here): every
+    ratio is 1, so ``adapt_costs=true`` makes the calibrated policy's decisions, round for round."""
+    _, target, draft, prompts = noisy_pair
+    traces = [build_trace(target, draft, ids, 24, [], prompt_id=str(i)) for i, ids in enumerate(prompts)]
+    lat = LatencyModel.affine(target=(40.0, 6.0), draft=(12.0, 0.0), round_overhead_ms=1.0)
+    path = str(lat.save(tmp_path / "lat.json"))
+    for g in (2, 6):
+        rows = {}
+        for adapt in (False, True):
+            policy = CostAware(g, transient=False, latency=path, adapt_costs=adapt)
+            reps = replay_job(traces, policy, lat)
+            rows[adapt] = [(p.drafted_trace, p.accepted_trace) for p in reps]
+        assert rows[True] == rows[False]
+
+
 def test_trace_json_keeps_every_feature_bit_exact(noisy_pair, tmp_path):
     _, target, draft, prompts = noisy_pair
     tr = build_trace(target, draft, prompts[3], 20, [])
