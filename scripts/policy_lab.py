@@ -288,12 +288,15 @@ def confirm_main(args: argparse.Namespace) -> int:
 def method_label(name: str, params: dict[str, Any]) -> str:
     """The lab's label of a job's method config (as in ``LAB_METHODS``), read from the config: the
     carry-over variant ``:transient=false``, a cost-reading policy on costs learnt online ``latency=none``
+    or on its table corrected online ``adapt_costs=true``
     (Hydra writes ``transient=False`` and the latency path in folder names)."""
     knobs = []
     if params.get("transient") is False:
         knobs.append("transient=false")
     if "latency" in params and params["latency"] is None:
         knobs.append("latency=none")
+    if params.get("adapt_costs") is True:
+        knobs.append("adapt_costs=true")
     return name + (":" + ",".join(knobs) if knobs else "")
 
 

@@ -592,6 +592,8 @@ def test_lab_traces_and_confirm_compose_valid_jobs(root, tmp_path, monkeypatch):
     assert online.params["latency"] is None  # costs learnt online: no calibration file given
     assert lab.method_label(online.name, dict(online.params)) == "cost_aware:transient=false,latency=none"
     assert lab.method_label("specdecode", {}) == "specdecode"
+    assert lab.method_label("cost_aware", {"transient": False, "latency": "l.json", "adapt_costs": True}) == \
+        "cost_aware:transient=false,adapt_costs=true"
     cmds.clear()
     assert lab.main(["confirm", "--real", str(tmp_path / "real"), "--latency", str(tmp_path / "lat"),
                      "--methods", "specdecode", "cost_aware:transient=false", "--tasks", "humaneval"]) == 0
