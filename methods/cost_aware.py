@@ -172,11 +172,13 @@ class CostAware(GammaPolicy):
         self._peeked = self._free = False
         self._peek_bucket: int | None = None
         self._s = 1.0
+        self._prompt_start = True
 
     def begin_prompt(self) -> None:
         if self.transient:
             self.reset()
         self.kind = 0
+        self._prompt_start = True
 
     # ------------------------------------------------------------------ the model
     def bucket(self, step: DraftStep) -> int | None:
@@ -342,7 +344,8 @@ class CostAware(GammaPolicy):
         self.stats["plain"] += int(outcome.drafted == 0)
         self.plain_streak = self.plain_streak + 1 if outcome.drafted == 0 and not outcome.discarded else 0
         self.stats["peeks"] += int(outcome.discarded > 0 and not self._free)
-        self.costs.observe(outcome)
+        self.costs.observe(outcome, draft=not self._prompt_start)  # a first round's draft time holds a prefill
+        self._prompt_start = False
         measured = self.measured and outcome.round_ms is not None
         predicted = self.costs.round(outcome.drafted) + outcome.discarded * self.costs.draft_cost
         self.cost += float(outcome.round_ms) if measured else predicted

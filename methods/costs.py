@@ -148,10 +148,12 @@ class CostModel:
         return d * self.draft_cost + self.verify(d + 1) + self.overhead
 
     # ------------------------------------------------------------------ learning
-    def observe(self, outcome: RoundOutcome) -> None:
-        """Learn from a round's measured costs (online and adapting models; costs absent: nothing)."""
+    def observe(self, outcome: RoundOutcome, draft: bool = True) -> None:
+        """Learn from a round's measured costs (online and adapting models; costs absent: nothing).
+        ``draft=False``: the round's draft time is not a draft token's cost (a prompt's first round also
+        feeds the prompt to the draft model) — an adapting model then learns from its verification only."""
         if self.adapt and outcome.verify_ms is not None:
-            self._observe_ratios(outcome)
+            self._observe_ratios(outcome, draft)
             return
         if not self.online or outcome.verify_ms is None:
             return
@@ -166,7 +168,7 @@ class CostModel:
             self.overhead = rest if not self._over_seen else self.overhead + w * (rest - self.overhead)
             self._over_seen = True
 
-    def _observe_ratios(self, outcome: RoundOutcome) -> None:
+    def _observe_ratios(self, outcome: RoundOutcome, draft: bool = True) -> None:
         w = self.ewma
         k = outcome.drafted + 1
         table = self._table_verify(k)
@@ -176,8 +178,9 @@ class CostModel:
             self._ratio[k] = (n + 1, ratio if n == 0 else r + w * (ratio - r))
             self._global = ratio if not self._global_seen else self._global + w * (ratio - self._global)
             self._global_seen = True
-        if outcome.drafted and outcome.draft_ms is not None and self.draft > 0:
-            ratio = float(outcome.draft_ms) / outcome.drafted / self.draft
+        proposed = outcome.drafted + outcome.discarded  # a peek's discarded token was drafted too
+        if draft and proposed and outcome.draft_ms is not None and self.draft > 0:
+            ratio = float(outcome.draft_ms) / proposed / self.draft
             self._draft_ratio = ratio if not self._draft_ratio_seen else self._draft_ratio + w * (ratio - self._draft_ratio)
             self._draft_ratio_seen = True
 

@@ -440,6 +440,13 @@ def test_adapted_costs_learn_the_machines_clock_from_the_calibrated_shape(tmp_pa
         CostModel.build(None, adapt=True)
     with pytest.raises(ValueError, match="latency"):
         CostAware(4, adapt_costs=True)
+    # a prompt's first round also feeds the prompt to the draft: its draft time teaches nothing per token
+    policy = CostAware(4, transient=False, latency=str(path), adapt_costs=True)
+    policy.begin_prompt()
+    policy.observe(RoundOutcome(4, 4, 4, draft_ms=4 * 60.0 + 900.0, verify_ms=300.0, round_ms=1500.0))
+    assert policy.costs.draft_cost == 60.0
+    policy.observe(RoundOutcome(4, 3, 1, draft_ms=3 * 30.0 + 30.0, verify_ms=150.0, round_ms=300.0, discarded=1))
+    assert policy.costs.draft_cost == pytest.approx(30.0)  # 4 proposed (3 verified, 1 discarded) at 30 ms
 
 
 def test_adapted_cost_aware_replays_as_the_calibrated_one(noisy_pair, tmp_path):
