@@ -29,7 +29,7 @@ cost corrects it, as a ratio measured ÷ table: ``V̂(k) = V(k) · (n_k·r_k + w
 ``1/ewma``, the EWMA's memory), ``g`` the EWMA ratio over every round (the host's drift, which moves
 every ``k`` alike) and ``w = 2``; a draft token costs ``D · g_D`` (``g_D`` its own EWMA ratio). Why: a
 calibration times isolated forwards, and on the engine's own rounds the table was off by −21 % for a
-9-token verification and −37 % for a draft forward, +3 % for a 5-token one, within an hour of calibrating
+9-token verification and −37 % for a draft forward, −3 % for a 5-token one, within an hour of calibrating
 (``results/committed/policy_lab/compare_threads2``); the table's *shape* is what the policy needs first,
 the machine's own clock what it can learn. In a replay the measured costs are the latency model's, so
 every ratio is 1 up to its per-context slope (which the table ignores), and the decisions are the
