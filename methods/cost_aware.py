@@ -87,6 +87,7 @@ oracle: the oracle knows where the draft will diverge; this policy only knows th
 
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -145,14 +146,14 @@ class CostAware(GammaPolicy):
         self.transient = check_bool("transient", transient)
         self.latency = latency
         self.adapt_costs = check_bool("adapt_costs", adapt_costs)
-        if self.adapt_costs and not latency:
-            raise ValueError("adapt_costs corrects a calibrated cost table: give latency=<calibrate JSON>")
+        # read the latency file once; every (re)start begins from a fresh copy of this model
+        self._cost_prior = CostModel.build(self.latency, adapt=self.adapt_costs)
         self.reset()
 
     # ------------------------------------------------------------------ state
     def reset(self) -> None:
         b = self.n_buckets
-        self.costs = CostModel.build(self.latency, adapt=self.adapt_costs)
+        self.costs = copy.deepcopy(self._cost_prior)
         self.measured = self.costs.online or self.costs.adapt  # rho from the rounds' measured times
         self.acc = np.zeros(b)  # accepted labels per bucket
         self.cmp = np.zeros(b)  # compared labels per bucket

@@ -86,7 +86,7 @@ class CostModel:
         return cls(dict(base.table), base.draft, base.overhead, base.affine, online=True, ewma=ewma)
 
     @classmethod
-    def from_latency_json(cls, obj: Mapping[str, Any]) -> CostModel:
+    def from_latency_json(cls, obj: Mapping[str, Any], ewma: float = 0.2, adapt: bool = False) -> CostModel:
         if obj.get("latency_version") != LATENCY_VERSION:
             raise ValueError(f"latency_version {obj.get('latency_version')!r} is not {LATENCY_VERSION}")
         target, draft = obj["target"], obj["draft"]
@@ -94,23 +94,22 @@ class CostModel:
         affine = tuple(float(x) for x in (target.get("step_affine") or (0.0, 0.0)))
         d_table = draft.get("step_ms") or {}
         d1 = float(d_table.get("1", d_table.get(1, 0.0))) if d_table else sum(draft.get("step_affine") or (0.0, 0.0))
-        return cls(table, max(0.0, d1), float(obj.get("round_overhead_ms") or 0.0), affine)  # type: ignore[arg-type]
+        return cls(table, max(0.0, d1), float(obj.get("round_overhead_ms") or 0.0), affine,  # type: ignore[arg-type]
+                   ewma=ewma, adapt=adapt)
 
     @classmethod
-    def from_latency_file(cls, path: str | os.PathLike) -> CostModel:
+    def from_latency_file(cls, path: str | os.PathLike, ewma: float = 0.2, adapt: bool = False) -> CostModel:
         p = Path(path)
         if not p.is_file():
             raise ValueError(f"latency file {str(path)!r} does not exist (python -m runners.replay calibrate ...)")
-        return cls.from_latency_json(json.loads(p.read_text()))
+        return cls.from_latency_json(json.loads(p.read_text()), ewma=ewma, adapt=adapt)
 
     @classmethod
     def build(cls, latency: str | None, ewma: float = 0.2, adapt: bool = False) -> CostModel:
         """The calibrated model of ``latency`` (a calibrate JSON; ``adapt``: corrected by the rounds'
         measured costs), else an online one."""
         if latency:
-            model = cls.from_latency_file(latency)
-            model.adapt, model.ewma = bool(adapt), float(ewma)
-            return model
+            return cls.from_latency_file(latency, ewma=ewma, adapt=adapt)
         if adapt:
             raise ValueError("adapt needs a latency file (python -m runners.replay calibrate): it corrects that table")
         return cls.online_model(ewma=ewma)
@@ -157,32 +156,35 @@ class CostModel:
             return
         if not self.online or outcome.verify_ms is None:
             return
-        k, w, v = outcome.drafted + 1, self.ewma, float(outcome.verify_ms)
-        self.table[k] = v if k not in self.table else self.table[k] + w * (v - self.table[k])
+        k, v = outcome.drafted + 1, float(outcome.verify_ms)
+        self.table[k] = self._ewma(self.table.get(k, v), v, k in self.table)
         if outcome.drafted and outcome.draft_ms is not None:
             per = float(outcome.draft_ms) / outcome.drafted
-            self.draft = per if not self._draft_seen else self.draft + w * (per - self.draft)
+            self.draft = self._ewma(self.draft, per, self._draft_seen)
             self._draft_seen = True
         if outcome.round_ms is not None:
             rest = max(0.0, float(outcome.round_ms) - v - float(outcome.draft_ms or 0.0))
-            self.overhead = rest if not self._over_seen else self.overhead + w * (rest - self.overhead)
+            self.overhead = self._ewma(self.overhead, rest, self._over_seen)
             self._over_seen = True
 
     def _observe_ratios(self, outcome: RoundOutcome, draft: bool = True) -> None:
-        w = self.ewma
         k = outcome.drafted + 1
         table = self._table_verify(k)
         if table > 0:
             ratio = float(outcome.verify_ms) / table
             n, r = self._ratio.get(k, (0, ratio))
-            self._ratio[k] = (n + 1, ratio if n == 0 else r + w * (ratio - r))
-            self._global = ratio if not self._global_seen else self._global + w * (ratio - self._global)
+            self._ratio[k] = (n + 1, self._ewma(r, ratio, n > 0))
+            self._global = self._ewma(self._global, ratio, self._global_seen)
             self._global_seen = True
         proposed = outcome.drafted + outcome.discarded  # a peek's discarded token was drafted too
         if draft and proposed and outcome.draft_ms is not None and self.draft > 0:
             ratio = float(outcome.draft_ms) / proposed / self.draft
-            self._draft_ratio = ratio if not self._draft_ratio_seen else self._draft_ratio + w * (ratio - self._draft_ratio)
+            self._draft_ratio = self._ewma(self._draft_ratio, ratio, self._draft_ratio_seen)
             self._draft_ratio_seen = True
+
+    def _ewma(self, current: float, value: float, seen: bool) -> float:
+        """The exponentially weighted mean after ``value`` (its first value when nothing was ``seen``)."""
+        return current + self.ewma * (value - current) if seen else value
 
     def state(self) -> dict[str, Any]:
         source = "online" if self.online else ("table, adapted" if self.adapt else "table")

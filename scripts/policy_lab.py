@@ -332,6 +332,7 @@ def compare_main(args: argparse.Namespace) -> int:
         if trs:
             traces_by_key[(trs[0].pair, trs[0].task, trs[0].max_new_tokens)] = trs
     rows = []
+    latencies: dict[str, LatencyModel] = {}  # one file read per pair
     for summary_path in sorted(Path(args.real).rglob("summary.json")):
         summary = json.loads(summary_path.read_text())
         if summary.get("status") != "complete":
@@ -348,7 +349,9 @@ def compare_main(args: argparse.Namespace) -> int:
             continue
         by_id = {(t.prompt_id, t.turn): t for t in traces}
         chosen = [by_id[(r["prompt_id"], r["turn"])] for r in records if (r["prompt_id"], r["turn"]) in by_id]
-        latency = LatencyModel.load(Path(args.latency) / f"{key[0]}.json")
+        if key[0] not in latencies:
+            latencies[key[0]] = LatencyModel.load(Path(args.latency) / f"{key[0]}.json")
+        latency = latencies[key[0]]
         spec = MethodSpec(method.name, str(method.policy), dict(method.params))
         reps = replay_job(chosen, spec.build(config.gamma), latency)
         same = sum((r["gamma_trace"], r["drafted_trace"], r["accepted_trace"]) ==
@@ -361,8 +364,10 @@ def compare_main(args: argparse.Namespace) -> int:
         # compare with ar_real_over_predicted): the target's verification forwards, the drafter's forwards
         parts = [predict_parts_ms(latency, r["prompt_tokens"], r["new_tokens"], r["drafted_trace"], r["accepted_trace"],
                                   draft_model=config.drafter == "model") for r in records]
-        measured = {k: sum(r.get(k) or 0.0 for r in records) for k in ("verify_ms", "draft_ms")}
-        predicted = {k: sum(q[k] for q in parts) for k in ("verify_ms", "draft_ms")}
+        cost_ratios = {}
+        for part in ("verify", "draft"):
+            measured, predicted = sum(r.get(f"{part}_ms") or 0.0 for r in records), sum(q[f"{part}_ms"] for q in parts)
+            cost_ratios[f"{part}_real_over_predicted"] = measured / predicted if measured and predicted else None
         rows.append({
             "pair": key[0], "task": key[1], "method": method.name, "job": summary_path.parent.name,
             # the label the lab uses (a carry-over variant named as in LAB_METHODS), read from the config
@@ -375,10 +380,7 @@ def compare_main(args: argparse.Namespace) -> int:
             # reference), measured ÷ predicted wall time (> 1: the host ran slower than when calibrated)
             "ar_real_over_predicted": (sum(r["ar_wall_ms"] for r in ar) / sum(
                 latency.ar_wall_ms(r["prompt_tokens"], r["new_tokens"]) for r in ar)) if ar else None,
-            "verify_real_over_predicted": (measured["verify_ms"] / predicted["verify_ms"]
-                                           if measured["verify_ms"] and predicted["verify_ms"] else None),
-            "draft_real_over_predicted": (measured["draft_ms"] / predicted["draft_ms"]
-                                          if measured["draft_ms"] and predicted["draft_ms"] else None),
+            **cost_ratios,
             "real_acceptance": sum(r["accepted"] for r in records) / max(1, sum(r["drafted"] for r in records)),
             "replayed_acceptance": sum(sum(p.accepted_trace) for p in reps) / max(1, sum(sum(p.drafted_trace) for p in reps)),
             "identical_rounds_share": same / len(records),
@@ -437,8 +439,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--tasks", nargs="+", choices=sorted(TASKS), default=list(TASKS))
     t.add_argument("--max-new-tokens", type=int, default=MAX_NEW_TOKENS)
     t.add_argument("--threads", type=int, default=1,
-                   help="torch threads (the int8 draft's argmax can flip on near-ties between thread counts: "
-                        "trace at the real runs' count to compare them round for round)")
+                   help="torch threads while tracing (timing-free; the confirmation traced at the runs' count)")
     t.add_argument("--n-prompts", type=int, default=None, help="only the first N prompts of each task's set")
     t.add_argument("--per-category", type=int, default=None, help="Spec-Bench: the first K questions per category")
     f = sub.add_parser("confirm", help="real runs of the lab's pairs x tasks (python run.py -m), then compare")
