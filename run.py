@@ -3,6 +3,7 @@
 
     python run.py                                   # the embedded default (offline, CPU)
     python run.py -m method=gammatune,gammatune_plus gamma=1,2,4,8
+    python run.py -m hydra/launcher=interleaved method=gammatune,gammatune_plus gamma=1,2,4,8   # interleaved
 
 Each job writes ``<results_dir>/<overrides>/records.jsonl`` and ``summary.json``.
 """
@@ -19,9 +20,11 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
+from runners.jobs.launcher import register as register_launcher
 from specbench.config import register_resolvers
 
 register_resolvers()
+register_launcher()  # hydra/launcher=interleaved
 
 
 @hydra.main(config_path="conf", config_name="config", version_base="1.3")

@@ -4,5 +4,8 @@ Pure functions from the records frame (``analysis.frame.load_records``) to a tab
 (``analysis.tables``, ``analysis.breakdowns``) or a figure (``analysis.figures``);
 ``analysis.render`` writes Markdown, LaTeX and CSV from the same frame and PNG + PDF;
 ``analysis.paper`` holds the papers' own numbers (``analysis/data/paper_numbers.csv``);
-``analysis.wandb_source`` rebuilds the frame from a W&B project. Imports only ``specbench``.
+``analysis.wandb_source`` rebuilds the frame from a W&B project. ``analysis.uncertainty`` is the one
+definition of the 95 % confidence intervals (a paired bootstrap over prompt turns) and of when a
+ranking is resolved, used by every table and figure; ``analysis.drift`` reports the host's drift
+(``host_probe_ms``), the drift-normalised alternative and the A/A noise floor. Imports only ``specbench``.
 """

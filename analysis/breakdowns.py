@@ -45,6 +45,7 @@ from analysis.metrics import (
     check_pooling,
     fmt_num,
     hmean,
+    is_aa_twin,
     mean_std,
     method_label,
     ordered_methods,
@@ -54,6 +55,7 @@ from analysis.metrics import (
 )
 from analysis.paper import dataset_key, hetero_rows, model_key
 from analysis.render import Table
+from analysis.uncertainty import Bootstrap, BootstrapSpec, Ranked, fmt_ci, mark, resolve, resolved_note
 
 HETERO_KEYS = ["target", "task", "temperature", "method", "draft", "gamma_init"]
 PAPER_MIN_NEW_TOKENS = 128  # hf-bench's summarize_results.py: minimum_new_toks
@@ -108,8 +110,9 @@ def hfbench_runtime_rule(target_vocab: Any, draft_vocab: Any, temperature: float
 
 
 def _labelled(df: pd.DataFrame) -> pd.DataFrame:
-    """Records of (target, task) groups that hold AR records, with the ``method`` column = ``rule_method``."""
-    data = df[df["target"].notna()]
+    """Records of (target, task) groups that hold AR records, with the ``method`` column = ``rule_method``
+    (A/A twins left out: ``analysis.metrics.aa_original``)."""
+    data = df[df["target"].notna() & ~is_aa_twin(df["method"])]
     ar_cache = data["ar_cache"] if "ar_cache" in data.columns else pd.Series(None, index=data.index)
     ar_cache = ar_cache.where(~((data["method"] == "ar") & ar_cache.isna()), "dynamic")
     data = data.assign(method=[rule_method(m, h, c) for m, h, c in
@@ -151,13 +154,14 @@ def _speedup_cell(value: float) -> str:
     return fmt_num(value, 2) + "×" if value is not None and np.isfinite(value) else ""
 
 
-def hetero_table(df: pd.DataFrame, pooling: str = "pooled") -> Table | None:
+def hetero_table(df: pd.DataFrame, pooling: str = "pooled", boot: BootstrapSpec | None = None) -> Table | None:
     """The heterogeneous-vocabulary cells under **our** definitions (``specbench.records``): TTFT
     (ms) = mean per-prompt ``ttft_ms`` (the target's prefill); TPOT (ms) = mean per-prompt
     ``tpot_ms``; tokens/s as ``pooling`` says; speedup = tokens/s over AR's (dynamic KV cache, the
     speculative runs' own) for the same target, task and temperature; none at that temperature:
     empty cell and a footnote. No paper numbers here: they follow hf-bench's definitions
-    (``hfbench_table``)."""
+    (``hfbench_table``). Tok/s and speedup with their paired bootstrap CI (``analysis.uncertainty``),
+    ``≈`` on a row not resolved from its neighbour by Tok/s within its target, task and temperature."""
     check_pooling(pooling)
     data = _labelled(df)
     if data.empty or (~data["method"].isin(AR_KEYS)).sum() == 0:
@@ -165,6 +169,7 @@ def hetero_table(df: pd.DataFrame, pooling: str = "pooled") -> Table | None:
     ar = data[data["method"] == "ar"]
     base = {(r["target"], r["task"], r["temperature"]): r["tokens_per_s"]
             for r in throughput_by(ar, ["target", "task", "temperature"], pooling).to_dict("records")}
+    bootstrap = Bootstrap(data, pooling, boot)
     notes = _Notes()
     rows = []
     for values, group in data.groupby(HETERO_KEYS, dropna=False, sort=True):
@@ -173,15 +178,25 @@ def hetero_table(df: pd.DataFrame, pooling: str = "pooled") -> Table | None:
         ar_tps = base.get((row["target"], row["task"], row["temperature"]))
         ar_rows = ar[(ar["target"] == row["target"]) & (ar["task"] == row["task"])
                      & (ar["temperature"] == row["temperature"])]
+        estimate = bootstrap.estimate(group)
         row.update(source="measured", hardware=_hardware(group), ttft_ms=float(group["ttft_ms"].mean()),
                    tpot_ms=float(group["tpot_ms"].mean()), tokens_per_s=tps,
                    speedup=tps / ar_tps if ar_tps else math.nan, n_records=len(group), note="",
-                   shared_device=row["method"] != "ar" and shared_device_mismatch(pd.concat([group, ar_rows])))
+                   shared_device=row["method"] != "ar" and shared_device_mismatch(pd.concat([group, ar_rows])),
+                   _estimate=estimate, _speedup=estimate / bootstrap.estimate(ar_rows))
         if not ar_tps:
             row["note"] = notes.mark("No AR run (dynamic cache) at this temperature for this target and task: "
                                      "speedup left empty, never taken from another temperature.")
         rows.append(row)
     table = _sorted(pd.DataFrame(rows))
+    for stat, column in (("_estimate", "tokens_per_s"), ("_speedup", "speedup")):
+        bounds = [e.interval() for e in table[stat]]
+        table[f"{column}_lo"], table[f"{column}_hi"] = [b[0] for b in bounds], [b[1] for b in bounds]
+    ranked: dict[Any, Ranked] = {}
+    for _, rows_in in table.groupby(["target", "task", "temperature"], dropna=False, sort=False):
+        ranked.update(resolve(dict(zip(rows_in.index, rows_in["_estimate"], strict=True))))
+    table["rank"] = pd.array([ranked[i].rank if i in ranked else None for i in table.index], dtype="Int64")
+    table["resolved"] = [ranked[i].resolved if i in ranked else None for i in table.index]
     display = pd.DataFrame({
         "Target": table["target"], "Dataset": table["task"], "T": table["temperature"].map(lambda v: fmt_num(v, 1)),
         "Method": table["method"].map(method_label),
@@ -191,8 +206,10 @@ def hetero_table(df: pd.DataFrame, pooling: str = "pooled") -> Table | None:
         "TTFT (ms)": table["ttft_ms"].map(lambda v: fmt_num(v, 1)),
         "TPOT (ms)": table["tpot_ms"].map(lambda v: fmt_num(v, 1)),
         "Tok/s": table["tokens_per_s"].map(lambda v: fmt_num(v, 1)),
+        "Tok/s 95 % CI": [fmt_ci(e.interval(), 1) + mark(ranked.get(i)) for i, e in table["_estimate"].items()],
         "Speedup vs AR": [_speedup_cell(v) + (SHARED_MARK if shared else "") + n for v, n, shared in
                           zip(table["speedup"], table["note"], table["shared_device"], strict=True)],
+        "Speedup 95 % CI": [fmt_ci(e.interval(), 2, "×") for e in table["_speedup"]],
         "n": table["n_records"],
     })
     caption = (
@@ -200,11 +217,15 @@ def hetero_table(df: pd.DataFrame, pooling: str = "pooled") -> Table | None:
         "hf-bench's, beside the paper's numbers). TTFT = start to first new token (the target's prefill), mean "
         "over prompts; TPOT = (wall − TTFT) / (new tokens − 1), mean over prompts; Tok/s = " + POOLINGS[pooling]
         + "; speedup = Tok/s over AR's Tok/s (dynamic KV cache) for the same target, dataset and temperature. "
-        "Unfiltered. Methods are labelled by what ran (SD = one vocabulary)." + notes.caption()
+        "Unfiltered. Methods are labelled by what ran (SD = one vocabulary). "
+        f"[lo, hi]: {bootstrap.spec.note()}; the speedup's interval carries AR's uncertainty too. "
+        + resolved_note("among the rows of the same target, dataset and T, by Tok/s; their speedups share AR's "
+                        "denominator, so the same marks hold for them")
+        + notes.caption()
     )
     if table["shared_device"].any():
         caption += " " + SHARED_NOTE
-    return Table("hetero_speedup_ours", caption, display, table)
+    return Table("hetero_speedup_ours", caption, display, table.drop(columns=["_estimate", "_speedup"]))
 
 
 def min_tokens_filter(data: pd.DataFrame, min_new_tokens: int) -> pd.DataFrame:
@@ -363,9 +384,9 @@ def category_table(df: pd.DataFrame, pooling: str = "pooled") -> Table | None:
     exist for that target and task; otherwise SpecDecode's throughput averaged
     over its initial γ for the same pair, task and category (the GammaTune
     Table 2 baseline); pairs with neither are left out. Column ``All`` = every
-    category pooled. Tasks with a single category are skipped."""
+    category pooled. Tasks with a single category are skipped; A/A twins are left out."""
     check_pooling(pooling)
-    data = df[df["category"].notna()]
+    data = df[df["category"].notna() & ~is_aa_twin(df["method"])]
     multi = data.groupby("task")["category"].nunique()
     data = data[data["task"].isin(multi[multi > 1].index)]
     if data.empty:

@@ -1,6 +1,7 @@
 """``python -m analysis``: a results folder (or a W&B project) in, the papers' tables and figures out.
 
     python -m analysis RESULTS_DIR [--out DIR] [--pooling pooled|mean|question] [--min-new-tokens 128]
+                       [--bootstrap 2000] [--bootstrap-seed 0] [--drift-threshold 0.10]
     python -m analysis --wandb ENTITY/PROJECT [--out DIR]
     python -m analysis RESULTS_DIR --print-only        # the speedup table(s) to stdout, nothing written
 
@@ -15,8 +16,18 @@ definitions, every example) and ``hetero_speedup_ours`` (specbench's definitions
 
 By default only records of jobs whose summary says ``complete`` are used (a job cut short covers
 fewer prompts than its siblings); ``--include-incomplete`` uses every record found.
-GammaTune artefacts (speedup table, throughput and sensitivity figures, acceptance table, trace)
-are made per (task, temperature) when the folder holds several, with a ``-<task>-t<T>`` suffix.
+GammaTune artefacts (speedup table, throughput table and figure, sensitivity figure, acceptance
+table, trace, noise floor) are made per (task, temperature) when the folder holds several, with a
+``-<task>-t<T>`` suffix.
+
+Uncertainty (``analysis.uncertainty``): every compared number carries a 95 % paired bootstrap CI over
+prompt turns (``--bootstrap N`` replicates, default 2000, ``--bootstrap-seed``), and a ranking whose
+neighbours are not resolved (the CI of their paired difference contains 0) is marked ``≈``. Drift
+and noise floor (``analysis.drift``): the terminal gets the sweep's host drift from ``host_probe_ms``
+(cells whose probe is more than ``--drift-threshold`` (default 0.10) off their target's median are
+named; table ``drift``), a drift-normalised Table 2 under its own name
+(``gammatune_table2_speedup_drift_normalised``, never in place of the measured one), and, when a
+scenario holds an A/A twin (``specdecode_twin``), the noise floor (table ``noise_floor``).
 """
 
 from __future__ import annotations
@@ -31,6 +42,17 @@ from typing import Any
 import pandas as pd
 
 from analysis.breakdowns import PAPER_MIN_NEW_TOKENS, category_table, hetero_table, hfbench_table
+from analysis.drift import (
+    DRIFT_NORMALISED_NOTE,
+    DRIFT_THRESHOLD,
+    aa_twins,
+    drift_normalised,
+    drift_summary,
+    drift_table,
+    has_probe,
+    noise_floor_lines,
+    noise_floor_table,
+)
 from analysis.figures import plot_sensitivity, plot_throughput, plot_trace
 from analysis.frame import DuplicateRecords, complete_only, load_records, scenarios
 from analysis.leaderboard import (
@@ -45,8 +67,16 @@ from analysis.paper import load_paper_numbers
 from analysis.prediction import load_calibrations, prediction_table
 from analysis.render import Table, save_figure, to_markdown, write_table
 from analysis.replay_table import load_replay, replay_table
-from analysis.tables import acceptance_table, latency_table, speedup_table, trace_frame, trace_table
+from analysis.tables import (
+    acceptance_table,
+    latency_table,
+    speedup_table,
+    throughput_table,
+    trace_frame,
+    trace_table,
+)
 from analysis.time_breakdown import plot_time_breakdown, time_breakdown_table
+from analysis.uncertainty import N_BOOT, SEED, BootstrapSpec
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -68,6 +98,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trace-gamma", type=int, help="initial γ of the trace (default: the most common)")
     p.add_argument("--trace-prompt", help="prompt id of the trace (default: the first)")
     p.add_argument("--print-only", action="store_true", help="print the speedup table(s), write nothing")
+    p.add_argument("--bootstrap", type=int, default=N_BOOT, metavar="N",
+                   help=f"replicates of the paired bootstrap over prompt turns behind every 95 %% CI (default {N_BOOT})")
+    p.add_argument("--bootstrap-seed", type=int, default=SEED, metavar="S",
+                   help=f"seed of the bootstrap (default {SEED}: the same intervals on every run)")
+    p.add_argument("--drift-threshold", type=float, default=DRIFT_THRESHOLD, metavar="SHARE",
+                   help="name the cells whose median host_probe_ms differs from their target's sweep median by more "
+                        f"than this share (default {DRIFT_THRESHOLD})")
     p.add_argument("--latency", help="folder of calibration files <pair>.json (python -m runners.replay calibrate) for "
                                      "the Leviathan prediction of the cross-vocabulary table (default: RESULTS_DIR/latency)")
     return p
@@ -78,6 +115,7 @@ class Report:
 
     def __init__(self, out: Path | None) -> None:
         self.out, self.written, self.failed = out, [], []
+        self.lines: list[str] = []  # printed after the speedup tables (noise floor, drift)
 
     def note(self, text: str) -> None:
         print(f"note: {text}", file=sys.stderr)
@@ -103,6 +141,14 @@ class Report:
         return self.run(label, build, lambda f: save_figure(f, self.out / "figures", name))
 
 
+def _drift_named(table: Table | None) -> Table | None:
+    """A table computed from ``drift_normalised`` records, under its own name and saying so."""
+    if table is not None:
+        table.name += "_drift_normalised"
+        table.caption = DRIFT_NORMALISED_NOTE + table.caption
+    return table
+
+
 def _renamed(table: Table | None, suffix: str) -> Table | None:
     if table is not None and suffix:
         table.name += suffix
@@ -114,32 +160,50 @@ def analyse(df: pd.DataFrame, out: Path | None, args: argparse.Namespace) -> tup
     """Every artefact of ``df`` (already filtered) into ``out`` (``None``: compute only the speedup tables)."""
     report = Report(out)
     paper = None if args.no_paper else load_paper_numbers()
+    boot = BootstrapSpec(getattr(args, "bootstrap", N_BOOT), getattr(args, "bootstrap_seed", SEED))
+    threshold = getattr(args, "drift_threshold", DRIFT_THRESHOLD)
     speedups: list[Table] = []
     same_vocab = df[df["hetero"].isna()]  # GammaTune's artefacts compare γ policies on one vocabulary
+    normalised = drift_normalised(same_vocab)  # one probe reference per target over the whole sweep
     for suffix, sub in scenarios(same_vocab):
         tag = suffix or " (all records)"
         t = report.table(f"speedup table{tag}", lambda s=sub, x=suffix: _renamed(
-            speedup_table(s, args.pooling, args.baseline, paper), x))
+            speedup_table(s, args.pooling, args.baseline, paper, boot), x))
         if t is not None:
             speedups.append(t)
+        if aa_twins(sub):
+            floor = report.table(f"noise floor table{tag}", lambda s=sub, x=suffix: _renamed(
+                noise_floor_table(s, args.pooling, boot), x))
+            report.lines += noise_floor_lines(floor, suffix)
+        if normalised is not None:
+            n = report.table(f"drift-normalised speedup table{tag}", lambda s=normalised.loc[sub.index], x=suffix:
+                             _renamed(_drift_named(speedup_table(s, args.pooling, args.baseline, None, boot)), x))
+            if n is not None:
+                report.lines.append(f"drift-normalised alternative (by name, not in place of the measured table): "
+                                    f"{n.name}")
         if out is None:
             continue
+        report.table(f"throughput table{tag}", lambda s=sub, x=suffix: _renamed(
+            throughput_table(s, args.pooling, boot), x))
         report.figure(f"throughput figure{tag}", f"gammatune_fig1_throughput{suffix}",
-                      lambda s=sub: plot_throughput(s, args.pooling))
+                      lambda s=sub: plot_throughput(s, args.pooling, boot))
         report.figure(f"sensitivity figure{tag}", f"gammatune_sensitivity{suffix}",
-                      lambda s=sub: plot_sensitivity(s, args.pooling))
+                      lambda s=sub: plot_sensitivity(s, args.pooling, boot))
         report.table(f"acceptance table{tag}", lambda s=sub, x=suffix: _renamed(acceptance_table(s), x))
         trace, meta = trace_frame(sub, args.trace_pair, args.trace_gamma, args.trace_prompt)
         report.figure(f"trace figure{tag}", f"gammatune_fig2a_trace{suffix}", lambda t=trace, m=meta: plot_trace(t, m))
         report.table(f"trace table{tag}", lambda t=trace, m=meta, x=suffix: _renamed(trace_table(t, m), x))
+    report.lines += drift_summary(df, threshold)
     if out is not None:
+        if has_probe(df):
+            report.table("drift table", lambda: drift_table(df, threshold))
         report.table("model latency table", lambda: latency_table(df, args.pooling, paper))
         report.table("heterogeneous-vocabulary table (hf-bench's definitions, beside the paper)",
                      lambda: hfbench_table(df, paper, args.min_new_tokens))
         if args.min_new_tokens > 0:
             report.table("heterogeneous-vocabulary table (hf-bench's definitions, unfiltered)",
                          lambda: hfbench_table(df, None, 0, name="hetero_speedup_unfiltered"))
-        report.table("heterogeneous-vocabulary table (our definitions)", lambda: hetero_table(df, args.pooling))
+        report.table("heterogeneous-vocabulary table (our definitions)", lambda: hetero_table(df, args.pooling, boot))
         results_dir = getattr(args, "results_dir", None)
         latency = getattr(args, "latency", None) or (Path(results_dir) / "latency" if results_dir else None)
         report.table("cross-vocabulary prediction table",
@@ -234,6 +298,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(to_markdown(table.display, table.caption))
     if not speedups:
         print("(no speedup table: these records hold no baseline runs)")
+    for line in report.lines:
+        print(line)
     if out is not None:
         print(f"wrote {len(report.written)} files under {out}", file=sys.stderr)
     return 1 if report.failed else 0

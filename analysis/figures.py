@@ -23,19 +23,30 @@ from analysis.metrics import (
     mean_std,
     method_label,
     ordered_methods,
-    throughput_by,
 )
+from analysis.uncertainty import Bootstrap, BootstrapSpec, mean_of
 
 
-def _cells(df: pd.DataFrame, pooling: str) -> pd.DataFrame:
-    return throughput_by(df[df["pair"].notna() & df["method"].notna()], ["pair", "method", "gamma_init"], pooling)
+def _cells(df: pd.DataFrame, pooling: str, boot: BootstrapSpec | None) -> pd.DataFrame:
+    """Per (pair, method, γ): ``tokens_per_s`` and its paired bootstrap ``estimate`` (``analysis.uncertainty``)."""
+    cells = Bootstrap(df, pooling, boot).cells(df[df["pair"].notna() & df["method"].notna()],
+                                               ["pair", "method", "gamma_init"])
+    return cells.assign(tokens_per_s=[e.point for e in cells["estimate"]])
 
 
-def plot_throughput(df: pd.DataFrame, pooling: str = "pooled") -> Figure | None:
-    """GammaTune Figure 1: average tokens/s per method and pair; bar = mean over
-    initial γ of each job's throughput, error bar = sample std (ddof=1) across γ."""
+def _error(point: float, interval: tuple[float, float]) -> tuple[float, float]:
+    """Matplotlib's asymmetric error bar (below, above) of an interval; 0 where it is not finite."""
+    lo, hi = interval
+    return (point - lo if np.isfinite(lo) else 0.0, hi - point if np.isfinite(hi) else 0.0)
+
+
+def plot_throughput(df: pd.DataFrame, pooling: str = "pooled", boot: BootstrapSpec | None = None) -> Figure | None:
+    """GammaTune Figure 1: average tokens/s per method and pair; bar = mean over initial γ of each
+    job's throughput (``analysis.tables.throughput_table``'s Tok/s); black error bar = its 95 % paired
+    bootstrap CI over prompt turns (``analysis.uncertainty``); grey band = sample std (ddof=1) across
+    γ (the paper's error bar). An A/A twin is drawn beside its original, labelled ``(A/A twin)``."""
     check_pooling(pooling)
-    cells = _cells(df, pooling)
+    cells = _cells(df, pooling, boot)
     if cells.empty:
         return None
     pairs = sorted(cells["pair"].unique())
@@ -45,24 +56,32 @@ def plot_throughput(df: pd.DataFrame, pooling: str = "pooled") -> Figure | None:
     ax = fig.add_subplot(1, 1, 1)
     x = np.arange(len(pairs))
     for i, method in enumerate(methods):
-        stats = [mean_std(cells[(cells["pair"] == p) & (cells["method"] == method)]["tokens_per_s"]) for p in pairs]
-        means = [s[0] for s in stats]
-        errs = [s[1] for s in stats]  # NaN (a single γ, AR) draws no error bar
-        ax.bar(x + (i - (len(methods) - 1) / 2) * width, means, width, yerr=errs, capsize=2, label=method_label(method))
+        per_pair = [cells[(cells["pair"] == p) & (cells["method"] == method)] for p in pairs]
+        means = [mean_of(rows["estimate"]) for rows in per_pair]
+        points = [m.point for m in means]
+        stds = [mean_std(rows["tokens_per_s"])[1] for rows in per_pair]  # NaN (a single γ, AR): no band
+        ci = np.array([_error(m.point, m.interval()) if np.isfinite(m.point) else (0.0, 0.0) for m in means]).T
+        at = x + (i - (len(methods) - 1) / 2) * width
+        ax.bar(at, points, width, yerr=stds, error_kw={"ecolor": "0.6", "elinewidth": 4, "alpha": 0.6},
+               label=method_label(method))
+        ax.errorbar(at, points, yerr=ci, fmt="none", ecolor="black", elinewidth=1, capsize=2)
+    ax.set_ylim(top=ax.get_ylim()[1] * 1.15)  # room for the legend above the error bars
     ax.set_xticks(x)
     ax.set_xticklabels(pairs, rotation=15, ha="right", fontsize=8)
     ax.set_ylabel("tokens/s")
-    ax.set_title("Average throughput (error bars: std across initial γ)", fontsize=10)
+    ax.set_title("Average throughput (black: 95 % bootstrap CI over prompt turns; grey: std across initial γ)",
+                 fontsize=9)
     ax.legend(fontsize=7, ncol=min(len(methods), 4))
     ax.text(0.0, -0.3, POOLINGS[pooling], transform=ax.transAxes, fontsize=7, va="top")
     return fig
 
 
-def plot_sensitivity(df: pd.DataFrame, pooling: str = "pooled") -> Figure | None:
-    """Tokens/s against initial γ: one panel per pair, one curve per method; a
-    method without an initial γ (AR) is a dashed horizontal line."""
+def plot_sensitivity(df: pd.DataFrame, pooling: str = "pooled", boot: BootstrapSpec | None = None) -> Figure | None:
+    """Tokens/s against initial γ: one panel per pair, one curve per method, each point with its 95 %
+    paired bootstrap CI over prompt turns (``analysis.uncertainty``); a method without an initial γ
+    (AR) is a dashed horizontal line in a band (its CI)."""
     check_pooling(pooling)
-    cells = _cells(df, pooling)
+    cells = _cells(df, pooling, boot)
     if cells.empty or cells["gamma_init"].notna().sum() == 0:
         return None
     pairs = sorted(cells["pair"].unique())
@@ -72,13 +91,23 @@ def plot_sensitivity(df: pd.DataFrame, pooling: str = "pooled") -> Figure | None
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     for ax, pair in zip(axes, pairs, strict=False):
         sub = cells[cells["pair"] == pair]
-        for method in ordered_methods(sub["method"].unique()):
+        methods = ordered_methods(sub["method"].unique())
+        gammas = sub["gamma_init"].dropna()
+        dodge = 0.01 * (gammas.max() - gammas.min() or 1.0)  # side by side, so the error bars do not hide each other
+        for i, method in enumerate(methods):
             rows = sub[sub["method"] == method].sort_values("gamma_init")
             if rows["gamma_init"].isna().all():
-                ax.axhline(rows["tokens_per_s"].mean(), ls="--", lw=1, color="gray", label=method_label(method))
+                level = mean_of(rows["estimate"])
+                ax.axhline(level.point, ls="--", lw=1, color="gray", label=method_label(method))
+                lo, hi = level.interval()
+                if np.isfinite(lo):
+                    ax.axhspan(lo, hi, color="gray", alpha=0.15, lw=0)
             else:
                 rows = rows[rows["gamma_init"].notna()]
-                ax.plot(rows["gamma_init"], rows["tokens_per_s"], marker="o", ms=3, label=method_label(method))
+                ci = np.array([_error(e.point, e.interval()) for e in rows["estimate"]]).T
+                at = rows["gamma_init"] + (i - (len(methods) - 1) / 2) * dodge
+                ax.errorbar(at, rows["tokens_per_s"], yerr=ci, marker="o", ms=3, capsize=1.5, lw=1, elinewidth=0.8,
+                            label=method_label(method))
         ax.set_title(pair, fontsize=9)
         ax.set_xticks(sorted(sub["gamma_init"].dropna().unique()))
         ax.set_xlabel("initial γ")
@@ -86,7 +115,8 @@ def plot_sensitivity(df: pd.DataFrame, pooling: str = "pooled") -> Figure | None
         ax.legend(fontsize=7)
     for ax in axes[len(pairs):]:
         ax.set_visible(False)
-    fig.suptitle(f"Sensitivity to the initial γ ({POOLINGS[pooling]})", fontsize=9)
+    fig.suptitle(f"Sensitivity to the initial γ ({POOLINGS[pooling]}; error bars: 95 % bootstrap CI over prompt "
+                 "turns)", fontsize=9)
     fig.tight_layout()
     return fig
 

@@ -24,8 +24,11 @@ folder at any depth and adds a few columns from the job's summary:
 * ``job_dir`` (relative to the folder given), ``job_error`` and ``device``
   (from the summary's provenance, when it says) and ``source = "local"``.
 
-A folder whose ``records.jsonl`` holds one (prompt, turn) twice was written by two processes at
-once (before job folders were locked, ``runners.jobs.lock``): ``load_records`` refuses it
+* ``repeat`` (which timing of a prompt turn, ``specbench.records``) is 0 and ``host_probe_ms`` null
+  for records without them (schema 3 and older): one timing per turn, no probe.
+
+A folder whose ``records.jsonl`` holds one (prompt, turn, repeat) twice was written by two processes
+at once (before job folders were locked, ``runners.jobs.lock``): ``load_records`` refuses it
 (``DuplicateRecords``, naming the folder) rather than averaging a prompt twice.
 
 Failed and incomplete jobs keep their records here (nothing is thrown away on
@@ -63,23 +66,23 @@ NUMERIC_COLUMNS = (
     "hfbench_ttft_ms", "hfbench_tpot_ms", "hfbench_tokens_per_s", "top_k", "top_p", "typical_p",
     "target_vocab_size", "draft_vocab_size",
     "draft_forwards", "fallback_rounds",
-    "device_jobs", "ar_device_jobs",
+    "device_jobs", "ar_device_jobs", "repeat", "host_probe_ms",
 )
 ALWAYS_FROM_CONFIG = ("target_path", "draft_path", "target_quant", "engine")
 
 
 class DuplicateRecords(ValueError):
-    """A job folder's records hold a (prompt, turn) twice (module docstring)."""
+    """A job folder's records hold a (prompt, turn, repeat) twice (module docstring)."""
 
 
 def check_unique(records: Iterable[Mapping[str, Any]], job_dir: str) -> None:
-    seen: set[tuple[Any, Any]] = set()
+    seen: set[tuple[Any, Any, Any]] = set()
     for record in records:
-        key = (record.get("prompt_id"), record.get("turn"))
+        key = (record.get("prompt_id"), record.get("turn"), record.get("repeat") or 0)
         if key in seen:
             raise DuplicateRecords(
-                f"{job_dir}: records.jsonl holds prompt {key[0]!r} turn {key[1]} twice (two processes wrote this "
-                "job at once); refusing to analyse it. Re-run that job with overwrite=true."
+                f"{job_dir}: records.jsonl holds prompt {key[0]!r} turn {key[1]} (repeat {key[2]}) twice (two "
+                "processes wrote this job at once); refusing to analyse it. Re-run that job with overwrite=true."
             )
         seen.add(key)
 
@@ -201,6 +204,7 @@ def rows_to_frame(rows: list[Mapping[str, Any]]) -> pd.DataFrame:
             df[col] = None
     for col in NUMERIC_COLUMNS:
         df[col] = pd.to_numeric(df[col], errors="coerce")
+    df["repeat"] = df["repeat"].fillna(0).astype(int)
     for col in LIST_COLUMNS:
         df[col] = [v if isinstance(v, list) else [] for v in df[col]]
     df["method_params"] = [v if isinstance(v, Mapping) else {} for v in df["method_params"]]

@@ -23,18 +23,23 @@ Method keys: a record's ``method`` with a variant tag when its knobs change what
 prompts), ``gammatune[expand=drafted]``, and the engine options that were on
 (``specdecode[fast_linear=all,fused_prefill]``, from ``analysis.frame.engine_tag``); ``method_label`` reads them
 ``GammaTune (carry-over)``, ``SpecDecode (fast_linear=all, fused_prefill)``.
+
+An A/A twin (``specbench.records.aa_twin_of``: ``specdecode_twin`` does exactly SpecDecode's work
+under another label) reads ``SpecDecode (A/A twin)`` and sorts right after its original
+(``aa_original``); it is never a method row of a comparison table nor a baseline, only the
+noise floor's numerator (``analysis.drift``).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from specbench.records import pooled_tokens_per_s
+from specbench.records import aa_twin_of, pooled_tokens_per_s
 
 DDOF = 1
 POOLINGS = {
@@ -79,29 +84,48 @@ def method_key(method: str | None, params: Mapping[str, Any] | None, engine: str
     return f"{method}[{','.join(tags)}]" if tags else method
 
 
+def aa_original(method: Any) -> str | None:
+    """The method key an A/A twin's key copies, variant tags kept (``specdecode_twin[fused_prefill]``
+    -> ``specdecode[fused_prefill]``); None for any other method."""
+    if not isinstance(method, str):
+        return None
+    base, bracket, tags = method.partition("[")
+    original = aa_twin_of(base)
+    return original + bracket + tags if original else None
+
+
+def is_aa_twin(methods: pd.Series) -> pd.Series:
+    """Which of the method keys are A/A twins (``aa_original``)."""
+    return methods.map(lambda m: aa_original(m) is not None).astype(bool)
+
+
 def method_label(method: str) -> str:
     """The paper's name of a method key; ``slem+gammatune`` (a cross-vocabulary algorithm under a γ
-    policy) reads ``SLEM + GammaTune``; a variant tag reads ``GammaTune (carry-over)``."""
+    policy) reads ``SLEM + GammaTune``; a variant tag reads ``GammaTune (carry-over)``; an A/A twin
+    ``SpecDecode (A/A twin)``."""
     if not isinstance(method, str):
         return str(method)
     base, _, tags = method.partition("[")
     if tags:
         names = ", ".join(VARIANT_LABELS.get(t, t) for t in tags.rstrip("]").split(","))
         return f"{method_label(base)} ({names})"
+    original = aa_twin_of(base)
+    if original:
+        return f"{method_label(original)} (A/A twin)"
     if "+" in method and method not in METHOD_LABELS:
         return " + ".join(METHOD_LABELS.get(part, part) for part in method.split("+"))
     return METHOD_LABELS.get(method, str(method))
 
 
 def ordered_methods(methods: Iterable[str]) -> list[str]:
-    """Known methods in the papers' order (a variant right after its method), then any others
-    alphabetically."""
+    """Known methods in the papers' order (a variant, and an A/A twin, right after its method), then
+    any others alphabetically."""
     known = list(METHOD_LABELS)
     present = {str(m) for m in methods if m is not None}
     rank = {m: i for i, m in enumerate(known)}
 
     def order(m: str) -> tuple:
-        base = m.partition("[")[0]
+        base = (aa_original(m) or m).partition("[")[0]
         return (rank.get(base, len(known)), base if base not in rank else "", m)
 
     return sorted(present, key=order)
@@ -142,16 +166,23 @@ def is_ar(df: pd.DataFrame) -> pd.Series:
     return cache.notna() | (df["method"] == "ar")
 
 
-def throughput_by(df: pd.DataFrame, keys: Sequence[str], pooling: str = "pooled") -> pd.DataFrame:
-    """One row per group of ``keys`` (null keys kept): ``tokens_per_s`` and ``n_records``."""
+def per_group(df: pd.DataFrame, keys: Sequence[str], **columns: Callable[[pd.DataFrame], Any]) -> pd.DataFrame:
+    """One row per group of ``keys`` (null keys kept, sorted): the keys, each of ``columns`` (a
+    function of the group's records) and ``n_records``."""
     keys = list(keys)
     if df.empty:
-        return pd.DataFrame(columns=[*keys, "tokens_per_s", "n_records"])
+        return pd.DataFrame(columns=[*keys, *columns, "n_records"])
     rows = []
     for values, group in df.groupby(keys, dropna=False, sort=True):
         values = values if isinstance(values, tuple) else (values,)
-        rows.append({**dict(zip(keys, values, strict=True)), "tokens_per_s": throughput(group, pooling), "n_records": len(group)})
+        rows.append({**dict(zip(keys, values, strict=True)), **{name: fn(group) for name, fn in columns.items()},
+                     "n_records": len(group)})
     return pd.DataFrame(rows)
+
+
+def throughput_by(df: pd.DataFrame, keys: Sequence[str], pooling: str = "pooled") -> pd.DataFrame:
+    """One row per group of ``keys`` (null keys kept): ``tokens_per_s`` and ``n_records``."""
+    return per_group(df, keys, tokens_per_s=lambda g: throughput(g, pooling))
 
 
 def mean_std(values: Iterable[float]) -> tuple[float, float, int]:

@@ -47,7 +47,8 @@ def to_markdown(display: pd.DataFrame, caption: str = "") -> str:
 
 _LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
                   "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
-_LATEX_SYMBOLS = {"±": r"$\pm$", "×": r"$\times$", "γ": r"$\gamma$", "—": "---", "→": r"$\rightarrow$"}
+_LATEX_SYMBOLS = {"±": r"$\pm$", "×": r"$\times$", "γ": r"$\gamma$", "—": "---", "→": r"$\rightarrow$",
+                  "≈": r"$\approx$", "÷": r"$\div$", "Δ": r"$\Delta$"}
 
 
 def latex_escape(text: str) -> str:

@@ -19,10 +19,12 @@ from analysis.metrics import (
     SHARED_MARK,
     SHARED_NOTE,
     STD_NOTE,
+    aa_original,
     check_pooling,
     fmt_mean_std,
     fmt_num,
     gamma_speedups,
+    is_aa_twin,
     is_ar,
     mean_std,
     method_label,
@@ -32,6 +34,18 @@ from analysis.metrics import (
 )
 from analysis.paper import gammatune_table1, gammatune_table2, model_key
 from analysis.render import Table
+from analysis.uncertainty import (
+    CI_ROW,
+    Bootstrap,
+    BootstrapSpec,
+    Estimate,
+    fmt_ci,
+    mark,
+    mean_of,
+    resolve,
+    resolved_note,
+    unit_keys,
+)
 
 
 def ar_tpot_ms(records: pd.DataFrame, pooling: str = "pooled") -> float:
@@ -127,11 +141,30 @@ def _average(rows: pd.DataFrame) -> tuple[float, float]:
             float(np.sqrt((stds ** 2).mean())) if len(stds) else math.nan)
 
 
+def table2_estimates(cells: pd.DataFrame, baseline: str) -> dict[tuple[str, str], Estimate]:
+    """GammaTune Table 2's cells replicate by replicate (``speedup_table``'s definition) from the
+    per-(pair, method, γ) throughput estimates of one ``Bootstrap`` (``Bootstrap.cells``): per pair,
+    ``B`` = mean over γ of the baseline's; cell = mean over γ of ``T(method, γ) / B``; pairs without
+    the baseline are left out. Keyed by (pair, method), with (``"average"``, method) = the mean of
+    the pair cells."""
+    out: dict[tuple[str, str], Estimate] = {}
+    for pair, in_pair in cells.groupby("pair", sort=True):
+        base = mean_of(in_pair.loc[in_pair["method"] == baseline, "estimate"])
+        if not np.isfinite(base.point):
+            continue
+        for method, rows in in_pair.groupby("method", sort=True):
+            out[(pair, method)] = mean_of(e / base for e in rows["estimate"])
+    for method in {m for _, m in out}:
+        out[("average", method)] = mean_of(e for (p, m), e in out.items() if m == method and p != "average")
+    return out
+
+
 def speedup_table(
     df: pd.DataFrame,
     pooling: str = "pooled",
     baseline: str = "specdecode",
     paper: pd.DataFrame | None = None,
+    boot: BootstrapSpec | None = None,
 ) -> Table | None:
     """GammaTune Table 2: speedup over SpecDecode, mean ± std across initial γ.
 
@@ -141,14 +174,34 @@ def speedup_table(
     sensitivity to γ). AR, when present, is one cell (no γ, no std). Average
     column = mean of the pair means ± sqrt of the mean of the pair variances
     (``_average``: reproduces the paper's Average column from its pair columns).
-    Pairs without baseline records are left out."""
+    Pairs without baseline records are left out.
+
+    Under every measured row, a ``95 % CI`` row: each cell's paired bootstrap CI over prompt turns
+    (``analysis.uncertainty``; ``table2_estimates``), marked ``≈`` when the method is not resolved
+    from its neighbour in that column's ranking (``resolve``). A/A twins (``aa_original``) are no
+    rows here (their ratio to their original is the noise floor, ``analysis.drift``), and never the
+    baseline."""
     check_pooling(pooling)
-    per_gamma = gamma_speedups(df, pooling, baseline, scope=("pair",))
+    if aa_original(baseline):
+        raise ValueError(f"{baseline} is an A/A twin: it measures the noise floor and is never a baseline")
+    rows_df = df[~is_aa_twin(df["method"])]
+    per_gamma = gamma_speedups(rows_df, pooling, baseline, scope=("pair",))
     per_gamma = per_gamma[per_gamma["speedup"].notna()] if not per_gamma.empty else per_gamma
     if per_gamma.empty:
         return None
     pairs = sorted(per_gamma["pair"].unique())
     methods = ordered_methods(per_gamma["method"].unique())
+    bootstrap = Bootstrap(df, pooling, boot)
+    estimates = table2_estimates(bootstrap.cells(rows_df[rows_df["pair"].isin(pairs)], ["pair", "method", "gamma_init"]),
+                                 baseline)
+    ranks = {p: resolve({m: e for (q, m), e in estimates.items() if q == p}) for p in [*pairs, "average"]}
+
+    def uncertainty(pair: str, method: str) -> dict[str, Any]:
+        lo, hi = estimates[(pair, method)].interval() if (pair, method) in estimates else (math.nan, math.nan)
+        ranked = ranks[pair].get(method)
+        return {"ci_lo": lo, "ci_hi": hi, "rank": ranked.rank if ranked else None,
+                "resolved": ranked.resolved if ranked else None}
+
     long = []
     for (pair, method), group in per_gamma.groupby(["pair", "method"], sort=True):
         mean, std, n = mean_std(group["speedup"])
@@ -159,12 +212,12 @@ def speedup_table(
                      "shared_device": shared_device_mismatch(involved),
                      "n_gamma": n, "gammas": " ".join(map(str, gammas)), "mean_tokens_per_s": tps_mean,
                      "std_tokens_per_s": tps_std, "baseline_tokens_per_s": group["baseline_tokens_per_s"].iloc[0],
-                     "pooling": pooling})
+                     "pooling": pooling, **uncertainty(pair, method)})
     measured = pd.DataFrame(long)
     for method in methods:
         mean, std = _average(measured[measured["method"] == method])
         long.append({"method": method, "pair": "average", "source": "measured", "mean": mean, "std": std,
-                     "pooling": pooling})
+                     "pooling": pooling, **uncertainty("average", method)})
     published = gammatune_table2(paper) if paper is not None else pd.DataFrame(columns=["pair"])
     published = published[published["pair"].isin(pairs)]
     if not published.empty and baseline == "specdecode":
@@ -174,6 +227,7 @@ def speedup_table(
             long.append({**rec, "source": "paper"})
     data = pd.DataFrame(long)
     data["n_gamma"] = data["n_gamma"].astype("Int64")
+    data["rank"] = data["rank"].astype("Int64")
     display_rows = []
     for method in ordered_methods(data["method"].unique()):
         for source in ("measured", "paper"):
@@ -182,12 +236,17 @@ def speedup_table(
                 continue
             cells = {p: rows[rows["pair"] == p] for p in [*pairs, "average"]}
             row = {"Method": method_label(method), "Source": source}
+            ci_row = {"Method": "", "Source": CI_ROW}
             for p, cell in cells.items():
+                column = "Average" if p == "average" else p
                 shared = p != "average" and source == "measured" and not cell.empty and bool(cell["shared_device"].iloc[0])
-                row["Average" if p == "average" else p] = (
-                    fmt_mean_std(cell["mean"].iloc[0], cell["std"].iloc[0]) + (SHARED_MARK if shared else "")
-                    if not cell.empty else "")
+                row[column] = (fmt_mean_std(cell["mean"].iloc[0], cell["std"].iloc[0]) + (SHARED_MARK if shared else "")
+                               if not cell.empty else "")
+                ci_row[column] = (fmt_ci(estimates[(p, method)].interval()) + mark(ranks[p].get(method))
+                                  if (p, method) in estimates else "")
             display_rows.append(row)
+            if source == "measured":
+                display_rows.append(ci_row)
     display = pd.DataFrame(display_rows)
     caption = (
         f"Speedup over {method_label(baseline)} (GammaTune Table 2). Per pair, the throughput of each initial γ "
@@ -195,11 +254,100 @@ def speedup_table(
         f"{STD_NOTE}. Throughput = {POOLINGS[pooling]}. Average = mean of the pair means ± sqrt(mean of the "
         "pair variances), over the pairs shown for 'measured' rows and over the paper's four pairs for 'paper' "
         "rows (the paper's own Average column, which that formula reproduces). "
-        "'measured': this results folder; 'paper': GammaTune Table 2 as published (SpecBench, one H100)."
+        "'measured': this results folder; 'paper': GammaTune Table 2 as published (SpecBench, one H100). "
+        f"± : {STD_NOTE} (the paper's spread). [lo, hi] (rows '{CI_ROW}'): {bootstrap.spec.note()}, of the same "
+        f"cell, replicate by replicate (Average: the mean of the pair cells); {method_label(baseline)}'s own cell "
+        "is 1 in every replicate, the other intervals carry its uncertainty. "
+        + resolved_note("within the column, by the cell's point estimate")
     )
+    if len(rows_df) < len(df):
+        caption += " A/A twins are not rows here: their ratio to the method they copy is the noise floor (noise_floor)."
     if "shared_device" in data and data["shared_device"].fillna(False).astype(bool).any():
         caption += " " + SHARED_NOTE
     return Table("gammatune_table2_speedup", caption, display, data)
+
+
+def throughput_table(df: pd.DataFrame, pooling: str = "pooled", boot: BootstrapSpec | None = None) -> Table | None:
+    """GammaTune Figure 1 as a table, with speedup over AR and the uncertainty of both.
+
+    Per pair and method (A/A twins left out): ``Tok/s`` = mean over initial γ of each γ's throughput
+    (``pooling``; a single cell for AR); ``Speedup vs AR`` = mean over γ of ``T(method, γ) /
+    A(method, γ)``, with ``A`` the AR reference of the same records: their own (``ar_tokens_per_s``
+    and ``ar_wall_ms``, the AR decode each record's ``speedup`` divides by: ``ar_source`` paired,
+    decoded, cache or self), pooled the same way over the same prompt turns, when every record of the
+    cell has one; else the throughput of the pair's AR job (``method`` ar); else empty. Each with its
+    paired bootstrap CI (``analysis.uncertainty``) and ``≈`` when not resolved from its neighbour in
+    the pair's ranking (by Tok/s; by speedup). ``data``: one row per (pair, method) (``scope`` "mean
+    over γ") and per (pair, method, γ) (``scope`` "γ"). None when only AR ran."""
+    check_pooling(pooling)
+    rows_df = df[df["pair"].notna() & df["method"].notna() & ~is_aa_twin(df["method"])]
+    if rows_df.empty or is_ar(rows_df).all():
+        return None
+    bootstrap = Bootstrap(df, pooling, boot)
+    keys = ["pair", "method", "gamma_init"]
+    ar_jobs = rows_df[rows_df["method"] == "ar"]
+    long = []
+    for values, group in rows_df.groupby(keys, dropna=False, sort=True):
+        pair, method, gamma = values
+        own = bootstrap.estimate(group, ar=True)
+        sources = sorted(set(group["ar_source"].dropna().astype(str))) if "ar_source" in group else []
+        if not np.isfinite(own.point) and not ar_jobs[ar_jobs["pair"] == pair].empty:
+            own, sources = bootstrap.estimate(ar_jobs[ar_jobs["pair"] == pair]), ["AR job"]
+        tokens = bootstrap.estimate(group)
+        long.append({"pair": pair, "method": method, "gamma_init": gamma, "scope": "γ",
+                     "tokens": tokens, "speedup": tokens / own,
+                     "ar_reference": " ".join(sources) if np.isfinite(own.point) else "",
+                     "n_turns": len(set(unit_keys(group, pooling))), "n_records": len(group)})
+    per_gamma = pd.DataFrame(long)
+    for (pair, method), group in per_gamma.groupby(["pair", "method"], sort=True):
+        records = rows_df[(rows_df["pair"] == pair) & (rows_df["method"] == method)]
+        long.append({"pair": pair, "method": method, "gamma_init": math.nan, "scope": "mean over γ",
+                     "tokens": mean_of(group["tokens"]), "speedup": mean_of(group["speedup"]),
+                     "ar_reference": " ".join(sorted({s for v in group["ar_reference"] for s in v.split(" ") if s})),
+                     "n_gamma": int(group["gamma_init"].notna().sum()),
+                     "n_turns": len(set(unit_keys(records, pooling))), "n_records": len(records)})
+    data = pd.DataFrame(long)
+    means = data[data["scope"] == "mean over γ"]
+    for stat in ("tokens", "speedup"):
+        ranked = {}
+        for pair, rows in means.groupby("pair", sort=True):
+            ranked.update({(pair, k): v for k, v in resolve(dict(zip(rows["method"], rows[stat], strict=True))).items()})
+        column = "tokens_per_s" if stat == "tokens" else "speedup_vs_ar"
+        data[column] = [e.point for e in data[stat]]
+        bounds = [e.interval() for e in data[stat]]
+        data[f"{column}_lo"], data[f"{column}_hi"] = [b[0] for b in bounds], [b[1] for b in bounds]
+        found = [ranked.get((p, m)) if scope != "γ" else None
+                 for p, m, scope in zip(data["pair"], data["method"], data["scope"], strict=True)]
+        data[f"{column}_rank"] = pd.array([r.rank if r else None for r in found], dtype="Int64")
+        data[f"{column}_resolved"] = [r.resolved if r else None for r in found]
+        data[f"_{stat}_mark"] = [mark(r) for r in found]
+    order = {m: i for i, m in enumerate(ordered_methods(data["method"]))}
+    data = data.sort_values(["pair", "method", "scope", "gamma_init"], key=lambda s: s.map(order) if s.name == "method"
+                            else s, na_position="first").reset_index(drop=True)
+    shown = data[data["scope"] == "mean over γ"]
+    display = pd.DataFrame({
+        "Pair": shown["pair"], "Method": shown["method"].map(method_label),
+        "Tok/s": [fmt_num(e.point, 1) for e in shown["tokens"]],
+        "Tok/s 95 % CI": [fmt_ci(e.interval(), 1) + m for e, m in zip(shown["tokens"], shown["_tokens_mark"], strict=True)],
+        "Speedup vs AR": [fmt_num(e.point, 2) + "×" if np.isfinite(e.point) else "" for e in shown["speedup"]],
+        "Speedup 95 % CI": [fmt_ci(e.interval(), 2, "×") + m for e, m in zip(shown["speedup"], shown["_speedup_mark"],
+                                                                             strict=True)],
+        "AR reference": shown["ar_reference"], "γ values": shown["n_gamma"].astype("Int64"),
+        "Prompt turns": shown["n_turns"], "n": shown["n_records"],
+    })
+    caption = (
+        f"Throughput and speedup over AR per method (GammaTune Figure 1 as a table). Tok/s = mean over initial γ "
+        f"of each γ's throughput, {POOLINGS[pooling]}. Speedup vs AR = mean over initial γ of that throughput ÷ the "
+        "AR reference's, pooled the same way over the same prompt turns: the AR decodes the records' own speedup "
+        "divides by (column AR reference = their ar_source: paired = timed in the same interleaved round as the "
+        "record; decoded / cache = timed once per prompt turn, by this job or another; self = the AR job itself), "
+        "else the pair's AR job ('AR job'). "
+        f"[lo, hi]: {bootstrap.spec.note()}. "
+        + resolved_note("within the pair, by Tok/s for the Tok/s interval and by speedup for the speedup's")
+        + " A/A twins are not rows here (noise_floor)."
+    )
+    data = data.drop(columns=["tokens", "speedup", "_tokens_mark", "_speedup_mark"])
+    return Table("gammatune_throughput", caption, display.reset_index(drop=True), data)
 
 
 def acceptance_table(df: pd.DataFrame) -> Table | None:

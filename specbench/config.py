@@ -487,12 +487,12 @@ def check_latency(value: Any) -> str | bool | None:
 
 TOP_LEVEL = ("pair", "method", "task", "logger", "hetero", "gamma", "temperature", "top_k", "top_p", "typical_p",
              "max_new_tokens", "seed", "results_dir", "verify_lossless", "warmup", "warmup_per_prompt", "threads",
-             "cache_dir", "overwrite", "model_budget", "on_locked", "engine", "latency")
+             "cache_dir", "overwrite", "model_budget", "on_locked", "engine", "latency", "repeats", "host_probe")
 #: keys that do not change what a job measures: left out of job folder names (``hydra.job.config.
 #: override_dirname.exclude_keys`` in conf/config.yaml) and of the check that a job folder holds
 #: results of the same config (``config_drift``).
 NON_IDENTITY_KEYS = ("results_dir", "overwrite", "logger", "threads", "cache_dir", "warmup", "model_budget", "on_locked",
-                     "latency")
+                     "latency", "repeats", "host_probe")
 CHECKPOINT = "checkpoint"  # a sampling processor's value from the target checkpoint's generation config
 
 
@@ -540,6 +540,8 @@ class JobConfig:
     model_budget: int | None = None  # bytes the process's model cache may hold (None: the device's free memory)
     on_locked: str = "skip"  # another process runs this job: skip it, or wait for it to finish
     latency: str | bool | None = None  # the latency model for predicted wall times (``runners.jobs.predict``)
+    repeats: int = 1  # timings of each prompt turn (records carry ``repeat``); more repeats extend a job folder
+    host_probe: bool = True  # time a fixed target forward before each timed generation (``runners.jobs.probe``)
     resolved: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -567,6 +569,8 @@ class JobConfig:
             "model_budget": parse_bytes(values.get("model_budget"), "model_budget"),
             "on_locked": check_choice("on_locked", values.get("on_locked", "skip"), ON_LOCKED),
             "latency": check_latency(values.get("latency")),
+            "repeats": check_int("repeats", values.get("repeats", 1), 1),
+            "host_probe": check_bool("host_probe", values.get("host_probe", True)),
         }
         job = cls(
             pair=PairConfig.from_mapping(values["pair"]),

@@ -93,9 +93,22 @@ For sweeps at scale:
 
 * ``ar_source``: where the record's AR reference (``ar_tokens_per_s``, ``ar_wall_ms``,
   ``speedup``) came from: ``self`` (the job is ``method=ar``: its own decoding), ``decoded`` (this
-  job decoded it), ``cache`` (another job of the sweep did: ``runners.jobs.ar_cache``);
+  job decoded it), ``cache`` (another job of the sweep did: ``runners.jobs.ar_cache``), ``paired``
+  (the interleaved launcher decoded it in the same round as this record: ``ar_decode``);
   ``ar_device_jobs`` is ``device_jobs`` (below) of the decoding that timed it.
 * ``output_ids``: the generated token ids (target vocabulary).
+* ``repeat``: which timing of the prompt turn this is (0-based; ``repeats=R`` times each turn R times).
+* ``host_probe_ms``: a fixed piece of work (``runners.jobs.probe``: one forward of the target on a
+  fixed input) timed right before the timed generation: the host's speed at that moment. Records
+  of one sweep taken when the host ran slow show a larger probe (``analysis`` reports the drift and
+  offers a drift-normalised throughput, by name); null when the probe is off (``host_probe=false``).
+* ``ar_decode``: the id of the AR decoding this record's ``speedup`` divides by: under the
+  interleaved launcher (``ar_source`` ``paired``) ``<key hash>@<round>`` names the AR decode of the
+  same prompt turn and repeat, taken inside the same interleaved round (its row is in the sweep's
+  ``.specbench/ar_paired.jsonl``); otherwise the on-disk cache entry's key hash (``decoded`` /
+  ``cache``), or null (``self``).
+* ``interleave``: where the turn ran in its interleaved round (``round``, ``position`` of ``size``
+  decodes, the round's shuffle ``seed``); null under the other launchers.
 * ``device_id``, ``device_jobs``, ``device_neighbours``: the device this turn was decoded on
   (``cpu@host``, ``cuda:<GPU UUID>@host``), the most jobs seen running on it during the turn (1 =
   alone) and the other jobs' folder names (``runners.jobs.device_share``). Timings of a turn with
@@ -115,7 +128,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 3  # 3: drafted_per_pos, compared_per_pos, accepted_per_pos, discarded_trace
+SCHEMA_VERSION = 4  # 3: drafted_per_pos, compared_per_pos, accepted_per_pos, discarded_trace; 4: repeat,
+#                     host_probe_ms, ar_decode, interleave (records of 3 read as repeat 0, no probe)
 REPLAY_FILE = "replay.jsonl"  # rows written by ``python -m runners.replay grid``, read by ``analysis``
 
 
@@ -188,8 +202,13 @@ class Record:
     target_vocab_size: int | None = None
     draft_vocab_size: int | None = None
     tokenizers_identical: bool | None = None
-    ar_source: str | None = None  # "self" | "decoded" | "cache"
+    ar_source: str | None = None  # "self" | "decoded" | "cache" | "paired"
     ar_device_jobs: int | None = None
+    ar_decode: str | None = None  # the AR decoding the speedup divides by (module docstring)
+    # drift: repeats, the host-speed probe, the interleaved order
+    repeat: int = 0
+    host_probe_ms: float | None = None
+    interleave: dict[str, Any] | None = None
     # what was generated, and where (concurrent launchers)
     output_ids: list[int] = field(default_factory=list)
     device_id: str | None = None
@@ -414,3 +433,16 @@ def aggregate(records: list[Mapping[str, Any]]) -> dict[str, Any]:
         out["ar_tokens_per_s"] = ar_tps
         out["speedup"] = out["tokens_per_s"] / ar_tps if out["tokens_per_s"] else None
     return out
+
+
+#: A method named ``<name>_twin`` (``conf/method/specdecode_twin.yaml``) does exactly the work of
+#: ``<name>`` under another label: the A/A pair of cells from which ``analysis`` measures a sweep's
+#: noise floor (two cells whose true ratio is 1).
+AA_TWIN_SUFFIX = "_twin"
+
+
+def aa_twin_of(method: str) -> str | None:
+    """The method an A/A twin copies (``specdecode_twin`` -> ``specdecode``); None for any other method."""
+    if method.endswith(AA_TWIN_SUFFIX) and len(method) > len(AA_TWIN_SUFFIX):
+        return method[: -len(AA_TWIN_SUFFIX)]
+    return None

@@ -53,7 +53,7 @@ import os
 import shutil
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -441,9 +441,10 @@ def check_same_job(job_dir: Path, config: JobConfig) -> None:
         )
 
 
-def run_job(cfg: Any, job_dir: str | Path, progress: bool = True) -> dict:
-    """Validate, run and record one job; returns its summary (see module docstring). A job another
-    live process holds returns ``{"status": "skipped", "holder": ...}`` and writes nothing."""
+def open_job(cfg: Any, job_dir: str | Path, progress: bool = True) -> JobRun | dict:
+    """Validate a job and take its folder's lock: a ``JobRun`` ready to ``start``, or the summary of a
+    job another live process holds (``{"status": "skipped", ...}``; nothing written). A bad config
+    raises ``ConfigError`` and leaves no folder behind (unless the folder held results already)."""
     job_dir = Path(job_dir)
     check_sweep_folder_visible()  # a worker without the shared results folder writes nothing
     existed_before = (job_dir / "records.jsonl").exists() or (job_dir / "summary.json").exists()
@@ -476,72 +477,291 @@ def run_job(cfg: Any, job_dir: str | Path, progress: bool = True) -> dict:
     except JobLocked as exc:
         log.warning("skipped %s (on_locked=wait to wait for it)", exc)
         return {"status": "skipped", "holder": exc.holder, "message": str(exc)}
-    try:
-        return _run_locked(prepared, job_dir, progress, lock)
-    finally:
-        lock.release()
+    return JobRun(prepared, job_dir, lock, progress)
 
 
-def _run_locked(prepared: PreparedJob, job_dir: Path, progress: bool, lock: JobLock) -> dict:
-    config = prepared.config
-    records_path = job_dir / "records.jsonl"
-    if config.overwrite:
-        records_path.unlink(missing_ok=True)
-        (job_dir / "summary.json").unlink(missing_ok=True)
-    else:
-        check_same_job(job_dir, config)
-    if not config.overwrite and is_complete(job_dir):
-        log.info("job %s is complete; skipped (overwrite=true to redo)", job_dir)
-        return json.loads((job_dir / "summary.json").read_text())
-    done = {(r["prompt_id"], r["turn"]): r for r in read_records(records_path)}
-    if done:
-        _rewrite_whole_lines(records_path, list(done.values()))
-    write_json_atomic(job_dir / "summary.json", _summary(config, "running", list(done.values())))
-    logger = build_logger(config.logger)
-    logger.start(config.as_dict(), job_name=job_dir.name)
-    summary: dict = {}
-    failed = True
-    try:
-        for record in done.values():  # on resume, so the logged table is complete
-            logger.log_record(record)
+def run_job(cfg: Any, job_dir: str | Path, progress: bool = True) -> dict:
+    """Validate, run and record one job, turn after turn; returns its summary (see module docstring).
+    A job another live process holds returns ``{"status": "skipped", "holder": ...}`` and writes nothing."""
+    run = open_job(cfg, job_dir, progress)
+    if not isinstance(run, JobRun):
+        return run
+    with run:
+        summary = run.start()
+        if summary is not None:
+            return summary
+        with StopAfterCurrentPrompt() as stop:
+            for unit in run.units():
+                if run.is_done(unit):
+                    continue
+                if stop.requested and unit.first_of_prompt:
+                    raise KeyboardInterrupt("stopped after the current prompt")
+                inp = run.turn_ids(unit)
+                timed = run.generate(unit, inp)
+                run.write(unit, inp, timed, run.reference(inp.ids))
+            if stop.requested:  # the last prompt finished after Ctrl-C: the job is complete, the sweep stops
+                global STOP_REQUESTED
+                STOP_REQUESTED = True
+        return run.finish()
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One timed generation of a job: prompt ``index`` (in task order), its ``turn`` (1-based) and the
+    ``repeat`` (0-based) of that turn."""
+
+    index: int
+    prompt: Prompt
+    turn: int
+    repeat: int
+
+    @property
+    def key(self) -> tuple[str, int, int]:
+        return (self.prompt.prompt_id, self.turn, self.repeat)
+
+    @property
+    def first_of_prompt(self) -> bool:
+        return self.turn == 1 and self.repeat == 0
+
+
+@dataclass
+class Timed:
+    """A unit's timed generation, the host probe taken right before it, and the device's sharing."""
+
+    gen: Generation
+    probe_ms: float | None
+    device_jobs: int | None = None
+    neighbours: list[str] | None = None
+
+
+@dataclass(frozen=True)
+class Reference:
+    """The target-alone decoding a record compares with and divides by (``ar_source``, ``ar_decode``)."""
+
+    gen: Generation
+    source: str
+    device_jobs: int | None = None
+    decode_id: str | None = None
+
+
+class JobRun:
+    """One job opened for decoding (``open_job``): its folder's lock held; ``start`` checks the folder
+    (resume, drift), loads and warms up the models; then each ``Unit`` is ``turn_ids`` → ``generate``
+    (timed) → ``write`` (its record); ``finish`` writes the summary. ``run_job`` drives one job unit
+    after unit; the interleaved launcher (``runners.jobs.interleave``) drives many, one unit of each per
+    round. Used as a context manager it records a failure or an interruption in ``summary.json``, closes
+    its writer and logger, and releases the lock."""
+
+    def __init__(self, prepared: PreparedJob, job_dir: Path, lock: JobLock, progress: bool = True) -> None:
+        self.prepared, self.config, self.job_dir, self.lock = prepared, prepared.config, job_dir, lock
+        self.records_path = job_dir / "records.jsonl"
+        self.progress = progress
+        self.job: Job | None = None
+        self.done: dict[tuple[str, int, int], dict] = {}
+        self.answers: dict[str, list[str]] = {}  # prompt id -> the job's answers to its turns (repeat 0)
+        self.logger: JobLogger | None = None
+        self.summary: dict | None = None
+        self.load_s = 0.0
+        self._stack = contextlib.ExitStack()
+        self._writer: _Guarded | None = None
+        self._bar: Any = None
+        self._tokens, self._seconds = 0, 0.0
+        self.probe: Any = None
+        self.began = False  # the folder says ``running``: an exception from here on is recorded in it
+        self.closed = False
+
+    # ------------------------------------------------------------------ lifecycle
+    def __enter__(self) -> JobRun:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        try:
+            if exc_type is not None and self.summary is None and self.began:
+                if issubclass(exc_type, KeyboardInterrupt):
+                    self.interrupted()
+                elif issubclass(exc_type, Exception):
+                    self.failed(exc)
+        finally:
+            self.close()
+
+    def start(self, share: Callable[[list[str]], DeviceShare] | None = None) -> dict | None:
+        """Check the folder and load the job; the summary of a job already complete (nothing to do), else
+        None. ``share``: gives the device registration for the job's devices (an interleaved sweep
+        registers once for all its jobs, which decode one at a time); by default the job registers
+        itself while it runs."""
+        config = self.config
+        if config.overwrite:
+            self.records_path.unlink(missing_ok=True)
+            (self.job_dir / "summary.json").unlink(missing_ok=True)
+        else:
+            check_same_job(self.job_dir, config)
+        self.done = {_unit_key(r): r for r in read_records(self.records_path)}
+        if not config.overwrite and is_complete(self.job_dir) and not any(not self.is_done(u) for u in self.units()):
+            log.info("job %s is complete; skipped (overwrite=true to redo)", self.job_dir)
+            self.summary = json.loads((self.job_dir / "summary.json").read_text())
+            return self.summary
+        if self.done:
+            _rewrite_whole_lines(self.records_path, list(self.done.values()))
+        for r in sorted(self.done.values(), key=lambda r: r["turn"]):
+            if not r.get("repeat"):
+                self.answers.setdefault(r["prompt_id"], []).append(r["output_text"])
+        write_json_atomic(self.job_dir / "summary.json", _summary(config, "running", list(self.done.values())))
+        self.began = True
+        self.logger = build_logger(config.logger)
+        self.logger.start(config.as_dict(), job_name=self.job_dir.name)
+        for record in self.done.values():  # on resume, so the logged table is complete
+            self.logger.log_record(record)
         if config.threads:
             torch.set_num_threads(config.threads)
         t_load = time.perf_counter()
-        job = Job(prepared)
-        job.name = job_dir.name
-        load_s = time.perf_counter() - t_load
+        job = self.job = Job(self.prepared)
+        job.name = self.job_dir.name
+        self.load_s = time.perf_counter() - t_load
         if config.verify_lossless and config.greedy:
-            job.ar_cache = ARCache(job_dir.parent)  # the sweep's folder (results_dir under Hydra)
-        with DeviceShare(job_dir.parent, job_dir.name, job.devices()) as share:
-            job.share = share
-            _warmup(job, prepared.prompts)
-            job.reset()  # timed prompts start from the configured initial gamma
-            with RecordWriter(records_path) as writer:
-                _decode_all(job, prepared.prompts, done, _Guarded(writer, lock), progress, logger)
-        records = read_records(records_path)
-        extra = {"load_s": load_s, "policy_state": job.policy.state() if job.policy else None,
-                 "latency_model": job.latency_path, "engine": _engine_summary(job)}
+            job.ar_cache = ARCache(self.job_dir.parent)  # the sweep's folder (results_dir under Hydra)
+        if share is None:
+            job.share = self._stack.enter_context(DeviceShare(self.job_dir.parent, self.job_dir.name, job.devices()))
+        else:
+            job.share = share(job.devices())
+        if config.host_probe:
+            from runners.jobs.probe import HostProbe
+
+            self.probe = HostProbe(job.target, logits_width(job.target))
+        _warmup(job, self.prepared.prompts)
+        job.reset()  # timed prompts start from the configured initial gamma
+        self._writer = _Guarded(self._stack.enter_context(RecordWriter(self.records_path)), self.lock)
+        from tqdm.auto import tqdm
+
+        units = self.units()
+        self._bar = self._stack.enter_context(tqdm(
+            total=len(units), initial=sum(1 for u in units if self.is_done(u)),
+            desc=f"{config.method.name} γ={config.gamma}", unit="turn", disable=not self.progress, leave=False))
+        return None
+
+    def units(self) -> list[Unit]:
+        """Every timed generation of the job, in order: prompt by prompt, turn by turn, repeat by repeat."""
+        return [Unit(i, p, t, r) for i, p in enumerate(self.prepared.prompts)
+                for t in range(1, len(p.turns) + 1) for r in range(self.config.repeats)]
+
+    def is_done(self, unit: Unit) -> bool:
+        return unit.key in self.done
+
+    # ------------------------------------------------------------------ one unit
+    def turn_ids(self, unit: Unit) -> TurnInput:
+        """The input of a unit: its turn after the job's own earlier answers (their repeat 0)."""
+        assert self.job is not None, "start() first"
+        prompt = unit.prompt
+        answers = self.answers.get(prompt.prompt_id, [])
+        return turn_input(self.job, prompt, unit.turn, list(zip(prompt.turns, answers[: unit.turn - 1])))
+
+    def generate(self, unit: Unit, inp: TurnInput) -> Timed:
+        """The unit's timed generation (after its untimed ``warmup_per_prompt`` ones and the host probe)."""
+        job, config = self.job, self.config
+        assert job is not None
+        for k in range(config.warmup_per_prompt):  # hf-bench: the same call, untimed, before the timed one
+            job.untimed(inp.ids, config.max_new_tokens, config.seed + 1 + k)
+        probe_ms = self.probe() if self.probe is not None else None
+        before = job.share.sample() if job.share is not None else None
+        gen = job.runner.generate(inp.ids, config.max_new_tokens, job.generator(config.seed))
+        after = job.share.sample() if job.share is not None else None
+        if before is None or after is None:
+            return Timed(gen, probe_ms)
+        return Timed(gen, probe_ms, max(before[0], after[0]), sorted(set(before[1]) | set(after[1])))
+
+    def needs_reference(self) -> bool:
+        """Whether records compare with the target alone (greedy ``verify_lossless``, not an AR job)."""
+        job = self.job
+        return bool(self.config.verify_lossless and self.config.greedy and job is not None and job.runner is not job.ar)
+
+    def reference(self, ids: list[int]) -> Reference | None:
+        """The sequential launchers' reference: memoised, from the sweep's cache, or decoded here."""
+        if not self.needs_reference():
+            return None
+        gen, source, jobs = ar_reference_entry(self.job, ids)
+        from runners.jobs.ar_cache import key_hash
+
+        return Reference(gen, source, jobs, key_hash(_reference_key(self.job, ids)))
+
+    def write(self, unit: Unit, inp: TurnInput, timed: Timed, reference: Reference | None,
+              interleave: Mapping[str, Any] | None = None) -> dict:
+        """The unit's record, appended to ``records.jsonl`` at once (crash-safe), logged and counted."""
+        assert self.job is not None and self._writer is not None
+        made = make_record(self.job, unit, inp, timed, reference, interleave)
+        self._writer.write(made)
+        record = asdict(made)
+        assert self.logger is not None
+        self.logger.log_record(record)
+        self.done[unit.key] = record
+        if unit.repeat == 0:
+            self.answers.setdefault(unit.prompt.prompt_id, []).append(record["output_text"])
+        self._tokens += record["new_tokens"]
+        self._seconds += record["wall_ms"] / 1000.0
+        if self._bar is not None:
+            self._bar.update(1)
+            self._bar.set_postfix(tok_s=f"{self._tokens / self._seconds:.1f}" if self._seconds else "-")
+        return record
+
+    # ------------------------------------------------------------------ endings
+    def finish(self) -> dict:
+        """The job's summary (``complete``), written atomically."""
+        job = self.job
+        assert job is not None
+        records = read_records(self.records_path)
+        extra = {"load_s": self.load_s, "policy_state": job.policy.state() if job.policy else None,
+                 "latency_model": job.latency_path, "engine": _engine_summary(job),
+                 "repeats": self.config.repeats, "drift": drift_summary(records)}
         hetero = job.hetero_summary(records)
         if hetero is not None:
             extra["hetero"] = hetero
-        summary = _summary(config, "complete", records, extra)
-        write_json_atomic(job_dir / "summary.json", summary)
-        failed = False
-        return summary
-    except KeyboardInterrupt:
-        summary = _summary(config, "interrupted", read_records(records_path))
-        write_json_atomic(job_dir / "summary.json", summary)
-        raise
-    except Exception as exc:
-        summary = _summary(
-            config, "failed", read_records(records_path),
-            {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()},
-        )
-        if not lock.lost:
-            write_json_atomic(job_dir / "summary.json", summary)
-        raise
-    finally:
-        logger.finish(summary or {"status": "failed"}, failed=failed)
+        self.summary = _summary(self.config, "complete", records, extra)
+        write_json_atomic(self.job_dir / "summary.json", self.summary)
+        if self.logger is not None:
+            self.logger.finish(self.summary, failed=False)
+            self.logger = None
+        return self.summary
+
+    def failed(self, exc: BaseException) -> dict:
+        self.summary = _summary(self.config, "failed", read_records(self.records_path),
+                                {"error": f"{type(exc).__name__}: {exc}",
+                                 "traceback": "".join(traceback.format_exception(exc))})
+        if not self.lock.lost:
+            write_json_atomic(self.job_dir / "summary.json", self.summary)
+        return self.summary
+
+    def interrupted(self) -> dict:
+        self.summary = _summary(self.config, "interrupted", read_records(self.records_path))
+        write_json_atomic(self.job_dir / "summary.json", self.summary)
+        return self.summary
+
+    def close(self) -> None:
+        """Close the writer, the progress bar and the device registration; finish the logger; release the
+        lock. Idempotent."""
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self._stack.close()
+            if self.logger is not None:
+                self.logger.finish(self.summary or {"status": "failed"}, failed=True)
+                self.logger = None
+        finally:
+            self.lock.release()
+
+
+def _unit_key(record: Mapping[str, Any]) -> tuple[str, int, int]:
+    return (record["prompt_id"], record["turn"], int(record.get("repeat") or 0))
+
+
+def drift_summary(records: list[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The job's host-probe spread (``summary.json: drift``): median, min, max and max/min of
+    ``host_probe_ms`` over its records; None without probes."""
+    probes = sorted(r["host_probe_ms"] for r in records if r.get("host_probe_ms") is not None)
+    if not probes:
+        return None
+    mid = len(probes) // 2
+    median = probes[mid] if len(probes) % 2 else (probes[mid - 1] + probes[mid]) / 2.0
+    return {"host_probe_ms_median": median, "host_probe_ms_min": probes[0], "host_probe_ms_max": probes[-1],
+            "max_over_min": probes[-1] / probes[0] if probes[0] > 0 else None, "n": len(probes)}
 
 
 def _engine_summary(job: Job) -> dict[str, Any] | None:
@@ -620,57 +840,51 @@ class StopAfterCurrentPrompt:
             signal.signal(signal.SIGINT, self._previous)
 
 
-def _decode_all(
-    job: Job, prompts: list[Prompt], done: dict, writer: Any, progress: bool, logger: JobLogger
-) -> None:
-    from tqdm.auto import tqdm
-
-    config = job.config
-    total = sum(len(p.turns) for p in prompts)
-    bar = tqdm(total=total, desc=f"{config.method.name} γ={config.gamma}", unit="turn", disable=not progress,
-               leave=False)
-    tokens = 0
-    seconds = 0.0
-    with StopAfterCurrentPrompt() as stop, bar:
-        for prompt in prompts:
-            if stop.requested:
-                raise KeyboardInterrupt("stopped after the current prompt")
-            history: list[tuple[str, str]] = []
-            for turn, user in enumerate(prompt.turns, start=1):
-                prev = done.get((prompt.prompt_id, turn))
-                if prev is not None:
-                    history.append((user, prev["output_text"]))
-                    bar.update(1)
-                    continue
-                record = decode_turn(job, prompt, turn, history, user)
-                writer.write(record)
-                logger.log_record(asdict(record))
-                history.append((user, record.output_text))
-                tokens += record.new_tokens
-                seconds += record.wall_ms / 1000.0
-                bar.update(1)
-                bar.set_postfix(tok_s=f"{tokens / seconds:.1f}" if seconds else "-")
-        if stop.requested:  # the last prompt finished after Ctrl-C: the job is complete, the sweep stops
-            global STOP_REQUESTED
-            STOP_REQUESTED = True
-
-
 def decode_turn(job: Job, prompt: Prompt, turn: int, history: list[tuple[str, str]], user: str) -> Record:
+    """One prompt turn of ``job`` decoded and recorded (its reference from ``ar_reference_entry``), outside
+    a ``JobRun`` (no probe, no folder): for scripts and tests that hold a ``Job``."""
     config = job.config
-    ids, fmt = encode_turn(job.tokenizer, history, user, config.task.prompt_format)
+    inp = turn_input(job, prompt, turn, history, user)
+    for k in range(config.warmup_per_prompt):
+        job.untimed(inp.ids, config.max_new_tokens, config.seed + 1 + k)
+    gen = job.runner.generate(inp.ids, config.max_new_tokens, job.generator(config.seed))
+    reference = None
+    if config.verify_lossless and config.greedy and job.runner is not job.ar:
+        gen_ref, source, jobs = ar_reference_entry(job, inp.ids)
+        reference = Reference(gen_ref, source, jobs)
+    return make_record(job, Unit(0, prompt, turn, 0), inp, Timed(gen, None), reference)
+
+
+@dataclass(frozen=True)
+class TurnInput:
+    """What a prompt turn feeds the models: its token ids (after ``fit_prompt``), the prompt format
+    used, and how many tokens ``task.truncate`` dropped."""
+
+    ids: list[int]
+    prompt_format: str
+    dropped: int = 0
+
+
+def turn_input(job: Job, prompt: Prompt, turn: int, history: list[tuple[str, str]], user: str | None = None
+               ) -> TurnInput:
+    """The ``TurnInput`` of ``prompt``'s ``turn`` after ``history`` ((user, answer) pairs of the earlier turns)."""
+    config = job.config
+    ids, fmt = encode_turn(job.tokenizer, history, prompt.turns[turn - 1] if user is None else user,
+                           config.task.prompt_format)
     ids, dropped = fit_prompt(ids, config, job.positions, f"prompt {prompt.prompt_id!r} turn {turn}")
-    for k in range(config.warmup_per_prompt):  # hf-bench: the same call, untimed, before the timed one
-        job.untimed(ids, config.max_new_tokens, config.seed + 1 + k)
-    before = job.share.sample() if job.share is not None else None
-    gen = job.runner.generate(ids, config.max_new_tokens, job.generator(config.seed))
-    after = job.share.sample() if job.share is not None else None
-    output_text = job.tokenizer.decode(gen.tokens, skip_special_tokens=True)
-    fields: dict[str, Any] = {"output_ids": list(gen.tokens)}
-    device_jobs = None
-    if before is not None and after is not None:
-        device_jobs = max(before[0], after[0])
+    return TurnInput(ids, fmt, dropped)
+
+
+def make_record(job: Job, unit: Unit, inp: TurnInput, timed: Timed, reference: Reference | None,
+                interleave: Mapping[str, Any] | None = None) -> Record:
+    """A unit's ``Record`` from its timed generation and its reference (definitions: ``specbench.records``)."""
+    config, prompt, turn, gen, ids = job.config, unit.prompt, unit.turn, timed.gen, inp.ids
+    fields: dict[str, Any] = {"output_ids": list(gen.tokens), "repeat": unit.repeat, "host_probe_ms": timed.probe_ms,
+                              "interleave": dict(interleave) if interleave is not None else None}
+    device_jobs = timed.device_jobs
+    if device_jobs is not None:
         fields.update(device_id=job.share.device_id, device_jobs=device_jobs,
-                      device_neighbours=sorted(set(before[1]) | set(after[1])))
+                      device_neighbours=list(timed.neighbours or []))
     if gen.speculative:
         fields.update(speculation_fields(gen.gamma_trace, gen.drafted_trace, gen.accepted_trace))
         fields["confidence_trace"] = gen.confidence_trace
@@ -678,17 +892,17 @@ def decode_turn(job: Job, prompt: Prompt, turn: int, history: list[tuple[str, st
         fields["draft_forwards"] = gen.draft_forwards
         if config.hetero_rule == "slrs":
             fields["fallback_rounds"] = gen.fallback_rounds
-    extra: dict[str, Any] = {"truncated_tokens": dropped, "truncated": config.task.truncate} if dropped else {}
+    extra: dict[str, Any] = {"truncated_tokens": inp.dropped, "truncated": config.task.truncate} if inp.dropped else {}
     if job.shared_target is not None:
         extra["output_tokens_shared"] = sum(
             1 for t in gen.tokens if t < job.shared_target.numel() and bool(job.shared_target[t]))
     if config.verify_lossless and config.greedy:
         if job.runner is job.ar:
-            ref, source, ar_jobs = gen, "self", device_jobs
+            reference = Reference(gen, "self", device_jobs)
             _store_own_reference(job, ids, gen, device_jobs)
-        else:
-            ref, source, ar_jobs = ar_reference_entry(job, ids)
-        fields.update(ar_source=source, ar_device_jobs=ar_jobs)
+        assert reference is not None, "a verified job's record needs its reference"
+        fields.update(ar_source=reference.source, ar_device_jobs=reference.device_jobs, ar_decode=reference.decode_id)
+        ref = reference.gen
         div = first_divergence(gen.tokens, ref.tokens)
         fields.update(lossless=div is None, first_divergence=div)
         ref_t = timing_fields(ref.wall_ms, ref.ttft_ms, len(ref.tokens))
@@ -701,6 +915,8 @@ def decode_turn(job: Job, prompt: Prompt, turn: int, history: list[tuple[str, st
     stream_ttft = gen.first_round_ms if gen.speculative and gen.first_round_ms is not None else gen.ttft_ms
     fields.update(hfbench_fields(gen.wall_ms, stream_ttft, len(gen.tokens)))
     fields.update(job.vocab_facts)
+    output_text = job.tokenizer.decode(gen.tokens, skip_special_tokens=True)
+    fmt = inp.prompt_format
     pair = config.pair
     return Record(
         pair=pair.name,

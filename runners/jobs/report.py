@@ -145,7 +145,7 @@ class SweepReport(Callback):
         write_json_atomic(sweep_dir / SWEEP_FILE, {"host": socket.gethostname(), "started": self.started})
         self.expected = expected_jobs(config)
         launcher = str(config.hydra.get("launcher", {}).get("_target_", ""))
-        if "BasicLauncher" not in launcher:  # launchers that take one GPU count for every job
+        if "BasicLauncher" not in launcher and "InterleavedLauncher" not in launcher:  # one GPU per job
             from specbench.resources import mixed_gpu_warning
 
             note = mixed_gpu_warning(config)

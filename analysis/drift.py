@@ -1,0 +1,221 @@
+"""How much the host alone moves a number: the drift of its speed over a sweep (``host_probe_ms``)
+and the noise floor of an A/A pair (a method against its twin).
+
+* **probe reference**: the median ``host_probe_ms`` over the sweep's records of the same target
+  (the probe is one forward of the target on a fixed input, ``specbench.records``, so only probes
+  of one target compare).
+* **cell**: the records of one (job folder, pair, method, initial γ, task, temperature): a job of
+  a Hydra sweep, a method × γ cell of an interleaved one. Its probe is the median of its records'.
+* **drift range** (``drift_summary``): min / median / max over cells of the cell's probe, and
+  max / min, per target.
+* **drifted cell**: ``|cell probe / probe reference − 1| > threshold`` (``DRIFT_THRESHOLD``,
+  ``--drift-threshold``): that cell ran while the host was that much faster or slower than usual.
+* **drift-normalised throughput** (``drift_normalised``; a named alternative, never the default):
+  per record, ``tokens_per_s × host_probe_ms / probe reference`` (and ``wall_ms × probe reference /
+  host_probe_ms``, so every pooling follows): the throughput had the host run at its median speed.
+  Records without a probe are kept as measured; other timings (TTFT, TPOT, the AR reference) are not
+  rescaled.
+* **noise floor** (``noise_floor_table``): for an A/A twin (``analysis.metrics.aa_original``) and
+  the method it copies, per pair and initial γ, ``T(twin, γ) / T(original, γ)`` (throughput under
+  the pooling) with its paired bootstrap CI (``analysis.uncertainty``); over γ, the mean of those
+  ratios (its CI replicate by replicate) and ``max |ratio − 1|``. The two do the same work, so the
+  true ratio is 1: what the table shows is what the sweep's conditions alone make of a comparison.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from analysis.metrics import POOLINGS, aa_original, check_pooling, fmt_num, method_label
+from analysis.render import Table
+from analysis.uncertainty import Bootstrap, BootstrapSpec, Estimate, fmt_ci, mean_of
+
+DRIFT_THRESHOLD = 0.10
+CELL_KEYS = ["target", "task", "temperature", "pair", "method", "gamma_init", "job_dir"]
+
+
+def _probes(df: pd.DataFrame) -> pd.Series:
+    column = df["host_probe_ms"] if "host_probe_ms" in df.columns else pd.Series(np.nan, index=df.index)
+    probes = pd.to_numeric(column, errors="coerce")
+    return probes.where(probes > 0)
+
+
+def has_probe(df: pd.DataFrame) -> bool:
+    return bool(_probes(df).notna().any())
+
+
+def probe_reference(df: pd.DataFrame) -> pd.Series:
+    """Per record, its target's probe reference (module docstring); NaN without a probe of that target."""
+    probes = _probes(df)
+    targets = df["target"].fillna("") if "target" in df.columns else pd.Series("", index=df.index)
+    return probes.groupby(targets).transform("median")
+
+
+def probe_cells(df: pd.DataFrame, threshold: float = DRIFT_THRESHOLD) -> pd.DataFrame:
+    """One row per cell with a probe (module docstring): its keys, ``probe_ms`` (median),
+    ``reference_ms``, ``share`` (probe / reference − 1), ``drifted`` and ``n_records``."""
+    probed = df.assign(_probe=_probes(df), _reference=probe_reference(df))
+    probed = probed[probed["_probe"].notna()]
+    keys = [k for k in CELL_KEYS if k in probed.columns]
+    if probed.empty:
+        return pd.DataFrame(columns=[*keys, "probe_ms", "reference_ms", "share", "drifted", "n_records"])
+    cells = (probed.groupby(keys, dropna=False, sort=True)
+             .agg(probe_ms=("_probe", "median"), reference_ms=("_reference", "first"), n_records=("_probe", "size"))
+             .reset_index())
+    cells["share"] = cells["probe_ms"] / cells["reference_ms"] - 1.0
+    cells["drifted"] = cells["share"].abs() > threshold
+    return cells
+
+
+def _cell_name(row: pd.Series) -> str:
+    gamma = pd.to_numeric(row.get("gamma_init"), errors="coerce")
+    where = f"{row.get('pair')}/{method_label(row.get('method'))}"
+    return where + (f" γ={float(gamma):g}" if pd.notna(gamma) else "")
+
+
+def drift_summary(df: pd.DataFrame, threshold: float = DRIFT_THRESHOLD) -> list[str]:
+    """Lines for the terminal: the drift range per target and the drifted cells (module docstring),
+    or one line saying no record has a probe."""
+    if not has_probe(df):
+        return ["drift: no record has host_probe_ms (records before schema 4, or the probe was off): "
+                "host drift not assessed"]
+    cells = probe_cells(df, threshold)
+    lines = []
+    for target, rows in cells.groupby(cells["target"].fillna("—"), sort=True):
+        lo, mid, hi = rows["probe_ms"].min(), rows["probe_ms"].median(), rows["probe_ms"].max()
+        lines.append(f"drift ({target}): host_probe_ms per cell (job × method × γ, median of its records): "
+                     f"min {lo:.2f}, median {mid:.2f}, max {hi:.2f} ms; max/min {hi / lo:.2f} "
+                     f"({len(rows)} cells, reference = median of {int(rows['n_records'].sum())} records "
+                     f"{rows['reference_ms'].iloc[0]:.2f} ms)")
+    drifted = cells[cells["drifted"]]
+    if drifted.empty:
+        lines.append(f"drift: no cell's probe differs from its target's median by more than {threshold:.0%}")
+    else:
+        named = ", ".join(f"{_cell_name(r)} ({r['share']:+.0%})" for _, r in drifted.iterrows())
+        lines.append(f"drift: {len(drifted)} of {len(cells)} cells differ from their target's median probe by more "
+                     f"than {threshold:.0%} (table drift): {named}")
+    without = int(_probes(df).isna().sum())
+    if without:
+        lines.append(f"drift: {without} of {len(df)} records have no probe (not in these numbers)")
+    return lines
+
+
+def drift_table(df: pd.DataFrame, threshold: float = DRIFT_THRESHOLD) -> Table | None:
+    """Every cell's probe against its target's reference (``probe_cells``); None without probes."""
+    cells = probe_cells(df, threshold)
+    if cells.empty:
+        return None
+    display = pd.DataFrame({
+        "Target": cells["target"], "Pair": cells["pair"], "Method": cells["method"].map(method_label),
+        "γ": cells["gamma_init"].map(lambda v: fmt_num(v, 0)), "Job": cells.get("job_dir", ""),
+        "Probe (ms)": cells["probe_ms"].map(lambda v: fmt_num(v, 2)),
+        "Target's median (ms)": cells["reference_ms"].map(lambda v: fmt_num(v, 2)),
+        "Δ": cells["share"].map(lambda v: f"{v:+.1%}"),
+        "Drifted": cells["drifted"].map(lambda v: f"> {threshold:.0%}" if v else ""),
+        "n": cells["n_records"],
+    })
+    caption = (
+        "Host drift per cell (job × method × initial γ): Probe = median host_probe_ms of the cell's records (a fixed "
+        "forward of the target timed right before each generation: larger = host slower); Target's median = the "
+        f"median over the sweep's records of the same target; Δ = probe / median − 1; drifted: |Δ| > {threshold:.0%} "
+        "(--drift-threshold). A drifted cell ran while the host was faster or slower than usual: its throughput, and "
+        "every comparison with it, carries that. The drift-normalised tables (_drift_normalised) rescale each "
+        "record's throughput by its probe."
+    )
+    return Table("drift", caption, display, cells)
+
+
+def drift_normalised(df: pd.DataFrame) -> pd.DataFrame | None:
+    """The records with drift-normalised throughput (module docstring); None when no record has a probe."""
+    if not has_probe(df):
+        return None
+    factor = (_probes(df) / probe_reference(df)).fillna(1.0)
+    return df.assign(tokens_per_s=df["tokens_per_s"] * factor, wall_ms=df["wall_ms"] / factor)
+
+
+DRIFT_NORMALISED_NOTE = (
+    "DRIFT-NORMALISED (an alternative to the measured table of the same name without _drift_normalised): each "
+    "record's throughput × its host_probe_ms / the median probe of its target over the sweep (its wall time "
+    "÷ the same factor), i.e. as if the host had run at its median speed; records without a probe as measured. "
+)
+
+
+def aa_twins(df: pd.DataFrame) -> list[str]:
+    """The A/A twins of the records whose original is in the records too (sorted method keys)."""
+    methods = set(df["method"].dropna())
+    return sorted(m for m in methods if aa_original(m) in methods)
+
+
+def noise_floor_estimates(df: pd.DataFrame, pooling: str = "pooled",
+                          boot: BootstrapSpec | None = None) -> pd.DataFrame:
+    """One row per (pair, twin, initial γ) that both the twin and its original ran: ``pair``,
+    ``twin``, ``original``, ``gamma_init``, ``ratio`` (an ``Estimate``: twin ÷ original)."""
+    check_pooling(pooling)
+    twins = aa_twins(df)
+    if not twins:
+        return pd.DataFrame(columns=["pair", "twin", "original", "gamma_init", "ratio"])
+    bootstrap = Bootstrap(df, pooling, boot)
+    cells = bootstrap.cells(df[df["method"].isin([*twins, *map(aa_original, twins)])], ["pair", "method", "gamma_init"])
+    cells["_gamma"] = cells["gamma_init"].fillna(-1.0)
+    rows = []
+    for twin in twins:
+        original = aa_original(twin)
+        mine = cells[cells["method"] == twin]
+        theirs = cells[cells["method"] == original].set_index(["pair", "_gamma"])["estimate"]
+        for pair, gamma, gamma_key, estimate in zip(mine["pair"], mine["gamma_init"], mine["_gamma"],
+                                                   mine["estimate"], strict=True):
+            if (pair, gamma_key) in theirs.index:
+                rows.append({"pair": pair, "twin": twin, "original": original, "gamma_init": gamma,
+                             "ratio": estimate / theirs.loc[(pair, gamma_key)]})
+    return pd.DataFrame(rows, columns=["pair", "twin", "original", "gamma_init", "ratio"])
+
+
+def noise_floor_table(df: pd.DataFrame, pooling: str = "pooled", boot: BootstrapSpec | None = None) -> Table | None:
+    """The noise floor (module docstring): per pair and twin, one row per initial γ and one over γ
+    (``gamma_init`` NaN, ``scope`` "mean over γ", with ``max_abs_deviation``); None without an A/A pair."""
+    per_gamma = noise_floor_estimates(df, pooling, boot)
+    if per_gamma.empty:
+        return None
+    rows = []
+    for (pair, twin), group in per_gamma.groupby(["pair", "twin"], sort=True):
+        ratios: list[Estimate] = list(group["ratio"])
+        overall = mean_of(ratios)
+        deviation = max((abs(r.point - 1.0) for r in ratios if np.isfinite(r.point)), default=math.nan)
+        for gamma, ratio in [*zip(group["gamma_init"], ratios, strict=True), (math.nan, overall)]:
+            lo, hi = ratio.interval()
+            rows.append({"pair": pair, "twin": twin, "original": group["original"].iloc[0], "gamma_init": gamma,
+                         "scope": "mean over γ" if ratio is overall else "γ", "ratio": ratio.point, "ci_lo": lo,
+                         "ci_hi": hi, "max_abs_deviation": deviation if ratio is overall else math.nan,
+                         "n_gamma": len(ratios) if ratio is overall else 1, "pooling": pooling})
+    data = pd.DataFrame(rows)
+    spec = boot or BootstrapSpec()
+    display = pd.DataFrame({
+        "Pair": data["pair"],
+        "A/A": [f"{method_label(t)} ÷ {method_label(o)}" for t, o in zip(data["twin"], data["original"], strict=True)],
+        "γ": [fmt_num(g, 0) if s == "γ" else f"mean over {n}" for g, s, n in
+              zip(data["gamma_init"], data["scope"], data["n_gamma"], strict=True)],
+        "Ratio": data["ratio"].map(lambda v: fmt_num(v, 3)),
+        "95 % CI": [fmt_ci((lo, hi), 3) for lo, hi in zip(data["ci_lo"], data["ci_hi"], strict=True)],
+        "max |ratio − 1|": data["max_abs_deviation"].map(lambda v: fmt_num(v, 3)),
+    })
+    caption = (
+        "Noise floor: an A/A twin does exactly the work of the method it copies under another label, so the true "
+        f"ratio of their throughputs is 1. Ratio = twin's throughput ÷ the original's at the same initial γ "
+        f"({POOLINGS[pooling]}); 'mean over N' = the mean of those ratios, with max |ratio − 1| over γ. "
+        f"[lo, hi]: {spec.note()}. A difference between methods no larger than this is within what the host and "
+        "the order of the runs alone produce. The twin is no row of the comparison tables."
+    )
+    return Table("noise_floor", caption, display, data)
+
+
+def noise_floor_lines(table: Table | None, tag: str = "") -> list[str]:
+    """One terminal line per pair and twin of a ``noise_floor_table``."""
+    if table is None:
+        return []
+    overall = table.data[table.data["scope"] == "mean over γ"]
+    return [f"noise floor{tag} ({r['pair']}): {r['twin']} ÷ {r['original']} = {r['ratio']:.3f} "
+            f"{fmt_ci((r['ci_lo'], r['ci_hi']), 3)} (mean over {r['n_gamma']} initial γ; max |ratio − 1| over γ = "
+            f"{r['max_abs_deviation']:.3f})" for _, r in overall.iterrows()]

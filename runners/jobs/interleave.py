@@ -1,0 +1,325 @@
+"""Interleaved execution: the jobs of a sweep decode prompt turn by prompt turn, side by side in time.
+
+A host whose speed drifts (±25 % within the hour a sweep takes on our CPU machine) turns a sweep run
+job after job into a comparison of minutes: each job is timed in its own block of time. Here the
+sweep's jobs are opened together in one process (their models loaded once per pair, through
+``specbench.models.MODEL_CACHE``) and decoded in *rounds*: round ``r`` decodes the ``r``-th unit
+(prompt, turn, repeat; ``runners.jobs.job.Unit``) of every job, in an order shuffled per round
+(``random.Random`` seeded by the sweep's seed and the round: recorded in each record's
+``interleave`` and in ``<sweep>/.specbench/interleave.jsonl``), before the next round starts. A drift
+then hits every job of a round alike instead of one job's block.
+
+Paired baselines: when records compare with the target alone (greedy ``verify_lossless``), the
+target's own decoding of each round's prompt turn is one more decode inside the same shuffled round,
+and every record of the round divides by it (``ar_source: paired``, ``ar_decode: <key hash>@<round>``;
+its row, with its own host probe, in ``<sweep>/.specbench/ar_paired.jsonl``). It is also written to
+the sweep's AR cache (``runners.jobs.ar_cache``) when the cache has no entry for it yet.
+
+Jobs of different pairs run pair by pair (the pairs in the order the sweep lists them). Each job
+keeps its own folder, records, summary and lock (``runners.jobs.job.JobRun``): resume, the folder
+lock, ``overwrite``, and the bad-input checks behave as under the basic launcher; a job that fails is
+recorded as failed and the others go on; policy state never leaks, since each job has its own
+policy and runner (the models are shared, and hold no state between generations). Ctrl-C once
+finishes the round in flight (its records written) and stops; twice stops at once.
+
+The Hydra side (``hydra/launcher=interleaved``) is ``runners.jobs.launcher``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import random
+import time
+import traceback
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from runners.engine.speculative import AutoregressiveRunner
+from runners.jobs.ar_cache import key_hash
+from runners.jobs.device_share import DeviceShare
+from runners.jobs.job import (
+    INVALID_JOBS,
+    JobRun,
+    Reference,
+    StopAfterCurrentPrompt,
+    Timed,
+    TurnInput,
+    Unit,
+    _append_line,
+    _context,
+    _reference_key,
+    open_job,
+)
+from runners.jobs.report import print_job_line
+from specbench.registry import ConfigError
+
+log = logging.getLogger("specbench")
+
+STATE_DIR = Path(".specbench")
+ORDER_FILE = STATE_DIR / "interleave.jsonl"  # one row per round: its seed and the order it ran in
+PAIRED_FILE = STATE_DIR / "ar_paired.jsonl"  # one row per paired AR decode
+
+
+def round_seed(seed: int, group: str, round_index: int) -> int:
+    """The shuffle seed of one round: a hash of the sweep's seed, the pair and the round (stable across
+    Python processes, unlike ``hash``)."""
+    digest = hashlib.sha256(f"{seed}/{group}/{round_index}".encode()).hexdigest()
+    return int(digest[:12], 16)
+
+
+@dataclass
+class Outcome:
+    """What happened to one job of the sweep: ``status`` (``complete`` | ``failed`` | ``interrupted`` |
+    ``skipped`` | ``invalid``), its summary when it has one, and the error of a failed or invalid job."""
+
+    job_dir: Path
+    status: str
+    summary: dict | None = None
+    error: BaseException | None = None
+
+
+@dataclass
+class _Item:
+    """One decode of a round: a job's unit, or the paired AR decode of a prompt turn (``run`` decodes it)."""
+
+    run: JobRun
+    unit: Unit
+    inp: TurnInput
+    ar_digest: str | None = None  # set for a paired AR decode: its reference key's hash
+    waits_for: str | None = None  # a job's decode: the digest of the AR decode it divides by
+
+    @property
+    def name(self) -> str:
+        return f"ar:{self.ar_digest[:16]}" if self.ar_digest else self.run.job_dir.name
+
+
+@dataclass
+class _Shares:
+    """One device registration for the whole interleaved process (its jobs decode one at a time)."""
+
+    results_dir: Path
+    stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
+    shares: dict[tuple[str, ...], DeviceShare] = field(default_factory=dict)
+
+    def __call__(self, devices: Iterable[str]) -> DeviceShare:
+        key = tuple(sorted(devices))
+        if key not in self.shares:
+            import os
+
+            name = f"interleaved-{os.getpid()}-{len(self.shares)}"
+            self.shares[key] = self.stack.enter_context(DeviceShare(self.results_dir, name, key))
+        return self.shares[key]
+
+
+class InterleavedSweep:
+    """Runs ``jobs`` (``(config, job folder)`` pairs, as Hydra composed them) interleaved (module
+    docstring); ``run()`` returns one ``Outcome`` per job, in the given order."""
+
+    def __init__(self, jobs: Sequence[tuple[Any, str | Path]], sweep_dir: str | Path, seed: int = 0,
+                 progress: bool = True, multirun: bool = True) -> None:
+        self.jobs = [(cfg, Path(d)) for cfg, d in jobs]
+        self.sweep_dir = Path(sweep_dir)
+        self.seed = int(seed)
+        self.progress = progress
+        self.multirun = multirun
+        self.outcomes: dict[Path, Outcome] = {}
+
+    # ------------------------------------------------------------------ the sweep
+    def run(self) -> list[Outcome]:
+        runs: list[JobRun] = []
+        for cfg, job_dir in self.jobs:
+            run = self._open(cfg, job_dir)
+            if run is not None:
+                runs.append(run)
+        groups: dict[str, list[JobRun]] = {}
+        for run in runs:
+            groups.setdefault(run.config.pair.name, []).append(run)
+        shares = _Shares(self.sweep_dir)
+        try:
+            with shares.stack, StopAfterCurrentPrompt() as stop:
+                for pair, group in groups.items():
+                    if stop.requested:
+                        raise KeyboardInterrupt("stopped after the current round")
+                    self._run_group(pair, group, shares, stop)
+        except KeyboardInterrupt:
+            for run in runs:
+                if run.job_dir not in self.outcomes:
+                    if run.began and run.summary is None:
+                        run.interrupted()
+                    self.outcomes[run.job_dir] = Outcome(run.job_dir, "interrupted", run.summary)
+            raise
+        finally:
+            for run in runs:  # every lock released, every writer closed, whatever happened
+                run.close()
+        return [self.outcomes[d] for _, d in self.jobs]
+
+    def _open(self, cfg: Any, job_dir: Path) -> JobRun | None:
+        """``open_job`` with ``run_cli_job``'s handling: a bad config is listed in the sweep's
+        ``invalid_jobs.jsonl`` (no folder); a job another process holds is skipped."""
+        try:
+            opened = open_job(cfg, job_dir, progress=False)
+        except ConfigError as exc:
+            log.error("configuration error: %s", exc)
+            if self.multirun:
+                _append_line(job_dir.parent / INVALID_JOBS, {"job": job_dir.name, "error": str(exc), "time": time.time()})
+            self.outcomes[job_dir] = Outcome(job_dir, "invalid", error=exc)
+            return None
+        except Exception as exc:  # crash isolation: recorded in the job's summary.json
+            log.exception("job failed: %s (details in %s/summary.json)", exc, job_dir)
+            self.outcomes[job_dir] = Outcome(job_dir, "failed", error=exc)
+            return None
+        if not isinstance(opened, JobRun):
+            print_job_line(job_dir, opened)
+            self.outcomes[job_dir] = Outcome(job_dir, str(opened.get("status")), opened)
+            return None
+        return opened
+
+    def _fail(self, run: JobRun, exc: BaseException) -> None:
+        log.error("job failed: %s: %s (details in %s/summary.json)", type(exc).__name__, exc, run.job_dir)
+        log.debug("%s", "".join(traceback.format_exception(exc)))
+        if run.began:
+            run.failed(exc)
+        run.close()
+        self.outcomes[run.job_dir] = Outcome(run.job_dir, "failed", run.summary, exc)
+
+    def _run_group(self, pair: str, group: list[JobRun], shares: _Shares, stop: StopAfterCurrentPrompt) -> None:
+        """Start a pair's jobs (models loaded once), decode them round by round, and finish them."""
+        live: list[JobRun] = []
+        for run in group:
+            try:
+                summary = run.start(share=shares)
+            except Exception as exc:
+                self._fail(run, exc)
+                continue
+            if summary is not None:  # complete already
+                run.close()
+                print_job_line(run.job_dir, summary)
+                self.outcomes[run.job_dir] = Outcome(run.job_dir, "complete", summary)
+                continue
+            live.append(run)
+        if not live:
+            return
+        units = {id(run): run.units() for run in live}
+        n_rounds = max(len(u) for u in units.values())
+        from tqdm.auto import tqdm
+
+        total = sum(1 for run in live for u in units[id(run)] if not run.is_done(u))
+        with contextlib.ExitStack() as stack:
+            bar = stack.enter_context(tqdm(total=total, desc=f"interleaved {pair} ({len(live)} jobs)", unit="decode",
+                                           disable=not self.progress))
+            for r in range(n_rounds):
+                if stop.requested:
+                    raise KeyboardInterrupt("stopped after the current round")
+                todo = [(run, units[id(run)][r]) for run in live
+                        if r < len(units[id(run)]) and not run.is_done(units[id(run)][r])]
+                if todo:
+                    self._round(pair, r, todo, live, bar)
+        for run in live:
+            if run.job_dir in self.outcomes:
+                continue  # failed during a round
+            try:
+                summary = run.finish()
+            except Exception as exc:
+                self._fail(run, exc)
+                continue
+            run.close()
+            print_job_line(run.job_dir, summary)
+            self.outcomes[run.job_dir] = Outcome(run.job_dir, "complete", summary)
+
+    def _round(self, pair: str, r: int, todo: list[tuple[JobRun, Unit]], live: list[JobRun], bar: Any) -> None:
+        """One round: each job's unit, plus one paired AR decode per distinct reference, shuffled."""
+        items: list[_Item] = []
+        refs: dict[str, _Item] = {}
+        for run, unit in todo:
+            try:
+                inp = run.turn_ids(unit)
+            except Exception as exc:
+                self._fail(run, exc)
+                live.remove(run)
+                continue
+            item = _Item(run, unit, inp)
+            if run.needs_reference():
+                digest = key_hash(_reference_key(run.job, inp.ids))
+                item.waits_for = digest
+                if digest not in refs:
+                    refs[digest] = _Item(run, unit, inp, ar_digest=digest)
+            items.append(item)
+        order = items + list(refs.values())
+        seed = round_seed(self.seed, pair, r)
+        random.Random(seed).shuffle(order)
+        _append_line(self.sweep_dir / ORDER_FILE, {"pair": pair, "round": r, "seed": seed,
+                                                  "order": [it.name for it in order], "time": time.time()})
+        references: dict[str, Reference] = {}
+        pending: list[tuple[_Item, Timed, dict[str, Any]]] = []
+        failed_refs: dict[str, BaseException] = {}
+        for position, item in enumerate(order):
+            where = {"round": r, "position": position, "size": len(order), "seed": seed}
+            if item.ar_digest is not None:
+                try:
+                    references[item.ar_digest] = self._paired_ar(item, pair, where)
+                except Exception as exc:
+                    failed_refs[item.ar_digest] = exc
+            elif item.run.job_dir not in self.outcomes:
+                try:
+                    pending.append((item, item.run.generate(item.unit, item.inp), where))
+                except Exception as exc:
+                    self._fail(item.run, exc)
+                    live.remove(item.run)
+            pending = self._write_ready(pending, references, failed_refs, live)
+            bar.update(0 if item.ar_digest else 1)
+        assert not pending, "every decode of a round is written by its end"
+
+    def _write_ready(self, pending: list[tuple[_Item, Timed, dict[str, Any]]], references: dict[str, Reference],
+                     failed_refs: dict[str, BaseException], live: list[JobRun]) -> list[tuple[_Item, Timed, dict]]:
+        """Write the records whose paired reference is decoded (at once: a crash loses at most a round)."""
+        left = []
+        for item, timed, where in pending:
+            digest = item.waits_for
+            if digest is not None and digest in failed_refs:
+                self._fail(item.run, RuntimeError(f"the paired AR decode failed: {failed_refs[digest]}"))
+                live.remove(item.run)
+                continue
+            if digest is not None and digest not in references:
+                left.append((item, timed, where))
+                continue
+            try:
+                item.run.write(item.unit, item.inp, timed, references.get(digest) if digest else None, where)
+            except Exception as exc:
+                self._fail(item.run, exc)
+                live.remove(item.run)
+        return left
+
+    def _paired_ar(self, item: _Item, pair: str, where: dict[str, Any]) -> Reference:
+        """The target alone on the item's prompt turn, timed now (after its own host probe)."""
+        run, job = item.run, item.run.job
+        assert job is not None and item.ar_digest is not None
+        probe_ms = run.probe() if run.probe is not None else None
+        before = job.share.sample()[0] if job.share is not None else None
+        gen = AutoregressiveRunner(job.target, job.eos, 0.0).generate(item.inp.ids, run.config.max_new_tokens)
+        after = job.share.sample()[0] if job.share is not None else None
+        device_jobs = max(before, after) if before is not None and after is not None else None
+        decode_id = f"{item.ar_digest[:16]}@{where['round']}"
+        _append_line(self.sweep_dir / PAIRED_FILE, {
+            "ar_decode": decode_id, "key": item.ar_digest, "pair": pair, "target": run.config.pair.target.label,
+            "prompt_id": item.unit.prompt.prompt_id, "turn": item.unit.turn, "repeat": item.unit.repeat,
+            "new_tokens": len(gen.tokens), "ttft_ms": gen.ttft_ms, "wall_ms": gen.wall_ms,
+            "host_probe_ms": probe_ms, "device_jobs": device_jobs, "interleave": where, "time": time.time()})
+        cache = job.ar_cache
+        if cache is not None:
+            key = _reference_key(job, item.inp.ids)
+            if cache.get(key) is None:
+                cache.put(key, gen.tokens, gen.ttft_ms, gen.wall_ms, gen.stop_reason, _context(job, device_jobs))
+        return Reference(gen, "paired", device_jobs, decode_id)
+
+
+def read_order(sweep_dir: str | Path) -> list[dict[str, Any]]:
+    """The rounds of an interleaved sweep (``interleave.jsonl``), in the order they ran."""
+    path = Path(sweep_dir) / ORDER_FILE
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]

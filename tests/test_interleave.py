@@ -1,0 +1,223 @@
+"""Interleaved execution (``runners.jobs.interleave``, ``hydra/launcher=interleaved``): rounds of one
+prompt turn per job in a recorded shuffled order, paired AR references, repeats, the host probe, and
+the point of it all: a slowdown injected halfway through a sweep reaches identical-work cells alike
+when they are interleaved, and splits them when they run one after another. Tiny seeded models,
+in-process (the Hydra path is in tests/test_launchers.py)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from omegaconf import OmegaConf
+
+from runners.jobs import job as job_module
+from runners.jobs.interleave import InterleavedSweep, read_order, round_seed
+from runners.jobs.job import run_job
+from specbench.records import aggregate, read_records
+
+from helpers import compose
+
+
+def _tiny(tiny_conf: Path, *overrides: str) -> dict:
+    cfg = OmegaConf.to_container(compose("task.n_prompts=3", "max_new_tokens=8", "warmup=0", *overrides), resolve=True)
+    cfg["pair"] = yaml.safe_load((tiny_conf / "pair" / "tiny.yaml").read_text())
+    return cfg
+
+
+def _jobs(tiny_conf: Path, results: Path, cells: list[tuple[str, ...]], *common: str) -> list[tuple[dict, Path]]:
+    return [(_tiny(tiny_conf, *cell, *common, f"results_dir={results}"), results / ",".join(cell)) for cell in cells]
+
+
+CELLS = [("method=specdecode", "gamma=2"), ("method=gammatune", "gamma=4"), ("method=ar",)]
+
+
+def test_rounds_decode_every_job_once_per_turn_with_the_paired_reference(tiny_conf, tmp_path):
+    jobs = _jobs(tiny_conf, tmp_path, CELLS)
+    outcomes = InterleavedSweep(jobs, tmp_path, seed=3, progress=False).run()
+    assert [o.status for o in outcomes] == ["complete"] * 3
+    rounds = read_order(tmp_path)
+    assert [r["round"] for r in rounds] == [0, 1, 2]  # 3 prompt turns
+    for r in rounds:  # every job once, plus one paired AR decode for the two speculative jobs
+        names = r["order"]
+        assert sorted(n for n in names if not n.startswith("ar:")) == sorted(d.name for _, d in jobs)
+        assert len([n for n in names if n.startswith("ar:")]) == 1
+        assert r["seed"] == round_seed(3, "tiny", r["round"])
+    assert len({tuple(r["order"]) for r in rounds}) > 1 or len(rounds) < 3  # shuffled per round (3! orders)
+    paired = [json.loads(line) for line in (tmp_path / ".specbench" / "ar_paired.jsonl").read_text().splitlines()]
+    assert len(paired) == 3
+    by_job = {d.name: read_records(d / "records.jsonl") for _, d in jobs}
+    ar_ids = {(r["prompt_id"], r["turn"]): r["output_ids"] for r in by_job["method=ar"]}
+    for name, records in by_job.items():
+        assert len(records) == 3
+        for r in records:
+            order = rounds[r["interleave"]["round"]]["order"]
+            assert order[r["interleave"]["position"]] == name  # the record says where it ran
+            assert r["host_probe_ms"] > 0 and r["repeat"] == 0
+            if name == "method=ar":
+                assert r["ar_source"] == "self"
+                continue
+            assert r["ar_source"] == "paired" and r["lossless"] is True
+            assert r["output_ids"] == ar_ids[(r["prompt_id"], r["turn"])]
+            row = next(p for p in paired if p["ar_decode"] == r["ar_decode"])
+            assert (row["prompt_id"], row["turn"]) == (r["prompt_id"], r["turn"])
+            assert r["ar_wall_ms"] == pytest.approx(row["wall_ms"])
+            assert row["interleave"]["round"] == r["interleave"]["round"]  # paired: the same round
+    # both speculative jobs of a round divide by the same AR decode
+    decodes = Counter(r["ar_decode"] for name in ("method=specdecode,gamma=2", "method=gammatune,gamma=4")
+                      for r in by_job[name])
+    assert set(decodes.values()) == {2}
+    summary = json.loads((jobs[0][1] / "summary.json").read_text())
+    assert summary["drift"]["n"] == 3 and summary["drift"]["max_over_min"] >= 1.0
+
+
+def test_interleaved_outputs_equal_sequential_ones_and_policy_state_stays_per_job(tiny_conf, tmp_path):
+    """GammaTune carrying γ over between prompts (transient=false) next to another GammaTune and a fixed γ:
+    each job ends in exactly the state it reaches when run alone."""
+    cells = [("method=gammatune", "gamma=1", "method.transient=false"),
+             ("method=gammatune", "gamma=6", "method.transient=false"), ("method=specdecode", "gamma=3")]
+    seq = tmp_path / "seq"
+    for cfg, job_dir in _jobs(tiny_conf, seq, cells):
+        run_job(cfg, job_dir, progress=False)
+    inter = tmp_path / "inter"
+    InterleavedSweep(_jobs(tiny_conf, inter, cells), inter, progress=False).run()
+    for cell in cells:
+        name = ",".join(cell)
+        a, b = read_records(seq / name / "records.jsonl"), read_records(inter / name / "records.jsonl")
+        assert [r["output_ids"] for r in a] == [r["output_ids"] for r in b]
+        assert [r["gamma_trace"] for r in a] == [r["gamma_trace"] for r in b]
+        sa = json.loads((seq / name / "summary.json").read_text())["policy_state"]
+        sb = json.loads((inter / name / "summary.json").read_text())["policy_state"]
+        assert sa == sb, name
+
+
+def test_resume_bad_input_and_a_failing_job(tiny_conf, tmp_path, monkeypatch):
+    jobs = _jobs(tiny_conf, tmp_path, CELLS[:2])
+    bad = (_tiny(tiny_conf, "method=gammatune", "method.eta=7", f"results_dir={tmp_path}"), tmp_path / "bad")
+    calls = {"n": 0}
+    real = job_module.JobRun.generate
+
+    def crash_second_round(self, unit, inp):  # the specdecode job dies on its second prompt turn
+        if self.config.method.name == "specdecode" and unit.index == 1:
+            calls["n"] += 1
+            raise RuntimeError("injected failure")
+        return real(self, unit, inp)
+
+    monkeypatch.setattr(job_module.JobRun, "generate", crash_second_round)
+    outcomes = InterleavedSweep([*jobs, bad], tmp_path, progress=False).run()
+    assert [o.status for o in outcomes] == ["failed", "complete", "invalid"]
+    assert not (tmp_path / "bad").exists()  # a refused config leaves no folder
+    assert "bad" in (tmp_path / "invalid_jobs.jsonl").read_text()
+    failed = json.loads((jobs[0][1] / "summary.json").read_text())
+    assert failed["status"] == "failed" and "injected failure" in failed["error"]
+    assert len(read_records(jobs[0][1] / "records.jsonl")) == 1  # its first turn is kept
+    assert len(read_records(jobs[1][1] / "records.jsonl")) == 3  # the other job went on
+    # a re-run resumes the failed job from its second turn and leaves the complete one alone
+    monkeypatch.setattr(job_module.JobRun, "generate", real)
+    done = jobs[1][1] / "records.jsonl"
+    before = done.read_bytes()
+    outcomes = InterleavedSweep(jobs, tmp_path, progress=False).run()
+    assert [o.status for o in outcomes] == ["complete", "complete"]
+    assert done.read_bytes() == before
+    resumed = read_records(jobs[0][1] / "records.jsonl")
+    assert [r["prompt_id"] for r in resumed] == [r["prompt_id"] for r in read_records(done)]
+    assert resumed[0]["interleave"]["round"] == 0 and resumed[1]["interleave"]["round"] == 1
+    from runners.jobs.lock import JobLock
+
+    assert JobLock(jobs[0][1]).try_acquire() is None  # released
+
+
+def test_repeats_reshuffle_and_extend_a_job(tiny_conf, tmp_path):
+    jobs = _jobs(tiny_conf, tmp_path, CELLS[:2], "repeats=2", "task.n_prompts=2")
+    InterleavedSweep(jobs, tmp_path, progress=False).run()
+    for _, job_dir in jobs:
+        records = read_records(job_dir / "records.jsonl")
+        assert [(r["prompt_id"], r["repeat"]) for r in records] == [
+            ("writing-1", 0), ("writing-1", 1), ("writing-2", 0), ("writing-2", 1)]
+        assert records[0]["output_ids"] == records[1]["output_ids"]
+        assert records[0]["ar_decode"] != records[1]["ar_decode"]  # each repeat its own paired AR decode
+    assert len(read_order(tmp_path)) == 4
+    # more repeats later extend the same folders (repeats is not part of a job's identity)
+    more = _jobs(tiny_conf, tmp_path, CELLS[:2], "repeats=3", "task.n_prompts=2")
+    InterleavedSweep(more, tmp_path, progress=False).run()
+    for _, job_dir in more:
+        records = read_records(job_dir / "records.jsonl")
+        assert sorted(r["repeat"] for r in records) == [0, 0, 1, 1, 2, 2]
+        assert json.loads((job_dir / "summary.json").read_text())["status"] == "complete"
+
+
+def test_the_sequential_launcher_times_repeats_too(tiny_conf, tmp_path):
+    cfg = _tiny(tiny_conf, "method=specdecode", "repeats=2", "task.n_prompts=2", "host_probe=false")
+    summary = run_job(cfg, tmp_path / "job", progress=False)
+    records = read_records(tmp_path / "job" / "records.jsonl")
+    assert [r["repeat"] for r in records] == [0, 1, 0, 1]
+    assert all(r["host_probe_ms"] is None and r["interleave"] is None for r in records)
+    assert {r["ar_source"] for r in records} <= {"decoded", "cache"}
+    assert summary["drift"] is None and summary["repeats"] == 2
+
+
+# ------------------------------------------------------------------- drift: the reason for all this
+
+
+class _Slowdown:
+    """Every forward of the tiny models sleeps ``base`` seconds, and ``slow`` from the moment the sweep
+    has made ``switch_after`` timed generations on (a host that slows down halfway). The sleeps dominate
+    the tiny models' own time, so the cells' expected times are known."""
+
+    def __init__(self, switch_after: int, base: float = 0.002, slow: float = 0.004) -> None:
+        self.switch_after, self.base, self.slow, self.generations = switch_after, base, slow, 0
+
+    def install(self, monkeypatch) -> None:
+        from transformers import LlamaForCausalLM
+
+        real_forward = LlamaForCausalLM.forward
+        real_generate = job_module.JobRun.generate
+        probe = self
+
+        def forward(model, *args, **kwargs):
+            time.sleep(probe.slow if probe.generations >= probe.switch_after else probe.base)
+            return real_forward(model, *args, **kwargs)
+
+        def generate(run, unit, inp):
+            out = real_generate(run, unit, inp)
+            probe.generations += 1
+            return out
+
+        monkeypatch.setattr(LlamaForCausalLM, "forward", forward)
+        monkeypatch.setattr(job_module.JobRun, "generate", generate)
+
+
+def _tps(job_dir: Path) -> float:
+    return aggregate(read_records(job_dir / "records.jsonl"))["tokens_per_s"]
+
+
+@pytest.mark.slow
+def test_a_slowdown_halfway_reaches_interleaved_cells_alike_and_splits_sequential_ones(tiny_conf, tmp_path,
+                                                                                       monkeypatch):
+    """Two cells doing identical work (SpecDecode and its A/A twin): interleaved they measure within
+    ±3 % of each other through a slowdown that starts halfway; run one after the other, the second one
+    runs wholly in the slow half and measures the gap."""
+    torch.set_num_threads(1)
+    cells = [("method=specdecode", "gamma=3"), ("method=specdecode_twin", "gamma=3")]
+    common = ("task.n_prompts=8", "max_new_tokens=12", "verify_lossless=false", "host_probe=false")
+    n_turns = 8
+    slow = _Slowdown(switch_after=n_turns)  # half of the sweep's 2 x 8 timed generations
+    slow.install(monkeypatch)
+    seq = tmp_path / "seq"
+    for cfg, job_dir in _jobs(tiny_conf, seq, cells, *common):
+        run_job(cfg, job_dir, progress=False)
+    gap_sequential = _tps(seq / ",".join(cells[1])) / _tps(seq / ",".join(cells[0]))
+    slow.generations = 0
+    inter = tmp_path / "inter"
+    InterleavedSweep(_jobs(tiny_conf, inter, cells, *common), inter, progress=False).run()
+    gap_interleaved = _tps(inter / ",".join(cells[1])) / _tps(inter / ",".join(cells[0]))
+    assert gap_sequential < 0.8, gap_sequential  # the twin ran in the slow half: the injected gap shows
+    assert abs(gap_interleaved - 1.0) <= 0.03, gap_interleaved
+    outputs = {d.name: [r["output_ids"] for r in read_records(d / "records.jsonl")] for d in inter.iterdir()
+               if d.is_dir() and not d.name.startswith(".")}
+    assert len({json.dumps(v) for v in outputs.values()}) == 1  # identical work indeed
