@@ -7,7 +7,9 @@ Each job folder keeps ``records.jsonl`` (without ``output_text``; ``output_sha``
 ``summary.json`` (without the traceback). ``provenance.json`` at the top says where, when and
 with what the numbers were measured. The side folders a recipe's results may hold are copied as
 they are: ``latency/`` (calibrations of ``python -m runners.replay calibrate``, read by the
-analysis' prediction table) and ``stats/`` (``python -m methods.hetero.stats --json``).
+analysis' prediction table) and ``stats/`` (``python -m methods.hetero.stats --json``). An interleaved
+sweep's round orders and paired AR decodes (``.specbench/interleave.jsonl``, ``.specbench/ar_paired.jsonl``;
+``runners.jobs.interleave``) are copied as ``interleave.jsonl`` and ``ar_paired.jsonl``.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 from specbench.records import read_records, write_json_atomic
 
 SIDE_FOLDERS = ("latency", "stats")
+SIDE_FILES = {".specbench/interleave.jsonl": "interleave.jsonl", ".specbench/ar_paired.jsonl": "ar_paired.jsonl"}
 
 
 def export(src: Path, dst: Path) -> dict:
@@ -43,6 +46,9 @@ def export(src: Path, dst: Path) -> dict:
     for side in SIDE_FOLDERS:
         if (src / side).is_dir():
             shutil.copytree(src / side, dst / side)
+    for name, target in SIDE_FILES.items():
+        if (src / name).is_file():
+            shutil.copyfile(src / name, dst / target)
     info = {"source": str(src), "jobs": len(jobs), "statuses": statuses, "provenance": provenance}
     write_json_atomic(dst / "provenance.json", info)
     return info

@@ -221,3 +221,18 @@ def test_a_slowdown_halfway_reaches_interleaved_cells_alike_and_splits_sequentia
     outputs = {d.name: [r["output_ids"] for r in read_records(d / "records.jsonl")] for d in inter.iterdir()
                if d.is_dir() and not d.name.startswith(".")}
     assert len({json.dumps(v) for v in outputs.values()}) == 1  # identical work indeed
+
+
+def test_the_ar_cache_key_names_the_kv_cache_so_an_offloaded_decoding_never_serves_as_a_reference(tmp_path):
+    """Issue 28 (2): an ``ar_offloaded`` job stores its own decoding under ``cache: offloaded``; a reference
+    lookup asks for ``dynamic``, so a record's speedup never divides by an offloaded decode."""
+    from runners.jobs.ar_cache import ARCache, key_hash, reference_key
+    from specbench.config import ModelSpec
+
+    spec = ModelSpec(name="t", path="/models/t")
+    dynamic = reference_key(spec, [1, 2, 3], 8, [0], "cpu:x")
+    offloaded = reference_key(spec, [1, 2, 3], 8, [0], "cpu:x", cache="offloaded")
+    assert dynamic["cache"] == "dynamic" and key_hash(dynamic) != key_hash(offloaded)
+    cache = ARCache(tmp_path)
+    cache.put(offloaded, [5, 6], 1.0, 9.0, "max_new_tokens", {"job": "method=ar_offloaded"})
+    assert cache.get(dynamic) is None and cache.get(offloaded)["tokens"] == [5, 6]

@@ -1,5 +1,6 @@
-"""Every launcher runs the same small sweep: Hydra's basic launcher (one process), submitit's local
-executor (a process per job, all at once) and a local Ray instance (2 CPU workers).
+"""Every launcher runs the same small sweep: Hydra's basic launcher (one process), the interleaved one
+(one process, the jobs' prompt turns interleaved), submitit's local executor (a process per job, all at
+once) and a local Ray instance (2 CPU workers).
 
 Each must give the same generated token ids, resume on a re-run without running a complete job
 twice, record a failing job as failed without stopping the others, and decode each AR reference
@@ -23,6 +24,7 @@ SWEEP = ["-m", "pair=tiny_a,broken", "method=specdecode,gammatune", "gamma=2", "
          "max_new_tokens=8", "warmup=0", "threads=1"]
 LAUNCHERS = {
     "basic": [],
+    "interleaved": ["hydra/launcher=interleaved"],  # one process, prompt turn by prompt turn (runners.jobs.interleave)
     "submitit_local": ["hydra/launcher=local"],
     "ray": ["hydra/launcher=ray", "hydra.launcher.ray.init.num_cpus=2"],  # threads=1: 2 jobs at once
 }
@@ -82,13 +84,20 @@ def test_every_launcher_runs_the_same_sweep_resumes_and_isolates_failures(launch
         for r in records[name]:
             assert r["lossless"] is True
             assert r["device_id"].startswith("cpu@") and r["device_jobs"] >= 1
-            if launcher == "basic":
+            if launcher in ("basic", "interleaved"):
                 assert r["device_jobs"] == 1 and r["device_neighbours"] == []
-    # the AR reference: decoded once per prompt turn for the whole sweep, read by the other job
-    sources = Counter((r["prompt_id"], r["turn"], r["ar_source"]) for name in complete for r in records[name])
-    for prompt, turn in {(r["prompt_id"], r["turn"]) for name in complete for r in records[name]}:
-        assert sources[(prompt, turn, "decoded")] == 1, sources
-        assert sources[(prompt, turn, "cache")] == 1, sources
+    if launcher == "interleaved":  # the AR reference: decoded in each prompt turn's round, for both jobs
+        decodes = {(r["prompt_id"], r["turn"]): set() for name in complete for r in records[name]}
+        for name in complete:
+            for r in records[name]:
+                assert r["ar_source"] == "paired" and r["interleave"]["size"] == 3  # 2 jobs + the AR decode
+                decodes[(r["prompt_id"], r["turn"])].add(r["ar_decode"])
+        assert all(len(ids) == 1 for ids in decodes.values()), decodes
+    else:  # the AR reference: decoded once per prompt turn for the whole sweep, read by the other job
+        sources = Counter((r["prompt_id"], r["turn"], r["ar_source"]) for name in complete for r in records[name])
+        for prompt, turn in {(r["prompt_id"], r["turn"]) for name in complete for r in records[name]}:
+            assert sources[(prompt, turn, "decoded")] == 1, sources
+            assert sources[(prompt, turn, "cache")] == 1, sources
     # a re-run resumes: complete jobs are not run again (their files are untouched), failed ones are retried
     before = {n: ((tmp_path / n / "records.jsonl").read_bytes(), (tmp_path / n / "summary.json").stat().st_mtime_ns)
               for n in complete}

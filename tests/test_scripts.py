@@ -18,6 +18,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 #: every Python script with a command line, and an option its --help must show
 HELP = {
+    "bench_interleave.py": "--repeats",
     "bench_speedup.py": "--configs",
     "bench_sweep.py": "--launcher",
     "bench_vs_hf.py": "--variants",
@@ -57,6 +58,9 @@ def test_export_results_strips_output_texts_and_keeps_what_analysis_reads(tmp_pa
                                                   "provenance": {"host": "h"}}))
     (tmp_path / "src" / "latency").mkdir()
     (tmp_path / "src" / "latency" / "tiny.json").write_text("{}")
+    (tmp_path / "src" / ".specbench").mkdir()  # an interleaved sweep's round orders and paired AR decodes
+    (tmp_path / "src" / ".specbench" / "interleave.jsonl").write_text('{"round": 0}\n')
+    (tmp_path / "src" / ".specbench" / "ar_paired.jsonl").write_text('{"ar_decode": "ab@0"}\n')
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "export_results.py"), str(tmp_path / "src"),
                            str(tmp_path / "dst")], capture_output=True, text=True, cwd=ROOT,
                           env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
@@ -67,6 +71,8 @@ def test_export_results_strips_output_texts_and_keeps_what_analysis_reads(tmp_pa
     assert "output_text" not in kept and kept["output_sha"] == "abc"
     assert "traceback" not in json.loads((out / "summary.json").read_text())
     assert (tmp_path / "dst" / "latency" / "tiny.json").exists()
+    assert (tmp_path / "dst" / "interleave.jsonl").read_text() == '{"round": 0}\n'
+    assert (tmp_path / "dst" / "ar_paired.jsonl").exists() and not (tmp_path / "dst" / ".specbench").exists()
     assert json.loads((tmp_path / "dst" / "provenance.json").read_text())["provenance"] == {"host": "h"}
 
 

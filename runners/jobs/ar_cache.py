@@ -12,6 +12,8 @@ The key is everything that determines the reference's tokens and its timing:
   placement, quantization, remote code);
 * the prompt's token ids, ``max_new_tokens``, temperature 0 (greedy; sampled runs have no
   reference), and the EOS ids that end a generation;
+* the KV cache the decoding ran with (``dynamic``; an ``ar_offloaded`` job's own decoding is stored
+  under ``offloaded`` and never serves as another job's reference, which is decoded with ``dynamic``);
 * the hardware (CPU model, or GPU name) and the torch and transformers versions: fp16 kernels differ
   between GPU models and library versions, and a reference timed on another device type would
   give a meaningless speedup.
@@ -42,7 +44,7 @@ from specbench.config import ModelSpec
 from specbench.records import write_json_atomic
 
 CACHE_SUBDIR = Path(".specbench") / "ar_cache"
-ENTRY_VERSION = 1
+ENTRY_VERSION = 2  # 2: the KV cache implementation is part of the key
 
 
 def hardware(device: str) -> str:
@@ -58,7 +60,7 @@ def hardware(device: str) -> str:
 
 
 def reference_key(spec: ModelSpec, prompt_ids: list[int], max_new_tokens: int, eos_ids: list[int],
-                  device_type: str) -> dict[str, Any]:
+                  device_type: str, cache: str = "dynamic") -> dict[str, Any]:
     """The cache key (module docstring) as a plain mapping."""
     import torch
     import transformers
@@ -71,6 +73,7 @@ def reference_key(spec: ModelSpec, prompt_ids: list[int], max_new_tokens: int, e
         "max_new_tokens": int(max_new_tokens),
         "temperature": 0.0,
         "eos_ids": sorted(map(int, eos_ids)),
+        "cache": str(cache),
         "hardware": device_type,
         "torch": torch.__version__,
         "transformers": transformers.__version__,

@@ -315,9 +315,11 @@ def ar_reference(job: Job, prompt_ids: list[int]) -> Generation:
     return ar_reference_entry(job, prompt_ids)[0]
 
 
-def _reference_key(job: Job, prompt_ids: list[int]) -> dict[str, Any]:
+def _reference_key(job: Job, prompt_ids: list[int], cache: str = "dynamic") -> dict[str, Any]:
+    """The AR cache key of ``prompt_ids`` (``runners.jobs.ar_cache.reference_key``): a reference is decoded
+    with the dynamic cache; an AR job's own decoding is stored under its own ``cache``."""
     return reference_key(job.config.pair.target, prompt_ids, job.config.max_new_tokens, job.eos,
-                         hardware(str(model_device(job.target))))
+                         hardware(str(model_device(job.target))), cache)
 
 
 def ar_reference_entry(job: Job, prompt_ids: list[int]) -> tuple[Generation, str, int | None]:
@@ -361,7 +363,7 @@ def _store_own_reference(job: Job, prompt_ids: list[int], gen: Generation, devic
     """An AR job's greedy decoding is the reference other jobs need: put it in the cache."""
     if job.ar_cache is None:
         return
-    key = _reference_key(job, prompt_ids)
+    key = _reference_key(job, prompt_ids, job.config.method.ar_cache or "dynamic")
     if job.ar_cache.get(key) is None:
         job.ar_cache.put(key, gen.tokens, gen.ttft_ms, gen.wall_ms, gen.stop_reason, _context(job, device_jobs))
 
