@@ -91,6 +91,7 @@ class _Item:
     unit: Unit
     inp: TurnInput
     ar_digest: str | None = None  # set for a paired AR decode: its reference key's hash
+    ar_key: dict[str, Any] | None = None  # ... and the key itself (``runners.jobs.ar_cache.reference_key``)
     waits_for: str | None = None  # a job's decode: the digest of the AR decode it divides by
 
     @property
@@ -244,10 +245,11 @@ class InterleavedSweep:
                 continue
             item = _Item(run, unit, inp)
             if run.needs_reference():
-                digest = key_hash(_reference_key(run.job, inp.ids))
+                key = _reference_key(run.job, inp.ids)
+                digest = key_hash(key)
                 item.waits_for = digest
                 if digest not in refs:
-                    refs[digest] = _Item(run, unit, inp, ar_digest=digest)
+                    refs[digest] = _Item(run, unit, inp, ar_digest=digest, ar_key=key)
             items.append(item)
         order = items + list(refs.values())
         seed = round_seed(self.seed, pair, r)
@@ -309,11 +311,9 @@ class InterleavedSweep:
             "prompt_id": item.unit.prompt.prompt_id, "turn": item.unit.turn, "repeat": item.unit.repeat,
             "new_tokens": len(gen.tokens), "ttft_ms": gen.ttft_ms, "wall_ms": gen.wall_ms,
             "host_probe_ms": probe_ms, "device_jobs": device_jobs, "interleave": where, "time": time.time()})
-        cache = job.ar_cache
-        if cache is not None:
-            key = _reference_key(job, item.inp.ids)
-            if cache.get(key) is None:
-                cache.put(key, gen.tokens, gen.ttft_ms, gen.wall_ms, gen.stop_reason, _context(job, device_jobs))
+        cache, key = job.ar_cache, item.ar_key
+        if cache is not None and key is not None and cache.get(key) is None:
+            cache.put(key, gen.tokens, gen.ttft_ms, gen.wall_ms, gen.stop_reason, _context(job, device_jobs))
         return Reference(gen, "paired", device_jobs, decode_id)
 
 

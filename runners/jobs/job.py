@@ -51,6 +51,7 @@ import json
 import logging
 import os
 import shutil
+import statistics
 import time
 import traceback
 from collections.abc import Callable, Mapping
@@ -760,9 +761,8 @@ def drift_summary(records: list[Mapping[str, Any]]) -> dict[str, Any] | None:
     probes = sorted(r["host_probe_ms"] for r in records if r.get("host_probe_ms") is not None)
     if not probes:
         return None
-    mid = len(probes) // 2
-    median = probes[mid] if len(probes) % 2 else (probes[mid - 1] + probes[mid]) / 2.0
-    return {"host_probe_ms_median": median, "host_probe_ms_min": probes[0], "host_probe_ms_max": probes[-1],
+    return {"host_probe_ms_median": statistics.median(probes), "host_probe_ms_min": probes[0],
+            "host_probe_ms_max": probes[-1],
             "max_over_min": probes[-1] / probes[0] if probes[0] > 0 else None, "n": len(probes)}
 
 
@@ -840,21 +840,6 @@ class StopAfterCurrentPrompt:
 
         if self._previous is not None:
             signal.signal(signal.SIGINT, self._previous)
-
-
-def decode_turn(job: Job, prompt: Prompt, turn: int, history: list[tuple[str, str]], user: str) -> Record:
-    """One prompt turn of ``job`` decoded and recorded (its reference from ``ar_reference_entry``), outside
-    a ``JobRun`` (no probe, no folder): for scripts and tests that hold a ``Job``."""
-    config = job.config
-    inp = turn_input(job, prompt, turn, history, user)
-    for k in range(config.warmup_per_prompt):
-        job.untimed(inp.ids, config.max_new_tokens, config.seed + 1 + k)
-    gen = job.runner.generate(inp.ids, config.max_new_tokens, job.generator(config.seed))
-    reference = None
-    if config.verify_lossless and config.greedy and job.runner is not job.ar:
-        gen_ref, source, jobs = ar_reference_entry(job, inp.ids)
-        reference = Reference(gen_ref, source, jobs)
-    return make_record(job, Unit(0, prompt, turn, 0), inp, Timed(gen, None), reference)
 
 
 @dataclass(frozen=True)
