@@ -20,6 +20,12 @@ and the noise floor of an A/A pair (a method against its twin).
   the pooling) with its paired bootstrap CI (``analysis.uncertainty``); over γ, the mean of those
   ratios (its CI replicate by replicate) and ``max |ratio − 1|``. The two do the same work, so the
   true ratio is 1: what the table shows is what the sweep's conditions alone make of a comparison.
+* **resolution** (``aa_turn_log_ratios``, the noise floor's last columns): per prompt turn (and
+  repeat) that both ran at the same initial γ, ``log(tokens/s of the twin ÷ the original's)``; its
+  standard deviation σ over all of them is the host's noise on one paired prompt turn. A comparison
+  of two cells over n such turns then resolves a difference of about ``±1.96·σ/√n`` (95 %, the
+  log-ratio of means taken as the mean of log-ratios), and ``(1.96·σ / e)²`` turns (× repeats) resolve
+  ±e: the sample a sweep needs before a difference of that size is a result and not the host.
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ from analysis.render import Table
 from analysis.uncertainty import Bootstrap, BootstrapSpec, Estimate, fmt_ci, mean_of
 
 DRIFT_THRESHOLD = 0.10
+RESOLVE_TARGET = 0.03  # the difference the resolution column sizes a sweep for (±3 %)
+Z95 = 1.96
 CELL_KEYS = ["target", "task", "temperature", "pair", "method", "gamma_init", "job_dir"]
 
 
@@ -173,23 +181,59 @@ def noise_floor_estimates(df: pd.DataFrame, pooling: str = "pooled",
     return pd.DataFrame(rows, columns=["pair", "twin", "original", "gamma_init", "ratio"])
 
 
+def aa_turn_log_ratios(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per (pair, twin, initial γ, prompt turn, repeat) that a twin and its original both
+    timed: ``pair``, ``twin``, ``gamma_init``, ``log_ratio`` (module docstring, "resolution")."""
+    keys = [k for k in ("pair", "gamma_init", "prompt_id", "turn", "repeat", "temperature", "task") if k in df.columns]
+    rows = []
+    for twin in aa_twins(df):
+        mine = df[df["method"] == twin]
+        theirs = df[df["method"] == aa_original(twin)]
+        tps = pd.to_numeric(mine["tokens_per_s"], errors="coerce")
+        merged = mine.assign(_t=tps)[keys + ["_t"]].merge(
+            theirs.assign(_o=pd.to_numeric(theirs["tokens_per_s"], errors="coerce"))[keys + ["_o"]],
+            on=keys, how="inner")
+        merged = merged[(merged["_t"] > 0) & (merged["_o"] > 0)]
+        for pair, gamma, t, o in zip(merged["pair"], merged["gamma_init"], merged["_t"], merged["_o"], strict=True):
+            rows.append({"pair": pair, "twin": twin, "gamma_init": gamma, "log_ratio": math.log(t / o)})
+    return pd.DataFrame(rows, columns=["pair", "twin", "gamma_init", "log_ratio"])
+
+
+def resolution(log_ratios: pd.Series, n_turns: int) -> tuple[float, float, float]:
+    """(σ, the ± a cell of ``n_turns`` paired turns resolves, the turns ±``RESOLVE_TARGET`` needs) from
+    per-turn A/A log-ratios (module docstring); NaNs below two ratios."""
+    values = pd.to_numeric(log_ratios, errors="coerce").dropna()
+    if len(values) < 2 or n_turns < 1:
+        return math.nan, math.nan, math.nan
+    sigma = float(values.std(ddof=1))
+    return sigma, math.expm1(Z95 * sigma / math.sqrt(n_turns)), math.ceil((Z95 * sigma / RESOLVE_TARGET) ** 2)
+
+
 def noise_floor_table(df: pd.DataFrame, pooling: str = "pooled", boot: BootstrapSpec | None = None) -> Table | None:
     """The noise floor (module docstring): per pair and twin, one row per initial γ and one over γ
     (``gamma_init`` NaN, ``scope`` "mean over γ", with ``max_abs_deviation``); None without an A/A pair."""
     per_gamma = noise_floor_estimates(df, pooling, boot)
     if per_gamma.empty:
         return None
+    turns = aa_turn_log_ratios(df)
     rows = []
     for (pair, twin), group in per_gamma.groupby(["pair", "twin"], sort=True):
         ratios: list[Estimate] = list(group["ratio"])
         overall = mean_of(ratios)
         deviation = max((abs(r.point - 1.0) for r in ratios if np.isfinite(r.point)), default=math.nan)
+        mine = turns[(turns["pair"] == pair) & (turns["twin"] == twin)]
+        n_cell = int(mine.groupby("gamma_init", dropna=False).size().median()) if len(mine) else 0
+        sigma, resolves, needed = resolution(mine["log_ratio"], n_cell)
         for gamma, ratio in [*zip(group["gamma_init"], ratios, strict=True), (math.nan, overall)]:
             lo, hi = ratio.interval()
+            whole = ratio is overall
             rows.append({"pair": pair, "twin": twin, "original": group["original"].iloc[0], "gamma_init": gamma,
-                         "scope": "mean over γ" if ratio is overall else "γ", "ratio": ratio.point, "ci_lo": lo,
-                         "ci_hi": hi, "max_abs_deviation": deviation if ratio is overall else math.nan,
-                         "n_gamma": len(ratios) if ratio is overall else 1, "pooling": pooling})
+                         "scope": "mean over γ" if whole else "γ", "ratio": ratio.point, "ci_lo": lo,
+                         "ci_hi": hi, "max_abs_deviation": deviation if whole else math.nan,
+                         "n_gamma": len(ratios) if whole else 1, "pooling": pooling,
+                         "turn_sigma": sigma if whole else math.nan, "turns_per_cell": n_cell if whole else math.nan,
+                         "cell_resolves": resolves if whole else math.nan,
+                         "turns_for_target": needed if whole else math.nan})
     data = pd.DataFrame(rows)
     spec = boot or BootstrapSpec()
     display = pd.DataFrame({
@@ -200,13 +244,21 @@ def noise_floor_table(df: pd.DataFrame, pooling: str = "pooled", boot: Bootstrap
         "Ratio": data["ratio"].map(lambda v: fmt_num(v, 3)),
         "95 % CI": [fmt_ci((lo, hi), 3) for lo, hi in zip(data["ci_lo"], data["ci_hi"], strict=True)],
         "max |ratio − 1|": data["max_abs_deviation"].map(lambda v: fmt_num(v, 3)),
+        "per-turn σ": data["turn_sigma"].map(lambda v: fmt_num(v, 3)),
+        "a cell resolves": [f"±{100 * v:.1f} % ({int(n)} turns)" if np.isfinite(v) else "" for v, n in
+                            zip(data["cell_resolves"], data["turns_per_cell"].fillna(0), strict=True)],
+        f"turns for ±{100 * RESOLVE_TARGET:.0f} %": data["turns_for_target"].map(
+            lambda v: "" if not np.isfinite(v) else str(int(v))),
     })
     caption = (
         "Noise floor: an A/A twin does exactly the work of the method it copies under another label, so the true "
         f"ratio of their throughputs is 1. Ratio = twin's throughput ÷ the original's at the same initial γ "
         f"({POOLINGS[pooling]}); 'mean over N' = the mean of those ratios, with max |ratio − 1| over γ. "
         f"[lo, hi]: {spec.note()}. A difference between methods no larger than this is within what the host and "
-        "the order of the runs alone produce. The twin is no row of the comparison tables."
+        "the order of the runs alone produce. The twin is no row of the comparison tables. Per-turn σ = the standard "
+        "deviation of log(twin ÷ original) over paired prompt turns (all γ); a cell of n turns resolves about "
+        f"±1.96·σ/√n; 'turns for ±{100 * RESOLVE_TARGET:.0f} %' = (1.96·σ / {RESOLVE_TARGET})², prompt turns × repeats "
+        "per cell (analysis.drift, 'resolution')."
     )
     return Table("noise_floor", caption, display, data)
 
@@ -218,4 +270,12 @@ def noise_floor_lines(table: Table | None, tag: str = "") -> list[str]:
     overall = table.data[table.data["scope"] == "mean over γ"]
     return [f"noise floor{tag} ({r['pair']}): {r['twin']} ÷ {r['original']} = {r['ratio']:.3f} "
             f"{fmt_ci((r['ci_lo'], r['ci_hi']), 3)} (mean over {r['n_gamma']} initial γ; max |ratio − 1| over γ = "
-            f"{r['max_abs_deviation']:.3f})" for _, r in overall.iterrows()]
+            f"{r['max_abs_deviation']:.3f})" + _resolution_note(r) for _, r in overall.iterrows()]
+
+
+def _resolution_note(row: pd.Series) -> str:
+    if not np.isfinite(row.get("cell_resolves", math.nan)):
+        return ""
+    return (f"; per-turn σ {row['turn_sigma']:.3f}: a cell of {int(row['turns_per_cell'])} turns resolves "
+            f"±{100 * row['cell_resolves']:.1f} %, ±{100 * RESOLVE_TARGET:.0f} % needs {int(row['turns_for_target'])} "
+            "turns × repeats")

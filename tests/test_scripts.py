@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: every Python script with a command line, and an option its --help must show
 HELP = {
     "bench_interleave.py": "--repeats",
+    "bench_noise.py": "--threads",
     "bench_speedup.py": "--configs",
     "bench_sweep.py": "--launcher",
     "bench_vs_hf.py": "--variants",
