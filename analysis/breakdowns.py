@@ -32,6 +32,7 @@ the paper's numbers beside them.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -46,6 +47,7 @@ from analysis.metrics import (
     fmt_num,
     hmean,
     is_aa_twin,
+    is_ar,
     mean_std,
     method_label,
     ordered_methods,
@@ -59,17 +61,19 @@ from analysis.uncertainty import Bootstrap, BootstrapSpec, Ranked, fmt_ci, mark,
 
 HETERO_KEYS = ["target", "task", "temperature", "method", "draft", "gamma_init"]
 PAPER_MIN_NEW_TOKENS = 128  # hf-bench's summarize_results.py: minimum_new_toks
-AR_KEYS = ("ar", "ar_offloaded")
+AR_KEYS = ("ar", "ar_offloaded", "hf_native_ar", "hf_native_ar_offloaded")  # hf_native_*: transformers' generate()
 RULE_LABELS = {"sd": "SD", "slem": "SLEM", "tli": "TLI"}
 
 
-def rule_method(method: str, hetero: str | None, ar_cache: str | None = None) -> str:
+def rule_method(method: str, hetero: str | None, ar_cache: str | None = None, ar_loop: str | None = None) -> str:
     """The row key of the heterogeneous tables, from what ran: ``ar`` / ``ar_offloaded`` for
-    autoregressive decoding (by its KV cache), else the algorithm (the recorded cross-vocabulary
-    rule, ``sd`` on one vocabulary) followed by the γ policy's method when it is not the fixed γ
-    (``slem+assistant_threshold``)."""
+    autoregressive decoding by our loop (by its KV cache), ``hf_native_ar`` / ``hf_native_ar_offloaded``
+    by transformers' ``generate()`` (``method.loop: transformers``: never pooled with ours), else the
+    algorithm (the recorded cross-vocabulary rule, ``sd`` on one vocabulary) followed by the γ
+    policy's method when it is not the fixed γ (``slem+assistant_threshold``)."""
     if isinstance(ar_cache, str) and ar_cache:
-        return "ar_offloaded" if ar_cache == "offloaded" else "ar"
+        base = "hf_native_ar" if ar_loop == "transformers" or str(method).startswith("hf_native_ar") else "ar"
+        return f"{base}_offloaded" if ar_cache == "offloaded" else base
     if method in AR_KEYS:
         return method
     rule = hetero if isinstance(hetero, str) and hetero else "sd"
@@ -115,8 +119,10 @@ def _labelled(df: pd.DataFrame) -> pd.DataFrame:
     data = df[df["target"].notna() & ~is_aa_twin(df["method"])]
     ar_cache = data["ar_cache"] if "ar_cache" in data.columns else pd.Series(None, index=data.index)
     ar_cache = ar_cache.where(~((data["method"] == "ar") & ar_cache.isna()), "dynamic")
-    data = data.assign(method=[rule_method(m, h, c) for m, h, c in
-                               zip(data["method"], data["hetero"], ar_cache, strict=True)])
+    params = data["method_params"] if "method_params" in data.columns else pd.Series(None, index=data.index)
+    loops = [p.get("loop") if isinstance(p, Mapping) else None for p in params]
+    data = data.assign(method=[rule_method(m, h, c, lp) for m, h, c, lp in
+                               zip(data["method"], data["hetero"], ar_cache, loops, strict=True)])
     with_ar = set(map(tuple, data.loc[data["method"].isin(AR_KEYS), ["target", "task"]].drop_duplicates().values))
     data = data[[(t, k) in with_ar for t, k in zip(data["target"], data["task"], strict=True)]]
     data = data.assign(draft=[None if m in AR_KEYS else d for m, d in zip(data["method"], data["draft"], strict=True)])
@@ -405,7 +411,7 @@ def category_table(df: pd.DataFrame, pooling: str = "pooled") -> Table | None:
         cats = sorted(group["category"].unique())
         for cat in [*cats, None]:
             base_cat = base_rows if cat is None else base_rows[base_rows["category"] == cat]
-            spec_cat = group[group["method"] != "ar"]
+            spec_cat = group[~is_ar(group)]  # no AR row, whatever its cache
             spec_cat = spec_cat if cat is None else spec_cat[spec_cat["category"] == cat]
             base = throughput_by(base_cat, ["gamma_init"], pooling)["tokens_per_s"].mean()
             cells = throughput_by(spec_cat, ["method", "gamma_init"], pooling)

@@ -4,11 +4,25 @@
                        [--bootstrap 2000] [--bootstrap-seed 0] [--drift-threshold 0.10]
     python -m analysis --wandb ENTITY/PROJECT [--out DIR]
     python -m analysis RESULTS_DIR --print-only        # the speedup table(s) to stdout, nothing written
+    python -m analysis RESULTS_DIR [RESULTS_DIR ...] [--out DIR]   # several folders as one (e.g. both temperatures)
 
 Writes ``DIR/tables/<name>.{md,tex,csv,data.csv}`` and ``DIR/figures/<name>.{png,pdf}``
-(default ``DIR``: ``RESULTS_DIR/analysis``; for ``--wandb``: ``results/wandb/ENTITY_PROJECT/analysis``)
+(default ``DIR``: ``RESULTS_DIR/analysis``; for several folders ``<parent of the first>/<name1>+<name2>/analysis``;
+for ``--wandb``: ``results/wandb/ENTITY_PROJECT/analysis``)
 and prints the Markdown speedup table(s). An artefact whose inputs are absent is skipped with a
 note; one that fails is reported and the others are still written (exit status 1).
+
+Several folders are read as one (their job folders named ``<folder>/<job>``): hf-bench's recipes run
+each temperature as its own sweep (``hetero_slem`` at 0, ``hetero_tli`` at 1, each in its own results
+folder), and hf-bench's example filter drops an example at *both* temperatures, so it must see both:
+``python -m analysis results/hetero_slem results/hetero_tli``. A folder inside another is refused
+(its records would count twice). The replay artefacts are made for a single folder only; the
+calibrations of the prediction table come from ``--latency`` or the first folder's ``latency/``.
+
+Settings are never pooled (``analysis.settings``): rows are split by every method knob off its
+default (``GammaTune (η = 0.5)``), GammaTune's artefacts per scenario (task, temperature, sampling
+processors, prompt format, ``max_new_tokens``), and the other artefacts per (prompt format,
+``max_new_tokens``, sampling processors at temperature > 0) with both temperatures together.
 
 Heterogeneous-vocabulary tables: ``hetero_speedup`` (hf-bench's definitions and example filter,
 ``--min-new-tokens``, beside the paper's numbers), ``hetero_speedup_unfiltered`` (the same
@@ -55,6 +69,7 @@ from analysis.drift import (
 )
 from analysis.figures import plot_sensitivity, plot_throughput, plot_trace
 from analysis.frame import DuplicateRecords, complete_only, load_records, scenarios
+from analysis.knob_sweep import sweep_from_replay
 from analysis.leaderboard import (
     leaderboard,
     leviathan_table,
@@ -62,11 +77,12 @@ from analysis.leaderboard import (
     per_position_table,
     plot_leaderboard,
 )
-from analysis.metrics import POOLINGS
+from analysis.metrics import POOLINGS, is_ar
 from analysis.paper import load_paper_numbers
 from analysis.prediction import load_calibrations, prediction_table
 from analysis.render import Table, save_figure, to_markdown, write_table
 from analysis.replay_table import load_replay, replay_table
+from analysis.settings import setting_partitions
 from analysis.tables import (
     acceptance_table,
     latency_table,
@@ -82,7 +98,8 @@ from analysis.uncertainty import N_BOOT, SEED, BootstrapSpec
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m analysis", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("results_dir", nargs="?", help="folder holding job folders (records.jsonl at any depth)")
+    p.add_argument("results_dir", nargs="*", metavar="RESULTS_DIR",
+                   help="folder(s) holding job folders (records.jsonl at any depth); several are read as one")
     p.add_argument("--wandb", metavar="ENTITY/PROJECT", help="read the runs of a W&B project instead of a folder")
     p.add_argument("--out", help="output folder (default: RESULTS_DIR/analysis)")
     p.add_argument("--pooling", choices=sorted(POOLINGS), default="pooled",
@@ -197,23 +214,29 @@ def analyse(df: pd.DataFrame, out: Path | None, args: argparse.Namespace) -> tup
     if out is not None:
         if has_probe(df):
             report.table("drift table", lambda: drift_table(df, threshold))
-        report.table("model latency table", lambda: latency_table(df, args.pooling, paper))
-        report.table("heterogeneous-vocabulary table (hf-bench's definitions, beside the paper)",
-                     lambda: hfbench_table(df, paper, args.min_new_tokens))
-        if args.min_new_tokens > 0:
-            report.table("heterogeneous-vocabulary table (hf-bench's definitions, unfiltered)",
-                         lambda: hfbench_table(df, None, 0, name="hetero_speedup_unfiltered"))
-        report.table("heterogeneous-vocabulary table (our definitions)", lambda: hetero_table(df, args.pooling, boot))
-        results_dir = getattr(args, "results_dir", None)
-        latency = getattr(args, "latency", None) or (Path(results_dir) / "latency" if results_dir else None)
-        report.table("cross-vocabulary prediction table",
-                      lambda: prediction_table(df, load_calibrations(latency), args.pooling))
-        report.table("per-category table", lambda: category_table(df, args.pooling))
-        report.table("time breakdown table", lambda: time_breakdown_table(df))
-        report.figure("time breakdown figure", "time_breakdown", lambda: plot_time_breakdown(df))
-        if args.results_dir:
-            report.table("replay oracle table", lambda: replay_table(args.results_dir))
-            replay_artefacts(report, Path(args.results_dir), df)
+        latency = getattr(args, "latency", None) or next(
+            (Path(d) / "latency" for d in _folders(args) if (Path(d) / "latency").is_dir()), None)
+        for suffix, part in setting_partitions(df):
+            tag = suffix or ""
+            report.table(f"model latency table{tag}", lambda p=part, x=suffix: _renamed(
+                latency_table(p, args.pooling, paper), x))
+            report.table(f"heterogeneous-vocabulary table (hf-bench's definitions, beside the paper){tag}",
+                         lambda p=part, x=suffix: _renamed(hfbench_table(p, paper, args.min_new_tokens), x))
+            if args.min_new_tokens > 0:
+                report.table(f"heterogeneous-vocabulary table (hf-bench's definitions, unfiltered){tag}",
+                             lambda p=part, x=suffix: _renamed(hfbench_table(p, None, 0, name="hetero_speedup_unfiltered"),
+                                                               x))
+            report.table(f"heterogeneous-vocabulary table (our definitions){tag}",
+                         lambda p=part, x=suffix: _renamed(hetero_table(p, args.pooling, boot), x))
+            report.table(f"cross-vocabulary prediction table{tag}", lambda p=part, x=suffix: _renamed(
+                prediction_table(p, load_calibrations(latency), args.pooling), x))
+            report.table(f"per-category table{tag}", lambda p=part, x=suffix: _renamed(category_table(p, args.pooling), x))
+            report.table(f"time breakdown table{tag}", lambda p=part, x=suffix: _renamed(time_breakdown_table(p), x))
+            report.figure(f"time breakdown figure{tag}", f"time_breakdown{suffix}", lambda p=part: plot_time_breakdown(p))
+        folders = _folders(args)
+        if len(folders) == 1:
+            report.table("replay oracle table", lambda: replay_table(folders[0]))
+            replay_artefacts(report, Path(folders[0]), df)
     return speedups, report
 
 
@@ -226,12 +249,40 @@ def replay_artefacts(report: Report, root: Path, records: pd.DataFrame | None = 
     report.figure("policy leaderboard figure", "policy_leaderboard",
                   lambda: plot_leaderboard(rows) if not rows.empty else None)
     report.table("acceptance per position (replay)", lambda: per_position_table(rows) if not rows.empty else None)
+    report.table("GammaTune Table 2 across η and δ (replay)", lambda: sweep_from_replay(rows))
     both = pd.concat([f for f in (rows, records) if f is not None and not f.empty], ignore_index=True) \
         if (records is not None and not records.empty) or not rows.empty else pd.DataFrame()
     report.table("Leviathan et al. prediction", lambda: leviathan_table(both, costs) if not both.empty else None)
     if records is not None and not records.empty:
         report.table("acceptance per position (real runs)", lambda: per_position_table(
-            records[records["method"] != "ar"], name="acceptance_per_position_real"))
+            records[~is_ar(records)], name="acceptance_per_position_real"))
+
+
+def _folders(args: argparse.Namespace) -> list[str]:
+    """The results folders given (``RESULTS_DIR ...``), as strings; empty for ``--wandb``."""
+    value = getattr(args, "results_dir", None)
+    if value is None:
+        return []
+    return [str(v) for v in value] if isinstance(value, list | tuple) else [str(value)]
+
+
+def load_folders(roots: Sequence[Path]) -> pd.DataFrame:
+    """The records of several results folders as one frame (``analysis.frame.load_records`` each);
+    with more than one folder every ``job_dir`` is prefixed by its folder as given (``DIR/job``), so
+    jobs of the same name in two folders stay two jobs. A folder inside another is refused."""
+    resolved = [r.resolve() for r in roots]
+    for i, a in enumerate(resolved):
+        for j, b in enumerate(resolved):
+            if i != j and (a == b or b in a.parents):
+                raise ValueError(f"{roots[i]} is inside {roots[j]} (or the same folder): its records would count twice")
+    if len(roots) == 1:
+        return load_records(roots[0])
+    frames = []
+    for root in roots:
+        df = load_records(root)
+        frames.append(df.assign(job_dir=[f"{root}/{d}" for d in df["job_dir"]]))
+    frames = [f for f in frames if not f.empty]
+    return pd.concat(frames, ignore_index=True) if frames else load_records(roots[0])
 
 
 def load(args: argparse.Namespace, parser: argparse.ArgumentParser) -> tuple[pd.DataFrame, Path | None]:
@@ -241,13 +292,21 @@ def load(args: argparse.Namespace, parser: argparse.ArgumentParser) -> tuple[pd.
         df = fetch_frame(args.wandb)
         default_out = Path("results") / "wandb" / args.wandb.replace("/", "_") / "analysis"
     else:
-        if not args.results_dir:
+        folders = _folders(args)
+        if not folders:
             parser.error("give RESULTS_DIR or --wandb ENTITY/PROJECT")
-        root = Path(args.results_dir)
-        if not root.is_dir():
-            parser.error(f"no such folder: {root}")
-        df = load_records(root)
-        default_out = root / "analysis"
+        roots = [Path(f) for f in folders]
+        for root in roots:
+            if not root.is_dir():
+                parser.error(f"no such folder: {root}")
+        try:
+            df = load_folders(roots)
+        except ValueError as exc:
+            if isinstance(exc, DuplicateRecords):
+                raise
+            parser.error(str(exc))
+        default_out = (roots[0] / "analysis" if len(roots) == 1
+                       else roots[0].parent / "+".join(r.resolve().name for r in roots) / "analysis")
     return df, None if args.print_only else Path(args.out) if args.out else default_out
 
 
@@ -274,10 +333,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except DuplicateRecords as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    source = args.wandb or args.results_dir
+    source = args.wandb or " ".join(_folders(args))
     if df.empty:
-        if args.results_dir:
-            status = replay_only(Path(args.results_dir), out)
+        if len(_folders(args)) == 1:
+            status = replay_only(Path(_folders(args)[0]), out)
             if status is not None:
                 return status
         print(f"note: no records found in {source}; nothing to analyse", file=sys.stderr)

@@ -11,13 +11,16 @@ folder at any depth and adds a few columns from the job's summary:
   ``config.task.name``, ``gamma_init`` = ``config.gamma`` (never for ``method ==
   "ar"``; a record's null ``gamma_init`` stays null), ``temperature``, ``seed``,
   ``target``/``draft`` = ``config.pair.{target,draft}.name``, ``max_new_tokens``,
-  ``method_params`` (the method's knobs), ``engine`` (our loop's speed options that were on,
+  ``method_params`` (the method's knobs), ``hetero_params`` (the cross-vocabulary algorithm's config node,
+  ``config.hetero``), ``engine`` (our loop's speed options that were on,
   ``fast_linear=all,fused_prefill``; null when none or for AR/transformers jobs), ``ar_cache`` (an AR method's ``cache``, ``dynamic``
   when older configs had none), and, always from the config, ``target_path`` / ``draft_path``
   (Hub ids: hf-bench's labels are guessed from them) and ``target_quant``;
-* ``method`` becomes its variant key (``analysis.metrics.method_key``: ``gammatune[carryover]``
-  when γ was carried over between prompts, ``specdecode[fast_linear=all]`` when an engine option
-  was on), so no table pools two variants, or two engines, under one name;
+* ``method`` becomes its variant key (``analysis.metrics.method_key``: every knob off its default in
+  ``conf/method/<name>.yaml``, ``gammatune[eta=0.5]``; ``gammatune[carryover]`` when γ was carried
+  over between prompts; the cross-vocabulary algorithm's knobs off ``conf/hetero/<name>.yaml``;
+  ``specdecode[fast_linear=all]`` when an engine option was on), so no table pools two settings,
+  or two engines, under one name;
 * ``job_status``: the summary's ``status`` (``"complete"`` / ``"failed"``), or
   ``"incomplete"`` when there is no summary yet (a running or killed job), or
   ``"unreadable"`` when the summary is not valid JSON;
@@ -48,11 +51,12 @@ from typing import Any
 import pandas as pd
 
 from analysis.metrics import method_key
+from analysis.settings import scenarios as split_scenarios
 from specbench.config import EngineConfig
 from specbench.records import RECORD_FIELDS, read_records
 from specbench.registry import ConfigError
 
-EXTRA_COLUMNS = ("max_new_tokens", "engine", "target_path", "draft_path", "target_quant", "job_status", "job_dir", "job_error",
+EXTRA_COLUMNS = ("max_new_tokens", "hetero_params", "engine", "target_path", "draft_path", "target_quant", "job_status", "job_dir", "job_error",
                  "device", "source")
 COLUMNS = tuple(RECORD_FIELDS) + EXTRA_COLUMNS
 LIST_COLUMNS = ("gamma_trace", "drafted_trace", "accepted_trace", "confidence_trace", "output_ids", "device_neighbours",
@@ -149,6 +153,7 @@ def config_columns(config: Mapping[str, Any] | None) -> dict[str, Any]:
         "draft": None if ar else _dig(config, "pair", "draft", "name"),
         "max_new_tokens": config.get("max_new_tokens"),
         "method_params": params,
+        "hetero_params": dict(config["hetero"]) if isinstance(config.get("hetero"), Mapping) else None,
         "ar_cache": (params or {}).get("cache", "dynamic") if ar else None,
         "engine": engine_tag(config.get("engine")) if runner == "speculative" else None,
         "target_path": _dig(config, "pair", "target", "path"),
@@ -213,7 +218,9 @@ def rows_to_frame(rows: list[Mapping[str, Any]]) -> pd.DataFrame:
         df[col] = [None if _missing(v) else str(v) for v in df[col]]
     engines = [None if _missing(v) else str(v) for v in df["engine"]]
     df["engine"] = pd.Series(engines, index=df.index, dtype=object)
-    df["method"] = [method_key(m, p, e) for m, p, e in zip(df["method"], df["method_params"], engines, strict=True)]
+    df["hetero_params"] = [v if isinstance(v, Mapping) else None for v in df["hetero_params"]]
+    df["method"] = [method_key(m, p, e, h, hp) for m, p, e, h, hp in
+                    zip(df["method"], df["method_params"], engines, df["hetero"], df["hetero_params"], strict=True)]
     return df
 
 
@@ -251,13 +258,9 @@ def complete_only(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def scenarios(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
-    """Split by (task, temperature): a speedup across initial γ is only meaningful
-    within one. The suffix is ``""`` when the frame holds a single scenario, else
-    e.g. ``"-spec_bench-t0"`` (used in artefact file names)."""
-    if df.empty:
-        return []
-    keys = df[["task", "temperature"]].astype(object).where(df[["task", "temperature"]].notna(), "none")
-    groups = list(df.groupby([keys["task"], keys["temperature"]], sort=True, dropna=False))
-    if len(groups) == 1:
-        return [("", df)]
-    return [(f"-{task}-t{temp:g}" if isinstance(temp, float) else f"-{task}-t{temp}", sub) for (task, temp), sub in groups]
+    """Split by every setting that changes what is measured (``analysis.settings.scenarios``: task,
+    temperature, the sampling processors in force, prompt format, ``max_new_tokens``): a speedup
+    across initial γ is only meaningful within one. The suffix is ``""`` when the frame holds a
+    single scenario, else e.g. ``"-spec_bench-t0"`` (``"-spec_bench-t0-m128"`` when
+    ``max_new_tokens`` differs too; used in artefact file names)."""
+    return split_scenarios(df)

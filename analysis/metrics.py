@@ -18,11 +18,14 @@ Conventions (stated in every caption that uses them):
 * ``hmean``: the harmonic mean (``scipy.stats.hmean``, as hf-bench's
   ``summarize_results.py: get_df_summary_of_results``), used only under hf-bench's definitions.
 
-Method keys: a record's ``method`` with a variant tag when its knobs change what the method is
-(``method_key``): ``gammatune[carryover]`` (``transient: false``: γ carried over between
-prompts), ``gammatune[expand=drafted]``, and the engine options that were on
-(``specdecode[fast_linear=all,fused_prefill]``, from ``analysis.frame.engine_tag``); ``method_label`` reads them
-``GammaTune (carry-over)``, ``SpecDecode (fast_linear=all, fused_prefill)``.
+Method keys: a record's ``method`` with a variant tag for every knob that is not at the method's
+default (``method_key``; the rule and the defaults' one place, ``conf/method/<name>.yaml``, are in
+``analysis.settings``): ``gammatune[eta=0.5]``, ``gammatune[carryover]`` (``transient: false``: γ
+carried over between prompts), ``gammatune[expand=drafted]``, the cross-vocabulary algorithm's knobs
+off their defaults, and the engine options that were on (``specdecode[fast_linear=all,fused_prefill]``,
+from ``analysis.frame.engine_tag``); ``method_label`` reads them ``GammaTune (η = 0.5)``,
+``GammaTune (carry-over)``, ``SpecDecode (fast_linear=all, fused_prefill)``. So no table pools two
+settings of one method under one row.
 
 An A/A twin (``specbench.records.aa_twin_of``: ``specdecode_twin`` does exactly SpecDecode's work
 under another label) reads ``SpecDecode (A/A twin)`` and sorts right after its original
@@ -39,6 +42,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from analysis.settings import method_tags, tag_label
 from specbench.records import aa_twin_of, pooled_tokens_per_s
 
 DDOF = 1
@@ -53,6 +57,8 @@ STD_NOTE = "sample std (ddof=1) across initial γ"
 METHOD_LABELS = {
     "ar": "AR",
     "ar_offloaded": "AR (offloaded cache)",
+    "hf_native_ar": "AR (transformers generate)",
+    "hf_native_ar_offloaded": "AR (transformers generate, offloaded cache)",
     "specdecode": "SpecDecode",
     "hf_heuristic": "HFHeuristic",
     "hf_heuristic_carryover": "HFHeuristic (carry-over)",
@@ -66,22 +72,24 @@ METHOD_LABELS = {
     "union": "Union",
     "hf_sd": "SD (HF)",
 }
-VARIANT_LABELS = {"carryover": "carry-over", "expand=drafted": "expand on A = d"}
 
 
-def method_key(method: str | None, params: Mapping[str, Any] | None, engine: str | None = None) -> str | None:
-    """``method`` tagged with the knobs that change what it is (module docstring), and with the
-    engine options that were on (``analysis.frame.engine_tag``: they change what a job measures)."""
+def method_key(method: str | None, params: Mapping[str, Any] | None, engine: str | None = None,
+               hetero: str | None = None, hetero_params: Mapping[str, Any] | None = None) -> str | None:
+    """``method`` tagged with every knob that is not at its default (``analysis.settings.method_tags``:
+    the method's, then those of the cross-vocabulary algorithm that ran, ``hetero``), and with the engine
+    options that were on (``analysis.frame.engine_tag``: they change what a job measures)."""
     if not isinstance(method, str) or not isinstance(params, Mapping) or "[" in method:
         return method
-    tags = []
-    if params.get("transient") is False and "carryover" not in method:
-        tags.append("carryover")
-    if params.get("expand_on") == "drafted":
-        tags.append("expand=drafted")
+    tags = method_tags(method, params, hetero, hetero_params)
     if engine:
         tags.extend(engine.split(","))
     return f"{method}[{','.join(tags)}]" if tags else method
+
+
+def base_method(method: Any) -> str | None:
+    """A method key without its variant tags (``gammatune[eta=0.5]`` -> ``gammatune``)."""
+    return method.partition("[")[0] if isinstance(method, str) else None
 
 
 def aa_original(method: Any) -> str | None:
@@ -101,13 +109,14 @@ def is_aa_twin(methods: pd.Series) -> pd.Series:
 
 def method_label(method: str) -> str:
     """The paper's name of a method key; ``slem+gammatune`` (a cross-vocabulary algorithm under a γ
-    policy) reads ``SLEM + GammaTune``; a variant tag reads ``GammaTune (carry-over)``; an A/A twin
+    policy) reads ``SLEM + GammaTune``; a variant tag reads ``GammaTune (carry-over)``, ``GammaTune
+    (η = 0.5)`` (``analysis.settings.tag_label``); an A/A twin
     ``SpecDecode (A/A twin)``."""
     if not isinstance(method, str):
         return str(method)
     base, _, tags = method.partition("[")
     if tags:
-        names = ", ".join(VARIANT_LABELS.get(t, t) for t in tags.rstrip("]").split(","))
+        names = ", ".join(tag_label(t) for t in tags.rstrip("]").split(","))
         return f"{method_label(base)} ({names})"
     original = aa_twin_of(base)
     if original:
@@ -161,9 +170,9 @@ def hmean(values: Iterable[float]) -> float:
 
 
 def is_ar(df: pd.DataFrame) -> pd.Series:
-    """Records of autoregressive decoding (any KV cache): ``ar_cache`` set, or method ``ar``."""
+    """Records of autoregressive decoding (any KV cache): ``ar_cache`` set, or method ``ar`` (any variant)."""
     cache = df["ar_cache"] if "ar_cache" in df.columns else pd.Series(None, index=df.index)
-    return cache.notna() | (df["method"] == "ar")
+    return cache.notna() | (df["method"].map(base_method) == "ar")
 
 
 def per_group(df: pd.DataFrame, keys: Sequence[str], **columns: Callable[[pd.DataFrame], Any]) -> pd.DataFrame:

@@ -71,7 +71,7 @@ def ar_tpot_ms(records: pd.DataFrame, pooling: str = "pooled") -> float:
 
 def latency_table(df: pd.DataFrame, pooling: str = "pooled", paper: pd.DataFrame | None = None) -> Table | None:
     """GammaTune Table 1: milliseconds per token of each model decoding alone, **excluding the
-    prefill**: the TPOT of autoregressive decoding (``ar_tpot_ms``), per model (``target``), its
+    prefill** (our reading: the paper's Table 1 does not say; README, Protocols): the TPOT of autoregressive decoding (``ar_tpot_ms``), per model (``target``), its
     weight quantization and its KV cache. Every model of the table (targets and drafts) is timed as
     the target of an AR job (recipe ``gammatune_table1``: ``pair=target-only model@pair.target=...``).
     ``paper``: GammaTune Table 1 matched by ``analysis.paper.model_key`` (quantization suffixes
@@ -122,7 +122,7 @@ def latency_table(df: pd.DataFrame, pooling: str = "pooled", paper: pd.DataFrame
                 "question": "Σ (wall − TTFT) / Σ (new tokens − 1) per question, averaged over questions"}[pooling]
     caption = (
         "Model latency (GammaTune Table 1): milliseconds per output token of each model decoding alone "
-        f"(autoregressive), excluding the prefill: TPOT = {tpot_how}. tokens/s = {POOLINGS[pooling]} (prefill "
+        f"(autoregressive), excluding the prefill (our reading: the paper does not say): TPOT = {tpot_how}. tokens/s = {POOLINGS[pooling]} (prefill "
         "included). 'measured': this results folder; 'paper': GammaTune Table 1 as published (one H100; its "
         "Llama-3.1-70B row is int4 per the table's footnote, int8 per its Sec. 5), matched by model name without "
         "organisation, -instruct/-vX and quantization suffixes."

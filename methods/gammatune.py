@@ -45,6 +45,12 @@ Defaults (the paper gives none):
   cost of one round. An initial γ outside ``[gamma_min, gamma_max]`` is a
   configuration error (raise ``method.gamma_max``), not silently clipped.
 
+Each of these readings (and δ entering the average, empty rounds skipped, γ̄ starting at the
+initial γ) is a row of the README's Protocols table; how η ∈ {0.1, 0.25, 0.5} and δ ∈ {1, 2, 3}
+move Table 2 and its ± column, replayed on ``mini_gammatune_table2``'s traces, is in
+``results/committed/mini_gammatune_table2_eta_delta/``. A run with another η or δ is its own
+table row (``analysis.settings``: ``GammaTune (η = 0.5)``).
+
 Persistence (issue 13 item 2): by default (``transient=True``) γ̄ and γ restart from the
 initial γ at every generation call (``begin_prompt()``, i.e. every prompt turn), as
 transformers' ``"heuristic_transient"``. Only then does the initial γ shape every prompt and

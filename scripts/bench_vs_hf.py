@@ -99,7 +99,8 @@ class Tally:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--pair", default=None, help="conf/pair/NAME.yaml (default: the embedded Gemma-3-270M fp32 / int8-dynamic pair)")
+    p.add_argument("--pair", default="gemma3-270m_gemma3-270m-int8",
+                   help="conf/pair/NAME.yaml (default: Gemma-3-270M fp32 / its int8-dynamic copy)")
     p.add_argument("--gamma", type=int, default=5, help="fixed speculation length (default 5)")
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--task", default="embedded", help="embedded (default) or specbench (needs --data-files offline)")

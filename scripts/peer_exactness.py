@@ -89,7 +89,9 @@ class ForcedPrefill(torch.nn.Module):
 
     def forward(self, input_ids: torch.Tensor, past_key_values: Any = None, **kw: Any) -> Any:
         prefill = past_key_values is None or past_key_values.get_seq_length() == 0
-        out = self.model(input_ids=input_ids, past_key_values=past_key_values, **kw)
+        from runners.engine.kv import cache_arg
+
+        out = self.model(input_ids=input_ids, **cache_arg(self.model, past_key_values), **kw)
         if prefill:
             out.logits[..., :] = float("-inf")
             out.logits[..., self.token] = 0.0

@@ -32,7 +32,7 @@ def _single_token_catchup_drafter() -> type:
     import torch
 
     from runners.drafters.model import ModelDrafter, common_prefix_len
-    from runners.engine.kv import crop_to
+    from runners.engine.kv import cache_arg, crop_to
 
     class SingleTokenCatchup(ModelDrafter):
         """``ModelDrafter`` that, after its first forward, feeds the tokens it has not seen one per forward."""
@@ -45,7 +45,7 @@ def _single_token_catchup_drafter() -> type:
                     crop_to(self.cache, n)
                     self.seq = self.seq[:n]
                 for tok in ids[n : len(ids) - 1]:
-                    self.model(input_ids=torch.tensor([[tok]], device=self.device), past_key_values=self.cache,
+                    self.model(input_ids=torch.tensor([[tok]], device=self.device), **cache_arg(self.model, self.cache),
                                use_cache=True, logits_to_keep=1)
                     self.seq.append(tok)
             return super().propose(ids, max_tokens, policy, temperature, generator)

@@ -14,7 +14,8 @@ Shapes (``conf/``):
   file holds only what differs. Every model field not set takes ``ModelSpec``'s default.
 * ``method``: ``name``, ``runner`` (``ar`` | ``speculative`` | ``hf``), ``policy`` (a key of
   ``methods.registry.POLICIES``; none for ``ar``) and the policy's knobs (the other keys); an
-  ``ar`` method's only knob is ``cache`` (``dynamic`` | ``offloaded``).
+  ``ar`` method's knobs are ``cache`` (``dynamic`` | ``offloaded``) and ``loop`` (``specbench`` |
+  ``transformers``, i.e. ``generate()``: ``method=hf_native_ar``).
 * ``hetero``: the cross-vocabulary algorithm, its own choice (``auto`` = SLEM at temperature 0,
   TLI above, on pairs whose draft has another tokenizer; nothing on same-tokenizer pairs).
 * ``task``, ``logger``, and the scalars (``gamma``, ``temperature``, the sampling processors
@@ -32,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields
@@ -85,6 +87,21 @@ def check_str(key: str, value: Any, optional: bool = False) -> str | None:
     if not isinstance(value, str) or not value:
         raise ConfigError(f"{key} must be a non-empty string, got {value!r}")
     return value
+
+
+def check_results_dir(value: Any, key: str = "results_dir") -> Path:
+    """A folder that exists or can be created, as a ``Path``: its nearest existing ancestor (or itself)
+    is a writable folder. Reads the file system, so ``run.py`` calls it before Hydra creates the job
+    folder (``runners.jobs.preflight``), not ``JobConfig``."""
+    path = Path(check_str(key, value)).expanduser()
+    nearest = path
+    while not nearest.exists() and nearest != nearest.parent:
+        nearest = nearest.parent
+    if not nearest.is_dir():
+        raise ConfigError(f"{key} {value!r} cannot be created: {nearest} is a file, not a folder")
+    if not os.access(nearest, os.W_OK | os.X_OK):
+        raise ConfigError(f"{key} {value!r} cannot be created: {nearest} is not writable")
+    return path
 
 
 def _split(node: Mapping[str, Any] | None, where: str, known: Sequence[str]) -> dict[str, Any]:
@@ -226,6 +243,7 @@ class PairConfig:
 
 RUNNERS = ("ar", "speculative", "hf")
 AR_CACHES = ("dynamic", "offloaded")  # runners.engine.kv.new_cache; offloaded = hf-bench's AR baseline
+AR_LOOPS = ("specbench", "transformers")  # our AR loop | transformers' generate() (method=hf_native_ar)
 
 
 @dataclass(frozen=True)
@@ -250,14 +268,21 @@ class MethodConfig:
         if runner != "ar":
             check_str("method.policy", policy)
         else:
-            _split(values, "method (runner ar)", ("cache",))
+            _split(values, "method (runner ar)", ("cache", "loop"))
             check_choice("method.cache", values.get("cache", "dynamic"), AR_CACHES)
+            check_choice("method.loop", values.get("loop", "specbench"), AR_LOOPS)
         return cls(name, runner, policy, values)
 
     @property
     def ar_cache(self) -> str | None:
         """The KV cache of an autoregressive method (``dynamic`` | ``offloaded``); None otherwise."""
         return str(self.params.get("cache", "dynamic")) if self.runner == "ar" else None
+
+    @property
+    def ar_loop(self) -> str | None:
+        """Who runs an autoregressive method: our loop (``specbench``) or transformers' ``generate()``
+        (``transformers``: ``method=hf_native_ar``, ``runners.engine.hf_ar``); None otherwise."""
+        return str(self.params.get("loop", "specbench")) if self.runner == "ar" else None
 
     @property
     def transient(self) -> bool | None:
@@ -268,6 +293,8 @@ class MethodConfig:
 
 HETERO = ("auto", "none", "slem", "tli", "slrs", "union")
 SLRS_KEYS = ("max_nodes", "max_lookahead", "draft_top_k")
+SLEM_GAMMA = ("draft_tokens", "target_tokens")  # runners.drafters.slem: what γ counts
+TLI_PROCESSORS = ("before_restrict", "after_restrict")  # runners.drafters.tli: processors, then shared tokens | reverse
 
 
 @dataclass(frozen=True)
@@ -280,13 +307,21 @@ class HeteroConfig:
     most draft forwards one position may spend computing ψ (past it the round falls back to TLI);
     ``max_lookahead`` = the threshold K of Sec. 3.3 (None: stop only once the first target token is
     determined); ``draft_top_k`` = the drafter proposes from its k most likely tokens (None: its
-    whole distribution, whose ψ tree is the worst case)."""
+    whole distribution, whose ψ tree is the worst case). SLEM (``auto`` or ``slem``):
+    ``slem_gamma`` = what γ counts (``draft_tokens``: γ drafter tokens, every re-tokenized target
+    token verified within the budget, as transformers and hf-bench; ``target_tokens``: the proposal
+    cut to γ target tokens). TLI (``auto`` or ``tli``): ``tli_processors`` = where top-k / top-p /
+    typical-p act (``before_restrict``: on the whole draft vocabulary, then the shared tokens kept;
+    ``after_restrict``: on the shared tokens, as transformers). null in the YAML files = the first
+    of each (``runners/drafters/slem.py``, ``tli.py``)."""
 
     name: str = "auto"
     lookbehind: int = 10
     max_nodes: int = 32
     max_lookahead: int | None = None
     draft_top_k: int | None = 8
+    slem_gamma: str = "draft_tokens"
+    tli_processors: str = "before_restrict"
 
     @classmethod
     def from_mapping(cls, node: Mapping[str, Any] | None) -> HeteroConfig:
@@ -295,12 +330,19 @@ class HeteroConfig:
         inert = [k for k in SLRS_KEYS if k in values] if name != "slrs" else []
         if inert:
             raise ConfigError(f"hetero.{inert[0]} is a setting of hetero=slrs; hetero={name} has none")
+        for key, rule in (("slem_gamma", "slem"), ("tli_processors", "tli")):
+            if values.get(key) is not None and name not in ("auto", rule):
+                raise ConfigError(f"hetero.{key} is a setting of hetero={rule} (and auto); hetero={name} has none")
+        slem_gamma = values.get("slem_gamma") or SLEM_GAMMA[0]
+        tli_processors = values.get("tli_processors") or TLI_PROCESSORS[0]
         return cls(
             name=name,
             lookbehind=check_int("hetero.lookbehind", values.get("lookbehind", 10), 1),
             max_nodes=check_int("hetero.max_nodes", values.get("max_nodes", 32), 1),
             max_lookahead=check_int("hetero.max_lookahead", values.get("max_lookahead"), 1, optional=True),
             draft_top_k=check_int("hetero.draft_top_k", values.get("draft_top_k", 8), 1, optional=True),
+            slem_gamma=check_choice("hetero.slem_gamma", slem_gamma, SLEM_GAMMA),
+            tli_processors=check_choice("hetero.tli_processors", tli_processors, TLI_PROCESSORS),
         )
 
 
@@ -431,14 +473,19 @@ class EngineConfig:
       (probe on any device) | ``{n: [m, r]}`` (pad an ``n``-token block to ``m`` tokens, LM head on
       ``r`` rows, ``n <= r <= m``);
     * ``bucket_k_max``: the longest block the probe measures (null: ``max(9, gamma + 1)``, at most 17);
-    * ``fused_prefill``: the first round drafts from the prompt and the target verifies prompt + draft
-      in its prefill forward (as transformers does); TTFT is then the end of that round.
+    * ``fused_prefill``: ``false`` | ``true`` | ``auto`` (on for CPU models, off on GPU) — the first
+      round drafts from the prompt and the target verifies prompt + draft in its prefill forward (as
+      transformers does); TTFT is then the end of that round.
+
+    A job's defaults are ``conf/config.yaml``'s ``engine`` node: every option ``auto`` (on where it was
+    measured to pay: the CPU; README, "Where the time goes"). ``EngineConfig()`` itself is all off: the
+    plain loop, what scripts and the replay take when they are given no options.
     """
 
     fast_linear: bool | str = False
     verify_buckets: bool | str | Mapping[int, tuple[int, int]] = False
     bucket_k_max: int | None = None
-    fused_prefill: bool = False
+    fused_prefill: bool | str = False
 
     @classmethod
     def from_mapping(cls, node: Mapping[str, Any] | None) -> EngineConfig:
@@ -452,8 +499,9 @@ class EngineConfig:
         elif spec not in VERIFY_BUCKETS:
             raise ConfigError(f"engine.verify_buckets {spec!r} is not one of false, auto, probe or a mapping "
                               f"{{n: [m, r]}}")
-        return cls(fast, spec, check_int("engine.bucket_k_max", values.get("bucket_k_max"), 2, optional=True),
-                   check_bool("engine.fused_prefill", values.get("fused_prefill", False)))
+        fused = values.get("fused_prefill", False)
+        fused = "auto" if isinstance(fused, str) and fused.lower() == "auto" else check_bool("engine.fused_prefill", fused)
+        return cls(fast, spec, check_int("engine.bucket_k_max", values.get("bucket_k_max"), 2, optional=True), fused)
 
     @property
     def any(self) -> bool:

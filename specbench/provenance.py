@@ -1,11 +1,19 @@
-"""Provenance: what a result needs to be trusted later (versions, device, commit, time)."""
+"""Provenance: what a result needs to be trusted later (versions, device, commit, time, lock).
+
+``lock``: whether the environment is the one ``requirements.lock`` pins (what ``make setup``
+installs by default; ``make setup LOCK=`` takes the newest versions instead): every package the lock
+names installed at its locked version (``matches``), else the packages that differ.
+"""
 
 from __future__ import annotations
 
 import datetime as _dt
+import functools
+import hashlib
 import importlib.metadata as md
 import os
 import platform
+import re
 import socket
 import subprocess
 from pathlib import Path
@@ -15,6 +23,8 @@ from specbench.paths import REPO_ROOT
 from specbench.records import SCHEMA_VERSION
 
 PACKAGES = ("torch", "transformers", "accelerate", "hydra-core", "specbench", "optimum-quanto", "wandb")
+LOCK_FILE = REPO_ROOT / "requirements.lock"
+MAX_LISTED = 25  # packages listed under lock.differs (all are counted)
 
 
 def _version(name: str) -> str | None:
@@ -22,6 +32,59 @@ def _version(name: str) -> str | None:
         return md.version(name)
     except md.PackageNotFoundError:
         return None
+
+
+def normalize(name: str) -> str:
+    """A distribution name as pip compares them (PEP 503: case and runs of ``-_.`` do not matter)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def read_lock(path: Path) -> dict[str, str]:
+    """``{normalized name: version}`` of a ``name==version`` lock file (``pip freeze``'s format;
+    comments, blank lines and option lines skipped)."""
+    pins: dict[str, str] = {}
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        line = raw.split("#", 1)[0].split(";", 1)[0].strip()
+        if not line or line.startswith("-"):
+            continue
+        name, sep, version = line.partition("==")
+        if not sep:
+            raise ValueError(f"{path}: {raw.strip()!r} is not a name==version pin")
+        pins[normalize(name.split("[", 1)[0].strip())] = version.strip()
+    return pins
+
+
+@functools.cache
+def installed_versions() -> dict[str, str]:
+    """``{normalized name: version}`` of every distribution on the import path (the first one found
+    wins, as for ``importlib.metadata.version``); read once per process."""
+    found: dict[str, str] = {}
+    for dist in md.distributions():
+        name = dist.metadata["Name"]
+        if name:
+            found.setdefault(normalize(name), dist.version)
+    return found
+
+
+def lock_status(path: Path = LOCK_FILE) -> dict[str, Any]:
+    """Whether this environment is the lock's (module docstring): ``path`` (relative to the repo when
+    inside it), ``sha256`` of the file, ``matches`` (every pinned package installed at its pinned
+    version), ``n_pinned``, ``n_differ`` and up to ``MAX_LISTED`` of the differing packages,
+    ``{name: {"locked": v, "installed": v or None}}``. No lock file: ``path`` and ``matches`` None."""
+    try:
+        pins = read_lock(path)
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return {"path": None, "matches": None}
+    installed = installed_versions()
+    differ = {name: {"locked": version, "installed": installed.get(name)}
+              for name, version in sorted(pins.items()) if installed.get(name) != version}
+    try:
+        shown = str(path.resolve().relative_to(REPO_ROOT))
+    except ValueError:
+        shown = str(path)
+    return {"path": shown, "sha256": digest, "matches": not differ, "n_pinned": len(pins),
+            "n_differ": len(differ), "differs": dict(list(differ.items())[:MAX_LISTED])}
 
 
 def git_commit(root: Path = REPO_ROOT) -> dict[str, Any]:
@@ -69,6 +132,7 @@ def provenance(device: str = "cpu", dtypes: dict[str, str] | None = None) -> dic
         "python": platform.python_version(),
         "platform": platform.platform(),
         "packages": {name: _version(name) for name in PACKAGES},
+        "lock": lock_status(),
         "git": git_commit(),
         "dtypes": dtypes or {},
         **device_info(device),

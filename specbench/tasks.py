@@ -42,7 +42,7 @@ import string
 import urllib.request
 import zipfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -294,16 +294,10 @@ def _templated(
     id_field: str,
     reference_field: str | None,
     category: str,
-    dedupe: bool = False,
 ) -> list[Prompt]:
     out: list[Prompt] = []
-    seen: set[str] = set()
     for i, row in enumerate(rows):
         pid = str(row[id_field]) if row.get(id_field) is not None else str(i)
-        if dedupe:
-            if pid in seen:
-                continue
-            seen.add(pid)
         ref = _reference(row.get(reference_field)) if reference_field else None
         out.append(Prompt(pid, category, (_render(template, row, cfg),), ref))
     return out
@@ -459,8 +453,11 @@ def read_scrolls_zip(path: str | os.PathLike, subset: str, split: str) -> list[d
 
 @TASKS.register("scrolls")
 def load_scrolls(cfg: TaskConfig) -> list[Prompt]:
-    """SCROLLS long-context tasks (``task.subset``; qasper by default). Rows repeated
-    under one ``id`` (several reference outputs) become one prompt."""
+    """SCROLLS long-context tasks (``task.subset``; qasper by default): one prompt per row, in the
+    split's stored order, as hf-bench takes them (``hf_bench/benchmark.py``: ``dataset.take(N)``,
+    the example id its position; no de-duplication), so ``task.n_prompts=30`` is hf-bench's first
+    30 rows. A row repeating an earlier row's ``id`` (several reference outputs) keeps its own
+    prompt, id ``<id>#<k>`` for its ``k``-th repeat, so every prompt id stays unique."""
     subset = (cfg.subset or "qasper")
     if subset not in SCROLLS_SUBSETS:
         raise ConfigError(f"task.subset {subset!r} is not a SCROLLS subset; known: {', '.join(SCROLLS_SUBSETS)}")
@@ -469,7 +466,14 @@ def load_scrolls(cfg: TaskConfig) -> list[Prompt]:
         rows = _local_rows(cfg)
     else:
         rows = read_scrolls_zip(scrolls_zip(cfg), subset, (cfg.split or "test"))
-    return _templated(cfg, rows, template, "id", "output", (cfg.category or subset), dedupe=True)
+    prompts = _templated(cfg, rows, template, "id", "output", (cfg.category or subset))
+    repeats: dict[str, int] = {}
+    for i, prompt in enumerate(prompts):
+        k = repeats.get(prompt.prompt_id, 0)
+        repeats[prompt.prompt_id] = k + 1
+        if k:
+            prompts[i] = replace(prompt, prompt_id=f"{prompt.prompt_id}#{k}")
+    return prompts
 
 
 @TASKS.register("custom")

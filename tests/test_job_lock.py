@@ -88,6 +88,7 @@ def test_a_holder_whose_lock_was_taken_over_stops_before_writing(tmp_path):
 # ---------------------------------------------------------------- run.py processes
 
 
+@pytest.mark.slow  # a run.py subprocess sweep
 def test_a_second_process_skips_a_held_job_naming_the_holder_and_writes_nothing(tiny_conf, tmp_path):
     job = tmp_path / JOB
     lock = JobLock(job).acquire()  # this test process is "the first run"
@@ -105,6 +106,7 @@ def test_a_second_process_skips_a_held_job_naming_the_holder_and_writes_nothing(
     assert len(_rows(job)) == 10
 
 
+@pytest.mark.slow  # a run.py subprocess sweep
 def test_two_processes_started_at_once_write_one_set_of_records(tiny_conf, tmp_path):
     procs = [_start(tiny_conf, tmp_path, ARGS) for _ in range(2)]
     outs = [p.communicate(timeout=600) for p in procs]
@@ -117,6 +119,7 @@ def test_two_processes_started_at_once_write_one_set_of_records(tiny_conf, tmp_p
     assert "locked by" in said or "complete; skipped" in said  # the other one did not run it
 
 
+@pytest.mark.slow  # a run.py subprocess sweep
 def test_kill_9_the_holder_and_the_next_run_takes_the_lock_and_resumes(tiny_conf, tmp_path):
     proc = _start(tiny_conf, tmp_path, ARGS)
     records = tmp_path / JOB / "records.jsonl"

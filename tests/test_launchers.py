@@ -54,17 +54,28 @@ def _launch(name: str, conf: Path, results: Path) -> subprocess.CompletedProcess
 
 
 @pytest.fixture(scope="module")
-def reference(conf, tmp_path_factory) -> dict[str, list[dict]]:
-    """The basic launcher's records: what every launcher must reproduce."""
+def basic_run(conf, tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    """The basic launcher's sweep, run once: the reference, and the basic launcher's own first run."""
     results = tmp_path_factory.mktemp("basic")
     proc = _launch("basic", conf, results)
     assert proc.returncode == 1, proc.stderr[-3000:]
-    return _records(results)
+    return results, proc
 
 
+@pytest.fixture(scope="module")
+def reference(basic_run) -> dict[str, list[dict]]:
+    """The basic launcher's records: what every launcher must reproduce."""
+    return _records(basic_run[0])
+
+
+@pytest.mark.slow  # a run.py subprocess sweep
 @pytest.mark.parametrize("launcher", list(LAUNCHERS))
-def test_every_launcher_runs_the_same_sweep_resumes_and_isolates_failures(launcher, conf, reference, tmp_path):
-    proc = _launch(launcher, conf, tmp_path)
+def test_every_launcher_runs_the_same_sweep_resumes_and_isolates_failures(launcher, conf, reference, basic_run,
+                                                                          tmp_path):
+    if launcher == "basic":  # its first run is the reference's (the same sweep: no need to run it twice)
+        tmp_path, proc = basic_run
+    else:
+        proc = _launch(launcher, conf, tmp_path)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out[-3000:]  # the sweep reports its failed jobs
     assert "2 complete, 2 failed" in out
@@ -179,3 +190,25 @@ def test_a_job_whose_worker_cannot_see_the_results_folder_is_reported_failed(tmp
     assert exit_info.value.code == 1
     out = capsys.readouterr().out
     assert "1 complete, 1 failed" in out and "FAILED gamma=2,method=specdecode,pair=tiny: no summary.json" in out
+
+
+def test_a_slower_job_says_why_from_what_it_measured():
+    """``slowdown_reason``: one line with the measured cost ratio c, the verification's cost and α, and
+    Leviathan's best fixed γ at those costs; nothing for a job that paid or measured no draft."""
+    from runners.jobs.report import slowdown_reason
+
+    agg = {"speedup": 0.86, "ar_tokens_per_s": 10.0, "draft_forwards": 100, "draft_s": 5.0, "verify_s": 6.0,
+           "accepted": 60, "mean_accepted_per_round": 2.0, "leviathan_alpha": 0.7}
+    summary = {"aggregates": agg, "config": {"pair": {"name": "gemma3-270m_gemma3-270m-int8"},
+                                             "engine": {"fast_linear": False}}}
+    line = slowdown_reason(summary)
+    # a target step 100 ms, a draft forward 50 ms (c = 2.0), 30 rounds verified in 200 ms (2 steps)
+    assert "c = 2.0" in line and "verification 2.00 target steps" in line and "α = 0.70" in line
+    tokens = [(1 - 0.7 ** (g + 1)) / 0.3 / (g / 2.0 + 2.0) for g in range(1, 17)]
+    best = max(range(16), key=tokens.__getitem__)
+    assert f"at most {tokens[best]:.2f}x (gamma={best + 1})" in line
+    assert "engine.fast_linear=auto" in line and "hybrid-lookup-int8" in line
+    hybrid = {**summary, "config": {"pair": {"name": "gemma3-270m_hybrid-lookup-int8"}, "engine": {"fast_linear": "all"}}}
+    assert "engine.fast_linear" not in slowdown_reason(hybrid) and "pair=" not in slowdown_reason(hybrid)
+    assert slowdown_reason({**summary, "aggregates": {**agg, "speedup": 1.2}}) is None
+    assert slowdown_reason({**summary, "aggregates": {**agg, "draft_forwards": 0}}) is None  # AR / lookup only

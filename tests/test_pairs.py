@@ -18,7 +18,7 @@ from helpers import compose
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
-DEFAULT_PAIR = "gemma3-270m_gemma3-270m-int8"
+DEFAULT_PAIR = "gemma3-270m_hybrid-lookup-int8"
 PAIRS = sorted(p.stem for p in (CONF / "pair").glob("*.yaml"))
 HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 DTYPES = ("float32", "float16", "bfloat16", "auto")

@@ -627,7 +627,7 @@ def test_compare_separates_the_hosts_drift_from_the_cost_tables_shape(noisy_pair
     write_traces(tmp_path / "traces" / "tiny__t" / "trace.jsonl", traces)
     lat = LatencyModel.affine(target=(10.0, 1.0), draft=(2.0, 0.3), round_overhead_ms=0.2)
     lat.save(tmp_path / "latency" / "tiny.json")
-    config = compose(["method=specdecode", "gamma=3", "max_new_tokens=24"])
+    config = compose(["pair=gemma3-270m_gemma3-270m-int8", "method=specdecode", "gamma=3", "max_new_tokens=24"])
     from omegaconf import OmegaConf
 
     config = OmegaConf.to_container(config, resolve=True)

@@ -42,6 +42,7 @@ def _wait_for_lines(path_glob, tmp: Path, n: int, proc: subprocess.Popen, timeou
     raise AssertionError("timed out")
 
 
+@pytest.mark.slow  # a run.py subprocess sweep
 def test_sigkill_mid_job_then_resume_keeps_whole_lines_and_no_duplicates(tiny_conf, tmp_path):
     proc = _start(tiny_conf, tmp_path, ARGS)
     records = _wait_for_lines("records.jsonl", tmp_path, 3, proc)
@@ -64,6 +65,7 @@ def test_sigkill_mid_job_then_resume_keeps_whole_lines_and_no_duplicates(tiny_co
     assert json.loads((records.parent / "summary.json").read_text())["status"] == "complete"
 
 
+@pytest.mark.slow  # a run.py subprocess sweep
 def test_ctrl_c_stops_after_the_current_prompt_and_resumes(tiny_conf, tmp_path):
     proc = _start(tiny_conf, tmp_path, ARGS)
     records = _wait_for_lines("records.jsonl", tmp_path, 2, proc)
@@ -78,6 +80,7 @@ def test_ctrl_c_stops_after_the_current_prompt_and_resumes(tiny_conf, tmp_path):
     assert len(records.read_text().splitlines()) == 10
 
 
+@pytest.mark.slow  # a run.py subprocess sweep
 def test_a_failing_job_does_not_stop_the_sweep(tiny_conf, tmp_path):
     broken = tiny_conf.parent / "conf_broken"
     (broken / "pair").mkdir(parents=True, exist_ok=True)
@@ -106,6 +109,7 @@ def test_a_failing_job_does_not_stop_the_sweep(tiny_conf, tmp_path):
     assert all("empty_model" in f["error"] or "config" in f["error"].lower() for f in failed)
 
 
+@pytest.mark.slow  # a run.py subprocess sweep
 def test_models_are_loaded_once_per_sweep(tiny_conf, tmp_path):
     proc = run_sweep(["-m", "method=ar,specdecode,gammatune", "gamma=2,4", "task.n_prompts=1", "max_new_tokens=6",
                       "pair=tiny", "warmup=0"], tiny_conf, tmp_path)

@@ -34,6 +34,7 @@ def check_job(folder: Path, n_records: int, method: str, gamma: int | None) -> l
     return records
 
 
+@pytest.mark.slow  # a run.py subprocess sweep
 def test_multirun_sweep_writes_one_folder_per_job(tiny_conf, tmp_path):
     proc = run_sweep(
         ["-m", "method=specdecode", "gamma=1,2,4,8", "pair=tiny", "task.n_prompts=2", "max_new_tokens=12", "warmup=0"],
@@ -50,6 +51,7 @@ def test_multirun_sweep_writes_one_folder_per_job(tiny_conf, tmp_path):
     assert proc.stdout.count("[done]") == 4
 
 
+@pytest.mark.slow  # a run.py subprocess sweep
 def test_sweep_over_all_methods(tiny_conf, tmp_path):
     methods = "ar,specdecode,hf_heuristic,assistant_threshold,gammatune,gammatune_plus"
     proc = run_sweep(
@@ -65,6 +67,7 @@ def test_sweep_over_all_methods(tiny_conf, tmp_path):
         check_job(job, 2, method, None if method == "ar" else int(parts["gamma"]))
 
 
+@pytest.mark.slow  # a run.py subprocess sweep
 def test_rerun_skips_complete_jobs(tiny_conf, tmp_path):
     args = ["pair=tiny", "task.n_prompts=1", "max_new_tokens=6", "warmup=0"]
     first = run_sweep(args, tiny_conf, tmp_path)
@@ -90,4 +93,4 @@ def test_the_readme_sweep_on_the_real_default_pair(tmp_path):
     for job in jobs:
         gamma = int(dict(kv.split("=", 1) for kv in job.name.split(","))["gamma"])
         records = check_job(job, 2, "specdecode", gamma)
-        assert all(r["pair"] == "gemma3-270m_gemma3-270m-int8" for r in records)
+        assert all(r["pair"] == "gemma3-270m_hybrid-lookup-int8" for r in records)

@@ -149,11 +149,15 @@ def test_humaneval_bad_source():
         load_task({**task_yaml("humaneval"), "source": "github"})
 
 
-def test_scrolls_fixture_dedupes_ids():
+def test_scrolls_takes_the_first_rows_as_hf_bench():
+    """hf-bench's ``dataset.take(N)``: the first N rows in stored order, a repeated id included (issue 28.8)."""
     prompts = load_task(fixture_cfg("scrolls"))
-    assert [p.prompt_id for p in prompts] == ["1b1d5f2e0c1f4ab2", "7c3a9e11d2b04f55", "9f00aa4b5e6d7c88"]
-    assert prompts[0].reference == "two news corpora"  # the first of the repeated rows
-    assert prompts[2].reference is None  # empty output (as in the test split)
+    assert [p.prompt_id for p in prompts] == ["1b1d5f2e0c1f4ab2", "1b1d5f2e0c1f4ab2#1", "7c3a9e11d2b04f55",
+                                              "9f00aa4b5e6d7c88"]
+    assert [p.reference for p in prompts[:2]] == ["two news corpora", "news articles"]  # each row its own prompt
+    assert prompts[3].reference is None  # empty output (as in the test split)
+    first_two = load_task(fixture_cfg("scrolls", n_prompts=2))
+    assert [p.prompt_id for p in first_two] == ["1b1d5f2e0c1f4ab2", "1b1d5f2e0c1f4ab2#1"]  # rows 0 and 1, not 0 and 2
     assert prompts[0].category == "qasper"
     assert prompts[0].turns[0].startswith("Summarize the following text:\nWhat datasets do they use?")
 

@@ -158,7 +158,8 @@ def test_job_records_and_analysis_show_the_breakdown(pair, tmp_path):
                            "transform": None}}
     results = tmp_path / "results"
     _latency().save(results / "latency" / "tiny.json")  # found as <results_dir>/latency/<pair>.json
-    jobs = (("specdecode", ()), ("specdecode_fast", ("engine.fast_linear=all", "engine.fused_prefill=true")),
+    plain = ("engine.fast_linear=false", "engine.verify_buckets=false", "engine.fused_prefill=false")
+    jobs = (("specdecode", plain), ("specdecode_fast", (*plain, "engine.fast_linear=all", "engine.fused_prefill=true")),
             ("ar", ()))
     for folder, engine in jobs:
         method = folder.partition("_")[0]

@@ -250,16 +250,20 @@ def test_fused_first_round_with_heterogeneous_drafters(kind):
 
 
 def test_folders_written_before_the_engine_options_still_resume():
-    """A job folder whose config predates ``engine`` is the same job as one with every option off."""
+    """A job folder whose config predates ``engine`` is the same job as one with every option off; the
+    default (every option ``auto``) is another job, so such a folder is not silently extended."""
     from specbench.config import config_drift
 
     from helpers import compose
 
-    new = JobConfig.from_mapping(compose()).as_dict()
-    old = {k: v for k, v in new.items() if k != "engine"}
-    assert config_drift(old, new) is None
+    plain = JobConfig.from_mapping(compose("engine.fast_linear=false", "engine.verify_buckets=false",
+                                           "engine.fused_prefill=false")).as_dict()
+    old = {k: v for k, v in plain.items() if k != "engine"}
+    assert config_drift(old, plain) is None
     on = JobConfig.from_mapping(compose("engine.fused_prefill=true")).as_dict()
     assert config_drift(old, on).startswith("engine")
+    default = JobConfig.from_mapping(compose()).as_dict()
+    assert default["engine"]["fast_linear"] == "auto" and config_drift(old, default).startswith("engine")
 
 
 @pytest.mark.parametrize("fused", [False, True])

@@ -20,6 +20,7 @@ from methods.hetero.sampling import TorchChooser, acceptance_probability, enumer
 from methods.hetero.slrs import SLRS, SLRSTooLarge
 from methods.hetero.token_level import (
     UnionSpace,
+    restrict_logits,
     tli_distribution,
     tli_restrict,
     tli_step,
@@ -42,6 +43,7 @@ __all__ = [
     "build_vocab_mapping",
     "enumerate_outcomes",
     "mapping_from_strings",
+    "restrict_logits",
     "tli_distribution",
     "tli_restrict",
     "tli_step",

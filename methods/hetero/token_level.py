@@ -18,7 +18,8 @@ exact evaluators here (``tli_step``, ``union_step``, enumerated by ``methods.het
 by the real drafters (``runners/drafters/tli.py``, ``union.py``, and ``slrs.py``'s fallback):
 
 * ``tli_restrict(q)``: ``q'`` on draft ids (zero off the intersection, rows sum to 1): the drafter
-  samples its draft id from it;
+  samples its draft id from it; ``restrict_logits`` is the same restriction on logits, for the
+  drafter that applies the sampling processors after it (``hetero.tli_processors``);
 * ``to_target(q)``: the mass of every draft id moved onto its target id (draft-only mass dropped,
   no renormalisation; several draft ids with one string add up): what verification compares ``p``
   with — ``to_target(tli_restrict(q))`` for TLI, ``to_target(q)`` (union's part on ``T``) for union;
@@ -56,6 +57,19 @@ def tli_restrict(draft_probs: torch.Tensor, mapping: VocabMapping) -> torch.Tens
     if bool((mass <= 0).any()):
         raise ValueError("the drafter puts no probability on the shared vocabulary")
     return kept / mass
+
+
+def restrict_logits(draft_logits: torch.Tensor, mapping: VocabMapping) -> torch.Tensor:
+    """The drafter's logits with every draft id outside ``T ∩ D`` set to ``-inf`` (float32): a softmax
+    of them (after any processors) is zero off the intersection. The order transformers uses for TLI:
+    restrict, then process (``generation/utils.py``, ``GenerationMixin._get_candidate_generator``
+    prunes the assistant's LM head to the shared tokens, ``candidate_generator.py``,
+    ``_PruneReindexingLMHead``, before its ``generate`` applies the processors); ``-inf`` entries
+    leave the processors' choice among the shared tokens unchanged (top-k / top-p / typical-p
+    never keep them over a finite logit)."""
+    t = _tensors(draft_logits, mapping)
+    scores = draft_logits.float()
+    return scores.masked_fill(~t.shared_mask.bool(), float("-inf"))
 
 
 def to_target(draft_probs: torch.Tensor, mapping: VocabMapping) -> torch.Tensor:

@@ -10,7 +10,7 @@ import torch
 from methods.base import DraftStep, GammaPolicy, policy_needs
 from runners.engine.base import Draft, Drafter
 from runners.engine.features import draft_features
-from runners.engine.kv import crop_to, new_cache
+from runners.engine.kv import cache_arg, crop_to, new_cache
 from runners.engine.verify import greedy_token, probs, sample
 from specbench.models import model_device
 
@@ -71,7 +71,7 @@ class ModelDrafter(Drafter):
         steps: list[DraftStep] = []
         for i in range(max_tokens):
             inp = torch.tensor([feed], device=self.device)
-            logits = self.model(input_ids=inp, past_key_values=self.cache, use_cache=True, logits_to_keep=1).logits[0, -1]
+            logits = self.model(input_ids=inp, **cache_arg(self.model, self.cache), use_cache=True, logits_to_keep=1).logits[0, -1]
             self.seq.extend(feed)
             if temperature > 0:
                 q = probs(logits, temperature)

@@ -14,25 +14,68 @@ paper's token-level longest-overlap search would miss or misplace. A drafted EOS
 proposed as the target's EOS. ``confidences[j]`` = product of the draft probabilities of
 the draft tokens whose text overlaps target token ``j`` (``policy.stop_drafting(step)`` is asked
 after every *draft* token with that token's probability).
+
+**What γ counts** (``slem_gamma``, ``hetero.slem_gamma``; ``Drafter.limits``):
+
+* ``draft_tokens`` (the default): a round drafts γ *draft* tokens and proposes every target token
+  their text re-tokenizes into; the loop verifies them all, cut only to the round's budget
+  (``max_new_tokens`` − new tokens − 1, the loop adding one target token itself). This is
+  transformers' rule (``generation/candidate_generator.py``,
+  ``AssistedCandidateGeneratorDifferentTokenizers.get_candidates``: ``max_new_tokens =
+  num_assistant_tokens`` for the assistant's ``generate``, the new target ids cut to the main
+  model's ``max_length`` only, ``_process_assistant_outputs``), so hf-bench's and Timor et al.'s. A
+  round may verify more than γ target tokens (a drafter whose tokens are longer than the
+  target's) or fewer. transformers may verify one more candidate in the last round (up to the
+  budget itself, its bonus token then cut: ``generation/utils.py``, ``_assisted_decoding``,
+  ``tokens_budget``); here the budget's last token is always the target's own, which changes no
+  output.
+* ``target_tokens``: ``min(γ, budget)`` draft tokens, the proposal cut to as many target tokens
+  (the rule before issue 28): the text past γ target tokens is drafted and thrown away.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import torch
 
 from methods.base import DraftStep, GammaPolicy
 from methods.hetero.vocab import REPLACEMENT_CHAR
-from runners.drafters.text_sync import TextSyncedDrafter, need_model
+from runners.drafters.text_sync import DEFAULT_LOOKBEHIND, TextSyncedDrafter, need_model
 from runners.engine.base import Draft
 from runners.engine.verify import probs
+from specbench.config import SLEM_GAMMA
+from specbench.registry import ConfigError
 
 
 class SLEMDrafter(TextSyncedDrafter):
-    """Algorithm 2 (String-Level Exact Match): greedy draft tokens, re-tokenized into target ids."""
+    """Algorithm 2 (String-Level Exact Match): greedy draft tokens, re-tokenized into target ids;
+    ``slem_gamma``: what γ counts (module docstring)."""
 
     name = "slem"
+
+    def __init__(
+        self,
+        draft_model: Any,
+        draft_tokenizer: Any,
+        target_tokenizer: Any,
+        eos_token_ids: Iterable[int],
+        draft_eos_token_ids: Iterable[int] | None = None,
+        lookbehind: int = DEFAULT_LOOKBEHIND,
+        slem_gamma: str = SLEM_GAMMA[0],
+    ) -> None:
+        if slem_gamma not in SLEM_GAMMA:
+            raise ConfigError(f"slem_gamma must be one of {', '.join(SLEM_GAMMA)}, got {slem_gamma!r}")
+        super().__init__(draft_model, draft_tokenizer, target_tokenizer, eos_token_ids, draft_eos_token_ids, lookbehind)
+        self.slem_gamma = slem_gamma
+
+    def limits(self, gamma: int, room: int) -> tuple[int, int]:
+        """``draft_tokens``: γ draft tokens, every target token kept up to ``room``; ``target_tokens``:
+        ``min(γ, room)`` of both (module docstring)."""
+        if self.slem_gamma == "target_tokens":
+            return super().limits(gamma, room)
+        return max(0, int(gamma)), max(0, int(room))
 
     @torch.inference_mode()
     def propose(
@@ -68,7 +111,9 @@ class SLEMDrafter(TextSyncedDrafter):
         if ended:
             tokens.append(self.target_eos)
             confidences.append(confs[-1])
-        return Draft(tokens[:max_tokens], None, confidences[:max_tokens], forwards=self.forwards - forwards0)
+        if self.slem_gamma == "target_tokens":  # γ counts target tokens: the rest of the text is thrown away
+            tokens, confidences = tokens[:max_tokens], confidences[:max_tokens]
+        return Draft(tokens, None, confidences, forwards=self.forwards - forwards0)
 
     def to_target(self, draft_tokens: list[int]) -> tuple[list[int], list[tuple[int, int]]]:
         """Target ids for the text of ``draft_tokens`` after the accepted sequence (look-behind
@@ -98,4 +143,4 @@ class SLEMDrafter(TextSyncedDrafter):
     def from_context(cls, ctx: Any) -> SLEMDrafter:
         need_model("slem", ctx)
         return cls(ctx.draft_model, ctx.draft_tokenizer, ctx.target_tokenizer, ctx.eos_token_ids,
-                   lookbehind=ctx.hetero.lookbehind)
+                   lookbehind=ctx.hetero.lookbehind, slem_gamma=ctx.hetero.slem_gamma)

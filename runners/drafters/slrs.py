@@ -152,7 +152,10 @@ class SLRSDrafter(TLIDrafter):
                         fallback = True
                         self._crop(base)  # back to the context: TLI continues from the root
                 if fallback:
-                    d_tok, tok, q, conf = self.tli_pick(logits, temperature, generator)
+                    picked = self.tli_pick(logits, temperature, generator)
+                    if picked is None:  # the processors left no shared token: the draft ends here
+                        break
+                    d_tok, tok, q, conf = picked
                     feed = [d_tok]
             tokens.append(tok)
             confs.append(conf)

@@ -7,33 +7,92 @@ verification is that distribution on target ids (``methods.hetero.to_target``: t
 the exact evaluator ``methods.hetero.tli_step`` uses). At temperature 0 ``q=None`` (a deterministic
 draft); ``confidences`` = the restricted distribution's probability of the token (at temperature 1
 when greedy). The draft model is never modified (no pruned head, unlike transformers).
+
+**Where the sampling processors act** (``tli_processors``, ``hetero.tli_processors``; top-k / top-p /
+typical-p of ``runners.engine.verify.Sampling``; the temperature commutes with the restriction):
+
+* ``before_restrict`` (the default): ``q = verify.probs(logits, T)`` over the whole draft vocabulary,
+  then restricted and renormalised (as above). If the processors keep no shared token (every one of
+  the top-k is draft-only), nothing can be proposed: the draft ends there (a plain target step when
+  it is the round's first token; lossless);
+* ``after_restrict``: the logits restricted to the shared tokens first
+  (``methods.hetero.restrict_logits``), then ``verify.probs`` (temperature and processors):
+  transformers' order (``generation/utils.py``, ``GenerationMixin._get_candidate_generator``:
+  sampling with another tokenizer builds ``UniversalSpeculativeDecodingGenerator`` with the
+  assistant's LM head pruned to the shared tokens, ``candidate_generator.py``,
+  ``AssistantToTargetTranslator`` / ``_PruneReindexingLMHead``, so the assistant's ``generate``
+  applies the main call's processors to those logits only), hence hf-bench's.
+
+Both are lossless: the drafted token is sampled from exactly the ``q`` handed to verification, and
+verification applies the same processors to the target (``tests/test_hetero_tli_order.py`` computes
+the output law exactly for both). Their acceptance differs when a processor truncates: under top-k,
+``after_restrict`` keeps k shared tokens where ``before_restrict`` keeps the shared ones among the
+drafter's k most likely.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import torch
 
 from methods.base import GammaPolicy
-from methods.hetero.token_level import tli_restrict, to_target
-from runners.drafters.text_sync import need_model
+from methods.hetero.token_level import restrict_logits, tli_restrict, to_target
+from methods.hetero.vocab import VocabMapping
+from runners.drafters.text_sync import DEFAULT_LOOKBEHIND, need_model
 from runners.drafters.vocab_map import MappedDrafter
 from runners.engine.base import Draft
 from runners.engine.verify import probs, sample
+from specbench.config import TLI_PROCESSORS
+from specbench.registry import ConfigError
 
 
 class TLIDrafter(MappedDrafter):
-    """Algorithm 4 (Token-Level Intersection): sample from the drafter restricted to shared tokens."""
+    """Algorithm 4 (Token-Level Intersection): sample from the drafter restricted to shared tokens;
+    ``tli_processors``: whether the sampling processors act before or after the restriction
+    (module docstring)."""
 
     name = "tli"
 
+    def __init__(
+        self,
+        draft_model: Any,
+        draft_tokenizer: Any,
+        target_tokenizer: Any,
+        eos_token_ids: Iterable[int],
+        target_vocab_size: int,
+        draft_eos_token_ids: Iterable[int] | None = None,
+        lookbehind: int = DEFAULT_LOOKBEHIND,
+        mapping: VocabMapping | None = None,
+        tli_processors: str = TLI_PROCESSORS[0],
+    ) -> None:
+        if tli_processors not in TLI_PROCESSORS:
+            raise ConfigError(f"tli_processors must be one of {', '.join(TLI_PROCESSORS)}, got {tli_processors!r}")
+        super().__init__(draft_model, draft_tokenizer, target_tokenizer, eos_token_ids, target_vocab_size,
+                         draft_eos_token_ids, lookbehind, mapping)
+        self.tli_processors = tli_processors
+
+    def tli_distribution(self, logits: torch.Tensor, temperature: float) -> torch.Tensor | None:
+        """The distribution TLI samples its draft id from (on draft ids, zero off the shared tokens,
+        rows sum to 1), with the processors before or after the restriction (module docstring); None
+        when the processors left no shared token (``before_restrict`` only)."""
+        if temperature > 0 and self.tli_processors == "after_restrict":
+            return probs(restrict_logits(logits, self.mapping), temperature)
+        processed = probs(logits, temperature if temperature > 0 else 1.0)
+        try:
+            return tli_restrict(processed, self.mapping)
+        except ValueError:  # no mass on the shared tokens: nothing to propose
+            return None
+
     def tli_pick(
         self, logits: torch.Tensor, temperature: float, generator: torch.Generator | None
-    ) -> tuple[int, int, torch.Tensor | None, float]:
+    ) -> tuple[int, int, torch.Tensor | None, float] | None:
         """One TLI token from the draft model's logits: ``(draft id, target id, q on target ids or
-        None at temperature 0, confidence)``."""
-        restricted = tli_restrict(probs(logits, temperature if temperature > 0 else 1.0), self.mapping)
+        None at temperature 0, confidence)``; None when there is nothing to propose."""
+        restricted = self.tli_distribution(logits, temperature)
+        if restricted is None:
+            return None
         d_tok = sample(restricted, generator) if temperature > 0 else int(restricted.argmax())
         t_tok = int(self.d2t[d_tok])
         q = to_target(restricted, self.mapping)
@@ -43,11 +102,14 @@ class TLIDrafter(MappedDrafter):
     def propose(
         self, ids: list[int], max_tokens: int, policy: GammaPolicy, temperature: float, generator: torch.Generator | None
     ) -> Draft:
-        return self._draft_tokens(ids, max_tokens, policy,
-                                  lambda logits: (*self.tli_pick(logits, temperature, generator), False))
+        def pick(logits: torch.Tensor) -> tuple[int, int, torch.Tensor | None, float, bool] | None:
+            picked = self.tli_pick(logits, temperature, generator)
+            return None if picked is None else (*picked, False)
+
+        return self._draft_tokens(ids, max_tokens, policy, pick)
 
     @classmethod
     def from_context(cls, ctx: Any) -> TLIDrafter:
         need_model("tli", ctx)
         return cls(ctx.draft_model, ctx.draft_tokenizer, ctx.target_tokenizer, ctx.eos_token_ids,
-                   ctx.target_vocab_size, lookbehind=ctx.hetero.lookbehind)
+                   ctx.target_vocab_size, lookbehind=ctx.hetero.lookbehind, tli_processors=ctx.hetero.tli_processors)

@@ -96,10 +96,11 @@ class MappedDrafter(TextSyncedDrafter):
 
     def _draft_tokens(
         self, ids: list[int], max_tokens: int, policy: GammaPolicy,
-        pick: Callable[[Any], tuple[int, int, Any, float, bool]],
+        pick: Callable[[Any], tuple[int, int, Any, float, bool] | None],
     ) -> Draft:
         """The token-level rules' draft loop (TLI, union): ``pick(logits)`` gives ``(draft id, proposed id,
-        q on target ids or None, confidence, last)``; the draft stops at ``last``, at an EOS of either
+        q on target ids or None, confidence, last)``, or None when it can propose nothing there (the
+        draft ends before that position); the draft stops at ``last``, at an EOS of either
         vocabulary, or when the policy says so."""
         feed = self._first_feed(ids)
         forwards0 = self.forwards
@@ -107,7 +108,10 @@ class MappedDrafter(TextSyncedDrafter):
         qs: list[torch.Tensor] = []
         confs: list[float] = []
         for _ in range(max_tokens):
-            d_tok, tok, q, conf, last = pick(self._forward(feed))
+            picked = pick(self._forward(feed))
+            if picked is None:
+                break
+            d_tok, tok, q, conf, last = picked
             tokens.append(tok)
             confs.append(conf)
             if q is not None:

@@ -76,6 +76,15 @@ class Drafter(ABC):
     def commit(self, ids: list[int]) -> None:  # noqa: B027 - optional hook
         """The sequence after verification (drop cached states past the accepted part)."""
 
+    def limits(self, gamma: int, room: int) -> tuple[int, int]:
+        """``(max_tokens, kept)`` for a round of ``gamma`` with ``room`` target tokens left before the
+        round's own target token (``max_new_tokens - new tokens - 1``): ``propose`` is asked for
+        ``max_tokens`` and the loop verifies at most the first ``kept`` tokens of its proposal. γ counts
+        proposed tokens here: ``min(γ, room)`` for both. A drafter whose γ counts tokens of its own
+        vocabulary (SLEM, ``runners.drafters.slem``) drafts γ and keeps up to ``room``."""
+        n = max(0, min(int(gamma), int(room)))
+        return n, n
+
 
 @dataclass
 class Generation:

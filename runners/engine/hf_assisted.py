@@ -248,6 +248,52 @@ def assistant_settings(assistant: Any, values: Mapping[str, Any]) -> Iterator[An
         vars(gc).update(saved)
 
 
+def pad_token_id(target: Any, eos: list[int]) -> int:
+    """The pad id ``generate`` is given (batch size 1 pads nothing; it only silences a warning): the
+    target's generation config's, else its first EOS id, else 0."""
+    pad = getattr(getattr(target, "generation_config", None), "pad_token_id", None)
+    if isinstance(pad, list | tuple):
+        pad = pad[0] if pad else None
+    return int(pad) if pad is not None else (eos[0] if eos else 0)
+
+
+def generate_kwargs(sampling: Sampling, eos: list[int], pad: int, max_new_tokens: int) -> dict[str, Any]:
+    """The ``generate()`` settings of every transformers peer (assisted and autoregressive): exactly
+    ``max_new_tokens`` unless an EOS of ``eos`` ends it, no length or repetition processors of the
+    checkpoint's own, and the job's sampling processors exactly (0 / 1.0 = off, so the checkpoint's
+    values never sneak in), as our engine applies them."""
+    kwargs: dict[str, Any] = {
+        "max_new_tokens": int(max_new_tokens),
+        "min_new_tokens": None,
+        "do_sample": sampling > 0,
+        "pad_token_id": pad,
+        # an empty list turns the model's default EOS off (as our engine with no EOS ids)
+        "eos_token_id": list(eos),
+        "repetition_penalty": 1.0,
+        "num_beams": 1,
+    }
+    if sampling > 0:
+        kwargs.update(temperature=float(sampling), top_k=sampling.top_k or 0, top_p=sampling.top_p or 1.0, min_p=None,
+                      typical_p=sampling.typical_p or 1.0)
+    return kwargs
+
+
+@contextmanager
+def seeded_global_rng(sampling: Sampling, generator: Any, device: torch.device) -> Iterator[None]:
+    """Sampling: seed torch's global RNG (which transformers draws from) from ``generator``, inside
+    ``fork_rng`` so the caller's RNG state is left as it was. Greedy: nothing."""
+    if sampling <= 0 or generator is None:
+        yield
+        return
+    cuda = device.type == "cuda"
+    with torch.random.fork_rng(devices=[device.index or 0] if cuda else []):
+        seed = int(generator.initial_seed())
+        torch.manual_seed(seed)
+        if cuda:
+            torch.cuda.manual_seed(seed)
+        yield
+
+
 class HFAssistedRunner:
     """``target.generate(assistant_model=assistant)`` with per-round traces (see the module docstring)."""
 
@@ -273,10 +319,7 @@ class HFAssistedRunner:
         self.eos = sorted(set(int(e) for e in eos_token_ids))
         self.temperature = Sampling.of(temperature)
         self.device = model_device(target)
-        pad = getattr(getattr(target, "generation_config", None), "pad_token_id", None)
-        if isinstance(pad, list | tuple):
-            pad = pad[0] if pad else None
-        self.pad_token_id = int(pad) if pad is not None else (self.eos[0] if self.eos else 0)
+        self.pad_token_id = pad_token_id(target, self.eos)
         self.last_num_matches: list[int] = []
         self.last_generator_class = ""
 
@@ -293,36 +336,10 @@ class HFAssistedRunner:
         }
 
     def _generate_kwargs(self, max_new_tokens: int) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {
-            "max_new_tokens": int(max_new_tokens),
-            "min_new_tokens": None,
-            "do_sample": self.temperature > 0,
-            "pad_token_id": self.pad_token_id,
-            # an empty list turns the model's default EOS off (as our engine with no EOS ids)
-            "eos_token_id": list(self.eos),
-            "repetition_penalty": 1.0,
-            "num_beams": 1,
-        }
-        if self.temperature > 0:  # the job's processors exactly (0 / 1.0 = off), as our engine applies them
-            t = self.temperature
-            kwargs.update(temperature=float(t), top_k=t.top_k or 0, top_p=t.top_p or 1.0, min_p=None,
-                          typical_p=t.typical_p or 1.0)
-        return kwargs
+        return generate_kwargs(self.temperature, self.eos, self.pad_token_id, max_new_tokens)
 
-    @contextmanager
-    def _seeded(self, generator: Any) -> Iterator[None]:
-        """Sampling: seed torch's global RNG (which transformers draws from) from ``generator``,
-        inside ``fork_rng`` so the caller's RNG state is left as it was. Greedy: nothing."""
-        if self.temperature <= 0 or generator is None:
-            yield
-            return
-        cuda = self.device.type == "cuda"
-        with torch.random.fork_rng(devices=[self.device.index or 0] if cuda else []):
-            seed = int(generator.initial_seed())
-            torch.manual_seed(seed)
-            if cuda:
-                torch.cuda.manual_seed(seed)
-            yield
+    def _seeded(self, generator: Any) -> Any:
+        return seeded_global_rng(self.temperature, generator, self.device)
 
     @torch.inference_mode()
     def generate(self, prompt_ids: list[int], max_new_tokens: int, generator: Any = None) -> Generation:

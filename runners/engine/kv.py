@@ -10,16 +10,61 @@
   offloading=True)``, ``GenerationMixin._prepare_cache_for_generation``): every layer's keys and
   values live on the CPU and the next layer's are prefetched to the GPU on a side stream. CUDA
   only (it creates streams); the job refuses it before loading on a CPU-only run.
+* ``cache_arg(model, cache)``: the keyword a forward takes its cache by. transformers 5.24 renamed
+  ``past_key_values`` to ``cache`` (``modeling_llama.py: LlamaForCausalLM.forward``, decorated with
+  ``utils/deprecation.py: deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")``, which
+  warns on every call by the old name); 5.23 and earlier take only ``past_key_values``. Every forward
+  we call goes through ``model(..., **cache_arg(model, cache))``.
 """
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import transformers
 from transformers import DynamicCache
 
 _MAJOR = int(transformers.__version__.split(".")[0])
+
+
+def _installed_cache_keyword() -> str:
+    """``cache`` when the installed transformers takes its KV cache by that name, else
+    ``past_key_values``: read off ``GenerationMixin.prepare_inputs_for_generation``'s signature
+    (``generation/utils.py``), which every version of transformers 5 has and which was renamed with
+    the models' forwards."""
+    from transformers.generation.utils import GenerationMixin
+
+    params = inspect.signature(GenerationMixin.prepare_inputs_for_generation).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
+
+CACHE_KEYWORD = _installed_cache_keyword()  # detected once, at import
+_KEYWORD_OF: dict[type, str] = {}
+
+
+def cache_keyword(model: Any) -> str:
+    """The keyword ``model``'s forward takes its KV cache by, per class (cached): the one its
+    signature names (``inspect.signature`` sees through ``deprecate_kwarg``'s ``functools.wraps``),
+    else, for a ``forward(**kwargs)``, the installed transformers' (``CACHE_KEYWORD``). A wrapper
+    module of our own whose ``forward`` still names ``past_key_values`` is called by that name
+    (calling it by ``cache`` would hand it ``past_key_values=None``)."""
+    cls = type(model)
+    keyword = _KEYWORD_OF.get(cls)
+    if keyword is None:
+        try:
+            params = inspect.signature(cls.forward).parameters
+        except (AttributeError, TypeError, ValueError):
+            params = {}
+        keyword = next((k for k in ("cache", "past_key_values") if k in params), CACHE_KEYWORD)
+        _KEYWORD_OF[cls] = keyword
+    return keyword
+
+
+def cache_arg(model: Any, cache: Any) -> dict[str, Any]:
+    """``{keyword: cache}`` for ``model(input_ids=..., **cache_arg(model, cache), ...)``: no
+    deprecation warning on transformers >= 5.24, and the old name where there is no other."""
+    return {cache_keyword(model): cache}
 
 
 def new_cache(model: Any, offloading: bool = False) -> DynamicCache:

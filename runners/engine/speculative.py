@@ -5,7 +5,9 @@ max_new_tokens, generator)`` runs, for batch size 1:
 
 1. prefill: the target reads the prompt and emits the first new token (TTFT ends here);
 2. each round: ``γ = policy.next_gamma()``; the drafter proposes up to
-   ``min(γ, remaining - 1)`` tokens (asking ``policy.stop_drafting`` after each);
+   ``min(γ, remaining - 1)`` tokens (asking ``policy.stop_drafting`` after each) — or, for a
+   drafter whose γ counts its own tokens (``Drafter.limits``: SLEM by default), drafts γ of its
+   tokens and its proposal is cut to ``remaining - 1`` target tokens;
    the target scores its last token plus the draft in **one** forward;
    (``policy.verify_count`` may keep only a prefix of the proposal; a peek keeps none)
    ``runners.engine.verify`` accepts a prefix and adds the target's own token; both
@@ -61,7 +63,7 @@ import torch
 
 from methods.base import COSTS, GammaPolicy, RoundOutcome, policy_needs
 from runners.engine.base import Draft, Drafter, Generation
-from runners.engine.kv import crop_to, new_cache
+from runners.engine.kv import cache_arg, crop_to, new_cache
 from runners.engine.verify import Sampling, greedy_token, probs, sample, verify_greedy, verify_sampling
 from runners.engine.verify_forward import VerifyForward
 from specbench.config import AR_CACHES
@@ -99,7 +101,7 @@ class AutoregressiveRunner:
         while True:
             if new:
                 timer.lap("overhead")
-            logits = self.target(input_ids=inp, past_key_values=cache, use_cache=True, logits_to_keep=1).logits[0, -1]
+            logits = self.target(input_ids=inp, **cache_arg(self.target, cache), use_cache=True, logits_to_keep=1).logits[0, -1]
             if new:
                 timer.lap("verify")
             tok = _first_token(logits, self.temperature, generator)
@@ -179,9 +181,10 @@ class SpeculativeRunner:
             t_start = time.perf_counter() if timed else 0.0
             remaining = max_new_tokens - (len(ids) - n_prompt)
             gamma = int(self.policy.next_gamma())
-            budget = min(gamma, remaining - 1)
+            asked, budget = self.drafter.limits(gamma, remaining - 1)  # drafter tokens to draft, target tokens kept
             draft = (
-                self.drafter.propose(ids, budget, self.policy, self.temperature, generator) if budget > 0 else Draft([])
+                self.drafter.propose(ids, asked, self.policy, self.temperature, generator)
+                if asked > 0 and budget > 0 else Draft([])
             )
             t_drafted = time.perf_counter() if timed else 0.0
             tokens = draft.tokens[:budget]

@@ -2,7 +2,7 @@
 
 ``VerifyForward(model)(cache, feed, keep)`` feeds ``feed`` (token ids) on ``cache`` and
 returns the logits of the last ``keep`` fed positions, ``[keep, vocab]``. The default is
-one plain ``model(input_ids, past_key_values, logits_to_keep=keep)`` call. Two options,
+one plain ``model(input_ids, cache, logits_to_keep=keep)`` call (``kv.cache_arg``: the cache's keyword). Two options,
 both lossless (they change which kernels compute the same function, not the function):
 
 * **shape-aware kernels** (``fast_linear``): the block runs through a private copy of the
@@ -41,7 +41,7 @@ from typing import Any
 
 import torch
 
-from runners.engine.kv import crop_to, new_cache
+from runners.engine.kv import cache_arg, crop_to, new_cache
 from specbench.config import EngineConfig
 from specbench.models import model_device
 
@@ -95,8 +95,8 @@ def transposed_copy(model: Any, scope: str = "all", rtol: float = 1e-4) -> Any |
             return None
         ids = torch.tensor([[1, 2, 3, 4]], device=model_device(model))
         with torch.inference_mode():
-            ref = model(input_ids=ids, past_key_values=new_cache(model), use_cache=True, logits_to_keep=4).logits
-            got = fast(input_ids=ids, past_key_values=new_cache(fast), use_cache=True, logits_to_keep=4).logits
+            ref = model(input_ids=ids, **cache_arg(model, new_cache(model)), use_cache=True, logits_to_keep=4).logits
+            got = fast(input_ids=ids, **cache_arg(fast, new_cache(fast)), use_cache=True, logits_to_keep=4).logits
     except Exception as exc:  # an architecture this does not fit: keep the plain forward
         log.info("transposed linear layers unavailable for %s: %s", type(model).__name__, exc)
         return None
@@ -130,7 +130,7 @@ class VerifyForward:
             feed = feed + [feed[-1]] * (m - n)
         inp = torch.tensor([feed], device=self.device)
         rows: int | torch.Tensor = r if m == n else torch.arange(n - r, n, device=self.device)
-        logits = self.executor(input_ids=inp, past_key_values=cache, use_cache=True, logits_to_keep=rows).logits[0]
+        logits = self.executor(input_ids=inp, **cache_arg(self.executor, cache), use_cache=True, logits_to_keep=rows).logits[0]
         return logits[r - keep:] if r > keep else logits
 
     def describe(self) -> dict[str, Any]:
@@ -173,13 +173,14 @@ def probe_costs(executor: Any, k_max: int, context: int = 128, warmup: int = 1,
     rows: dict[int, float] = {}
     with torch.inference_mode():
         cache = new_cache(executor)
-        decoder(input_ids=torch.arange(10, 10 + context, device=device)[None], past_key_values=cache, use_cache=True)
+        decoder(input_ids=torch.arange(10, 10 + context, device=device)[None], **cache_arg(decoder, cache),
+                use_cache=True)
         width = int(head.weight.shape[1])
         for m in range(1, k_max + 1):
             inp = torch.arange(20, 20 + m, device=device)[None]
 
             def step(inp: torch.Tensor = inp) -> None:
-                decoder(input_ids=inp, past_key_values=cache, use_cache=True)
+                decoder(input_ids=inp, **cache_arg(decoder, cache), use_cache=True)
                 crop_to(cache, context)
 
             body[m] = _fastest_ms(step, sync, warmup, repeats)
@@ -252,6 +253,9 @@ def engine_forward(model: Any, engine: EngineConfig | None, gamma: int = 8) -> V
 
 def engine_options(model: Any, engine: EngineConfig | None, gamma: int = 8) -> dict[str, Any]:
     """``SpeculativeRunner`` keyword arguments from the typed ``engine`` config: ``forward``
-    (``engine_forward``) and ``fused_prefill``."""
+    (``engine_forward``) and ``fused_prefill`` (``auto``: on for a CPU model, off on GPU)."""
     engine = engine or EngineConfig()
-    return {"forward": engine_forward(model, engine, gamma), "fused_prefill": bool(engine.fused_prefill)}
+    fused = engine.fused_prefill
+    if fused == "auto":
+        fused = model_device(model).type == "cpu"
+    return {"forward": engine_forward(model, engine, gamma), "fused_prefill": bool(fused)}

@@ -188,6 +188,11 @@ class Job:
         self.sampling = resolve_sampling(config, self.target)
         self.ar = AutoregressiveRunner(self.target, self.eos, self.sampling, cache=config.method.ar_cache or "dynamic")
         self.runner: Any = self.ar
+        if config.method.ar_loop == "transformers":  # method=hf_native_ar: generate() is timed; our AR stays the reference
+            from runners.engine.hf_ar import HFAutoregressiveRunner
+
+            self.ar = AutoregressiveRunner(self.target, self.eos, self.sampling)
+            self.runner = HFAutoregressiveRunner(self.target, self.eos, self.sampling, cache=config.method.ar_cache)
         draft = config.pair.draft
         self.vocab_facts: dict[str, Any] = {}
         if config.speculative and draft is not None and draft.model is not None:
@@ -277,6 +282,9 @@ class Job:
             "output_tokens_shared": shared,
             "output_shared_fraction": shared / out_tokens if out_tokens else None,
         }
+        if config.hetero_rule in ("slem", "tli"):  # the rule's setting in force (conf/hetero: null = its default)
+            key = "slem_gamma" if config.hetero_rule == "slem" else "tli_processors"
+            out[key] = getattr(config.hetero, key)
         if config.hetero_rule == "slrs":
             h = config.hetero
             out.update(fallback_rule="tli", fallback_rounds=agg.get("fallback_rounds"),

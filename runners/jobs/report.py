@@ -10,6 +10,7 @@ missing."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +95,46 @@ def print_skipped(job_dir: str | Path, summary: dict) -> bool:
     return True
 
 
+def slowdown_reason(summary: Mapping[str, Any]) -> str | None:
+    """One line on why a speculative job ran slower than the target alone (its ``speedup`` < 1), from
+    what it measured; None when it did not, or when it measured too little to say (AR, no draft
+    forwards). ``c`` = the target alone's time per token ÷ a draft forward (the cost ratio of
+    ``specbench.records.leviathan_speedup``, prefill included in the target's), ``v`` = a verification
+    in target steps, α = Leviathan's acceptance (``leviathan_alpha``); the best fixed γ is Leviathan's
+    expectation with these three, tokens (1 − α^(γ+1)) / (1 − α) per round costing γ/c + v steps."""
+    agg = summary.get("aggregates") or {}
+    speedup, ar_tps = agg.get("speedup"), agg.get("ar_tokens_per_s")
+    forwards, draft_s, verify_s = agg.get("draft_forwards"), agg.get("draft_s"), agg.get("verify_s")
+    alpha = agg.get("leviathan_alpha")
+    accepted, per_round = agg.get("accepted"), agg.get("mean_accepted_per_round")
+    if speedup is None or speedup >= 1.0 or not ar_tps or not forwards or not draft_s or alpha is None:
+        return None
+    step_ms = 1000.0 / ar_tps
+    c = step_ms / (1000.0 * draft_s / forwards)
+    parts = [f"a draft forward costs {1 / c:.2f} target steps (c = {c:.1f})"]
+    v = 1.0
+    if verify_s and accepted and per_round:
+        v = 1000.0 * verify_s / (accepted / per_round) / step_ms
+        parts.append(f"a verification {v:.2f} target steps")
+    parts.append(f"acceptance α = {alpha:.2f}")
+
+    def expected(g: int) -> float:
+        tokens = g + 1.0 if alpha >= 1.0 else (1.0 - alpha ** (g + 1)) / (1.0 - alpha)
+        return tokens / (g / c + v)
+
+    best = max(range(1, 17), key=expected)
+    tips = []
+    engine = (summary.get("config") or {}).get("engine") or {}
+    if not any(engine.get(k) for k in ("fast_linear", "verify_buckets", "fused_prefill")):
+        tips.append("engine options: engine.fast_linear=auto engine.verify_buckets=auto engine.fused_prefill=auto")
+    if "lookup" not in str((summary.get("config") or {}).get("pair", {}).get("name", "")):
+        tips.append("a free draft first: pair=gemma3-270m_hybrid-lookup-int8 (CPU)")
+    tips.append("a draft the target agrees with more")
+    return (f"slower than the target alone: {', '.join(parts)}; Leviathan's model at these costs gives at most "
+            f"{expected(best):.2f}x (gamma={best}). What pays: a cheaper draft or a cheaper verification "
+            f"({'; '.join(tips)}).")
+
+
 def print_summary(job_dir: str | Path, summary: dict) -> None:
     if print_skipped(job_dir, summary):
         return
@@ -106,6 +147,9 @@ def print_summary(job_dir: str | Path, summary: dict) -> None:
     print(f"  throughput     {_fmt(agg.get('tokens_per_s'), '.2f', ' tokens/s')} "
           f"(target alone: {_fmt(agg.get('ar_tokens_per_s'), '.2f', ' tokens/s')})")
     print(f"  speedup vs AR  {_fmt(agg.get('speedup'), '.3f', 'x')}")
+    reason = slowdown_reason(summary)
+    if reason:
+        print(f"  why            {reason}")
     print(f"  acceptance     {_fmt(agg.get('acceptance_rate'), '.3f')} "
           f"(mean accepted per round {_fmt(agg.get('mean_accepted_per_round'), '.2f')})")
     print(f"  TTFT / TPOT    {_fmt(agg.get('ttft_ms'), '.1f', ' ms')} / {_fmt(agg.get('tpot_ms'), '.1f', ' ms')}")

@@ -314,7 +314,7 @@ class ModelTimer:
     def __call__(self, name: str, k: int, context: int) -> float:
         import torch
 
-        from runners.engine.kv import crop_to, new_cache
+        from runners.engine.kv import cache_arg, crop_to, new_cache
 
         model = self.models[name]
         device = next(model.parameters()).device
@@ -325,7 +325,7 @@ class ModelTimer:
                 cache = self._caches.get((name, context))
                 if cache is None:
                     cache = new_cache(model)
-                    model(input_ids=torch.tensor([self._tokens(name, 0, context)], device=device), past_key_values=cache,
+                    model(input_ids=torch.tensor([self._tokens(name, 0, context)], device=device), **cache_arg(model, cache),
                           use_cache=True, logits_to_keep=1)
                     self._caches[(name, context)] = cache
             inp = torch.tensor([self._tokens(name, context, k)], device=device)
@@ -334,7 +334,7 @@ class ModelTimer:
             keep = k if name == "target" and context > 0 else 1
             self._sync(model)
             t0 = time.perf_counter()
-            model(input_ids=inp, past_key_values=cache, use_cache=True, logits_to_keep=keep)
+            model(input_ids=inp, **cache_arg(model, cache), use_cache=True, logits_to_keep=keep)
             self._sync(model)
             ms = (time.perf_counter() - t0) * 1000.0
             if context > 0:

@@ -494,7 +494,7 @@ def _draft_pass_sequential(
 ) -> _Rollouts:
     import torch
 
-    from runners.engine.kv import crop_to, new_cache
+    from runners.engine.kv import cache_arg, crop_to, new_cache
 
     device = next(draft.parameters()).device
     cache = new_cache(draft)
@@ -502,7 +502,7 @@ def _draft_pass_sequential(
     out = _Rollouts()
     feed = ids[: n_prompt + 1]
     for t in range(1, n):  # the cache holds ids[:n_prompt + t] after this forward
-        logits = draft(input_ids=torch.tensor([feed], device=device), past_key_values=cache, use_cache=True,
+        logits = draft(input_ids=torch.tensor([feed], device=device), **cache_arg(draft, cache), use_cache=True,
                        logits_to_keep=1).logits[0, -1]
         tok, feats, gap = _greedy(logits)
         ties.add(gap)
@@ -511,7 +511,7 @@ def _draft_pass_sequential(
         if tok != x[t] and length > 0:
             row = out.start_tail(t)
             while len(row[0]) < length and row[0][-1] not in eos:
-                logits = draft(input_ids=torch.tensor([[row[0][-1]]], device=device), past_key_values=cache,
+                logits = draft(input_ids=torch.tensor([[row[0][-1]]], device=device), **cache_arg(draft, cache),
                                use_cache=True, logits_to_keep=1).logits[0, -1]
                 tok2, feats2, gap2 = _greedy(logits)
                 ties.add(gap2)
@@ -548,13 +548,13 @@ def _draft_pass_batched(
     the sequence past its own prefix and continuing at its own positions."""
     import torch
 
-    from runners.engine.kv import new_cache
+    from runners.engine.kv import cache_arg, new_cache
 
     device = next(draft.parameters()).device
     n = len(x)
     seq = ids[: n_prompt + n - 1]  # prefixes up to position N-1
     cache = new_cache(draft)
-    logits = draft(input_ids=torch.tensor([seq], device=device), past_key_values=cache, use_cache=True,
+    logits = draft(input_ids=torch.tensor([seq], device=device), **cache_arg(draft, cache), use_cache=True,
                    logits_to_keep=n - 1).logits[0]
     out = _Rollouts()
     for t in range(1, n):
@@ -578,7 +578,7 @@ def _draft_pass_batched(
             inp = torch.tensor([[rows[s][0][-1]] for s in group], device=device)
             pos = torch.tensor([[n_prompt + s + step] for s in group], device=device)
             mask = torch.cat([mask, torch.ones((b, 1), dtype=torch.long, device=device)], dim=1)
-            logits_b = draft(input_ids=inp, attention_mask=mask, position_ids=pos, past_key_values=bcache,
+            logits_b = draft(input_ids=inp, attention_mask=mask, position_ids=pos, **cache_arg(draft, bcache),
                              use_cache=True, logits_to_keep=1).logits[:, -1]
             for i, s in enumerate(group):
                 row = rows[s]

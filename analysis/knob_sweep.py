@@ -1,0 +1,181 @@
+"""GammaTune Table 2 across a policy's knobs, from replayed rows: how η and δ move the cells and
+their "± std across initial γ" (issue 28, item 3).
+
+Input: the rows of ``python -m runners.replay grid`` (``replay.jsonl``, read by
+``analysis.replay_table.load_replay``) whose methods are named as the replay names them,
+``NAME`` (``conf/method/NAME.yaml``) or ``NAME:key=value,...`` (those knobs overridden). Each row
+becomes a records-like row with ``method_params`` = the knobs given, so its method key is the
+one a real run of those knobs gets (``analysis.metrics.method_key``: ``gammatune[eta=0.5]``), and
+Table 2's cells are computed by the very function that computes the measured Table 2
+(``analysis.tables.speedup_table``: per pair, throughput of each initial γ pooled over the prompt
+turns ÷ SpecDecode's throughput averaged over its initial γ; mean ± sample std, ddof = 1, across
+initial γ). Every throughput here is *predicted* by the replay's latency model: no timing, so the
+table moves only with the policy's rounds.
+
+``knob_sweep_table`` lays the cells out with one row per combination of the swept knobs (the
+knobs' defaults filled in from ``conf/method``), one column per pair × method, and the Average of
+the pairs (mean of the pair means ± sqrt of the mean of the pair variances, as Table 2).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from analysis.metrics import STD_NOTE, fmt_mean_std, method_label
+from analysis.render import Table
+from analysis.replay_table import REFERENCES
+from analysis.settings import KNOB_SYMBOLS, method_defaults
+from analysis.tables import _average, speedup_table
+from analysis.uncertainty import BootstrapSpec
+
+SWEPT = ("gammatune", "gammatune_plus")
+
+
+def parse_label(label: str) -> tuple[str, dict[str, Any]]:
+    """``gammatune:eta=0.5,delta=1`` -> (``gammatune``, ``{"eta": 0.5, "delta": 1}``) (the replay's
+    ``runners.replay.replay.load_method`` spelling; values read as YAML)."""
+    name, _, rest = str(label).partition(":")
+    params = {}
+    for item in filter(None, rest.split(",")):
+        key, _, value = item.partition("=")
+        params[key.strip()] = yaml.safe_load(value)
+    return name, params
+
+
+def replay_frame(rows: pd.DataFrame) -> pd.DataFrame:
+    """Replay rows (policies only: no oracle or best-fixed-γ rows) as a records frame
+    (``analysis.frame.rows_to_frame``), each method keyed by its knobs."""
+    from analysis.frame import rows_to_frame
+
+    if rows is None or rows.empty or "method" not in rows:
+        return rows_to_frame([])
+    kept = rows[~rows["method"].isin(REFERENCES) & rows["wall_ms"].notna()]
+    records = []
+    for row in kept.to_dict("records"):
+        name, params = parse_label(row["method"])
+        records.append({**row, "method": name, "method_params": params, "turn": row.get("turn"),
+                        "temperature": row.get("temperature", 0.0)})
+    return rows_to_frame(records)
+
+
+def _knobs_of(method_key: str, knobs: Sequence[str]) -> tuple[Any, ...] | None:
+    """The values of ``knobs`` for a method key (its tags, else the defaults of ``conf/method``)."""
+    base, _, tags = method_key.partition("[")
+    defaults = method_defaults(base) or {}
+    given = dict(t.split("=", 1) for t in tags.rstrip("]").split(",") if "=" in t) if tags else {}
+    other = [t for t in (tags.rstrip("]").split(",") if tags else []) if t.split("=", 1)[0] not in knobs]
+    if other:
+        return None  # another knob is off its default: not a cell of this sweep
+    return tuple(yaml.safe_load(given[k]) if k in given else defaults.get(k) for k in knobs)
+
+
+def knob_sweep_table(
+    frame: pd.DataFrame,
+    methods: Sequence[str] = SWEPT,
+    knobs: Sequence[str] = ("eta", "delta"),
+    pooling: str = "pooled",
+    baseline: str = "specdecode",
+    boot: BootstrapSpec | None = None,
+    note: str = "",
+) -> Table | None:
+    """The sweep's Table 2 (module docstring); None when the frame holds no baseline or no swept
+    method."""
+    if frame.empty or not (frame["method"] == baseline).any():
+        return None
+    table = speedup_table(frame, pooling, baseline, None, boot or BootstrapSpec(1, 0))  # its CIs are not shown
+    if table is None:
+        return None
+    cells = table.data[(table.data["source"] == "measured") & (table.data["pair"] != "average")]
+    long = []
+    for rec in cells.to_dict("records"):
+        base = rec["method"].partition("[")[0]
+        if base not in methods:
+            continue
+        values = _knobs_of(rec["method"], knobs)
+        if values is None:
+            continue
+        long.append({**dict(zip(knobs, values, strict=True)), "method": base, "method_key": rec["method"],
+                     "pair": rec["pair"], "mean": rec["mean"], "std": rec["std"], "n_gamma": rec["n_gamma"],
+                     "gammas": rec["gammas"]})
+    if not long:
+        return None
+    data = pd.DataFrame(long)
+    pairs = sorted(data["pair"].unique())
+    averages = []
+    for key, group in data.groupby([*knobs, "method"], sort=False, dropna=False):
+        mean, std = _average(group)
+        averages.append({**dict(zip([*knobs, "method"], key, strict=True)), "pair": "average", "mean": mean,
+                         "std": std, "n_gamma": pd.NA, "gammas": ""})
+    data = pd.concat([data, pd.DataFrame(averages)], ignore_index=True)
+    combos = sorted({tuple(r) for r in data[list(knobs)].itertuples(index=False)},
+                    key=lambda t: tuple((v is None, v if v is not None else 0) for v in t))
+    display_rows = []
+    for combo in combos:
+        row = {KNOB_SYMBOLS.get(k, k): _fmt_knob(v) for k, v in zip(knobs, combo, strict=True)}
+        for pair, method in itertools.product([*pairs, "average"], methods):
+            hit = data[(data["pair"] == pair) & (data["method"] == method)
+                       & _matches(data, knobs, combo)]
+            column = f"{'Average' if pair == 'average' else pair} · {method_label(method)}"
+            row[column] = fmt_mean_std(hit["mean"].iloc[0], hit["std"].iloc[0]) if len(hit) else ""
+        display_rows.append(row)
+    defaults = method_defaults(methods[0]) or {}
+    default_combo = ", ".join(f"{KNOB_SYMBOLS.get(k, k)} = {_fmt_knob(defaults.get(k))}" for k in knobs)
+    caption = (
+        f"GammaTune Table 2 across {', '.join(KNOB_SYMBOLS.get(k, k) for k in knobs)}, replayed: speedup over "
+        f"{method_label(baseline)} per pair, the throughput of each initial γ divided by {method_label(baseline)}'s "
+        f"averaged over its initial γ; cell = mean ± {STD_NOTE} (the paper's ± column). Average = mean of the pair "
+        "means ± sqrt(mean of the pair variances). Throughput = predicted tokens/s pooled over the prompt turns "
+        "(runners.replay: the policy's rounds replayed on greedy traces, each round charged by a calibrated "
+        f"latency table; no timing). Defaults (the recipes' settings): {default_combo}. {note}".rstrip()
+    )
+    return Table("gammatune_table2_knob_sweep", caption, pd.DataFrame(display_rows), data)
+
+
+def _fmt_knob(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    return "" if value is None else str(value)
+
+
+def _matches(data: pd.DataFrame, knobs: Sequence[str], combo: tuple) -> pd.Series:
+    mask = pd.Series(True, index=data.index)
+    for k, v in zip(knobs, combo, strict=True):
+        mask &= data[k].map(lambda x, v=v: _equal(x, v))
+    return mask
+
+
+def _equal(a: Any, b: Any) -> bool:
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return math.isclose(float(a), float(b), abs_tol=1e-12)
+    return a == b
+
+
+def sweep_from_replay(rows: pd.DataFrame, knobs: Sequence[str] = ("eta", "delta"),
+                      boot: BootstrapSpec | None = None, meta: Mapping[str, Any] | None = None) -> Table | None:
+    """``knob_sweep_table`` of replay rows, or None when they sweep none of ``knobs`` of GammaTune."""
+    if rows is None or rows.empty or "method" not in rows:
+        return None
+    swept = {k for m in rows["method"].unique() for k in parse_label(m)[1]}
+    if not swept & set(knobs):
+        return None
+    if meta is None and "replay_file" in rows:
+        meta = {}
+        for file in sorted(set(rows["replay_file"].dropna())):
+            path = Path(file).parent / "meta.json"
+            try:
+                found = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            meta.setdefault("latency", {}).update(found.get("latency") or {})
+    pairs = sorted((meta or {}).get("latency") or {})
+    note = (f"Each pair's rounds are charged by its own calibrated latency table (the replay's meta.json: "
+            f"{', '.join(pairs)}).") if pairs else ""
+    return knob_sweep_table(replay_frame(rows), knobs=knobs, boot=boot, note=note)
