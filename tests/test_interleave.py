@@ -236,3 +236,23 @@ def test_the_ar_cache_key_names_the_kv_cache_so_an_offloaded_decoding_never_serv
     cache = ARCache(tmp_path)
     cache.put(offloaded, [5, 6], 1.0, 9.0, "max_new_tokens", {"job": "method=ar_offloaded"})
     assert cache.get(dynamic) is None and cache.get(offloaded)["tokens"] == [5, 6]
+
+
+def test_the_ar_cache_key_names_the_thread_count_and_cpu_capability(monkeypatch):
+    """A reference timed with other torch threads, or under ``ATEN_CPU_CAPABILITY=default`` (other
+    kernels), is another reference: a job never divides by it."""
+    import torch
+
+    from runners.jobs.ar_cache import key_hash, reference_key
+    from specbench.config import ModelSpec
+
+    spec = ModelSpec(name="t", path="/models/t")
+    here = reference_key(spec, [1, 2, 3], 8, [0], "cpu:x")
+    assert here["threads"] == torch.get_num_threads()
+    assert here["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    monkeypatch.setattr(torch, "get_num_threads", lambda: here["threads"] + 1)
+    assert key_hash(reference_key(spec, [1, 2, 3], 8, [0], "cpu:x")) != key_hash(here)
+    monkeypatch.undo()
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "DEFAULT")
+    other = reference_key(spec, [1, 2, 3], 8, [0], "cpu:x")
+    assert other["cpu_capability"] == "DEFAULT" and key_hash(other) != key_hash(here)

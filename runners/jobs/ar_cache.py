@@ -16,7 +16,10 @@ The key is everything that determines the reference's tokens and its timing:
   under ``offloaded`` and never serves as another job's reference, which is decoded with ``dynamic``);
 * the hardware (CPU model, or GPU name) and the torch and transformers versions: fp16 kernels differ
   between GPU models and library versions, and a reference timed on another device type would
-  give a meaningless speedup.
+  give a meaningless speedup;
+* how the CPU ran it: torch's thread count and the CPU capability its kernels were dispatched for
+  (``torch.backends.cpu.get_cpu_capability()``: ``ATEN_CPU_CAPABILITY=default`` runs other kernels
+  than AVX2 / AVX-512), so a job under one never divides by a reference timed under another.
 
 Entries are written atomically (a temporary file in the same folder, fsynced, then renamed), so a
 concurrent job never reads half a file; a decode in progress holds an ``flock`` on
@@ -44,7 +47,7 @@ from specbench.config import ModelSpec
 from specbench.records import write_json_atomic
 
 CACHE_SUBDIR = Path(".specbench") / "ar_cache"
-ENTRY_VERSION = 2  # 2: the KV cache implementation is part of the key
+ENTRY_VERSION = 3  # 2: the KV cache implementation is part of the key; 3: threads and CPU capability
 
 
 def hardware(device: str) -> str:
@@ -77,6 +80,8 @@ def reference_key(spec: ModelSpec, prompt_ids: list[int], max_new_tokens: int, e
         "hardware": device_type,
         "torch": torch.__version__,
         "transformers": transformers.__version__,
+        "threads": int(torch.get_num_threads()),
+        "cpu_capability": str(torch.backends.cpu.get_cpu_capability()),
     }
 
 
