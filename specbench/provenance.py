@@ -117,7 +117,9 @@ def device_info(device: str = "cpu") -> dict[str, Any]:
     import torch
 
     info: dict[str, Any] = {"device": device, "cpu": cpu_name(), "cpu_count": os.cpu_count(),
-                            "torch_threads": torch.get_num_threads()}
+                            "torch_threads": torch.get_num_threads(),
+                            # the kernels torch dispatches for (ATEN_CPU_CAPABILITY=default: no AVX2 / AVX-512)
+                            "cpu_capability": str(torch.backends.cpu.get_cpu_capability())}
     if torch.cuda.is_available():
         info["cuda_devices"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
         info["cuda"] = torch.version.cuda

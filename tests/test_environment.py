@@ -152,3 +152,14 @@ def test_the_guard_blames_our_calls_and_not_transformers_own(pair, future_warnin
         not_blamed = future_warning_guard.take(mark)
     assert len(blamed) == 1 and "`past_key_values` is deprecated" in blamed[0], blamed
     assert not not_blamed, not_blamed
+
+
+def test_provenance_names_the_cpu_kernels_torch_dispatches_for():
+    """A run under ``ATEN_CPU_CAPABILITY=default`` says so in its provenance (torch's own reading)."""
+    import torch
+
+    from specbench.provenance import device_info
+
+    info = device_info("cpu")
+    assert info["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    assert info["torch_threads"] == torch.get_num_threads()
