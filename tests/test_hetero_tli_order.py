@@ -16,7 +16,6 @@ propose from different distributions (checked) and ``before_restrict`` sometimes
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import pytest
@@ -28,16 +27,15 @@ import runners.drafters.tli as tli_module
 import runners.engine.speculative as speculative
 import runners.engine.verify as verify
 from methods.base import FixedGamma
-from methods.hetero.sampling import bernoulli as chooser_bernoulli
-from methods.hetero.sampling import enumerate_outcomes
 from methods.hetero.token_level import to_target
 from runners.drafters.tli import TLIDrafter
 from runners.engine.speculative import SpeculativeRunner
-from runners.engine.verify import Sampling, probs
+from runners.engine.verify import Sampling
 from specbench.config import HeteroConfig, JobConfig
 from specbench.registry import ConfigError
 
 from helpers import compose
+from helpers.exact_law import enumerated_law, processed_law
 from helpers.tiny import tiny_model
 
 ORDERS = ["before_restrict", "after_restrict"]
@@ -85,46 +83,10 @@ def toy():
     return ttok, dtok, target, Biased(base, offset), ttok("ab").input_ids
 
 
-class _Current:
-    chooser = None
-
-
-def _choice(p: torch.Tensor, generator=None) -> int:
-    w = p.double()
-    return _Current.chooser.choice((w / w.sum()).tolist())
-
-
-def _bernoulli(prob: float, generator=None, device="cpu") -> bool:
-    return chooser_bernoulli(_Current.chooser, prob)
-
-
 @pytest.fixture
 def enumerated(monkeypatch):
     """Every random decision of the loop and of TLI's drafter goes through the enumerating chooser."""
-    for module in (verify, speculative, tli_module):
-        monkeypatch.setattr(module, "sample", _choice)
-    monkeypatch.setattr(verify, "bernoulli", _bernoulli)
-
-    def law(make_tokens):
-        def run(chooser):
-            _Current.chooser = chooser
-            return tuple(make_tokens())
-
-        return enumerate_outcomes(run)
-
-    return law
-
-
-def _processed_law(model, prompt: list[int], length: int, sampling: Sampling) -> dict:
-    """The target's own law of ``length`` new tokens, every position processed by ``sampling``."""
-    vocab = model.config.vocab_size
-    out = {}
-    with torch.inference_mode():
-        for seq in itertools.product(range(vocab), repeat=length):
-            logits = model(torch.tensor([prompt + list(seq)])).logits[0, len(prompt) - 1: len(prompt) - 1 + length]
-            p = probs(logits, sampling).double()
-            out[seq] = math.prod(float(p[i, s]) for i, s in enumerate(seq))
-    return {k: v for k, v in out.items() if v > 0}
+    return enumerated_law(monkeypatch, (verify, speculative, tli_module))
 
 
 def _max_gap(got: dict, want: dict) -> float:
@@ -155,10 +117,10 @@ def test_the_two_orders_propose_from_different_distributions(toy):
 
 
 @pytest.mark.parametrize("order", ORDERS)
-def test_the_output_law_is_the_targets_processed_law(enumerated, toy, order):
+def test_the_output_law_is_the_targetsprocessed_law(enumerated, toy, order):
     _, _, target, _, prompt = toy
-    want = _processed_law(target, prompt, LENGTH, SAMPLING)
-    assert _max_gap(want, _processed_law(target, prompt, LENGTH, Sampling(1.0))) > 0.05  # the processors matter
+    want = processed_law(target, prompt, LENGTH, SAMPLING)
+    assert _max_gap(want, processed_law(target, prompt, LENGTH, Sampling(1.0))) > 0.05  # the processors matter
     drafter = _drafter(toy, order)
     runner = SpeculativeRunner(target, drafter, FixedGamma(2), [], SAMPLING, fused_prefill=True)
     first, nothing = [], []  # tokens drafted in the first round (room for 2); positions with nothing to propose
@@ -203,7 +165,7 @@ class _Liar(TLIDrafter):
 
 def test_a_drafter_reporting_the_other_orders_q_is_caught(enumerated, toy):
     _, _, target, _, prompt = toy
-    want = _processed_law(target, prompt, LENGTH, SAMPLING)
+    want = processed_law(target, prompt, LENGTH, SAMPLING)
     runner = SpeculativeRunner(target, _drafter(toy, "before_restrict", _Liar), FixedGamma(2), [], SAMPLING,
                                fused_prefill=True)
     got = enumerated(lambda: runner.generate(prompt, LENGTH).tokens)

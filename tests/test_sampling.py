@@ -8,7 +8,6 @@ to float32 rounding of the probabilities), not estimated.
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import pytest
@@ -18,13 +17,12 @@ import runners.drafters.model as model_drafter
 import runners.engine.speculative as speculative
 import runners.engine.verify as verify
 from methods.base import FixedGamma
-from methods.hetero.sampling import bernoulli as chooser_bernoulli
-from methods.hetero.sampling import enumerate_outcomes
 from runners.drafters.model import ModelDrafter
 from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
 from runners.engine.verify import DeviceGenerators, Sampling, device_seed, generator_on, probs, sample
 
 from helpers import tiny
+from helpers.exact_law import enumerated_law, processed_law
 
 # ----------------------------------------------------------------------------- the processors
 
@@ -64,47 +62,10 @@ def test_top_k_and_top_p_keep_what_transformers_keeps():
 
 # ----------------------------------------------------------------------------- exact laws
 
-class _Current:
-    chooser = None
-
-
-def _choice(p: torch.Tensor, generator=None) -> int:
-    w = p.double()
-    w = w / w.sum()
-    return _Current.chooser.choice(w.tolist())
-
-
-def _bernoulli(prob: float, generator=None, device="cpu") -> bool:
-    return chooser_bernoulli(_Current.chooser, prob)
-
-
 @pytest.fixture
 def enumerated(monkeypatch):
     """Every random decision of the loop goes through the enumerating chooser."""
-    for module in (verify, speculative, model_drafter):
-        monkeypatch.setattr(module, "sample", _choice)
-    monkeypatch.setattr(verify, "bernoulli", _bernoulli)
-
-    def law(make_tokens):
-        def run(chooser):
-            _Current.chooser = chooser
-            return tuple(make_tokens())
-
-        return enumerate_outcomes(run)
-
-    return law
-
-
-def _processed_law(model, prompt, length, sampling) -> dict:
-    """The target's own law of ``length`` new tokens, every position processed by ``sampling``."""
-    vocab = model.config.vocab_size
-    out = {}
-    with torch.inference_mode():
-        for seq in itertools.product(range(vocab), repeat=length):
-            logits = model(torch.tensor([prompt + list(seq)])).logits[0, len(prompt) - 1: len(prompt) - 1 + length]
-            p = probs(logits, sampling).double()
-            out[seq] = math.prod(float(p[i, s]) for i, s in enumerate(seq))
-    return {k: v for k, v in out.items() if v > 0}
+    return enumerated_law(monkeypatch, (verify, speculative, model_drafter))
 
 
 def _tv(a: dict, b: dict) -> float:
@@ -133,9 +94,9 @@ def test_speculative_sampling_is_exact_for_the_processed_target(enumerated, toy,
     processed law are far from it (the test can fail)."""
     target, draft, prompt = toy
     length = 2
-    want = _processed_law(target, prompt, length, sampling)
-    assert _tv(want, _processed_law(target, prompt, length, Sampling(float(sampling)))) > 0.05
-    assert _tv(want, _processed_law(draft, prompt, length, sampling)) > 0.1
+    want = processed_law(target, prompt, length, sampling)
+    assert _tv(want, processed_law(target, prompt, length, Sampling(float(sampling)))) > 0.05
+    assert _tv(want, processed_law(draft, prompt, length, sampling)) > 0.1
     for gamma in (1, 2):
         runner = SpeculativeRunner(target, ModelDrafter(draft, []), FixedGamma(gamma), [], temperature=sampling)
         got = enumerated(lambda r=runner: r.generate(prompt, length).tokens)
@@ -144,11 +105,11 @@ def test_speculative_sampling_is_exact_for_the_processed_target(enumerated, toy,
         assert math.isclose(sum(got.values()), 1.0, abs_tol=1e-9)
 
 
-def test_autoregressive_sampling_follows_the_processed_law(enumerated, toy):
+def test_autoregressive_sampling_follows_theprocessed_law(enumerated, toy):
     target, _, prompt = toy
     sampling = Sampling(1.0, top_k=2)
     got = enumerated(lambda: AutoregressiveRunner(target, [], sampling).generate(prompt, 2).tokens)
-    want = _processed_law(target, prompt, 2, sampling)
+    want = processed_law(target, prompt, 2, sampling)
     assert len(want) == 4 and max(abs(got.get(k, 0.0) - v) for k, v in want.items()) < 2e-6
 
 
