@@ -10,7 +10,8 @@ file, the machine and the date it was measured on::
     <!-- /include -->
 
 ``part=table`` keeps the file's first Markdown table and drops its caption; ``rows=N`` (with it) keeps its
-first N rows. A JSON file is shown as a table of the fields ``keys=a.b,c`` names (dotted paths). The machine and date come
+first N rows. ``lines=REGEX`` shows the lines of a text file (a committed log) that the regular expression
+finds, verbatim, as an indented code block. A JSON file is shown as a table of the fields ``keys=a.b,c`` names (dotted paths). The machine and date come
 from the nearest ``provenance.json`` above the file (``scripts/export_results.py`` writes one per
 recipe); a folder without one (the policy lab) names them in the marker: ``machine="…" date=YYYY-MM-DD``.
 
@@ -113,9 +114,9 @@ def parse_args(args: str) -> tuple[str, dict[str, str]]:
     options = {}
     for word in words[1:]:
         key, sep, value = word.partition("=")
-        if not sep or key not in {"part", "rows", "keys", "machine", "date"}:
+        if not sep or key not in {"part", "rows", "keys", "lines", "machine", "date"}:
             raise ValueError(f"unknown include option {word!r} "
-                             f"(known: part=table, rows=N, keys=a.b,c, machine=…, date=…)")
+                             f"(known: part=table, rows=N, keys=a.b,c, lines=REGEX, machine=…, date=…)")
         options[key] = value
     if options.get("part", "table") != "table":
         raise ValueError(f"unknown part={options['part']!r} (known: part=table)")
@@ -228,7 +229,13 @@ def render(path: str, options: dict[str, str], root: Path = ROOT) -> str:
             raise ValueError(f"{path}: a JSON include names its fields (keys=a.b,c)")
         return f"{source_line(path, options, root)}\n\n{_json_fields(file, options['keys'])}\n"
     content = file.read_text(encoding="utf-8").strip()
-    if options.get("part") == "table":
+    if "lines" in options:  # a log: the lines the regex finds, verbatim (a progress bar's \r fragments split off)
+        pattern = re.compile(options["lines"])
+        kept = [line.rstrip() for line in content.splitlines() if pattern.search(line)]
+        if not kept:
+            raise ValueError(f"{path}: no line matches lines={options['lines']!r}")
+        content = "\n".join("    " + line for line in kept)  # an indented code block (a fence would hide the block)
+    elif options.get("part") == "table":
         content = _first_table(content, int(options["rows"]) if "rows" in options else None)
     return f"{source_line(path, options, root)}\n\n{content}\n"
 

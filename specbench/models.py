@@ -194,7 +194,27 @@ def load_model(spec: ModelSpec, cache_dir: str | os.PathLike | None = None) -> A
     if not spec.device_map:
         model.to(spec.device)
     model.eval()
+    if spec.dtype == "float16":
+        check_float16_range(model, spec)
     return model
+
+
+def check_float16_range(model: Any, spec: ModelSpec) -> None:
+    """``ConfigError`` when a float16 model's logits are not finite on a short input (its BOS, where a
+    model's largest activations sit, then a few ids): its activations overflow float16's range (±65,504)
+    and every output would be garbage that still "equals" the target's own. Gemma-3-270M does: its
+    residual stream reaches ~1e5 (measured on an H100, 2026-11-25, issue 32); bfloat16 has float32's range.
+    One forward at load time; an input that overflows only elsewhere is not caught."""
+    import torch
+
+    vocab = int(getattr(model.config, "vocab_size", 0) or 0) or 1
+    bos = getattr(model.config, "bos_token_id", None)
+    ids = ([int(bos)] if isinstance(bos, int) else []) + [min(i, vocab - 1) for i in (100, 1000, 20, 300, 7, 42)]
+    with torch.inference_mode():
+        logits = model(input_ids=torch.tensor([ids], device=model_device(model))).logits
+    if not bool(torch.isfinite(logits).all()):
+        raise ConfigError(f"model {spec.name or spec.path} in float16 gives non-finite logits (its activations overflow "
+                          "float16's range): use dtype=bfloat16 or float32")
 
 
 def apply_transform(model: Any, transform: str | None) -> Any:

@@ -79,3 +79,34 @@ class Timer:
                 out[phase] = out.get(phase, 0.0) + a.elapsed_time(b)
             return out
         return dict(self._phase_ms)
+
+
+class SyncedTimer(Timer):
+    """A ``Timer`` that also reads ``perf_counter`` after a ``torch.cuda.synchronize`` at every mark and
+    lap, so one run yields both clocks (``read()``: CUDA events; ``wall_read()``: the synchronised host
+    clock). For checking the events against the wall clock (``scripts/gpu_timing.py``, issue 32); the
+    extra synchronisations make it unfit for timing runs themselves. On CPU both readings are the
+    same ``perf_counter`` values."""
+
+    def __init__(self, device: Any = "cpu") -> None:
+        super().__init__(device)
+        self._wall: dict[int, float] = {}
+
+    def _now(self) -> Any:
+        reading = super()._now()
+        if self.cuda:
+            import torch
+
+            torch.cuda.synchronize()
+            self._wall[id(reading)] = time.perf_counter()
+        return reading
+
+    def start(self) -> None:
+        self._wall.clear()
+        super().start()
+
+    def wall_read(self) -> dict[str, float]:
+        if not self.cuda:
+            return self.read()
+        t0 = self._wall[id(self._start)]
+        return {k: (self._wall[id(ev)] - t0) * 1000.0 for k, ev in self._marks.items()}

@@ -289,6 +289,24 @@ def test_hfbench_table_by_hand(complete, paper):
         in hfbench_table(complete, None, 0).caption
 
 
+def test_hfbench_speedup_divides_by_transformers_offloaded_ar_when_it_ran(complete):
+    """hf-bench timed transformers' generate() with the offloaded cache (method=hf_native_ar_offloaded): when it
+    ran beside our loop's offloaded AR, hf-bench's speedup divides by it, and a footnote names the baseline."""
+    phi = complete[(complete["target"] == "phi-4") & (complete["method"] == "ar_offloaded")]
+    native = phi.assign(method="hf_native_ar_offloaded", hfbench_tokens_per_s=phi["hfbench_tokens_per_s"] * 2,
+                        hfbench_tpot_ms=phi["hfbench_tpot_ms"] / 2)  # twice as fast as our loop's
+    both = pd.concat([complete, native], ignore_index=True)
+    table = hfbench_table(both, None)
+    data = table.data[(table.data["target"] == "phi-4") & (table.data["temperature"] == 0.0)]
+    pick = lambda m: data[data["method"] == m].iloc[0]  # noqa: E731
+    slem, ours, theirs = pick("slem"), pick("ar_offloaded"), pick("hf_native_ar_offloaded")
+    assert theirs["tokens_per_s"] > ours["tokens_per_s"]
+    assert slem["speedup"] == pytest.approx(slem["tokens_per_s"] / theirs["tokens_per_s"])
+    assert slem["speedup"] < hfbench_table(complete, None).data.query("target == 'phi-4' and method == 'slem' and "
+                                                                      "temperature == 0.0").iloc[0]["speedup"]
+    assert "(method=hf_native_ar_offloaded): the baseline hf-bench timed" in table.caption
+
+
 def test_hfbench_table_unfiltered_keeps_every_example(complete):
     data = hfbench_table(complete, None, 0, name="x").data
     slem = data[(data["target"] == "phi-4") & (data["method"] == "slem")].iloc[0]

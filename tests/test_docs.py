@@ -160,6 +160,22 @@ def test_json_fields_and_rows_options(tmp_path):
         docs.parse_args("x.md colour=red")
 
 
+def test_a_log_include_keeps_the_lines_its_regex_finds(tmp_path):
+    root = _scratch(tmp_path)
+    log = root / "results" / "committed" / "run.log"
+    log.write_text("=== start\nok   a 12.5 tok/s\r\x1b[Kprogress 50%\rok   b 3.0 tok/s\nFAIL c\n")
+    doc = root / "page.md"
+    doc.write_text('<!-- include: results/committed/run.log lines="^(ok|FAIL) " machine="a GPU" date=2026-11-25 -->\n'
+                   "<!-- /include -->\n")
+    body = docs.refresh_text(doc.read_text(), root)
+    assert "\n    ok   a 12.5 tok/s\n    ok   b 3.0 tok/s\n    FAIL c\n" in body and "progress" not in body
+    assert docs.stale_blocks(doc, root)  # not refreshed on disk yet: stale
+    doc.write_text(body)
+    assert docs.stale_blocks(doc, root) == []  # and fresh once written
+    with pytest.raises(ValueError, match="no line matches"):
+        docs.render("results/committed/run.log", {"lines": "^nothing", "machine": "m", "date": "2026-11-25"}, root)
+
+
 def test_a_marker_shown_in_a_code_fence_is_no_block_but_a_figure_there_is_stray(tmp_path):
     doc = tmp_path / "page.md"
     doc.write_text("```markdown\n<!-- include: results/committed/nope.md -->\nran at 21.1 tokens/s\n"

@@ -165,7 +165,7 @@ def _exact_sequence_law(model, prompt, length, temperature):
     law = {}
     with torch.inference_mode():
         for seq in itertools.product(range(vocab), repeat=length):
-            ids = torch.tensor([prompt + list(seq)])
+            ids = torch.tensor([prompt + list(seq)], device=model.device)
             logits = model(ids).logits[0, len(prompt) - 1 : len(prompt) - 1 + length]
             logp = torch.log_softmax(logits / temperature, -1)
             law[seq] = math.exp(sum(float(logp[i, s]) for i, s in enumerate(seq)))
@@ -183,11 +183,12 @@ def test_speculative_sampling_preserves_the_target_sequence_distribution(gamma):
     with torch.no_grad():  # sharpen both so they disagree clearly
         target.lm_head.weight.mul_(8.0)
         draft.lm_head.weight.mul_(8.0)
+    target, draft = target.to(tiny.TEST_DEVICE), draft.to(tiny.TEST_DEVICE)  # SPECBENCH_TEST_DEVICE=cuda: on a GPU
     prompt = [1, 2]
     exact = _exact_sequence_law(target, prompt, length, temperature)
     draft_law = _exact_sequence_law(draft, prompt, length, temperature)
     assert _tv(exact, draft_law) > 0.15
-    gen = torch.Generator().manual_seed(1234)
+    gen = torch.Generator(device=tiny.TEST_DEVICE).manual_seed(1234)
     runner = SpeculativeRunner(target, ModelDrafter(draft, []), FixedGamma(gamma), [], temperature=temperature)
     n = 4000
     counts: dict = {}

@@ -36,7 +36,7 @@ from specbench.registry import ConfigError
 
 from helpers import compose
 from helpers.exact_law import enumerated_law, processed_law
-from helpers.tiny import tiny_model
+from helpers.tiny import TEST_DEVICE, tiny_model
 
 ORDERS = ["before_restrict", "after_restrict"]
 TARGET_CHARS = ["a", "b", "c", "d"]  # 'd' is the target's own
@@ -80,7 +80,8 @@ def toy():
     offset = torch.zeros(len(dtok))
     offset[dtok.convert_tokens_to_ids("x")] = 0.3  # draft-only tokens often among the drafter's top 2
     offset[dtok.convert_tokens_to_ids("y")] = 0.5
-    return ttok, dtok, target, Biased(base, offset), ttok("ab").input_ids
+    device = TEST_DEVICE  # SPECBENCH_TEST_DEVICE=cuda: the same laws on a GPU
+    return ttok, dtok, target.to(device), Biased(base.to(device), offset.to(device)), ttok("ab").input_ids
 
 
 @pytest.fixture
@@ -194,7 +195,7 @@ def test_processing_first_may_leave_nothing_to_propose_and_the_draft_ends(toy):
 
         def forward(self, input_ids, **kwargs):
             out = self.model(input_ids=input_ids, **kwargs)
-            out.logits = out.logits * 0 + logits
+            out.logits = out.logits * 0 + logits.to(out.logits.device)
             return out
 
     drafter = TLIDrafter(Favourites(toy[3].model), dtok, ttok, [0], len(ttok), tli_processors="before_restrict")

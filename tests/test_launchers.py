@@ -212,3 +212,20 @@ def test_a_slower_job_says_why_from_what_it_measured():
     assert "engine.fast_linear" not in slowdown_reason(hybrid) and "pair=" not in slowdown_reason(hybrid)
     assert slowdown_reason({**summary, "aggregates": {**agg, "speedup": 1.2}}) is None
     assert slowdown_reason({**summary, "aggregates": {**agg, "draft_forwards": 0}}) is None  # AR / lookup only
+
+
+def test_the_interleaved_launcher_registers_where_no_hydra_plugin_is_installed():
+    """Issue 32: on a bare GPU image (no submitit / Ray launcher, so no ``hydra_plugins`` namespace) Hydra could
+    not locate ``hydra_plugins.specbench.InterleavedLauncher``. Here the namespace is made unimportable
+    (``sys.modules['hydra_plugins'] = None``) before ``register()``; Hydra's own locator then finds the class."""
+    code = (
+        "import sys; sys.modules['hydra_plugins'] = None\n"
+        "from runners.jobs.launcher import register, InterleavedLauncher\n"
+        "register()\n"
+        "from hydra._internal.utils import _locate\n"
+        "cls = _locate('hydra_plugins.specbench.InterleavedLauncher')\n"
+        "assert issubclass(cls, InterleavedLauncher), cls\n"
+        "print('located', cls.__module__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "located hydra_plugins.specbench" in out.stdout, out.stderr[-2000:]

