@@ -8,7 +8,8 @@ measured α and the calibrated cost ratio ``c`` (issue 15: "a drafter that pays"
   tokens, SLRS spends one per node of ψ's tree);
 * c = T_target / T_draft of the pair, from a calibration file of
   ``python -m runners.replay calibrate --pair NAME`` (``<dir>/<pair>.json``: ``meta.c``, else the
-  one-token forwards at the reference context); none found: the prediction is left empty;
+  one-token forwards at the reference context; read by ``specbench.latency.LatencyModel.c_from_json``,
+  the file's one reader); none found: the prediction is left empty;
 * predicted: ``specbench.records.leviathan_speedup(α, γ̄, c, f̄)``. It leaves out what the loop
   spends besides forwards (text sync and re-tokenization on these pairs, verification) and the extra
   cost of verifying γ + 1 tokens: measured / predicted shows how much that is.
@@ -25,6 +26,7 @@ import pandas as pd
 
 from analysis.metrics import POOLINGS, check_pooling, fmt_num, throughput, throughput_by
 from analysis.render import Table
+from specbench.latency import LatencyModel
 from specbench.records import leviathan_alpha, leviathan_speedup
 
 KEYS = ["pair", "draft", "target", "task", "temperature", "hetero", "method", "gamma_init"]
@@ -32,20 +34,12 @@ KEYS = ["pair", "draft", "target", "task", "temperature", "hetero", "method", "g
 
 def calibration_c(obj: dict[str, Any]) -> float | None:
     """``c = T_target / T_draft`` (the GammaTune paper's eq. 1) of a calibration file's contents
-    (``runners.replay.latency.LatencyModel.to_json``): ``meta.c`` (a paper cost model), else the
-    one-token forwards at the reference context; ``inf`` for a drafter without a model (prompt lookup:
-    its measured forward is 0 ms); None when the file has no target step. The one definition of
-    ``c`` in analysis (``analysis.leaderboard`` uses it too)."""
-    c = (obj.get("meta") or {}).get("c")
-    if isinstance(c, int | float) and math.isfinite(c) and c > 0:
-        return float(c)
-    try:
-        t, d = float(obj["target"]["step_ms"]["1"]), float(obj["draft"]["step_ms"]["1"])
-    except (KeyError, TypeError, ValueError):
-        return None
-    if not t > 0:
-        return None
-    return t / d if d > 0 else math.inf
+    (``specbench.latency.LatencyModel.to_json``), read by ``specbench.latency.LatencyModel.c_from_json``:
+    ``meta.c`` (a paper cost model), else the one-token forwards at the reference context; ``inf`` for a
+    drafter without a model (prompt lookup: its measured forward is 0 ms); None when the file has no
+    target step; ``ValueError`` on another ``latency_version``. The one definition of ``c`` in analysis
+    (``analysis.leaderboard`` uses it too)."""
+    return LatencyModel.c_from_json(obj)
 
 
 def load_calibrations(folder: str | Path | None) -> dict[str, float]:
@@ -60,7 +54,10 @@ def load_calibrations(folder: str | Path | None) -> dict[str, float]:
             continue
         if not isinstance(obj, dict) or "latency_version" not in obj:
             continue
-        c = calibration_c(obj)
+        try:
+            c = calibration_c(obj)
+        except ValueError:  # another latency_version: not a file this code can read
+            continue
         if c is not None:
             out[str((obj.get("meta") or {}).get("pair") or path.stem)] = c
     return out

@@ -1,6 +1,6 @@
 """What a round costs, as a cost-aware policy sees it: a calibrated table, or costs measured online.
 
-A round that drafts ``d`` tokens costs (``runners.replay.latency``; ``runners.replay`` charges the same)::
+A round that drafts ``d`` tokens costs (``specbench.latency``; ``runners.replay`` charges the same)::
 
     C(d) = d · D + V(d + 1) + O
 
@@ -10,10 +10,10 @@ target step, ``C(0) = V(1) + O``. On a CPU ``V`` is *not* monotone in ``k`` (Gem
 threads: ``V(3)`` ≈ 187 ms, ``V(4)`` ≈ 123 ms), which is what a cost-aware policy can exploit.
 
 ``CostModel.from_latency_file(path)`` reads the JSON written by ``python -m runners.replay
-calibrate`` (``latency_version`` 1: ``target.step_ms[k]`` at ``target.ref_context``, its affine fit
-``step_affine`` beyond the table, ``draft.step_ms[1]``, ``round_overhead_ms``). It ignores the
-per-context slope (a policy is not told the context length; the slope is ~0.01 ms per token here).
-``methods`` may not import ``runners`` (the layering), so the file is read here, by its format.
+calibrate`` through its one reader, ``specbench.latency.LatencyModel.from_json`` (``target.step_ms[k]``
+at ``target.ref_context``, its affine fit ``step_affine`` beyond the table, ``draft.step_ms[1]`` (else
+the draft's affine cost of one token), ``round_overhead_ms``). It ignores the per-context slope (a
+policy is not told the context length; the slope is ~0.01 ms per token here).
 
 ``CostModel.online()`` starts from ``prior`` (the paper's model: ``V(k) = c`` units, ``D = 1``,
 ``O = 0``, ``c = 5``) and learns from each round's *measured* costs (``RoundOutcome.draft_ms``,
@@ -45,8 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from methods.base import RoundOutcome
-
-LATENCY_VERSION = 1
+from specbench.latency import LatencyModel
 
 
 class CostModel:
@@ -87,14 +86,17 @@ class CostModel:
 
     @classmethod
     def from_latency_json(cls, obj: Mapping[str, Any], ewma: float = 0.2, adapt: bool = False) -> CostModel:
-        if obj.get("latency_version") != LATENCY_VERSION:
-            raise ValueError(f"latency_version {obj.get('latency_version')!r} is not {LATENCY_VERSION}")
-        target, draft = obj["target"], obj["draft"]
-        table = {int(k): float(v) for k, v in (target.get("step_ms") or {}).items()}
-        affine = tuple(float(x) for x in (target.get("step_affine") or (0.0, 0.0)))
-        d_table = draft.get("step_ms") or {}
-        d1 = float(d_table.get("1", d_table.get(1, 0.0))) if d_table else sum(draft.get("step_affine") or (0.0, 0.0))
-        return cls(table, max(0.0, d1), float(obj.get("round_overhead_ms") or 0.0), affine,  # type: ignore[arg-type]
+        """The calibrated table of a latency file's contents (``specbench.latency.LatencyModel.from_json``)."""
+        return cls.from_latency_model(LatencyModel.from_json(obj), ewma=ewma, adapt=adapt)
+
+    @classmethod
+    def from_latency_model(cls, latency: LatencyModel, ewma: float = 0.2, adapt: bool = False) -> CostModel:
+        """``V(k)``: the target's ``step_ms`` table, its ``step_affine`` beyond it; ``D``: the draft's
+        ``step_ms[1]`` (0 when its table lacks 1), else, without a table, its affine cost of one token;
+        ``O``: ``round_overhead_ms``."""
+        target, draft = latency.target, latency.draft
+        d1 = draft.step_ms.get(1, 0.0) if draft.step_ms else sum(draft.step_affine)
+        return cls(dict(target.step_ms), max(0.0, d1), latency.round_overhead_ms, target.step_affine,
                    ewma=ewma, adapt=adapt)
 
     @classmethod

@@ -3,8 +3,8 @@
 * ``runners.jobs`` — orchestration: a validated config in, models loaded, prompts decoded, one record
   per prompt turn and a summary on disk (``run.py`` calls it);
 * ``runners.replay`` — the simulator: greedy traces, exact replay of any γ policy on them, the
-  oracle and the latency model, with one CLI (``python -m runners.replay``); it writes rows, and
-  ``analysis`` renders them;
+  oracle and the latency model's calibration (the model: ``specbench.latency``), with one CLI
+  (``python -m runners.replay``); it writes rows, and ``analysis`` renders them;
 * ``runners.drafters`` — what proposes draft tokens, one proposer per file (a same-vocabulary
   model, prompt lookup, SLEM / TLI across vocabularies);
 * ``runners.engine`` — the timed loops: prefill, draft, verify in one target forward, accept,

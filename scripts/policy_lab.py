@@ -181,9 +181,9 @@ def questions_main(args: argparse.Namespace) -> int:
 
 
 def replay_main(args: argparse.Namespace) -> int:
-    from runners.replay.latency import LatencyModel
     from runners.replay.replay import replay_grid
     from runners.replay.trace import find_trace_files, read_traces
+    from specbench.latency import LatencyModel
 
     out = Path(args.out)
     gammas = _ints(args.gammas)
@@ -320,10 +320,10 @@ def real_vs_best_fixed(df):
 def compare_main(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from runners.replay.latency import LatencyModel
-    from runners.replay.replay import MethodSpec, predict_parts_ms, replay_job
+    from runners.replay.replay import MethodSpec, replay_job
     from runners.replay.trace import find_trace_files, read_traces
     from specbench.config import JobConfig
+    from specbench.latency import LatencyModel, predict_parts_ms
     from specbench.records import read_records
 
     traces_by_key: dict[tuple, list] = {}

@@ -76,10 +76,11 @@ def main(argv: list[str] | None = None) -> int:
     from runners.drafters.model import ModelDrafter
     from runners.engine.speculative import SpeculativeRunner
     from runners.jobs.job import Job, prepare
-    from runners.replay.latency import LatencyModel, ModelTimer, calibrate, measure_overheads
+    from runners.replay.latency import ModelTimer, calibrate, measure_overheads
     from runners.replay.replay import load_method, replay_job
     from runners.replay.trace import build_trace
     from specbench.config import compose
+    from specbench.latency import LatencyModel
     from specbench.models import MODEL_CACHE
     from specbench.records import pooled_tokens_per_s
     from specbench.tasks import encode_turn

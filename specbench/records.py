@@ -20,7 +20,7 @@ Every figure is defined here, once (the README quotes these definitions):
   resolution. For ``method=ar`` ``verify_ms`` is the target's decoding forwards and
   ``draft_ms`` is 0; null for ``runner: hf``.
 * ``predicted_wall_ms``  the latency model's wall time for this record's own rounds
-  (``runners.replay.replay.predict_wall_ms``; greedy runs, when a calibrated latency model of
+  (``specbench.latency.predict_wall_ms``; greedy runs, when a calibrated latency model of
   the pair is found, see ``runners.jobs.predict.find_latency``); null otherwise.
 * ``drafted``  draft tokens proposed, summed over rounds.
 * ``accepted`` draft tokens the target accepted, summed over rounds. The token

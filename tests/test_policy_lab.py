@@ -35,10 +35,10 @@ from methods.svip import SVIP
 from runners.drafters.model import ModelDrafter
 from runners.drafters.prompt_lookup import PromptLookupDrafter
 from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
-from runners.replay.latency import ForwardCost, LatencyModel
 from runners.replay.replay import PEEK, MethodSpec, ScriptedPolicy, load_method, replay, replay_job
 from runners.replay.trace import Trace, build_trace, read_traces, write_traces
 from runners.replay.trace_lookup import LookupTrace, build_lookup_trace
+from specbench.latency import ForwardCost, LatencyModel
 from specbench.records import per_position
 
 LAB = ["adaedl", "svip", "max_confidence", "logit_margin", "tapout", "banditspec", "banditspec_exp3", "smartspec",
@@ -617,9 +617,10 @@ def test_compare_separates_the_hosts_drift_from_the_cost_tables_shape(noisy_pair
     """``compare`` on a job whose rounds are the replay's and whose every wall time is 1.25 × the latency
     model's (a host 25 % slower than at calibration): tokens/s real ÷ replayed 0.8, the target alone
     measured ÷ predicted 1.25, speedup real ÷ replayed 1 (the drift cancels), rounds identical."""
-    from runners.replay.replay import predict_parts_ms, replay_job
+    from runners.replay.replay import replay_job
     from runners.replay.trace import write_traces
     from specbench.config import compose
+    from specbench.latency import predict_parts_ms
 
     _, target, draft, prompts = noisy_pair
     traces = [build_trace(target, draft, ids, 24, [], prompt_id=str(i), pair="tiny", task="t") for i, ids in

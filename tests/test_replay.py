@@ -28,14 +28,12 @@ from methods.registry import POLICIES, build_policy
 from runners.drafters.model import ModelDrafter
 from runners.engine.speculative import SpeculativeRunner
 from runners.replay.cli import main
-from runners.replay.latency import ForwardCost, LatencyModel, calibrate, fit_affine
+from runners.replay.latency import calibrate
 from runners.replay.replay import (
     AGREEMENT_ORACLE,
     BEST_FIXED_TASK,
     ORACLE,
     MethodSpec,
-    _round_ms,
-    _seen_after,
     agreement_oracle,
     load_method,
     oracle,
@@ -52,6 +50,7 @@ from runners.replay.trace import (
     unpack_conf,
     write_traces,
 )
+from specbench.latency import ForwardCost, LatencyModel, fit_affine, round_ms, seen_after
 
 from helpers import tiny
 
@@ -340,10 +339,10 @@ def _brute_force(trace: Trace, lat: LatencyModel, m: int) -> float:
         for d in options:
             acc = min(d, trace.agreement(t))
             new_t = min(t + acc + 1, n)
-            cost = _round_ms(lat, p, t, seen, d) + best(new_t, _seen_after(p, t, seen, d, acc, new_t))
+            cost = round_ms(lat, p, t, seen, d) + best(new_t, seen_after(p, t, seen, d, acc, new_t))
             out = min(out, cost)
         if len(options) > 1:  # a peek: draft one token, verify none
-            out = min(out, _round_ms(lat, p, t, seen, 0, 1) + best(t + 1, _seen_after(p, t, seen, 1, 0, t + 1)))
+            out = min(out, round_ms(lat, p, t, seen, 0, 1) + best(t + 1, seen_after(p, t, seen, 1, 0, t + 1)))
         return out
 
     return lat.target_prefill_ms(p) + best(1, 0)

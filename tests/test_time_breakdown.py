@@ -11,8 +11,7 @@ import pytest
 from methods.base import FixedGamma
 from runners.drafters.model import ModelDrafter
 from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
-from runners.replay.latency import ForwardCost, LatencyModel
-from runners.replay.replay import predict_wall_ms
+from specbench.latency import ForwardCost, LatencyModel, predict_wall_ms
 from specbench.records import aggregate, breakdown_fields
 from specbench.timing import Timer
 

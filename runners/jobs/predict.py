@@ -4,9 +4,9 @@
 calibrate --pair NAME``): ``config.latency`` when set (a JSON file, or a folder holding ``<pair>.json``;
 ``false`` turns predictions off), else ``<results_dir>/latency/<pair>.json``, else
 ``results/latency/<pair>.json`` (calibrate's default output). ``predicted_wall`` charges a generation's
-own rounds with it (``runners.replay.replay.predict_wall_ms``): greedy runs of our loops only
-(``method=ar`` and same-vocabulary model drafts or prompt lookup; null for transformers' loop, the
-hybrid and heterogeneous drafters, and sampling). The model was calibrated with plain forwards: when
+own rounds with it (``specbench.latency.predict_wall_ms``, the rule the replay charges): greedy runs of
+our loops only (``method=ar`` and same-vocabulary model drafts or prompt lookup; null for transformers'
+loop, the hybrid and heterogeneous drafters, and sampling). The model was calibrated with plain forwards: when
 the engine's lossless options (``runners.engine.verify_forward``) make verification cheaper, measured
 < predicted by about what they save.
 """
@@ -17,9 +17,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from runners.replay.latency import LatencyModel
-from runners.replay.replay import predict_wall_ms
 from specbench.config import JobConfig
+from specbench.latency import LatencyModel, predict_wall_ms
 
 log = logging.getLogger("specbench")
 

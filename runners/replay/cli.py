@@ -29,7 +29,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from runners.replay.latency import LatencyModel
 from runners.replay.replay import PAPER_GAMMAS, PAPER_METHODS, load_method, replay_grid
 from runners.replay.trace import (
     DEFAULT_GAMMA_MAX,
@@ -42,6 +41,7 @@ from runners.replay.trace import (
     write_traces,
 )
 from specbench.config import JobConfig, compose
+from specbench.latency import LatencyModel
 from specbench.records import REPLAY_FILE, write_json_atomic
 from specbench.registry import ConfigError
 

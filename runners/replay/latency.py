@@ -1,25 +1,8 @@
-"""Latency model of the speculative loop, and its calibration on this machine.
+"""Calibration of the latency model on this machine.
 
-The GammaTune paper's cost model (Sec. 3) is ``cost = T_target·calls_target + T_draft·calls_draft``
-with ``c = T_target / T_draft`` and one target call verifying γ tokens for the price of
-one. This module keeps that structure but measures each term, because on a CPU (or a
-saturated GPU) verifying ``k`` tokens is *not* free and the context length matters:
-
-* ``ForwardCost.forward_ms(k, context)``: one forward of a model feeding ``k`` tokens on a
-  KV cache that already holds ``context`` tokens.
-  - ``context == 0`` (prefill): ``prefill_affine = (a, b)`` → ``a + b·k``;
-  - otherwise ``step_ms[k]`` (a table measured at ``ref_context``; ``step_affine = (a, b)``,
-    fitted on it, for ``k`` beyond the table) ``+ context_ms_per_token · (context − ref_context)``;
-  - never below 0.
-* ``LatencyModel``: ``target`` and ``draft`` ``ForwardCost`` plus ``round_overhead_ms`` (the
-  loop's own time per speculative round: tensors, verification, cache crops) and
-  ``ar_overhead_ms`` (the same per autoregressive step).
-
-``runners.replay`` charges, exactly as ``runners.engine.speculative`` runs them: the target's
-prefill of the prompt (= TTFT); per round, the target's forward of ``d + 1`` tokens at
-context ``P + t − 1``; the draft's ``d`` forwards — the first feeds every token of the
-sequence the draft's cache has not seen (its prefill in the first drafting round, then
-1–3 tokens of catch-up), the others one token each —; and ``round_overhead_ms``.
+The model itself — ``ForwardCost``, ``LatencyModel``, the rule charging a round, and the one reader
+of the file — is the core type ``specbench.latency`` (its module docstring has the definitions);
+this module measures its terms.
 
 Calibration (``python -m runners.replay calibrate --pair NAME``): ``calibrate(time_forward)``
 takes any function ``time_forward(model, k, context) -> ms`` (one timing sample), times
@@ -37,186 +20,16 @@ The JSON file is ``LatencyModel.to_json()``.
 
 from __future__ import annotations
 
-import json
-import math
-import os
 import statistics
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-LATENCY_VERSION = 1
+# the model's names, re-exported for callers of this module (defined in specbench.latency)
+from specbench.latency import ForwardCost, LatencyModel, fit_affine, isotonic
 
-
-def fit_affine(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
-    """Least-squares ``(a, b)`` of ``y = a + b·x`` (``b = 0`` for a single distinct x)."""
-    n = len(xs)
-    if n == 0:
-        raise ValueError("nothing to fit")
-    mx, my = sum(xs) / n, sum(ys) / n
-    sxx = sum((x - mx) ** 2 for x in xs)
-    if sxx == 0:
-        return my, 0.0
-    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
-    return my - b * mx, b
-
-
-def isotonic(ys: Sequence[float]) -> list[float]:
-    """The nondecreasing sequence closest to ``ys`` in least squares (pool adjacent violators):
-    unlike a running maximum it does not carry one noisy high median to every later ``k``."""
-    blocks: list[list[float]] = []  # [sum, count]
-    for y in ys:
-        blocks.append([float(y), 1.0])
-        while len(blocks) > 1 and blocks[-2][0] / blocks[-2][1] > blocks[-1][0] / blocks[-1][1]:
-            s, c = blocks.pop()
-            blocks[-1][0] += s
-            blocks[-1][1] += c
-    out: list[float] = []
-    for s, c in blocks:
-        out += [s / c] * int(c)
-    return out
-
-
-@dataclass
-class ForwardCost:
-    """Milliseconds of one forward of one model (module docstring)."""
-
-    step_ms: dict[int, float] = field(default_factory=dict)
-    step_affine: tuple[float, float] = (0.0, 0.0)
-    context_ms_per_token: float = 0.0
-    ref_context: int = 0
-    prefill_affine: tuple[float, float] = (0.0, 0.0)
-
-    def __post_init__(self) -> None:
-        self.step_ms = {int(k): float(v) for k, v in self.step_ms.items()}
-        self.step_affine = (float(self.step_affine[0]), float(self.step_affine[1]))
-        self.prefill_affine = (float(self.prefill_affine[0]), float(self.prefill_affine[1]))
-        for name, value in (("context_ms_per_token", self.context_ms_per_token),
-                            *(("step_ms", v) for v in self.step_ms.values())):
-            if not math.isfinite(value):
-                raise ValueError(f"{name} must be finite")
-
-    def forward_ms(self, k: int, context: int) -> float:
-        if k < 1:
-            raise ValueError("a forward feeds at least one token")
-        if context <= 0:
-            a, b = self.prefill_affine
-            return max(0.0, a + b * k)
-        base = self.step_ms.get(k)
-        if base is None:
-            a, b = self.step_affine
-            base = a + b * k
-        return max(0.0, base + self.context_ms_per_token * (context - self.ref_context))
-
-    @classmethod
-    def affine(cls, fixed_ms: float, per_token_ms: float = 0.0, per_context_ms: float = 0.0,
-               prefill: tuple[float, float] | None = None) -> ForwardCost:
-        """``fixed + per_token·k + per_context·context``; prefill ``a + b·k`` (default: the same line)."""
-        return cls({}, (fixed_ms, per_token_ms), per_context_ms, 0, prefill or (fixed_ms, per_token_ms))
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "step_ms": {str(k): v for k, v in sorted(self.step_ms.items())},
-            "step_affine": list(self.step_affine),
-            "context_ms_per_token": self.context_ms_per_token,
-            "ref_context": self.ref_context,
-            "prefill_affine": list(self.prefill_affine),
-        }
-
-    @classmethod
-    def from_json(cls, obj: Mapping[str, Any]) -> ForwardCost:
-        return cls(
-            step_ms={int(k): float(v) for k, v in (obj.get("step_ms") or {}).items()},
-            step_affine=tuple(obj.get("step_affine") or (0.0, 0.0)),
-            context_ms_per_token=float(obj.get("context_ms_per_token") or 0.0),
-            ref_context=int(obj.get("ref_context") or 0),
-            prefill_affine=tuple(obj.get("prefill_affine") or (0.0, 0.0)),
-        )
-
-
-@dataclass
-class LatencyModel:
-    """Costs of the speculative loop's parts (module docstring)."""
-
-    target: ForwardCost
-    draft: ForwardCost
-    round_overhead_ms: float = 0.0
-    ar_overhead_ms: float = 0.0
-    meta: dict[str, Any] = field(default_factory=dict)
-
-    # the loop's parts
-    def target_prefill_ms(self, prompt_tokens: int) -> float:
-        return self.target.forward_ms(prompt_tokens, 0)
-
-    def verify_ms(self, k: int, context: int) -> float:
-        return self.target.forward_ms(k, context)
-
-    def draft_ms(self, k: int, context: int) -> float:
-        return self.draft.forward_ms(k, context)
-
-    def ar_wall_ms(self, prompt_tokens: int, new_tokens: int) -> float:
-        """The target alone (``AutoregressiveRunner``): prefill, then one token per forward."""
-        ms = self.target_prefill_ms(prompt_tokens)
-        for t in range(1, new_tokens):
-            ms += self.verify_ms(1, prompt_tokens + t - 1) + self.ar_overhead_ms
-        return ms
-
-    @property
-    def c(self) -> float:
-        """The paper's ``c = T_target / T_draft`` for one token at the reference context."""
-        d = self.draft.forward_ms(1, max(1, self.draft.ref_context))
-        return self.target.forward_ms(1, max(1, self.target.ref_context)) / d if d > 0 else math.inf
-
-    # constructors
-    @classmethod
-    def affine(cls, target: tuple[float, float], draft: tuple[float, float], round_overhead_ms: float = 0.0,
-               ar_overhead_ms: float = 0.0, context: tuple[float, float] = (0.0, 0.0),
-               target_prefill: tuple[float, float] | None = None,
-               draft_prefill: tuple[float, float] | None = None) -> LatencyModel:
-        """``T(k) = fixed + per_token·k (+ per_context·context)`` for each model."""
-        return cls(ForwardCost.affine(*target, context[0], target_prefill),
-                   ForwardCost.affine(*draft, context[1], draft_prefill),
-                   round_overhead_ms, ar_overhead_ms, {"kind": "affine"})
-
-    @classmethod
-    def paper(cls, c: float) -> LatencyModel:
-        """GammaTune Sec. 3: the target verifies any number of tokens in ``c`` units, a draft
-        token costs 1 unit (1 "ms"), nothing else costs anything."""
-        if not c > 0:
-            raise ValueError("c must be > 0")
-        return cls(ForwardCost.affine(c, 0.0), ForwardCost.affine(1.0, 0.0, prefill=(1.0, 0.0)),
-                   meta={"kind": "paper", "c": c})
-
-    # files
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "latency_version": LATENCY_VERSION,
-            "target": self.target.to_json(),
-            "draft": self.draft.to_json(),
-            "round_overhead_ms": self.round_overhead_ms,
-            "ar_overhead_ms": self.ar_overhead_ms,
-            "meta": self.meta,
-        }
-
-    @classmethod
-    def from_json(cls, obj: Mapping[str, Any]) -> LatencyModel:
-        if obj.get("latency_version") != LATENCY_VERSION:
-            raise ValueError(f"latency_version {obj.get('latency_version')!r} is not {LATENCY_VERSION}")
-        return cls(ForwardCost.from_json(obj["target"]), ForwardCost.from_json(obj["draft"]),
-                   float(obj.get("round_overhead_ms") or 0.0), float(obj.get("ar_overhead_ms") or 0.0),
-                   dict(obj.get("meta") or {}))
-
-    def save(self, path: str | os.PathLike) -> Path:
-        from specbench.records import write_json_atomic
-
-        write_json_atomic(path, self.to_json())
-        return Path(path)
-
-    @classmethod
-    def load(cls, path: str | os.PathLike) -> LatencyModel:
-        return cls.from_json(json.loads(Path(path).read_text()))
+__all__ = ["ForwardCost", "LatencyModel", "ModelTimer", "TimeForward", "calibrate", "calibrate_model", "fit_affine",
+           "interleaved_medians", "isotonic", "measure_overheads"]
 
 
 # ---------------------------------------------------------------------- calibration

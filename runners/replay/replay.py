@@ -25,7 +25,8 @@ for fp32/bf16 drafts up to float rounding (tested on tiny models, every policy),
 statistically for a draft whose outputs depend on how its input is chunked (the default
 pair's int8-dynamic draft; see ``runners.replay.trace``).
 
-With a ``LatencyModel`` (``runners.replay.latency``) each round is charged: the target's forward of
+With a ``LatencyModel`` (``specbench.latency``, calibrated by ``runners.replay.latency``) each round is
+charged by its one rule (``specbench.latency.round_parts``): the target's forward of
 ``d + 1`` tokens at context ``P + t − 1``; the draft's ``d`` forwards (the first feeds what
 the draft's cache has not seen: its prefill in the first drafting round, else 1–3 tokens;
 the cache is tracked exactly as ``ModelDrafter`` keeps it); ``round_overhead_ms``; plus the
@@ -90,8 +91,8 @@ from pathlib import Path
 from typing import Any
 
 from methods.base import COSTS, DraftStep, GammaPolicy, RoundOutcome, policy_needs
-from runners.replay.latency import LatencyModel
 from runners.replay.trace import Trace, TraceTooShort
+from specbench.latency import LatencyModel, round_parts, seen_after
 from specbench.paths import CONF_DIR
 from specbench.records import per_position, pooled_tokens_per_s
 
@@ -123,38 +124,6 @@ class ReplayResult:
     @property
     def tokens_per_s(self) -> float | None:
         return pooled_tokens_per_s([self.new_tokens], [self.wall_ms]) if self.wall_ms else None
-
-
-# ---------------------------------------------------------------------- the round's costs
-
-def _round_parts(lat: LatencyModel, p: int, t: int, seen: int, d: int,
-                 proposed: int | None = None) -> tuple[float, float]:
-    """Predicted ``(draft ms, verify ms)`` of a round at position ``t`` drafting ``proposed`` tokens
-    (default ``d``) and verifying ``d`` of them, the draft's cache holding ``seen``; the round costs
-    their sum plus ``round_overhead_ms``."""
-    proposed = d if proposed is None else proposed
-    draft = 0.0
-    if proposed >= 1:
-        draft += lat.draft_ms(p + t - seen, seen)
-        for i in range(1, proposed):
-            draft += lat.draft_ms(1, p + t + i - 1)
-    return draft, lat.verify_ms(d + 1, p + t - 1)
-
-
-def _round_ms(lat: LatencyModel, p: int, t: int, seen: int, d: int, proposed: int | None = None) -> float:
-    """Predicted ms of a round at position ``t`` verifying ``d`` drafted tokens (of ``proposed``, default
-    ``d``), the draft's cache holding ``seen``."""
-    draft, verify = _round_parts(lat, p, t, seen, d, proposed)
-    return verify + lat.round_overhead_ms + draft
-
-
-def _seen_after(p: int, t: int, seen: int, d: int, accepted: int, new_t: int) -> int:
-    """``ModelDrafter``'s cache length after ``commit``: it fed ``ids + y_1..y_{d-1}`` (``d``: tokens
-    *proposed*, verified or not) and keeps the common prefix with the new sequence (at most its
-    length − 1)."""
-    if d == 0:
-        return min(seen, p + new_t - 1)
-    return min(p + t + min(accepted, d - 1), p + new_t - 1)
 
 
 def _max_new(trace: Trace, max_new_tokens: int | None) -> int:
@@ -212,11 +181,11 @@ def replay(trace: Trace, policy: GammaPolicy, latency: LatencyModel | None = Non
         new_t = min(t + accepted + 1, n)
         costs: dict[str, float] = {}
         if latency is not None:
-            draft_ms, verify_ms = _round_parts(latency, p, t, seen, d, proposed)
+            draft_ms, verify_ms = round_parts(latency, p, t, seen, d, proposed)
             res.round_ms.append(verify_ms + latency.round_overhead_ms + draft_ms)
             if COSTS in needs:
                 costs = {"draft_ms": draft_ms, "verify_ms": verify_ms, "round_ms": res.round_ms[-1]}
-        seen = _seen_after(p, t, seen, proposed, accepted, new_t)
+        seen = seen_after(p, t, seen, proposed, accepted, new_t)
         res.gamma_trace.append(gamma)
         res.drafted_trace.append(d)
         res.accepted_trace.append(accepted)
@@ -237,51 +206,6 @@ def replay_job(traces: Sequence[Trace], policy: GammaPolicy, latency: LatencyMod
                max_new_tokens: int | None = None) -> list[ReplayResult]:
     """A job: one policy object across the prompt turns, in order (like ``runners.jobs.job``)."""
     return [replay(tr, policy, latency, max_new_tokens) for tr in traces]
-
-
-def predict_wall_ms(latency: LatencyModel, prompt_tokens: int, new_tokens: int, drafted_trace: Sequence[int],
-                    accepted_trace: Sequence[int], draft_model: bool = True,
-                    fused_prefill: bool = False) -> tuple[float, float]:
-    """``(ttft_ms, wall_ms)`` the latency model predicts for a generation's *own* rounds (a record's
-    ``drafted_trace`` / ``accepted_trace``), charged as ``replay`` charges them. ``draft_model=False``:
-    the drafter costs nothing (prompt lookup). ``fused_prefill``: the first round is verified in the
-    prefill forward (``prompt + d`` tokens) after the draft's prefill and ``d − 1`` draft steps, and
-    ends the TTFT. ``method=ar`` records: empty traces, one plain step per token after the first."""
-    parts = predict_parts_ms(latency, prompt_tokens, new_tokens, drafted_trace, accepted_trace, draft_model,
-                             fused_prefill)
-    return parts["ttft_ms"], sum(parts.values())
-
-
-def predict_parts_ms(latency: LatencyModel, prompt_tokens: int, new_tokens: int, drafted_trace: Sequence[int],
-                     accepted_trace: Sequence[int], draft_model: bool = True,
-                     fused_prefill: bool = False) -> dict[str, float]:
-    """``predict_wall_ms`` by part, the record's fields: ``ttft_ms`` (the prefill, and a fused first
-    round), then the rounds' ``verify_ms`` (the target's forwards), ``draft_ms`` and ``overhead_ms``."""
-    p, n = int(prompt_tokens), int(new_tokens)
-    if not drafted_trace:  # autoregressive: prefill, then n - 1 steps
-        ttft = latency.target_prefill_ms(p)
-        return {"ttft_ms": ttft, "verify_ms": latency.ar_wall_ms(p, n) - ttft, "draft_ms": 0.0, "overhead_ms": 0.0}
-    rounds = list(zip(drafted_trace, accepted_trace))
-    draft = lambda k, ctx: latency.draft_ms(k, ctx) if draft_model else 0.0  # noqa: E731
-    if fused_prefill:
-        d, a = rounds.pop(0)
-        ttft = latency.target_prefill_ms(p + d) + latency.round_overhead_ms
-        if d >= 1:
-            ttft += draft(p, 0) + sum(draft(1, p + i - 1) for i in range(1, d))
-        t = min(a + 1, n)
-        seen = p + min(a, d - 1) if d >= 1 else 0
-    else:
-        ttft, t, seen = latency.target_prefill_ms(p), 1, 0
-    out = {"ttft_ms": ttft, "verify_ms": 0.0, "draft_ms": 0.0, "overhead_ms": 0.0}
-    for d, a in rounds:
-        new_t = min(t + a + 1, n)
-        out["verify_ms"] += latency.verify_ms(d + 1, p + t - 1)
-        out["overhead_ms"] += latency.round_overhead_ms
-        if d >= 1:
-            out["draft_ms"] += draft(p + t - seen, seen) + sum(draft(1, p + t + i - 1) for i in range(1, d))
-        seen = _seen_after(p, t, seen, d, a, new_t)
-        t = new_t
-    return out
 
 
 #: a scripted round that drafts one token and verifies none (``verify_count`` 0): a peek

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from runners.replay.trace import TRACE_VERSION, TraceViews, check_version
+from runners.replay.trace_base import TRACE_VERSION, TraceViews, check_version, target_pass
 
 
 @dataclass
@@ -129,10 +129,8 @@ def build_lookup_trace(
     ``drafter.lookup(prompt + x_1..x_t, min(gamma_max, max_new_tokens − 1 − t))`` at every ``t``
     (``gamma_max=None``: ``max_new_tokens − 1``, every round any policy can ask for). ``mode`` is
     accepted for ``build_trace``'s signature and ignored (a lookup costs microseconds); ``reuse``: a
-    trace of the same target and prompt whose target output to take (``runners.replay.trace.target_pass``)."""
+    trace of the same target and prompt whose target output to take (``runners.replay.trace_base.target_pass``)."""
     import torch
-
-    from runners.replay.trace import target_pass
 
     if gamma_max is None:
         gamma_max = max(1, max_new_tokens - 1)
