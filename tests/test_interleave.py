@@ -7,7 +7,6 @@ in-process (the Hydra path is in tests/test_launchers.py)."""
 from __future__ import annotations
 
 import json
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -165,22 +164,30 @@ def test_the_sequential_launcher_times_repeats_too(tiny_conf, tmp_path):
 
 
 class _Slowdown:
-    """Every forward of the tiny models sleeps ``base`` seconds, and ``slow`` from the moment the sweep
-    has made ``switch_after`` timed generations on (a host that slows down halfway). The sleeps dominate
-    the tiny models' own time, so the cells' expected times are known."""
+    """A host that slows down halfway, on a virtual clock: every forward of the tiny models advances the clock
+    the records are timed by (``specbench.timing``'s ``perf_counter``) by ``base`` seconds, and by ``slow`` from
+    the moment the sweep has made ``switch_after`` timed generations on. The models' own compute time is not on
+    that clock, so the cells' times are exactly what the slowdown makes them, whatever else the machine runs
+    (the real clock made this test fail under a loaded CI host: no timed assertion on real time)."""
 
     def __init__(self, switch_after: int, base: float = 0.002, slow: float = 0.004) -> None:
         self.switch_after, self.base, self.slow, self.generations = switch_after, base, slow, 0
+        self.clock = 0.0
 
     def install(self, monkeypatch) -> None:
+        import types
+
         from transformers import LlamaForCausalLM
+
+        import specbench.timing as timing
 
         real_forward = LlamaForCausalLM.forward
         real_generate = job_module.JobRun.generate
         probe = self
+        monkeypatch.setattr(timing, "time", types.SimpleNamespace(perf_counter=lambda: probe.clock))
 
         def forward(model, *args, **kwargs):
-            time.sleep(probe.slow if probe.generations >= probe.switch_after else probe.base)
+            probe.clock += probe.slow if probe.generations >= probe.switch_after else probe.base
             return real_forward(model, *args, **kwargs)
 
         def generate(run, unit, inp):

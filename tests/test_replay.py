@@ -60,13 +60,18 @@ GAMMAS = [1, 2, 5, 12]
 
 
 def _replayable_methods() -> list[str]:
+    """Every conf/method whose runner is our speculative loop (the others, AR and transformers' own loops, are
+    not replayed); each must load: a broken YAML fails here instead of leaving the grid unnoticed."""
+    from omegaconf import OmegaConf
+
+    from specbench.config import MethodConfig
+
     out = []
     for path in sorted((ROOT / "conf" / "method").glob("*.yaml")):
-        try:
+        method = MethodConfig.from_mapping(OmegaConf.to_container(OmegaConf.load(path), resolve=True))
+        if method.runner == "speculative":
             load_method(path.stem)
-        except Exception:
-            continue
-        out.append(path.stem)
+            out.append(path.stem)
     return out
 
 
