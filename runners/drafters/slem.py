@@ -45,8 +45,7 @@ from methods.hetero.vocab import REPLACEMENT_CHAR
 from runners.drafters.text_sync import DEFAULT_LOOKBEHIND, TextSyncedDrafter, need_model
 from runners.engine.base import Draft
 from runners.engine.verify import probs
-from specbench.config import SLEM_GAMMA
-from specbench.registry import ConfigError
+from specbench.config import SLEM_GAMMA, check_choice
 
 
 class SLEMDrafter(TextSyncedDrafter):
@@ -65,8 +64,7 @@ class SLEMDrafter(TextSyncedDrafter):
         lookbehind: int = DEFAULT_LOOKBEHIND,
         slem_gamma: str = SLEM_GAMMA[0],
     ) -> None:
-        if slem_gamma not in SLEM_GAMMA:
-            raise ConfigError(f"slem_gamma must be one of {', '.join(SLEM_GAMMA)}, got {slem_gamma!r}")
+        check_choice("slem_gamma", slem_gamma, SLEM_GAMMA)
         super().__init__(draft_model, draft_tokenizer, target_tokenizer, eos_token_ids, draft_eos_token_ids, lookbehind)
         self.slem_gamma = slem_gamma
 

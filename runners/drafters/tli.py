@@ -44,8 +44,7 @@ from runners.drafters.text_sync import DEFAULT_LOOKBEHIND, need_model
 from runners.drafters.vocab_map import MappedDrafter
 from runners.engine.base import Draft
 from runners.engine.verify import probs, sample
-from specbench.config import TLI_PROCESSORS
-from specbench.registry import ConfigError
+from specbench.config import TLI_PROCESSORS, check_choice
 
 
 class TLIDrafter(MappedDrafter):
@@ -67,8 +66,7 @@ class TLIDrafter(MappedDrafter):
         mapping: VocabMapping | None = None,
         tli_processors: str = TLI_PROCESSORS[0],
     ) -> None:
-        if tli_processors not in TLI_PROCESSORS:
-            raise ConfigError(f"tli_processors must be one of {', '.join(TLI_PROCESSORS)}, got {tli_processors!r}")
+        check_choice("tli_processors", tli_processors, TLI_PROCESSORS)
         super().__init__(draft_model, draft_tokenizer, target_tokenizer, eos_token_ids, target_vocab_size,
                          draft_eos_token_ids, lookbehind, mapping)
         self.tli_processors = tli_processors
