@@ -90,7 +90,7 @@ reproduce: setup
 
 ## copy a finished recipe's records (without output texts) into results/committed/ and analyse them
 export-results: setup
-	$(PY) scripts/export_results.py results/$(EXP) results/committed/$(EXP)
+	$(PY) -m runners.jobs.export results/$(EXP) results/committed/$(EXP)
 	$(PY) -m analysis results/committed/$(EXP)
 
 ## the cross-vocabulary recipes end to end: c calibrated for both offline hetero pairs, Table 5 / vocabulary
@@ -102,7 +102,7 @@ reproduce-hetero: setup
 	  $(PY) run.py -m experiment=$$e results_dir=results/$$e $(ARGS) || exit 1; \
 	  mkdir -p results/$$e/latency results/$$e/stats; \
 	  cp results/latency/*.json results/$$e/latency/; cp results/stats/*.json results/$$e/stats/; \
-	  $(PY) scripts/export_results.py results/$$e results/committed/$$e || exit 1; \
+	  $(PY) -m runners.jobs.export results/$$e results/committed/$$e || exit 1; \
 	  $(PY) -m analysis results/committed/$$e || exit 1; \
 	done
 

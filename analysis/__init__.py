@@ -1,14 +1,21 @@
-"""Records in, the papers' tables and figures out (``python -m analysis RESULTS_DIR``).
+"""Records in, the papers' tables and figures out (``python -m analysis RESULTS_DIR``; ``--list`` names them all).
 
-Pure functions from the records frame (``analysis.frame.load_records``) to a table
-(``analysis.tables``, ``analysis.breakdowns``) or a figure (``analysis.figures``);
-``analysis.render`` writes Markdown, LaTeX and CSV from the same frame and PNG + PDF;
-``analysis.paper`` holds the papers' own numbers (``analysis/data/paper_numbers.csv``);
-``analysis.wandb_source`` rebuilds the frame from a W&B project. ``analysis.uncertainty`` is the one
-definition of the 95 % confidence intervals (a paired bootstrap over prompt turns) and of when a
-ranking is resolved, used by every table and figure; ``analysis.drift`` reports the host's drift
-(``host_probe_ms``), the drift-normalised alternative and the A/A noise floor. ``analysis.settings`` says
-what a row is (every method knob off its ``conf/method`` default) and which settings split a scenario, so
-no table pools runs whose settings differ; ``analysis.knob_sweep`` lays Table 2 out across a policy's
-knobs from replayed rows. Imports only ``specbench``.
+One module per paper or concept, each artefact registered where it is defined (``analysis.registry``,
+which the CLI iterates): ``analysis.gammatune`` (GammaTune: Table 1 ``latency``, Table 2 ``table2``,
+Figure 1 and the γ sensitivity ``throughput``, Appendix A and Figure 2a ``rounds``, Table 2 across η
+and δ ``knob_sweep``); ``analysis.hetero`` (Timor et al.'s heterogeneous-vocabulary tables, hf-bench's
+definitions and ours); ``analysis.leviathan`` (Leviathan et al.'s predicted speedup beside the measured
+one, cross-vocabulary and fixed γ); ``analysis.policy_lab`` (the replay's oracle table, the γ-policy
+leaderboard, acceptance per position); ``analysis.categories`` (Spec-Bench's per-category speedups);
+``analysis.time_breakdown`` (where the time goes); ``analysis.drift`` (the host's drift over a sweep,
+``host_probe_ms``, and the A/A noise floor).
+
+Shared pieces: ``analysis.frame`` reads the records; ``analysis.metrics`` holds the numbers every
+table shares (throughput, speedups, mean ± std, method labels, the one number formatter);
+``analysis.uncertainty`` is the one definition of the 95 % confidence intervals (a paired bootstrap
+over prompt turns) and of when a ranking is resolved; ``analysis.settings`` says what a row is (every
+method knob off its ``conf/method`` default) and which settings split a scenario, so no table pools
+runs whose settings differ; ``analysis.render`` writes Markdown, LaTeX and CSV from the same frame and
+PNG + PDF; ``analysis.paper`` holds the papers' own numbers (``analysis/data/paper_numbers.csv``);
+``analysis.wandb_source`` rebuilds the frame from a W&B project. Imports only ``specbench``.
 """

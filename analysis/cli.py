@@ -5,11 +5,13 @@
     python -m analysis --wandb ENTITY/PROJECT [--out DIR]
     python -m analysis RESULTS_DIR --print-only        # the speedup table(s) to stdout, nothing written
     python -m analysis RESULTS_DIR [RESULTS_DIR ...] [--out DIR]   # several folders as one (e.g. both temperatures)
+    python -m analysis --list                          # every artefact: its name, what it is, what it reads
 
 Writes ``DIR/tables/<name>.{md,tex,csv,data.csv}`` and ``DIR/figures/<name>.{png,pdf}``
 (default ``DIR``: ``RESULTS_DIR/analysis``; for several folders ``<parent of the first>/<name1>+<name2>/analysis``;
 for ``--wandb``: ``results/wandb/ENTITY_PROJECT/analysis``)
-and prints the Markdown speedup table(s). An artefact whose inputs are absent is skipped with a
+and prints the Markdown speedup table(s). The artefacts are those of ``analysis.registry`` (each
+registered where it is defined, made scope by scope); one whose inputs are absent is skipped with a
 note; one that fails is reported and the others are still written (exit status 1).
 
 Several folders are read as one (their job folders named ``<folder>/<job>``): hf-bench's recipes run
@@ -49,49 +51,23 @@ from __future__ import annotations
 import argparse
 import sys
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from analysis.breakdowns import PAPER_MIN_NEW_TOKENS, category_table, hetero_table, hfbench_table
-from analysis.drift import (
-    DRIFT_NORMALISED_NOTE,
-    DRIFT_THRESHOLD,
-    aa_twins,
-    drift_normalised,
-    drift_summary,
-    drift_table,
-    has_probe,
-    noise_floor_lines,
-    noise_floor_table,
-)
-from analysis.figures import plot_sensitivity, plot_throughput, plot_trace
+from analysis.drift import DRIFT_THRESHOLD, drift_normalised, drift_summary
 from analysis.frame import DuplicateRecords, complete_only, load_records, scenarios
-from analysis.knob_sweep import sweep_from_replay
-from analysis.leaderboard import (
-    leaderboard,
-    leviathan_table,
-    load_cost_ratios,
-    per_position_table,
-    plot_leaderboard,
-)
-from analysis.metrics import POOLINGS, is_ar
+from analysis.hetero import PAPER_MIN_NEW_TOKENS
+from analysis.leviathan import load_calibrations, load_cost_ratios
+from analysis.metrics import POOLINGS
 from analysis.paper import load_paper_numbers
-from analysis.prediction import load_calibrations, prediction_table
+from analysis.policy_lab import load_replay
+from analysis.registry import REPLAY, SCENARIO, SETTING, SWEEP, Artefact, Inputs, artefacts, get, listing
 from analysis.render import Table, save_figure, to_markdown, write_table
-from analysis.replay_table import load_replay, replay_table
 from analysis.settings import setting_partitions
-from analysis.tables import (
-    acceptance_table,
-    latency_table,
-    speedup_table,
-    throughput_table,
-    trace_frame,
-    trace_table,
-)
-from analysis.time_breakdown import plot_time_breakdown, time_breakdown_table
 from analysis.uncertainty import N_BOOT, SEED, BootstrapSpec
 
 
@@ -122,140 +98,103 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--drift-threshold", type=float, default=DRIFT_THRESHOLD, metavar="SHARE",
                    help="name the cells whose median host_probe_ms differs from their target's sweep median by more "
                         f"than this share (default {DRIFT_THRESHOLD})")
+    p.add_argument("--list", action="store_true",
+                   help="list every artefact (name, what it is, what it reads) and exit; needs no results folder")
     p.add_argument("--latency", help="folder of calibration files <pair>.json (python -m runners.replay calibrate) for "
                                      "the Leviathan prediction of the cross-vocabulary table (default: RESULTS_DIR/latency)")
     return p
 
 
 class Report:
-    """Runs artefact builders, writes what they return, and notes what was skipped or failed."""
+    """Makes registered artefacts (``analysis.registry``), writes what they return, and notes what was
+    skipped or failed."""
 
     def __init__(self, out: Path | None) -> None:
         self.out, self.written, self.failed = out, [], []
-        self.lines: list[str] = []  # printed after the speedup tables (noise floor, drift)
+        self.headlines: list[Table] = []  # printed first (the speedup tables)
+        self.lines: list[str] = []  # printed after them (noise floor, drift)
 
     def note(self, text: str) -> None:
         print(f"note: {text}", file=sys.stderr)
 
-    def run(self, label: str, build: Callable[[], Any], write: Callable[[Any], list[Path]]) -> Any:
+    def make(self, artefact: Artefact, inputs: Inputs, tag: str = "") -> Any:
+        """``artefact`` of ``inputs``: None when it does not apply (silently), when its inputs are
+        absent (a note) or when it fails (reported; the others are still made)."""
+        label = artefact.label + tag
         try:
-            result = build()
+            if not artefact.applies(inputs):
+                return None
+            result = artefact.build(inputs)
             if result is None:
                 self.note(f"{label}: skipped (its inputs are not in these records)")
                 return None
+            if artefact.kind == "table":
+                if result.name != artefact.name:
+                    raise ValueError(f"{artefact.key} returned a table named {result.name!r}")
+                result.name += inputs.suffix
+                if inputs.suffix:
+                    result.caption += f" Scenario: {inputs.suffix.lstrip('-')}."
             if self.out is not None:
-                self.written += write(result)
-            return result
+                self.written += (write_table(result, self.out / "tables") if artefact.kind == "table"
+                                 else save_figure(result, self.out / "figures", artefact.name + inputs.suffix))
+            lines = artefact.lines(result, inputs) if artefact.lines is not None else []
         except Exception:
             self.failed.append(label)
             print(f"error: {label} failed:\n{traceback.format_exc()}", file=sys.stderr)
             return None
-
-    def table(self, label: str, build: Callable[[], Table | None]) -> Table | None:
-        return self.run(label, build, lambda t: write_table(t, self.out / "tables"))
-
-    def figure(self, label: str, name: str, build: Callable[[], Any]) -> Any:
-        return self.run(label, build, lambda f: save_figure(f, self.out / "figures", name))
+        if artefact.headline:
+            self.headlines.append(result)
+        self.lines += lines
+        return result
 
 
-def _drift_named(table: Table | None) -> Table | None:
-    """A table computed from ``drift_normalised`` records, under its own name and saying so."""
-    if table is not None:
-        table.name += "_drift_normalised"
-        table.caption = DRIFT_NORMALISED_NOTE + table.caption
-    return table
+def options(args: argparse.Namespace) -> Inputs:
+    """The inputs every scope shares: the CLI's options and the papers' numbers."""
+    return Inputs(paper=None if args.no_paper else load_paper_numbers(), pooling=args.pooling, baseline=args.baseline,
+                  boot=BootstrapSpec(getattr(args, "bootstrap", N_BOOT), getattr(args, "bootstrap_seed", SEED)),
+                  drift_threshold=getattr(args, "drift_threshold", DRIFT_THRESHOLD),
+                  min_new_tokens=args.min_new_tokens, trace_pair=args.trace_pair, trace_gamma=args.trace_gamma,
+                  trace_prompt=args.trace_prompt)
 
 
-def _renamed(table: Table | None, suffix: str) -> Table | None:
-    if table is not None and suffix:
-        table.name += suffix
-        table.caption += f" Scenario: {suffix.lstrip('-')}."
-    return table
-
-
-def analyse(df: pd.DataFrame, out: Path | None, args: argparse.Namespace) -> tuple[list[Table], Report]:
-    """Every artefact of ``df`` (already filtered) into ``out`` (``None``: compute only the speedup tables)."""
+def analyse(df: pd.DataFrame, out: Path | None, args: argparse.Namespace) -> Report:
+    """Every registered artefact of ``df`` (already filtered) into ``out`` (``None``: only those whose
+    result reaches the terminal, ``terminal``), scope by scope (``analysis.registry``)."""
     report = Report(out)
-    paper = None if args.no_paper else load_paper_numbers()
-    boot = BootstrapSpec(getattr(args, "bootstrap", N_BOOT), getattr(args, "bootstrap_seed", SEED))
-    threshold = getattr(args, "drift_threshold", DRIFT_THRESHOLD)
-    speedups: list[Table] = []
+    shared = options(args)
     same_vocab = df[df["hetero"].isna()]  # GammaTune's artefacts compare γ policies on one vocabulary
     normalised = drift_normalised(same_vocab)  # one probe reference per target over the whole sweep
+    in_scenario = sorted(artefacts(SCENARIO), key=lambda a: not a.terminal)  # what the terminal shows first
     for suffix, sub in scenarios(same_vocab):
-        tag = suffix or " (all records)"
-        t = report.table(f"speedup table{tag}", lambda s=sub, x=suffix: _renamed(
-            speedup_table(s, args.pooling, args.baseline, paper, boot), x))
-        if t is not None:
-            speedups.append(t)
-        if aa_twins(sub):
-            floor = report.table(f"noise floor table{tag}", lambda s=sub, x=suffix: _renamed(
-                noise_floor_table(s, args.pooling, boot), x))
-            report.lines += noise_floor_lines(floor, suffix)
-        if normalised is not None:
-            n = report.table(f"drift-normalised speedup table{tag}", lambda s=normalised.loc[sub.index], x=suffix:
-                             _renamed(_drift_named(speedup_table(s, args.pooling, args.baseline, None, boot)), x))
-            if n is not None:
-                report.lines.append(f"drift-normalised alternative (by name, not in place of the measured table): "
-                                    f"{n.name}")
-        if out is None:
-            continue
-        report.table(f"throughput table{tag}", lambda s=sub, x=suffix: _renamed(
-            throughput_table(s, args.pooling, boot), x))
-        report.figure(f"throughput figure{tag}", f"gammatune_fig1_throughput{suffix}",
-                      lambda s=sub: plot_throughput(s, args.pooling, boot))
-        report.figure(f"sensitivity figure{tag}", f"gammatune_sensitivity{suffix}",
-                      lambda s=sub: plot_sensitivity(s, args.pooling, boot))
-        report.table(f"acceptance table{tag}", lambda s=sub, x=suffix: _renamed(acceptance_table(s), x))
-        trace, meta = trace_frame(sub, args.trace_pair, args.trace_gamma, args.trace_prompt)
-        report.figure(f"trace figure{tag}", f"gammatune_fig2a_trace{suffix}", lambda t=trace, m=meta: plot_trace(t, m))
-        report.table(f"trace table{tag}", lambda t=trace, m=meta, x=suffix: _renamed(trace_table(t, m), x))
-    report.lines += drift_summary(df, threshold)
-    if out is not None:
-        if has_probe(df):
-            report.table("drift table", lambda: drift_table(df, threshold))
-        latency = getattr(args, "latency", None) or next(
-            (Path(d) / "latency" for d in _folders(args) if (Path(d) / "latency").is_dir()), None)
-        for suffix, part in setting_partitions(df):
-            tag = suffix or ""
-            report.table(f"model latency table{tag}", lambda p=part, x=suffix: _renamed(
-                latency_table(p, args.pooling, paper), x))
-            report.table(f"heterogeneous-vocabulary table (hf-bench's definitions, beside the paper){tag}",
-                         lambda p=part, x=suffix: _renamed(hfbench_table(p, paper, args.min_new_tokens), x))
-            if args.min_new_tokens > 0:
-                report.table(f"heterogeneous-vocabulary table (hf-bench's definitions, unfiltered){tag}",
-                             lambda p=part, x=suffix: _renamed(hfbench_table(p, None, 0, name="hetero_speedup_unfiltered"),
-                                                               x))
-            report.table(f"heterogeneous-vocabulary table (our definitions){tag}",
-                         lambda p=part, x=suffix: _renamed(hetero_table(p, args.pooling, boot), x))
-            report.table(f"cross-vocabulary prediction table{tag}", lambda p=part, x=suffix: _renamed(
-                prediction_table(p, load_calibrations(latency), args.pooling), x))
-            report.table(f"per-category table{tag}", lambda p=part, x=suffix: _renamed(category_table(p, args.pooling), x))
-            report.table(f"time breakdown table{tag}", lambda p=part, x=suffix: _renamed(time_breakdown_table(p), x))
-            report.figure(f"time breakdown figure{tag}", f"time_breakdown{suffix}", lambda p=part: plot_time_breakdown(p))
-        folders = _folders(args)
-        if len(folders) == 1:
-            report.table("replay oracle table", lambda: replay_table(folders[0]))
-            replay_artefacts(report, Path(folders[0]), df)
-    return speedups, report
+        inputs = replace(shared, records=sub, suffix=suffix,
+                         normalised=None if normalised is None else normalised.loc[sub.index])
+        for artefact in in_scenario:
+            if out is not None or artefact.terminal:
+                report.make(artefact, inputs, suffix or " (all records)")
+    report.lines += drift_summary(df, shared.drift_threshold)
+    if out is None:
+        return report
+    for artefact in artefacts(SWEEP):
+        report.make(artefact, replace(shared, records=df))
+    latency = getattr(args, "latency", None) or next(
+        (Path(d) / "latency" for d in _folders(args) if (Path(d) / "latency").is_dir()), None)
+    calibrations = load_calibrations(latency)
+    for suffix, part in setting_partitions(df):
+        inputs = replace(shared, records=part, suffix=suffix, calibrations=calibrations)
+        for artefact in artefacts(SETTING):
+            report.make(artefact, inputs, suffix)
+    folders = _folders(args)
+    if len(folders) == 1:  # the replay artefacts are made for a single folder only
+        replay_artefacts(report, replace(shared, records=df), Path(folders[0]))
+    return report
 
 
-def replay_artefacts(report: Report, root: Path, records: pd.DataFrame | None = None) -> None:
-    """The γ-policy lab's artefacts (``analysis.leaderboard``) from the replay rows under ``root``, and
-    Leviathan et al.'s prediction beside every fixed-γ speedup, replayed and measured."""
-    rows = load_replay(root)
-    costs = load_cost_ratios(root)
-    report.table("policy leaderboard", lambda: leaderboard(rows) if not rows.empty else None)
-    report.figure("policy leaderboard figure", "policy_leaderboard",
-                  lambda: plot_leaderboard(rows) if not rows.empty else None)
-    report.table("acceptance per position (replay)", lambda: per_position_table(rows) if not rows.empty else None)
-    report.table("GammaTune Table 2 across η and δ (replay)", lambda: sweep_from_replay(rows))
-    both = pd.concat([f for f in (rows, records) if f is not None and not f.empty], ignore_index=True) \
-        if (records is not None and not records.empty) or not rows.empty else pd.DataFrame()
-    report.table("Leviathan et al. prediction", lambda: leviathan_table(both, costs) if not both.empty else None)
-    if records is not None and not records.empty:
-        report.table("acceptance per position (real runs)", lambda: per_position_table(
-            records[~is_ar(records)], name="acceptance_per_position_real"))
+def replay_artefacts(report: Report, inputs: Inputs, root: Path) -> None:
+    """The artefacts of the replay rows under ``root`` (the γ-policy lab's, Leviathan et al.'s
+    prediction, Table 2 across η and δ) and of its records (``inputs.records``; None: rows only)."""
+    inputs = replace(inputs, replay=load_replay(root), cost_ratios=load_cost_ratios(root))
+    for artefact in artefacts(REPLAY):
+        report.make(artefact, inputs)
 
 
 def _folders(args: argparse.Namespace) -> list[str]:
@@ -310,15 +249,22 @@ def load(args: argparse.Namespace, parser: argparse.ArgumentParser) -> tuple[pd.
     return df, None if args.print_only else Path(args.out) if args.out else default_out
 
 
-def replay_only(results_dir: Path, out: Path | None) -> int | None:
-    """A folder of replay rows (``python -m runners.replay grid``) and no records: the oracle table and
-    the γ-policy lab's artefacts (``replay_artefacts``); the exit status, or ``None`` without replay rows."""
-    if load_replay(results_dir).empty:
+def replay_only(results_dir: Path, out: Path | None, args: argparse.Namespace) -> int | None:
+    """A folder of replay rows (``python -m runners.replay grid``) and no records: the oracle table to
+    the terminal and, unless ``--print-only``, every replay artefact (``replay_artefacts``); the exit
+    status, or ``None`` without replay rows."""
+    rows = load_replay(results_dir)
+    if rows.empty:
         return None
     report = Report(out)
-    table = report.table("replay oracle table", lambda: replay_table(results_dir))
+    inputs = replace(options(args), replay=rows)
+    oracle = get("tables/replay_oracle")
+    table = report.make(oracle, inputs)
     if out is not None:
-        replay_artefacts(report, results_dir)
+        inputs = replace(inputs, cost_ratios=load_cost_ratios(results_dir))
+        for artefact in artefacts(REPLAY):
+            if artefact is not oracle:
+                report.make(artefact, inputs)
         print(f"wrote {len(report.written)} files under {out}", file=sys.stderr)
     if table is not None:
         print(to_markdown(table.display, table.caption))
@@ -328,6 +274,9 @@ def replay_only(results_dir: Path, out: Path | None) -> int | None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.list:
+        print(listing())
+        return 0
     try:
         df, out = load(args, parser)
     except DuplicateRecords as exc:
@@ -336,7 +285,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     source = args.wandb or " ".join(_folders(args))
     if df.empty:
         if len(_folders(args)) == 1:
-            status = replay_only(Path(_folders(args)[0]), out)
+            status = replay_only(Path(_folders(args)[0]), out, args)
             if status is not None:
                 return status
         print(f"note: no records found in {source}; nothing to analyse", file=sys.stderr)
@@ -351,11 +300,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if df.empty:
             print("note: no complete job; nothing to analyse", file=sys.stderr)
             return 0
-    speedups, report = analyse(df, out, args)
-    for table in speedups:
+    report = analyse(df, out, args)
+    for table in report.headlines:
         print(f"## {table.name}\n")
         print(to_markdown(table.display, table.caption))
-    if not speedups:
+    if not report.headlines:
         print("(no speedup table: these records hold no baseline runs)")
     for line in report.lines:
         print(line)

@@ -12,7 +12,7 @@ file, the machine and the date it was measured on::
 ``part=table`` keeps the file's first Markdown table and drops its caption; ``rows=N`` (with it) keeps its
 first N rows. ``lines=REGEX`` shows the lines of a text file (a committed log) that the regular expression
 finds, verbatim, as an indented code block. A JSON file is shown as a table of the fields ``keys=a.b,c`` names (dotted paths). The machine and date come
-from the nearest ``provenance.json`` above the file (``scripts/export_results.py`` writes one per
+from the nearest ``provenance.json`` above the file (``python -m runners.jobs.export`` writes one per
 recipe); a folder without one (the policy lab) names them in the marker: ``machine="…" date=YYYY-MM-DD``.
 
 ``python -m analysis.docs refresh`` rewrites every block from its file; ``python -m analysis.docs check``

@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.metrics import POOLINGS, aa_original, check_pooling, fmt_num, method_label
+from analysis.registry import SCENARIO, SWEEP, artefact
 from analysis.render import Table
 from analysis.uncertainty import Bootstrap, BootstrapSpec, Estimate, fmt_ci, mean_of
 
@@ -111,6 +112,9 @@ def drift_summary(df: pd.DataFrame, threshold: float = DRIFT_THRESHOLD) -> list[
     return lines
 
 
+@artefact("tables/drift", "drift table", scope=SWEEP, needs=("records", "drift_threshold"),
+          when=lambda inputs: has_probe(inputs.records),
+          about="the host's drift over the sweep: each cell's median host_probe_ms against its target's median")
 def drift_table(df: pd.DataFrame, threshold: float = DRIFT_THRESHOLD) -> Table | None:
     """Every cell's probe against its target's reference (``probe_cells``); None without probes."""
     cells = probe_cells(df, threshold)
@@ -209,6 +213,10 @@ def resolution(log_ratios: pd.Series, n_turns: int) -> tuple[float, float, float
     return sigma, math.expm1(Z95 * sigma / math.sqrt(n_turns)), math.ceil((Z95 * sigma / RESOLVE_TARGET) ** 2)
 
 
+@artefact("tables/noise_floor", "noise floor table", scope=SCENARIO, needs=("records", "pooling", "boot"),
+          when=lambda inputs: bool(aa_twins(inputs.records)), terminal=True,
+          lines=lambda table, inputs: noise_floor_lines(table, inputs.suffix),
+          about="the A/A noise floor: each twin's throughput over its original's, 95 % CI, and the resolution")
 def noise_floor_table(df: pd.DataFrame, pooling: str = "pooled", boot: BootstrapSpec | None = None) -> Table | None:
     """The noise floor (module docstring): per pair and twin, one row per initial γ and one over γ
     (``gamma_init`` NaN, ``scope`` "mean over γ", with ``max_abs_deviation``); None without an A/A pair."""

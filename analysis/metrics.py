@@ -253,14 +253,25 @@ def shared_device_mismatch(records: pd.DataFrame) -> bool:
     return len(sigs) > 1
 
 
-def fmt_mean_std(mean: float, std: float, suffix: str = "×", digits: int = 2) -> str:
-    """``"1.23 ± 0.04×"``; ``"1.23×"`` when std is NaN; ``""`` when mean is NaN."""
-    if mean is None or not np.isfinite(mean):
+def _absent(value: Any, blank_inf: bool) -> bool:
+    if value is None:
+        return True
+    return bool(not np.isfinite(value) if blank_inf else np.isnan(value))
+
+
+def fmt_mean_std(mean: float, std: float | None = None, suffix: str = "×", digits: int = 2,
+                 blank_inf: bool = True) -> str:
+    """The one number formatter of the tables: ``"1.23 ± 0.04×"``; ``"1.23×"`` without a std (None or
+    NaN); ``""`` without a mean. ``blank_inf``: ±inf reads as no number (the records' tables); ``False``:
+    it is printed (``"inf"``; the replay's tables, where a reference of 0 tokens/s makes a fraction
+    infinite), and only None and NaN are blank."""
+    if _absent(mean, blank_inf):
         return ""
-    if std is None or not np.isfinite(std):
+    if _absent(std, blank_inf):
         return f"{mean:.{digits}f}{suffix}"
     return f"{mean:.{digits}f} ± {std:.{digits}f}{suffix}"
 
 
 def fmt_num(value: float, digits: int = 1) -> str:
-    return "" if value is None or not np.isfinite(value) else f"{value:.{digits}f}"
+    """A number alone (``fmt_mean_std`` without std or suffix): ``""`` when it is not finite."""
+    return fmt_mean_std(value, None, "", digits)

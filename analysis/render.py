@@ -18,6 +18,8 @@ matplotlib.use("Agg")
 import pandas as pd
 from matplotlib.figure import Figure
 
+from specbench.markdown import cell_text, to_markdown
+
 
 @dataclass
 class Table:
@@ -25,24 +27,6 @@ class Table:
     caption: str
     display: pd.DataFrame
     data: pd.DataFrame
-
-
-def _cell(value: object) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return "" if value != value else f"{value:g}"
-    return str(value)
-
-
-def to_markdown(display: pd.DataFrame, caption: str = "") -> str:
-    """A GitHub-flavoured Markdown table (with the caption as a paragraph after it)."""
-    header = [str(c) for c in display.columns]
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    for row in display.itertuples(index=False):
-        lines.append("| " + " | ".join(_cell(v).replace("|", "\\|") for v in row) + " |")
-    text = "\n".join(lines) + "\n"
-    return text + (f"\n{caption}\n" if caption else "")
 
 
 _LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
@@ -65,7 +49,7 @@ def to_latex(display: pd.DataFrame, caption: str = "", label: str = "") -> str:
     lines.append(" & ".join(latex_escape(str(c)) for c in display.columns) + r" \\")
     lines.append(r"\midrule")
     for row in display.itertuples(index=False):
-        lines.append(" & ".join(latex_escape(_cell(v)) for v in row) + r" \\")
+        lines.append(" & ".join(latex_escape(cell_text(v)) for v in row) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}"]
     if caption:
         lines.append(rf"\caption{{{latex_escape(caption)}}}")

@@ -18,7 +18,7 @@ Two kinds of setting (issue 28, item 1):
   sampling processors in force (``top_k`` / ``top_p`` / ``typical_p``; they only act when the
   temperature is above 0, so at temperature 0 they are read as off), the prompt format and
   ``max_new_tokens``. The cross-vocabulary rule that ran (``hetero``) is part of the row itself
-  (the heterogeneous tables' rows, ``analysis.breakdowns.rule_method``; GammaTune's artefacts use
+  (the heterogeneous tables' rows, ``analysis.hetero.rule_method``; GammaTune's artefacts use
   one-vocabulary records only).
 
 Imports ``specbench.paths`` (where ``conf/`` is) and PyYAML.
@@ -213,7 +213,7 @@ def scenarios(df: pd.DataFrame, always: Sequence[str] = ("task", "temperature"),
 def setting_partitions(df: pd.DataFrame, keys: Sequence[str] = ("prompt_format", "max_new_tokens"),
                        ) -> list[tuple[str, pd.DataFrame]]:
     """Split for the artefacts that show temperatures (and tasks) side by side, as hf-bench's tables
-    do (``analysis.breakdowns``): by ``prompt_format`` and ``max_new_tokens`` and by the sampling
+    do (``analysis.hetero``): by ``prompt_format`` and ``max_new_tokens`` and by the sampling
     processors of the sampled records. Greedy records (no processor acts) join every partition of
     their (prompt format, ``max_new_tokens``), so both temperatures of one protocol stay in one
     table. Tasks are not split (each table shows them as a column). The suffix is ``""`` when

@@ -22,7 +22,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from analysis.metrics import fmt_num, method_label, ordered_methods
+from analysis.metrics import fmt_mean_std, fmt_num, method_label, ordered_methods
+from analysis.registry import SETTING, artefact
 from analysis.render import Table
 
 KEYS = ["pair", "method", "hetero", "task", "temperature", "gamma_init"]
@@ -63,9 +64,11 @@ def breakdown_frame(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _pct(v: float) -> str:
-    return fmt_num(100.0 * v, 1) + " %" if np.isfinite(v) else ""
+    return fmt_mean_std(100.0 * v, None, " %", 1)
 
 
+@artefact("tables/time_breakdown", "time breakdown table", scope=SETTING, needs=("records",),
+          about="where the time goes per cell: TTFT, draft, verify, overhead per token and as shares; predicted wall")
 def time_breakdown_table(df: pd.DataFrame) -> Table | None:
     """The breakdown per pair × method × task × temperature × initial γ (module docstring)."""
     data = breakdown_frame(df)
@@ -97,6 +100,8 @@ def time_breakdown_table(df: pd.DataFrame) -> Table | None:
     return Table("time_breakdown", caption, display, data.reset_index(drop=True))
 
 
+@artefact("figures/time_breakdown", "time breakdown figure", scope=SETTING, needs=("records",),
+          about="where the time goes: stacked bars of ms per generated token (TTFT, draft, verify, overhead) per cell")
 def plot_time_breakdown(df: pd.DataFrame) -> Figure | None:
     """Stacked horizontal bars, one per cell: ms per generated token in TTFT, draft, verify, overhead."""
     data = breakdown_frame(df)

@@ -18,6 +18,9 @@ verification and cache cropping. A policy only *decides*:
   still paid; ``RoundOutcome.discarded`` counts such tokens);
 * ``observe(outcome)`` is told what happened in the round.
 
+The job (not the loop) also asks for ``snapshot()`` before an untimed warm-up generation and hands it
+back to ``restore(snapshot)`` after it, so that the warm-up leaves the policy exactly as it was.
+
 What a policy needs from the drafter it says in ``needs`` (a class attribute, a
 frozenset of ``FEATURES`` and ``COSTS``): the drafter computes only those (no
 softmax at all when no feature is needed), and the loop times the round only when
@@ -32,6 +35,7 @@ below γ after a confidence stop, an EOS, or the token budget).
 
 from __future__ import annotations
 
+import copy
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
@@ -140,6 +144,21 @@ class GammaPolicy(ABC):
     def state(self) -> dict:
         """Policy state worth recording in the job summary (JSON-serialisable)."""
         return {}
+
+    def snapshot(self) -> object:
+        """Everything a generation can change in this policy, to be put back by ``restore``: an untimed
+        warm-up generation (``warmup_per_prompt``, hf-bench's protocol) must leave no trace in the timed
+        one (a carried-over γ, an adapted threshold, a bandit's counts and random state). The default
+        copies every attribute deeply; a policy holding something that cannot or should not be copied
+        overrides both methods."""
+        return copy.deepcopy(vars(self))
+
+    def restore(self, snapshot: object) -> None:
+        """Put the policy back exactly as it was when ``snapshot`` was taken (the snapshot stays
+        usable: it can be restored again)."""
+        assert isinstance(snapshot, dict), "a snapshot of GammaPolicy.snapshot"
+        vars(self).clear()
+        vars(self).update(copy.deepcopy(snapshot))
 
 
 class FixedGamma(GammaPolicy):

@@ -27,6 +27,7 @@ and whether every output equals the target's own, token for token (exit status 1
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -88,26 +89,26 @@ def main(argv: list[str] | None = None) -> int:
     from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
     from runners.engine.verify_forward import engine_options
     from specbench.config import EngineConfig, JobConfig, compose
-    from specbench.models import MODEL_CACHE, eos_ids, logits_width
+    from specbench.model_cache import load_pair
+    from specbench.models import logits_width
 
     sys.path.insert(0, str(SCRIPTS))
     from bench_vs_hf import load_prompts
 
     torch.set_num_threads(args.threads)
     t0 = time.perf_counter()
-    pairs = {name: JobConfig.from_mapping(compose([f"pair={pair}"])).pair
-             for name, pair in (("int8", "gemma3-270m_gemma3-270m-int8"), *PAIRS.items())}
-    target_spec = pairs["int8"].target
-    target = MODEL_CACHE.model(target_spec, args.cache_dir)
-    tok = MODEL_CACHE.tokenizer(target_spec, args.cache_dir)
-    eos = eos_ids(target, tok)
+    configs = {name: dataclasses.replace(JobConfig.from_mapping(compose([f"pair={pair}"])), cache_dir=args.cache_dir)
+               for name, pair in (("int8", "gemma3-270m_gemma3-270m-int8"), *PAIRS.items())}
+    target_spec = configs["int8"].pair.target
+    base = load_pair(configs["int8"], with_draft=False)
+    target, tok, eos = base.target, base.tokenizer, base.eos
     prompts = load_prompts(tok, args.task, args.data_files, args.n_prompts, args.per_category)
 
     def drafter(name: str) -> Any:
         """A fresh drafter of the pair's own kind and options, as a job builds it."""
-        pair = pairs[name]
+        pair = configs[name].pair
         assert pair.target == target_spec, f"{pair.name}: another target"
-        model = MODEL_CACHE.model(pair.draft.model, args.cache_dir) if pair.draft.model else None
+        model = load_pair(configs[name]).draft  # the pair's draft model (None: prompt lookup)
         ctx = DrafterContext(target_tokenizer=tok, eos_token_ids=eos, target_vocab_size=logits_width(target),
                              draft_model=model, draft_tokenizer=tok if model is not None else None,
                              options=pair.draft.options)

@@ -127,29 +127,28 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def load_pair(name: str | None, cache_dir: str | None) -> tuple[str, Any, Any, Any]:
-    """(label, target, draft, tokenizer) through MODEL_CACHE."""
+def load_bench_pair(name: str | None, cache_dir: str | None) -> tuple[str, Any, Any, Any]:
+    """(label, target, draft, tokenizer) of ``conf/pair/NAME.yaml`` (``specbench.model_cache.load_pair``)."""
+    import dataclasses
+
     from specbench.config import JobConfig, compose
-    from specbench.models import MODEL_CACHE
+    from specbench.model_cache import load_pair
     from specbench.registry import ConfigError
 
-    pair = JobConfig.from_mapping(compose([f"pair={name}"] if name else [])).pair
+    config = JobConfig.from_mapping(compose([f"pair={name}"] if name else []))
+    pair = config.pair
     if pair.draft is None or pair.draft.model is None:
         raise ConfigError(f"pair {pair.name!r} has no draft model (transformers' peer needs one)")
     if not pair.same_tokenizer:
         raise ConfigError(f"pair {pair.name!r}: the draft has another tokenizer; this benchmark needs one vocabulary")
-    label = pair.name
-    target_spec, draft_spec = pair.target, pair.draft.model
-    target = MODEL_CACHE.model(target_spec, cache_dir)
-    draft = MODEL_CACHE.model(draft_spec, cache_dir)
-    tokenizer = MODEL_CACHE.tokenizer(target_spec, cache_dir)
-    return label, target, draft, tokenizer
+    loaded = load_pair(dataclasses.replace(config, cache_dir=cache_dir))
+    return pair.name, loaded.target, loaded.draft, loaded.tokenizer
 
 
 def load_prompts(tokenizer: Any, task: str = "embedded", data_files: str | None = None, n: int | None = None,
                  per_category: int | None = None) -> list[tuple[str, list[int]]]:
     """The first turn of each prompt of a task (``conf/task/TASK.yaml`` with ``data_files`` and the
-    selection), formatted and encoded as ``runners.jobs.job`` does."""
+    selection), formatted and encoded as a job does (``specbench.tasks.encode_turn``)."""
     from specbench.config import JobConfig, compose
     from specbench.tasks import encode_turn, load_task
 
@@ -234,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     transformers.logging.set_verbosity_error()  # transformers' internal per-round notices
 
     t0 = time.perf_counter()
-    label, target, draft, tokenizer = load_pair(args.pair, args.cache_dir)
+    label, target, draft, tokenizer = load_bench_pair(args.pair, args.cache_dir)
     load_s = time.perf_counter() - t0
     eos = eos_ids(target, tokenizer)
     prompts = load_prompts(tokenizer, args.task, args.data_files, args.n_prompts, args.per_category)

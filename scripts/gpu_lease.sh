@@ -41,7 +41,7 @@ for s in "$@"; do
         stage calibrate 240 $PY -m runners.replay calibrate --pair $p --k-max 16 --out "$OUT/latency_$p.json"; done ;;
     table2|hetero)  # a GPU recipe, exported (no output texts) and analysed, as results/committed/<recipe>
       exp=$([ $s = table2 ] && echo gpu_mini_gammatune_table2 || echo gpu_mini_hetero)
-      stage $s 560 bash -c "$PY run.py -m experiment=$exp results_dir=/tmp/r/$exp ${RECIPE_ARGS:-} && $PY scripts/export_results.py /tmp/r/$exp /tmp/c/$exp && $PY -m analysis /tmp/c/$exp $([ $s = table2 ] && echo --pooling question)"
+      stage $s 560 bash -c "$PY run.py -m experiment=$exp results_dir=/tmp/r/$exp ${RECIPE_ARGS:-} && $PY -m runners.jobs.export /tmp/r/$exp /tmp/c/$exp && $PY -m analysis /tmp/c/$exp $([ $s = table2 ] && echo --pooling question)"
       tar -czf "$OUT/$exp.tar.gz" -C /tmp/c "$exp" 2>/dev/null || tar -czf "$OUT/$exp.tar.gz" -C /tmp/r "$exp" ;;
     *) echo "unknown stage $s"; failed=$((failed + 1)) ;;
   esac

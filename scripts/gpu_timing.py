@@ -49,7 +49,7 @@ def build(args: argparse.Namespace, tmp: Path):
     if args.overrides:
         from omegaconf import OmegaConf
 
-        from runners.jobs.job import Job, prepare
+        from runners.jobs.build import Job, prepare
         from specbench.config import compose
 
         cfg = OmegaConf.to_container(compose(["warmup=0", *args.overrides]), resolve=True)

@@ -52,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     from runners.engine.speculative import AutoregressiveRunner
     from runners.engine.verify import probs
     from specbench.config import JobConfig, compose
-    from specbench.models import MODEL_CACHE, eos_ids, logits_width
+    from specbench.model_cache import load_pair
+    from specbench.models import logits_width
     from specbench.tasks import encode_turn, load_task
 
     config = JobConfig.from_mapping(compose(DEFAULTS + list(args.overrides)))
@@ -61,9 +62,9 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"pair {pair.name!r} has no draft model with another tokenizer")
     if temperature <= 0:
         ap.error("temperature must be > 0 (acceptance probabilities of speculative sampling)")
-    target, tok = MODEL_CACHE.model(pair.target, config.cache_dir), MODEL_CACHE.tokenizer(pair.target, config.cache_dir)
-    draft, dtok = MODEL_CACHE.model(pair.draft.model, config.cache_dir), MODEL_CACHE.tokenizer(pair.draft.model, config.cache_dir)
-    eos, width = eos_ids(target, tok), logits_width(target)
+    loaded = load_pair(config)
+    target, tok, draft, dtok = loaded.target, loaded.tokenizer, loaded.draft, loaded.draft_tokenizer
+    eos, width = loaded.eos, logits_width(target)
     tli = TLIDrafter(draft, dtok, tok, eos, width, lookbehind=config.hetero.lookbehind)
     h = config.hetero
     slrs = SLRSDrafter(draft, dtok, tok, eos, width, lookbehind=h.lookbehind, max_nodes=h.max_nodes,

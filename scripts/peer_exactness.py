@@ -100,18 +100,16 @@ class ForcedPrefill(torch.nn.Module):
 
 def load(pair_name: str) -> dict[str, Any]:
     from specbench.config import JobConfig, compose
-    from specbench.models import MODEL_CACHE, eos_ids, logits_width
+    from specbench.model_cache import load_pair
+    from specbench.models import logits_width
 
     config = JobConfig.from_mapping(compose([f"pair={pair_name}", "hetero=tli", "temperature=1"]))
     pair = config.pair
     if pair.same_tokenizer or pair.draft is None or pair.draft.model is None:
         raise SystemExit(f"error: pair {pair_name!r} has no draft model with another tokenizer")
-    target = MODEL_CACHE.model(pair.target, config.cache_dir)
-    tok = MODEL_CACHE.tokenizer(pair.target, config.cache_dir)
-    draft = MODEL_CACHE.model(pair.draft.model, config.cache_dir)
-    dtok = MODEL_CACHE.tokenizer(pair.draft.model, config.cache_dir)
-    return {"config": config, "target": target, "tok": tok, "draft": draft, "dtok": dtok,
-            "eos": eos_ids(target, tok), "width": logits_width(target)}
+    loaded = load_pair(config)
+    return {"config": config, "target": loaded.target, "tok": loaded.tokenizer, "draft": loaded.draft,
+            "dtok": loaded.draft_tokenizer, "eos": loaded.eos, "width": logits_width(loaded.target)}
 
 
 @torch.inference_mode()

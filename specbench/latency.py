@@ -27,7 +27,7 @@ The file is ``LatencyModel.to_json()`` (``latency_version`` ``LATENCY_VERSION``)
 ``python -m runners.replay calibrate --pair NAME`` (``runners.replay.latency``: the calibration on
 this machine). This module is its one reader: ``LatencyModel.from_json`` / ``load``; the paper's
 ``c`` of a file is ``LatencyModel.c_from_json``; ``methods.costs.CostModel`` and
-``analysis.prediction`` read the file through it.
+``analysis.leviathan`` read the file through it.
 """
 
 from __future__ import annotations

@@ -74,7 +74,7 @@ names, never mixed with ours:
 * ``hfbench_tpot_ms``  ``(wall_ms - hfbench_ttft_ms) / (new_tokens - 1)``; null when
   ``new_tokens < 2`` (hf-bench: infinity, and such files were removed by hand).
 * ``hfbench_tokens_per_s``  ``1000 / hfbench_tpot_ms`` (hf-bench's ``out_toks_per_sec``, TTFT
-  excluded). Averaged over examples as hf-bench does in ``analysis.breakdowns``.
+  excluded). Averaged over examples as hf-bench does in ``analysis.hetero``.
 
 What ran, so a record can be labelled and compared later:
 

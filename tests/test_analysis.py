@@ -15,21 +15,23 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis.breakdowns import (
-    category_table,
+from analysis.categories import category_table
+from analysis.cli import main
+from analysis.frame import complete_only, job_rows, load_records, rows_to_frame
+from analysis.gammatune.latency import latency_table
+from analysis.gammatune.rounds import acceptance_table, plot_trace, trace_frame, trace_table
+from analysis.gammatune.table2 import speedup_table
+from analysis.gammatune.throughput import plot_sensitivity, plot_throughput
+from analysis.hetero import (
     hetero_table,
     hfbench_label,
     hfbench_runtime_rule,
     hfbench_table,
     min_tokens_filter,
 )
-from analysis.cli import main
-from analysis.figures import plot_sensitivity, plot_throughput, plot_trace
-from analysis.frame import complete_only, job_rows, load_records, rows_to_frame
 from analysis.metrics import hmean, mean_std, method_key, method_label, throughput
 from analysis.paper import dataset_key, load_paper_numbers, model_key
 from analysis.render import save_figure, to_latex, to_markdown, write_table
-from analysis.tables import acceptance_table, latency_table, speedup_table, trace_frame, trace_table
 from analysis.wandb_source import fetch_frame, frame_from_runs, rows_from_run
 from specbench.loggers import records_table
 
@@ -458,6 +460,62 @@ def test_cli_default_out_print_only_and_missing_data(results, tmp_path, capsys):
         main([str(tmp_path / "nope")])
 
 
+# ---------------------------------------------------------------- the artefact registry
+
+
+def test_list_names_every_artefact_without_a_results_folder(capsys):
+    from analysis.registry import SCOPES, load
+
+    assert main(["--list"]) == 0
+    listed = capsys.readouterr().out
+    known = load()
+    assert len(known) >= 25
+    for key, artefact in known.items():
+        assert f"  {key} " in listed and artefact.about in listed, key
+        assert artefact.about and "\n" not in artefact.about and artefact.needs, key
+    assert all(f"{scope}:" in listed for scope in SCOPES)
+
+
+def test_every_file_the_cli_writes_is_a_registered_artefact(results, tmp_path):
+    """The registry key is where an artefact is written: ``tables/<name>`` and ``figures/<name>``
+    (a scenario's suffix ``-<task>-t<T>`` appended): nothing is written that ``--list`` does not name."""
+    from analysis.registry import load
+
+    out = tmp_path / "out"
+    assert main([str(results), "--out", str(out)]) == 0
+    keys = set(load())
+    for path in [*(out / "tables").iterdir(), *(out / "figures").iterdir()]:
+        stem = path.name.split(".", 1)[0]
+        assert f"{path.parent.name}/{stem.split('-', 1)[0]}" in keys, path.name
+
+
+def test_a_table_under_another_name_than_its_key_is_refused(complete, tmp_path, capsys):
+    from analysis.cli import Report
+    from analysis.gammatune.rounds import acceptance_table
+    from analysis.registry import SCENARIO, Artefact, Inputs
+
+    wrong = Artefact("tables/acceptance_rates", "acceptance table", "one line", SCENARIO, ("records",), acceptance_table)
+    report = Report(tmp_path)
+    assert report.make(wrong, Inputs(records=complete)) is None
+    assert report.failed == ["acceptance table"] and not report.written
+    assert "returned a table named 'acceptance'" in capsys.readouterr().err
+
+
+def test_registry_refuses_what_it_cannot_run():
+    from analysis.registry import SCENARIO, artefact, get
+
+    with pytest.raises(ValueError, match="unknown needs"):
+        artefact("tables/x", "x", about="x", scope=SCENARIO, needs=("record",))
+    with pytest.raises(ValueError, match="tables/<name> or figures/<name>"):
+        artefact("plots/x", "x", about="x", scope=SCENARIO, needs=("records",))
+    with pytest.raises(ValueError, match="unknown scope"):
+        artefact("tables/x", "x", about="x", scope="everything", needs=("records",))
+    with pytest.raises(ValueError, match="registered twice"):
+        artefact("tables/acceptance", "x", about="x", scope=SCENARIO, needs=("records",))(lambda records: None)
+    with pytest.raises(ValueError, match="Did you mean 'tables/gammatune_table2_speedup'"):
+        get("tables/gammatune_table2_sepedup")
+
+
 # ---------------------------------------------------------------- the papers' numbers
 
 
@@ -497,7 +555,7 @@ def test_paper_average_std_is_the_root_mean_square_of_the_pair_stds(paper):
     hf = t2[(t2["method"] == "hf_heuristic") & (t2["pair"] != "average")]
     assert f"{hf['std'].mean():.2f}" == "0.11"
     # and the table builder uses it: the paper's pair rows through _average give the paper's Average
-    from analysis.tables import _average
+    from analysis.gammatune.table2 import _average
 
     for method, rows in t2[t2["pair"] != "average"].groupby("method"):
         _, std = _average(rows.rename(columns={"value": "mean"}))

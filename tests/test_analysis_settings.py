@@ -14,9 +14,9 @@ import yaml
 
 from analysis.cli import main
 from analysis.frame import load_records, rows_to_frame, scenarios
+from analysis.gammatune.table2 import speedup_table
 from analysis.metrics import method_key, method_label
 from analysis.settings import method_defaults, setting_partitions
-from analysis.tables import speedup_table
 from analysis.uncertainty import BootstrapSpec
 from specbench.paths import CONF_DIR
 
@@ -167,7 +167,7 @@ def test_replayed_knob_sweep_is_table_2_per_knob_value():
     """Replay rows named as the replay names them (``gammatune:eta=0.1``) give Table 2's cells per η, by hand:
     SpecDecode 10 tokens / 100 ms at every γ (100 tokens/s); η = 0.1 at γ 1, 2: 50, 25 ms (2×, 4×) -> 3 ± √2;
     the default η = 0.25 (named plainly): 50 ms at both (2×) -> 2 ± 0."""
-    from analysis.knob_sweep import parse_label, sweep_from_replay
+    from analysis.gammatune.knob_sweep import parse_label, sweep_from_replay
 
     walls = {"specdecode": (100.0, 100.0), "gammatune:eta=0.1": (50.0, 25.0), "gammatune": (50.0, 50.0)}
     rows = pd.DataFrame([{"pair": "p", "task": "k", "prompt_id": prompt, "turn": 1, "method": method, "gamma_init": g,

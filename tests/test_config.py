@@ -5,13 +5,28 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from dataclasses import MISSING, fields
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 
 from methods.registry import build_policy
-from runners.jobs.job import prepare
-from specbench.config import JobConfig, MethodConfig
+from runners.jobs.build import prepare
+from specbench.config import (
+    SCALARS,
+    TOP_LEVEL,
+    EngineConfig,
+    HeteroConfig,
+    JobConfig,
+    LoggerConfig,
+    MethodConfig,
+    ModelSpec,
+    PairConfig,
+    TaskConfig,
+    job_defaults,
+)
+from specbench.method_config import AR_CACHES, AR_LOOPS
 from specbench.registry import ConfigError
 
 from helpers import ROOT, options
@@ -95,3 +110,49 @@ def test_gamma_zero_fails_before_any_model_loads_and_leaves_nothing(tmp_path):
     assert "gamma must be an integer >= 1" in proc.stderr + proc.stdout
     assert not any((tmp_path / "results").rglob("*")) if (tmp_path / "results").exists() else True
     assert not (tmp_path / "cache").exists()
+
+
+# ----------------------------------------------------------------------------- defaults, written once
+
+
+def _yaml(*parts: str) -> dict:
+    return OmegaConf.to_container(OmegaConf.load(ROOT.joinpath("conf", *parts)))
+
+
+def test_the_job_settings_have_their_defaults_in_config_yaml_only():
+    """``JobConfig`` has no field defaults, so a scalar's default cannot be written twice: a config that
+    lacks one (a summary written before the key existed) takes ``conf/config.yaml``'s."""
+    defaulted = [f.name for f in fields(JobConfig) if (f.default, f.default_factory) != (MISSING, MISSING)]
+    assert defaulted == ["resolved"]
+    raw = _yaml("config.yaml")
+    assert dict(job_defaults()) == {k: raw[k] for k in SCALARS}
+    full = OmegaConf.to_container(_compose(), resolve=True)
+    assert set(full) == set(TOP_LEVEL)  # every key config.yaml writes is typed, and nothing else is
+    bare = JobConfig.from_mapping({k: v for k, v in full.items() if k not in SCALARS})
+    assert {k: getattr(bare, k) for k in SCALARS} == {k: raw[k] for k in SCALARS}
+
+
+@pytest.mark.parametrize(("group", "cls"), [("hetero", HeteroConfig), ("logger", LoggerConfig)])
+def test_a_group_file_restates_its_dataclass_defaults_never_other_values(group, cls):
+    """The node's defaults are its dataclass fields'; a file of the group that writes one writes the same."""
+    for option in _options(group):
+        node = _yaml(group, f"{option}.yaml")
+        assert cls.from_mapping(node) == cls(name=node["name"]), f"conf/{group}/{option}.yaml"
+
+
+def test_an_absent_node_or_key_takes_its_dataclass_default():
+    """``from_mapping`` reads a missing key's default from the dataclass (no second copy), and
+    ``conf/config.yaml`` chooses the same option for the nodes a summary may lack."""
+    assert HeteroConfig.from_mapping(None) == HeteroConfig() and LoggerConfig.from_mapping(None) == LoggerConfig()
+    choices = {k: v for d in _yaml("config.yaml")["defaults"] if isinstance(d, dict) for k, v in d.items()}
+    assert (choices["hetero"], choices["logger"]) == (HeteroConfig().name, LoggerConfig().name)
+    pair = PairConfig.from_mapping({"name": "p", "target": {"path": "x"}})
+    assert pair.target == ModelSpec("x")
+    assert (pair.same_tokenizer, pair.gpus) == (PairConfig.same_tokenizer, PairConfig.gpus)
+    assert TaskConfig.from_mapping({"loader": "embedded"}).prompt_format == TaskConfig.prompt_format
+    ar = MethodConfig.from_mapping({"name": "ar", "runner": "ar"})
+    assert (ar.ar_cache, ar.ar_loop) == (AR_CACHES[0], AR_LOOPS[0])
+    # the one deliberate difference: no engine node (a summary from before the options) is the plain loop,
+    # a new job's options are config.yaml's engine node, which names every option
+    assert EngineConfig.from_mapping(None) == EngineConfig() and not EngineConfig().any
+    assert set(_yaml("config.yaml")["engine"]) == {f.name for f in fields(EngineConfig)}

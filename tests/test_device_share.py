@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from analysis.gammatune.table2 import speedup_table
 from analysis.metrics import SHARED_MARK, shared_device_mismatch
-from analysis.tables import speedup_table
 from runners.jobs.device_share import DeviceShare
 
 from helpers import ROOT, offline_env

@@ -24,7 +24,8 @@ from runners.engine.hf_ar import FirstTokenStreamer, HFAutoregressiveRunner
 from runners.engine.speculative import AutoregressiveRunner
 from runners.engine.verify import Sampling
 from runners.jobs.ar_cache import CACHE_SUBDIR
-from runners.jobs.job import prepare, run_job
+from runners.jobs.build import prepare
+from runners.jobs.job import run_job
 from specbench.config import JobConfig
 from specbench.records import read_records
 from specbench.registry import ConfigError

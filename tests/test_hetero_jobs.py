@@ -118,7 +118,7 @@ def _record(**kw):
 
 def test_prediction_table_sets_leviathan_beside_the_measured_speedup(tmp_path):
     from analysis.frame import load_records
-    from analysis.prediction import load_calibrations, prediction_table
+    from analysis.leviathan import load_calibrations, prediction_table
     from specbench.records import RecordWriter
 
     jobs = {
@@ -187,7 +187,7 @@ def test_every_cell_of_the_hetero_recipes_is_a_valid_job(recipe):
 
     import yaml
 
-    from runners.jobs.job import prepare
+    from runners.jobs.build import prepare
 
     from helpers import CONF, compose
 

@@ -105,7 +105,7 @@ def test_bad_hybrid_options_fail_before_any_model_loads(options, key):
 
 
 def test_the_hybrid_pair_is_typed_and_prepared():
-    from runners.jobs.job import prepare
+    from runners.jobs.build import prepare
     from specbench.config import JobConfig
 
     from helpers import compose

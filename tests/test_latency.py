@@ -1,7 +1,7 @@
 """The latency model is a core type and its file is read in one place (issue 30, item 1).
 
 ``specbench.latency`` holds ``LatencyModel`` and the rule that charges a round; the cost table of
-``methods.costs``, the ``c`` of ``analysis.prediction``, a job's predicted wall time
+``methods.costs``, the ``c`` of ``analysis.leviathan``, a job's predicted wall time
 (``runners.jobs.predict``) and the replay all read the file, and charge rounds, through it.
 """
 
@@ -14,13 +14,13 @@ from types import SimpleNamespace
 
 import pytest
 
-import analysis.prediction
+import analysis.leviathan
 import methods.costs
 import runners.jobs.predict
 import runners.replay.latency
 import runners.replay.replay
 import specbench.latency
-from analysis.prediction import calibration_c, load_calibrations
+from analysis.leviathan import calibration_c, load_calibrations
 from methods.costs import CostModel
 from specbench.latency import (
     LATENCY_VERSION,
@@ -43,7 +43,7 @@ def _model(draft_table: bool = True) -> LatencyModel:
 
 
 def test_the_format_is_defined_once():
-    for module in (methods.costs, analysis.prediction, runners.jobs.predict, runners.replay.latency,
+    for module in (methods.costs, analysis.leviathan, runners.jobs.predict, runners.replay.latency,
                    runners.replay.replay):
         assert not hasattr(module, "LATENCY_VERSION"), module.__name__
     # the readers hold the core type, not a copy of it

@@ -1,18 +1,16 @@
-"""Every conf/pair/*.yaml composes through Hydra and follows the pair schema; scripts/prefetch.py
+"""Every conf/pair/*.yaml composes through Hydra and follows the pair schema; runners.jobs.prefetch
 plans (dry run) without touching the network. No model is loaded here."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
 from runners.drafters.prompt_lookup import PromptLookupDrafter
 from specbench.config import JobConfig, PairConfig
-from specbench.models import PYPI_MODELS
+from specbench.model_sources import PYPI_MODELS
 
 from helpers import compose
 
@@ -169,19 +167,14 @@ def test_offline_pairs():
     assert {"max_ngram_size", "min_ngram_size"} <= set(pl.draft.options)
 
 
-# --------------------------------------------------------------------------- scripts/prefetch.py
+# --------------------------------------------------------------------------- python -m runners.jobs.prefetch
 
 
 @pytest.fixture(scope="module")
 def prefetch():
-    spec = importlib.util.spec_from_file_location("prefetch", ROOT / "scripts" / "prefetch.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["prefetch"] = module  # dataclasses look their module up
-    try:
-        spec.loader.exec_module(module)
-        yield module
-    finally:
-        sys.modules.pop("prefetch", None)
+    import runners.jobs.prefetch
+
+    return runners.jobs.prefetch
 
 
 def test_prefetch_plan_dedupes_models_and_skips_offline_ones(prefetch):

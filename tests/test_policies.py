@@ -21,6 +21,7 @@ from methods.gammatune import GammaTune, GammaTunePlus
 from methods.hf_heuristic import HFHeuristic
 from methods.registry import POLICIES, build_policy, policy_params
 from methods.threshold import AssistantThreshold
+from runners.replay.grid import load_method
 from specbench.config import MethodConfig
 from specbench.registry import ConfigError
 
@@ -447,21 +448,36 @@ def test_method_yaml_builds(path):
         build_policy(cfg.policy, 0, _params(cfg))
 
 
-@pytest.mark.parametrize("stem", OURS)
-def test_our_yamls_pass_every_key_on(stem):
+def speculative_yamls() -> list[str]:
+    """Every ``conf/method`` whose runner is our speculative loop with a γ policy (the paper's and the lab's)."""
+    return [p.stem for p in method_yamls() if (c := OmegaConf.load(p)).get("runner") == "speculative" and c.get("policy")]
+
+
+#: knobs a policy keeps under another attribute name (on ``policy.confidence``)
+CONFIDENCE_ATTRS = {"threshold": "threshold_init", "adaptive_threshold": "adaptive", "persist_threshold": "persist"}
+
+
+@pytest.mark.parametrize("stem", speculative_yamls())
+def test_every_method_yaml_passes_every_key_on(stem):
+    """The one YAML <-> policy-parameter check: a method YAML names exactly its policy's parameters (no typo,
+    nothing left out), the paper's policies hold every value, its first round plays the initial γ, and the replay
+    builds the same policy (``runners.replay.grid.load_method``)."""
     cfg = OmegaConf.load(METHOD_DIR / f"{stem}.yaml")
-    assert cfg.runner == "speculative"
+    assert cfg.name == stem and cfg.policy in POLICIES
     params = set(cfg) - {"name", "runner", "policy"}
-    assert params == set(policy_params(POLICIES.get(cfg.policy)))  # no typo, nothing left out
+    assert params == set(policy_params(POLICIES.get(cfg.policy)))
     p = build_policy(cfg.policy, 5, _params(cfg))
-    for key in params:
-        attr = {
-            "threshold": "threshold_init",
-            "adaptive_threshold": "adaptive",
-            "persist_threshold": "persist",
-        }
-        holder = p.confidence if key in attr else p
-        assert getattr(holder, attr.get(key, key)) == cfg[key]
+    for key in params if stem in OURS else ():  # the paper's policies keep each knob as given (others derive:
+        holder = p.confidence if key in CONFIDENCE_ATTRS else p  # BanditSpec's arms gain the initial γ, ...)
+        assert getattr(holder, CONFIDENCE_ATTRS.get(key, key)) == cfg[key], key
+    p.begin_prompt()
+    assert p.next_gamma() == 5
+    assert load_method(stem).policy == cfg.policy
+
+
+def test_the_check_covers_the_papers_and_the_labs_methods():
+    assert set(OURS) | {"adaedl", "svip", "max_confidence", "logit_margin", "tapout", "banditspec",
+                        "banditspec_exp3", "smartspec", "cost_aware"} <= set(speculative_yamls())
 
 
 def test_transient_flags_in_yamls():
@@ -511,3 +527,95 @@ def test_gamma_zero_is_config_error(name):
 def test_bad_params_are_config_errors(name, params):
     with pytest.raises(ConfigError):
         build_policy(name, 5, params)
+
+
+# --------------------------------------------------------------------------- snapshot / restore
+
+
+def _warm_up_generation(policy, rounds: int = 8) -> None:
+    """What an untimed generation does to a policy (no models): a prompt begins, then each round γ is
+    asked, drafting is asked to stop after each drafted token (confidences falling), and the outcome
+    (with its measured costs) is observed."""
+    policy.begin_prompt()
+    for r in range(rounds):
+        gamma = min(policy.next_gamma(), 12)
+        confidences = []
+        for position in range(1, gamma + 1):
+            confidences.append(round(0.95 - 0.13 * position + 0.05 * (r % 3), 4))
+            step = DraftStep(position, token=7, confidence=confidences[-1], entropy=0.5, margin=0.3, budget=gamma)
+            if policy.stop_drafting(step):
+                break
+        drafted = policy.verify_count(len(confidences))
+        accepted = (r * 5) % (drafted + 1)
+        policy.observe(RoundOutcome(gamma=gamma, drafted=drafted, accepted=accepted,
+                                    confidences=tuple(confidences[:drafted]), draft_ms=1.0 + drafted,
+                                    verify_ms=4.0 + 0.5 * drafted, round_ms=5.5 + 1.5 * drafted,
+                                    discarded=len(confidences) - drafted))
+
+
+def _plain(value):
+    """A policy's whole state as plain, comparable values (objects by their attributes, arrays as lists,
+    random generators by their state)."""
+    import random
+    from collections import deque
+
+    import numpy as np
+
+    if isinstance(value, random.Random):
+        return ("Random", value.getstate())
+    if isinstance(value, np.ndarray):
+        return ("ndarray", value.shape, value.tolist())
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | deque):
+        return (type(value).__name__, [_plain(v) for v in value])
+    if isinstance(value, frozenset | set):
+        return value
+    if hasattr(value, "__dict__") and not isinstance(value, type):
+        return (type(value).__name__, _plain(vars(value)))
+    return value
+
+
+SNAPSHOT_POLICIES = [
+    ("gammatune", {"transient": False}),
+    ("gammatune_plus", {"transient": False, "adaptive_threshold": True, "persist_threshold": True}),
+    ("banditspec", {"algorithm": "ucb", "transient": False}),
+    ("banditspec", {"algorithm": "exp3", "transient": False}),
+    ("hf_heuristic", {"transient": False}),
+    ("cost_aware", {"transient": False}),
+]
+
+
+@pytest.mark.parametrize(("name", "params"), SNAPSHOT_POLICIES)
+def test_restore_after_a_warm_up_generation_leaves_the_policy_exactly_as_it_was(name, params):
+    """``Job.untimed``'s contract (``warmup_per_prompt``): snapshot, an untimed generation, restore, and
+    the policy is in its prior state, attribute for attribute (counts, carried γ, EWMA, random state,
+    learnt costs), and decides the next prompt as an untouched twin does."""
+    import copy
+
+    policy = build_policy(name, 4, params)
+    _warm_up_generation(policy, rounds=5)  # state carried over from an earlier, timed prompt
+    before = _plain(vars(policy))
+    twin = copy.deepcopy(policy)
+    saved = policy.snapshot()
+    _warm_up_generation(policy)
+    assert _plain(vars(policy)) != before, "the warm-up must move the policy for this test to mean anything"
+    policy.restore(saved)
+    assert _plain(vars(policy)) == before
+    _warm_up_generation(policy)
+    _warm_up_generation(twin)
+    assert _plain(vars(policy)) == _plain(vars(twin))
+    policy.restore(saved)  # a snapshot can be restored again
+    assert _plain(vars(policy)) == before
+
+
+@pytest.mark.parametrize("name", sorted(POLICIES.names()))
+def test_every_policy_restores_its_snapshot(name):
+    """Every registered policy, with its defaults: restore after a warm-up gives back its prior state."""
+    policy = build_policy(name, 4)
+    _warm_up_generation(policy, rounds=3)
+    before = _plain(vars(policy))
+    saved = policy.snapshot()
+    _warm_up_generation(policy)
+    policy.restore(saved)
+    assert _plain(vars(policy)) == before

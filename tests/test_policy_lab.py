@@ -29,14 +29,17 @@ from methods.cost_aware import GRID, CostAware
 from methods.costs import CostModel
 from methods.logit_margin import LogitMargin
 from methods.max_confidence import MaxConfidence
-from methods.registry import POLICIES, build_policy, policy_params
+from methods.registry import build_policy
 from methods.smartspec import SmartSpec, expected_tokens
 from methods.svip import SVIP
 from runners.drafters.model import ModelDrafter
 from runners.drafters.prompt_lookup import PromptLookupDrafter
 from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
-from runners.replay.replay import PEEK, MethodSpec, ScriptedPolicy, load_method, replay, replay_job
-from runners.replay.trace import Trace, build_trace, read_traces, write_traces
+from runners.replay.grid import MethodSpec, load_method
+from runners.replay.oracle import PEEK, ScriptedPolicy
+from runners.replay.replay import replay, replay_job
+from runners.replay.trace import Trace, read_traces, write_traces
+from runners.replay.trace_build import build_trace
 from runners.replay.trace_lookup import LookupTrace, build_lookup_trace
 from specbench.latency import ForwardCost, LatencyModel
 from specbench.records import per_position
@@ -312,17 +315,6 @@ def test_cost_aware_without_features_plans_by_position(tmp_path, draft_ms):
 # --------------------------------------------------------------------------- configs
 
 
-@pytest.mark.parametrize("stem", LAB)
-def test_lab_yamls_pass_every_key_on(root, stem):
-    cfg = OmegaConf.load(root / "conf" / "method" / f"{stem}.yaml")
-    assert cfg.name == stem and cfg.runner == "speculative" and cfg.policy in POLICIES
-    params = set(cfg) - {"name", "runner", "policy"}
-    assert params == set(policy_params(POLICIES.get(cfg.policy)))
-    p = build_policy(cfg.policy, 5, {k: cfg[k] for k in params})
-    assert p.next_gamma() == 5  # the first round plays the initial γ
-    assert load_method(stem).policy == cfg.policy  # replayable
-
-
 # --------------------------------------------------------------------------- traces
 
 
@@ -387,7 +379,7 @@ def test_a_trace_can_reuse_another_pairs_target_output(noisy_pair):
 
 
 def test_lookup_trace_oracle_is_never_beaten(noisy_pair):
-    from runners.replay.replay import agreement_oracle, oracle
+    from runners.replay.oracle import agreement_oracle, oracle
 
     _, target, _, prompts = noisy_pair
     tr = build_lookup_trace(target, PromptLookupDrafter(), prompts[2], 30, [])
@@ -479,7 +471,7 @@ def test_trace_json_keeps_every_feature_bit_exact(noisy_pair, tmp_path):
 
 def test_one_leviathan_prediction_with_the_gammatune_c(tmp_path):
     """The leaderboard's prediction is records' one definition with c = T_target / T_draft (GammaTune eq. 1)."""
-    from analysis.leaderboard import leviathan_frame, load_cost_ratios
+    from analysis.leviathan import leviathan_frame, load_cost_ratios
     from specbench.records import leviathan_speedup
 
     assert leviathan_speedup(0.8, 4, 10.0) == pytest.approx((1 - 0.8**5) / 0.2 / 1.4)  # the primer's 3.36 / 1.4
@@ -503,19 +495,16 @@ def test_one_leviathan_prediction_with_the_gammatune_c(tmp_path):
 
 
 def _lab_script(root):
-    import importlib.util
+    from runners.replay import lab
 
-    spec = importlib.util.spec_from_file_location("policy_lab", root / "scripts" / "policy_lab.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return lab
 
 
 def test_leaderboard_from_cells_equals_leaderboard_from_rows(noisy_pair, tmp_path, root):
     from analysis.cli import main as analysis_main
-    from analysis.leaderboard import leaderboard, leviathan_frame
-    from analysis.replay_table import load_replay
-    from runners.replay.replay import replay_grid
+    from analysis.leviathan import leviathan_frame
+    from analysis.policy_lab import leaderboard, load_replay
+    from runners.replay.grid import cells, replay_grid
 
     _, target, draft, prompts = noisy_pair
     traces = [build_trace(target, draft, ids, 24, [], prompt_id=str(i), pair="tiny", task="t") for i, ids in
@@ -527,7 +516,7 @@ def test_leaderboard_from_cells_equals_leaderboard_from_rows(noisy_pair, tmp_pat
     (tmp_path / "rows").mkdir()
     (tmp_path / "rows" / "replay.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (tmp_path / "cells").mkdir()
-    (tmp_path / "cells" / "replay.jsonl").write_text("".join(json.dumps(c) + "\n" for c in lab.cells(rows)))
+    (tmp_path / "cells" / "replay.jsonl").write_text("".join(json.dumps(c) + "\n" for c in cells(rows)))
     by_rows, by_cells = leaderboard(load_replay(tmp_path / "rows")), leaderboard(load_replay(tmp_path / "cells"))
     cols = ["method", "x_oracle_mean", "x_best_fixed_mean", "x_best_fixed_prompt_mean", "worst_gamma", "x_oracle_spread"]
     pd_rows = by_rows.data[cols].sort_values("method").reset_index(drop=True)
@@ -548,24 +537,25 @@ def test_leaderboard_from_cells_equals_leaderboard_from_rows(noisy_pair, tmp_pat
 
 
 def test_real_runs_are_ranked_against_the_best_fixed_gamma_measured_for_real(root):
-    lab = _lab_script(root)
+    from runners.replay.compare import real_vs_best_fixed
     df = pd.DataFrame([
         {"pair": "p", "task": "t", "method": m, "method_config": mc, "gamma_init": g, "real_tokens_per_s": tps,
          "real_over_replayed": 1.0}
         for m, mc, g, tps in (("specdecode", "specdecode", 2, 10.0), ("specdecode", "specdecode", 4, 12.0),
                               ("cost_aware", "cost_aware", 2, 13.0), ("cost_aware", "cost_aware", 4, 14.0),
                               ("cost_aware", "cost_aware:transient=false", 2, 15.0))])
-    per = lab.real_vs_best_fixed(df).set_index("method_config")
+    per = real_vs_best_fixed(df).set_index("method_config")
     assert per.loc["specdecode", "x_best_fixed_real"] == pytest.approx(11.0 / 12.0)
     assert per.loc["cost_aware", "x_best_fixed_real"] == pytest.approx(13.5 / 12.0)
     assert per.loc["cost_aware:transient=false", "gammas"] == "2"
-    assert lab.real_vs_best_fixed(df[df["method"] != "specdecode"]).empty
+    assert real_vs_best_fixed(df[df["method"] != "specdecode"]).empty
 
 
 def test_lab_traces_and_confirm_compose_valid_jobs(root, tmp_path, monkeypatch):
-    """``scripts/policy_lab.py traces`` and ``confirm`` (the lead's quiet-machine commands) build command
+    """``python -m runners.replay lab traces`` and ``confirm`` (the lead's quiet-machine commands) build command
     lines whose overrides compose into valid jobs: the cost-reading policy gets the pair's latency file,
     a ``:key=value`` label becomes ``method.key=value``, later pairs reuse the first pair's target pass."""
+    from runners.replay.compare import method_label
     from specbench.config import JobConfig, compose
 
     lab = _lab_script(root)
@@ -597,9 +587,9 @@ def test_lab_traces_and_confirm_compose_valid_jobs(root, tmp_path, monkeypatch):
     online = JobConfig.from_mapping(compose([a for a in cmds[0][3:] if "=" in a and not a.startswith(
         ("results_dir=", "gamma="))])).method
     assert online.params["latency"] is None  # costs learnt online: no calibration file given
-    assert lab.method_label(online.name, dict(online.params)) == "cost_aware:transient=false,latency=none"
-    assert lab.method_label("specdecode", {}) == "specdecode"
-    assert lab.method_label("cost_aware", {"transient": False, "latency": "l.json", "adapt_costs": True}) == \
+    assert method_label(online.name, dict(online.params)) == "cost_aware:transient=false,latency=none"
+    assert method_label("specdecode", {}) == "specdecode"
+    assert method_label("cost_aware", {"transient": False, "latency": "l.json", "adapt_costs": True}) == \
         "cost_aware:transient=false,adapt_costs=true"
     cmds.clear()
     assert lab.main(["confirm", "--real", str(tmp_path / "real"), "--latency", str(tmp_path / "lat"),
@@ -629,7 +619,6 @@ def test_compare_separates_the_hosts_drift_from_the_cost_tables_shape(noisy_pair
     lat = LatencyModel.affine(target=(10.0, 1.0), draft=(2.0, 0.3), round_overhead_ms=0.2)
     lat.save(tmp_path / "latency" / "tiny.json")
     config = compose(["pair=gemma3-270m_gemma3-270m-int8", "method=specdecode", "gamma=3", "max_new_tokens=24"])
-    from omegaconf import OmegaConf
 
     config = OmegaConf.to_container(config, resolve=True)
     config["pair"]["name"], config["task"]["name"] = "tiny", "t"

@@ -10,8 +10,10 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from runners.jobs.job import prepare, run_job
-from specbench.config import NON_IDENTITY_KEYS, JobConfig, config_drift, job_dirname
+from runners.jobs.build import prepare
+from runners.jobs.job import run_job
+from specbench.config import JobConfig
+from specbench.job_folders import NON_IDENTITY_KEYS, config_drift, job_dirname
 from specbench.records import read_records
 from specbench.registry import ConfigError
 
@@ -81,7 +83,7 @@ def test_job_folders_name_a_data_file_by_its_stem():
 def test_a_job_folder_name_never_exceeds_what_a_filesystem_holds(tmp_path):
     """``method.latency=/an/absolute/path.json`` and friends once made names over 255 bytes (OSError at
     the first write); a long name keeps a readable prefix and ends in a hash of the whole."""
-    from specbench.config import MAX_DIRNAME
+    from specbench.job_folders import MAX_DIRNAME
 
     latency = tmp_path / "results" / "policy_lab" / "latency" / ("x" * 240 + ".json")
     long = f"gamma=4,method.latency={latency},method=cost_aware"

@@ -1,4 +1,4 @@
-"""Traces and replay (runners.replay: trace, replay, latency, cli; analysis.replay_table).
+"""Traces and replay (runners.replay: trace, replay, latency, cli; analysis.policy_lab).
 
 * replayed rounds equal the rounds of real ``SpeculativeRunner`` runs, exactly, for every
   replayable method config and several initial γ, with one policy across prompts;
@@ -28,28 +28,19 @@ from methods.registry import POLICIES, build_policy
 from runners.drafters.model import ModelDrafter
 from runners.engine.speculative import SpeculativeRunner
 from runners.replay.cli import main
+from runners.replay.grid import BEST_FIXED_TASK, MethodSpec, load_method
 from runners.replay.latency import calibrate
-from runners.replay.replay import (
-    AGREEMENT_ORACLE,
-    BEST_FIXED_TASK,
-    ORACLE,
-    MethodSpec,
-    agreement_oracle,
-    load_method,
-    oracle,
-    oracle_schedule,
-    replay,
-    replay_job,
-)
+from runners.replay.oracle import AGREEMENT_ORACLE, ORACLE, agreement_oracle, oracle, oracle_schedule
+from runners.replay.replay import replay, replay_job
 from runners.replay.trace import (
     Trace,
     TraceTooShort,
-    build_trace,
     pack_conf,
     read_traces,
     unpack_conf,
     write_traces,
 )
+from runners.replay.trace_build import build_trace
 from specbench.latency import ForwardCost, LatencyModel, fit_affine, round_ms, seen_after
 
 from helpers import tiny
@@ -439,7 +430,7 @@ def test_predicted_wall_adds_up(traces):
 # ----------------------------------------------------------------- CLI and the oracle table
 
 def test_grid_cli_writes_rows_and_the_oracle_table(traces, tmp_path, capsys):
-    from analysis.replay_table import load_replay, oracle_fractions, replay_table
+    from analysis.policy_lab import load_replay, oracle_fractions, replay_table
 
     folder = tmp_path / "results" / "traces" / "tiny__embedded__m40__x"
     for tr in traces:
@@ -541,7 +532,7 @@ def test_recorded_jobs_are_replayed_exactly(pair, tmp_path):
 
 def test_chunk_dependent_drafts_are_traced_sequentially(pair):
     """torch's dynamic int8 quantization scales a Linear's input per tensor: batching changes outputs."""
-    from runners.replay.trace import chunk_invariant
+    from runners.replay.trace_build import chunk_invariant
 
     target, draft, prompts, eos = pair
     import warnings

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from specbench.config import check_results_dir
+from specbench.job_folders import check_results_dir
 from specbench.registry import ConfigError
 
 from helpers import ROOT, offline_env

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from runners.jobs.job import prepare
+from runners.jobs.build import prepare
 from specbench.registry import ConfigError
 
 from helpers import compose as _compose

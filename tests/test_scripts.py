@@ -1,6 +1,7 @@
 """The scripts of ``scripts/`` that no other test runs: each one's command line parses (``--help``
 exits 0 and names its options), so a renamed import or a broken argument parser fails here rather than
-on the quiet machine that runs the benchmark an hour later; ``export_results.py`` on a real job folder.
+on the quiet machine that runs the benchmark an hour later; the package CLIs that were scripts until issue 30
+(``python -m runners.jobs.export`` on a real job folder, ``runners.jobs.prefetch``, ``runners.replay lab``) too.
 
 The benchmarks themselves are timed on purpose and are not run here (performance is measured by
 scripts, not by tests)."""
@@ -23,15 +24,18 @@ HELP = {
     "bench_speedup.py": "--configs",
     "bench_sweep.py": "--launcher",
     "bench_vs_hf.py": "--variants",
-    "export_results.py": "dst",
     "gpu_pairs.py": "--tokens",
     "gpu_smoke.py": "usage",
     "gpu_timing.py": "--repeats",
     "hetero_acceptance.py": "usage",
     "peer_exactness.py": "--rules",
-    "policy_lab.py": "confirm",
-    "prefetch.py": "usage",
-    "validate_replay.py": "usage",
+}
+#: the package CLIs that were scripts (issue 30): module, arguments, an option their --help must show
+MODULE_HELP = {
+    "runners.jobs.export": ([], "dst"),
+    "runners.jobs.prefetch": ([], "--dry-run"),
+    "runners.replay": (["lab"], "confirm"),
+    "runners.replay lab compare": (["lab", "compare"], "--single-token-catchup"),
 }
 
 
@@ -51,6 +55,18 @@ def test_the_script_parses_its_command_line(name, monkeypatch, capsys):
     assert HELP[name] in out
 
 
+@pytest.mark.parametrize("name", sorted(MODULE_HELP))
+def test_the_package_cli_parses_its_command_line(name, monkeypatch, capsys):
+    module = name.split()[0]
+    args, option = MODULE_HELP[name]
+    monkeypatch.setattr(sys, "argv", [module, *args, "--help"])
+    with pytest.raises(SystemExit) as exit_:
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+    out = capsys.readouterr().out
+    assert exit_.value.code in (0, None), out
+    assert option in out
+
+
 def test_export_results_strips_output_texts_and_keeps_what_analysis_reads(tmp_path):
     job = tmp_path / "src" / "gamma=2,method=specdecode"
     job.mkdir(parents=True)
@@ -64,7 +80,7 @@ def test_export_results_strips_output_texts_and_keeps_what_analysis_reads(tmp_pa
     (tmp_path / "src" / ".specbench").mkdir()  # an interleaved sweep's round orders and paired AR decodes
     (tmp_path / "src" / ".specbench" / "interleave.jsonl").write_text('{"round": 0}\n')
     (tmp_path / "src" / ".specbench" / "ar_paired.jsonl").write_text('{"ar_decode": "ab@0"}\n')
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "export_results.py"), str(tmp_path / "src"),
+    proc = subprocess.run([sys.executable, "-m", "runners.jobs.export", str(tmp_path / "src"),
                            str(tmp_path / "dst")], capture_output=True, text=True, cwd=ROOT,
                           env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 0, proc.stderr
@@ -96,7 +112,7 @@ def test_gpu_pairs_jobs_each_prepare_on_the_gpu_pairs(monkeypatch):
     except the SmolLM2 draft, cast with the target."""
     from omegaconf import OmegaConf
 
-    from runners.jobs.job import prepare
+    from runners.jobs.build import prepare
     from specbench.config import compose
 
     monkeypatch.setenv("SPECBENCH_QUESTIONS", str(ROOT.parent / "shared/data/spec_bench/question.jsonl"))

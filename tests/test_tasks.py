@@ -11,7 +11,7 @@ import pytest
 from hydra import compose
 from omegaconf import OmegaConf
 
-from specbench import tasks
+from specbench import task_config, task_files, task_sources, tasks
 from specbench.registry import ConfigError
 from specbench.tasks import TASKS, Prompt, format_turn, load_task, select
 
@@ -71,10 +71,20 @@ def test_each_task_loads_its_fixture_through_hydra(hydra_conf, name):
 
 
 def test_yaml_templates_are_the_loader_defaults():
-    assert task_yaml("cnn_dailymail")["template"] == tasks.CNN_DAILYMAIL_TEMPLATE
-    assert task_yaml("humaneval")["template"] == tasks.HUMANEVAL_TEMPLATE
-    assert task_yaml("scrolls")["template"] == tasks.SCROLLS_TEMPLATE
-    assert task_yaml("specbench")["url"] == tasks.SPECBENCH_URL
+    assert task_yaml("cnn_dailymail")["template"] == task_config.CNN_DAILYMAIL_TEMPLATE
+    assert task_yaml("humaneval")["template"] == task_config.HUMANEVAL_TEMPLATE
+    assert task_yaml("scrolls")["template"] == task_config.SCROLLS_TEMPLATE
+    assert task_yaml("specbench")["url"] == task_config.SPECBENCH_URL
+
+
+@pytest.mark.parametrize("name", TASK_NAMES)
+def test_a_task_file_restates_its_loaders_defaults_never_other_values(name):
+    """A loader's default for a key its config leaves null (``task_config.LOADER_DEFAULTS``) is written once
+    in the code; a task file that sets the key writes the same value."""
+    node = task_yaml(name)
+    defaults = task_config.LOADER_DEFAULTS.get(node["loader"], {})
+    restated = {k: node[k] for k in defaults if node.get(k) is not None}
+    assert restated == {k: defaults[k] for k in restated}, f"conf/task/{name}.yaml"
 
 
 # --------------------------------------------------------------------------- loaders on fixtures
@@ -168,9 +178,9 @@ def test_scrolls_zip_layout(tmp_path):
     with zipfile.ZipFile(zpath, "w") as zf:
         zf.writestr("qasper/test.jsonl", rows)
         zf.writestr("qasper/validation.jsonl", rows)
-    assert len(tasks.read_scrolls_zip(zpath, "qasper", "test")) == 4
+    assert len(task_sources.read_scrolls_zip(zpath, "qasper", "test")) == 4
     with pytest.raises(ConfigError, match="validation"):
-        tasks.read_scrolls_zip(zpath, "qasper", "train")
+        task_sources.read_scrolls_zip(zpath, "qasper", "train")
 
 
 def test_scrolls_bad_subset():
@@ -209,19 +219,19 @@ def test_parquet_json_array_gz_and_glob(tmp_path):
     pq = pytest.importorskip("pyarrow.parquet")
     import pyarrow as pa
 
-    rows = tasks.read_rows(FIXTURES / "openai_humaneval.jsonl")
+    rows = task_files.read_rows(FIXTURES / "openai_humaneval.jsonl")
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "he.parquet")
     (tmp_path / "he.json").write_text(json.dumps(rows))
     (tmp_path / "wrapped.json").write_text(json.dumps({"data": rows}))
     with gzip.open(tmp_path / "he.jsonl.gz", "wt") as f:
         f.write("\n".join(json.dumps(r) for r in rows))
     for name in ("he.parquet", "he.json", "wrapped.json", "he.jsonl.gz"):
-        assert tasks.read_rows(tmp_path / name) == rows, name
+        assert task_files.read_rows(tmp_path / name) == rows, name
     prompts = load_task({"loader": "humaneval", "data_files": str(tmp_path / "he.*")})
     assert len(prompts) == 3 * len(rows)  # the glob matches he.json, he.jsonl.gz and he.parquet
     (tmp_path / "rows.csv").write_text("a,b\n")
     with pytest.raises(ConfigError, match="parquet"):
-        tasks.read_rows(tmp_path / "rows.csv")
+        task_files.read_rows(tmp_path / "rows.csv")
 
 
 def test_data_files_by_split():
@@ -263,7 +273,7 @@ def test_humaneval_hub_only_offline_fails_with_the_data_files_hint(monkeypatch):
 def test_specbench_url_reads_the_cache_offline(monkeypatch):
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     cfg = task_yaml("specbench")
-    cached = tasks.url_cache_path(cfg["url"])
+    cached = task_sources.url_cache_path(cfg["url"])
     cached.parent.mkdir(parents=True)
     cached.write_bytes((FIXTURES / "spec_bench_question.jsonl").read_bytes())
     assert len(load_task(cfg)) == 7

@@ -223,7 +223,7 @@ def test_bad_engine_options_are_one_line_config_errors(node, key):
 
 def test_engine_options_are_validated_at_the_boundary():
     """A bad engine option fails while the config is typed, before any model loads."""
-    from runners.jobs.job import prepare
+    from runners.jobs.build import prepare
 
     from helpers import compose
 
@@ -252,7 +252,7 @@ def test_fused_first_round_with_heterogeneous_drafters(kind):
 def test_folders_written_before_the_engine_options_still_resume():
     """A job folder whose config predates ``engine`` is the same job as one with every option off; the
     default (every option ``auto``) is another job, so such a folder is not silently extended."""
-    from specbench.config import config_drift
+    from specbench.job_folders import config_drift
 
     from helpers import compose
 

@@ -45,7 +45,8 @@ from methods.hetero.vocab import REPLACEMENT_CHAR
 from runners.drafters.text_sync import DEFAULT_LOOKBEHIND, TextSyncedDrafter, need_model
 from runners.engine.base import Draft
 from runners.engine.verify import probs
-from specbench.config import SLEM_GAMMA, check_choice
+from specbench.config import check_choice
+from specbench.method_config import SLEM_GAMMA
 
 
 class SLEMDrafter(TextSyncedDrafter):

@@ -44,7 +44,8 @@ from runners.drafters.text_sync import DEFAULT_LOOKBEHIND, need_model
 from runners.drafters.vocab_map import MappedDrafter
 from runners.engine.base import Draft
 from runners.engine.verify import probs, sample
-from specbench.config import TLI_PROCESSORS, check_choice
+from specbench.config import check_choice
+from specbench.method_config import TLI_PROCESSORS
 
 
 class TLIDrafter(MappedDrafter):

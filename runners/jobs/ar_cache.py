@@ -1,10 +1,14 @@
-"""The AR reference, decoded once per sweep: an on-disk cache under the results folder.
+"""The AR reference, decoded once per sweep: memoised in the process, and an on-disk cache under the
+results folder. Everything about a job's reference is here: its key, the cache, where it comes from
+(``reference``), and the decodings that fill the cache (``store_own_reference``, ``store_reference``).
 
 With ``verify_lossless=true`` at temperature 0 every record compares its output with the target's
-own greedy decoding of the same prompt and takes ``speedup`` from that decoding's time. Within one
-process the reference is memoised; across processes (submitit/SLURM and Ray run each job in its
-own process) it is read from ``<results_dir>/.specbench/ar_cache/<key hash>.json``, so a 240-job
-sweep decodes each (target, prompt turn) once instead of once per job.
+own greedy decoding of the same prompt and takes ``speedup`` from that decoding's time
+(``Reference``; ``ar_source``: ``cache``, ``decoded``, ``self`` for an AR job's own decoding, or
+``paired`` under the interleaved launcher, ``runners.jobs.interleave``). Within one process the
+reference is memoised; across processes (submitit/SLURM and Ray run each job in its own process)
+it is read from ``<results_dir>/.specbench/ar_cache/<key hash>.json``, so a 240-job sweep decodes
+each (target, prompt turn) once instead of once per job; an AR job's own greedy decodings fill it.
 
 The key is everything that determines the reference's tokens and its timing:
 
@@ -39,11 +43,15 @@ import json
 import os
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from specbench.config import ModelSpec
+from runners.engine.base import Generation
+from runners.engine.speculative import AutoregressiveRunner
+from runners.jobs.device_share import DeviceShare
+from specbench.config import JobConfig, ModelSpec
+from specbench.models import model_device
 from specbench.records import write_json_atomic
 
 CACHE_SUBDIR = Path(".specbench") / "ar_cache"
@@ -130,3 +138,96 @@ class ARCache:
             yield
         finally:
             os.close(fd)
+
+
+# --------------------------------------------------------------------------- a job's reference
+
+class ReferenceJob(Protocol):
+    """What the reference reads of a job (``runners.jobs.build.Job``): its config, its target model and
+    EOS ids, its name, its device registration and the sweep's cache (None: memoised only)."""
+
+    config: JobConfig
+    target: Any
+    eos: list[int]
+    name: str
+    share: DeviceShare | None
+    ar_cache: ARCache | None
+
+
+@dataclass(frozen=True)
+class Reference:
+    """The target-alone decoding a record compares with and divides by (``ar_source``, ``ar_decode``)."""
+
+    gen: Generation
+    source: str
+    device_jobs: int | None = None
+    decode_id: str | None = None
+
+
+_AR_REFERENCE: dict[str, tuple[Generation, str, int | None]] = {}  # this process's memo, by key hash
+
+
+def job_reference_key(job: ReferenceJob, prompt_ids: list[int], cache: str = "dynamic") -> dict[str, Any]:
+    """The cache key of ``prompt_ids`` for ``job``'s target (``reference_key``): a reference is decoded
+    with the dynamic cache; an AR job's own decoding is stored under its own ``cache``."""
+    return reference_key(job.config.pair.target, prompt_ids, job.config.max_new_tokens, job.eos,
+                         hardware(str(model_device(job.target))), cache)
+
+
+def reference(job: ReferenceJob, prompt_ids: list[int]) -> Reference:
+    """The reference of a record decoded by a sequential launcher: memoised, from the sweep's cache, or
+    decoded here (``reference_entry``), with its key hash as ``decode_id``."""
+    gen, source, jobs = reference_entry(job, prompt_ids)
+    return Reference(gen, source, jobs, key_hash(job_reference_key(job, prompt_ids)))
+
+
+def reference_entry(job: ReferenceJob, prompt_ids: list[int]) -> tuple[Generation, str, int | None]:
+    """``(reference, source, device_jobs when it was timed)``: memoised in this process, else read from
+    the sweep's on-disk cache (source ``cache``), else decoded here while holding the key's decode lock
+    and written there (source ``decoded``)."""
+    key = job_reference_key(job, prompt_ids)
+    digest = key_hash(key)
+    if digest in _AR_REFERENCE:
+        gen, _, jobs = _AR_REFERENCE[digest]
+        return gen, "cache", jobs
+    cache = job.ar_cache
+    entry = cache.get(key) if cache is not None else None
+    source = "cache"
+    if entry is None:
+        with cache.claim(key) if cache is not None else contextlib.nullcontext():
+            entry = cache.get(key) if cache is not None else None
+            if entry is None:
+                jobs_before = job.share.sample()[0] if job.share is not None else None
+                gen = AutoregressiveRunner(job.target, job.eos, 0.0).generate(prompt_ids, job.config.max_new_tokens)
+                jobs_after = job.share.sample()[0] if job.share is not None else None
+                device_jobs = max(j for j in (jobs_before, jobs_after) if j is not None) if job.share else None
+                _AR_REFERENCE[digest] = (gen, "decoded", device_jobs)
+                if cache is not None:
+                    cache.put(key, gen.tokens, gen.ttft_ms, gen.wall_ms, gen.stop_reason, _context(job, device_jobs))
+                return gen, "decoded", device_jobs
+    gen = Generation(tokens=list(entry["tokens"]), ttft_ms=float(entry["ttft_ms"]), wall_ms=float(entry["wall_ms"]),
+                     stop_reason=str(entry["stop_reason"]), speculative=False)
+    _AR_REFERENCE[digest] = (gen, source, entry.get("device_jobs"))
+    return gen, source, entry.get("device_jobs")
+
+
+def _context(job: ReferenceJob, device_jobs: int | None) -> dict[str, Any]:
+    """Who timed an entry (the record copies it: ``ar_source``, ``ar_device_jobs``)."""
+    return {"job": job.name, "device_id": job.share.device_id if job.share is not None else None,
+            "device_jobs": device_jobs}
+
+
+def store_reference(job: ReferenceJob, key: Mapping[str, Any], gen: Generation, device_jobs: int | None) -> None:
+    """Put a greedy decoding of ``job``'s target under ``key`` in the sweep's cache, unless an entry is
+    there already (the first one stays) or the job has no cache."""
+    cache = job.ar_cache
+    if cache is not None and cache.get(key) is None:
+        cache.put(key, gen.tokens, gen.ttft_ms, gen.wall_ms, gen.stop_reason, _context(job, device_jobs))
+
+
+def store_own_reference(job: ReferenceJob, prompt_ids: list[int], gen: Generation, device_jobs: int | None) -> None:
+    """An AR job's greedy decoding is the reference other jobs need: put it in the cache (under the
+    job's own KV cache implementation, module docstring)."""
+    if job.ar_cache is None:
+        return
+    store_reference(job, job_reference_key(job, prompt_ids, job.config.method.ar_cache or "dynamic"), gen, device_jobs)

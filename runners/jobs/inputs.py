@@ -12,15 +12,21 @@ Later turns of a multi-turn prompt hold the model's own earlier answers, so thei
 only when they are decoded: ``fit_prompt`` applies the same rule there (the job then fails with the
 same message, recorded, and the sweep goes on). A draft model with fewer positions than the
 target is a warning (many drafts run past their trained length without failing), named in the log.
+
+``turn_input`` is what one prompt turn feeds the models (``TurnInput``): the turn after the job's own
+earlier answers, in ``task.prompt_format`` (``specbench.tasks.encode_turn``), fitted by ``fit_prompt``.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
+from runners.jobs.build import Job
 from specbench.config import JobConfig
-from specbench.models import MODEL_CACHE, max_positions
+from specbench.model_cache import MODEL_CACHE
+from specbench.models import max_positions
 from specbench.registry import ConfigError
 from specbench.tasks import Prompt, encode_turn
 
@@ -68,3 +74,23 @@ def check_inputs(config: JobConfig, prompts: list[Prompt]) -> int | None:
         ids, _ = encode_turn(tokenizer, [], prompt.turns[0], config.task.prompt_format)
         fit_prompt(ids, config, limit, f"prompt {prompt.prompt_id!r} of task {config.task.name!r}")
     return limit
+
+
+@dataclass(frozen=True)
+class TurnInput:
+    """What a prompt turn feeds the models: its token ids (after ``fit_prompt``), the prompt format
+    used, and how many tokens ``task.truncate`` dropped."""
+
+    ids: list[int]
+    prompt_format: str
+    dropped: int = 0
+
+
+def turn_input(job: Job, prompt: Prompt, turn: int, history: list[tuple[str, str]], user: str | None = None
+               ) -> TurnInput:
+    """The ``TurnInput`` of ``prompt``'s ``turn`` after ``history`` ((user, answer) pairs of the earlier turns)."""
+    config = job.config
+    ids, fmt = encode_turn(job.tokenizer, history, prompt.turns[turn - 1] if user is None else user,
+                           config.task.prompt_format)
+    ids, dropped = fit_prompt(ids, config, job.positions, f"prompt {prompt.prompt_id!r} turn {turn}")
+    return TurnInput(ids, fmt, dropped)

@@ -3,8 +3,8 @@
 A host whose speed drifts (±25 % within the hour a sweep takes on our CPU machine) turns a sweep run
 job after job into a comparison of minutes: each job is timed in its own block of time. Here the
 sweep's jobs are opened together in one process (their models loaded once per pair, through
-``specbench.models.MODEL_CACHE``) and decoded in *rounds*: round ``r`` decodes the ``r``-th unit
-(prompt, turn, repeat; ``runners.jobs.job.Unit``) of every job, in an order shuffled per round
+``specbench.model_cache.MODEL_CACHE``) and decoded in *rounds*: round ``r`` decodes the ``r``-th unit
+(prompt, turn, repeat; ``runners.jobs.record.Unit``) of every job, in an order shuffled per round
 (``random.Random`` seeded by the sweep's seed and the round: recorded in each record's
 ``interleave`` and in ``<sweep>/.specbench/interleave.jsonl``), before the next round starts. A drift
 then hits every job of a round alike instead of one job's block.
@@ -40,22 +40,13 @@ from pathlib import Path
 from typing import Any
 
 from runners.engine.speculative import AutoregressiveRunner
-from runners.jobs.ar_cache import key_hash
+from runners.jobs.ar_cache import Reference, job_reference_key, key_hash, store_reference
 from runners.jobs.device_share import DeviceShare
-from runners.jobs.job import (
-    INVALID_JOBS,
-    JobRun,
-    Reference,
-    StopAfterCurrentPrompt,
-    Timed,
-    TurnInput,
-    Unit,
-    _append_line,
-    _context,
-    _reference_key,
-    open_job,
-)
-from runners.jobs.report import print_job_line
+from runners.jobs.inputs import TurnInput
+from runners.jobs.interrupt import StopAfterCurrentPrompt
+from runners.jobs.job import JobRun, open_job
+from runners.jobs.record import Timed, Unit
+from runners.jobs.report import INVALID_JOBS, append_line, print_job_line
 from specbench.registry import ConfigError
 
 log = logging.getLogger("specbench")
@@ -167,7 +158,7 @@ class InterleavedSweep:
         except ConfigError as exc:
             log.error("configuration error: %s", exc)
             if self.multirun:
-                _append_line(job_dir.parent / INVALID_JOBS, {"job": job_dir.name, "error": str(exc), "time": time.time()})
+                append_line(job_dir.parent / INVALID_JOBS, {"job": job_dir.name, "error": str(exc), "time": time.time()})
             self.outcomes[job_dir] = Outcome(job_dir, "invalid", error=exc)
             return None
         except Exception as exc:  # crash isolation: recorded in the job's summary.json
@@ -245,7 +236,7 @@ class InterleavedSweep:
                 continue
             item = _Item(run, unit, inp)
             if run.needs_reference():
-                key = _reference_key(run.job, inp.ids)
+                key = job_reference_key(run.job, inp.ids)
                 digest = key_hash(key)
                 item.waits_for = digest
                 if digest not in refs:
@@ -254,7 +245,7 @@ class InterleavedSweep:
         order = items + list(refs.values())
         seed = round_seed(self.seed, pair, r)
         random.Random(seed).shuffle(order)
-        _append_line(self.sweep_dir / ORDER_FILE, {"pair": pair, "round": r, "seed": seed,
+        append_line(self.sweep_dir / ORDER_FILE, {"pair": pair, "round": r, "seed": seed,
                                                   "order": [it.name for it in order], "time": time.time()})
         references: dict[str, Reference] = {}
         pending: list[tuple[_Item, Timed, dict[str, Any]]] = []
@@ -306,14 +297,13 @@ class InterleavedSweep:
         after = job.share.sample()[0] if job.share is not None else None
         device_jobs = max(before, after) if before is not None and after is not None else None
         decode_id = f"{item.ar_digest[:16]}@{where['round']}"
-        _append_line(self.sweep_dir / PAIRED_FILE, {
+        append_line(self.sweep_dir / PAIRED_FILE, {
             "ar_decode": decode_id, "key": item.ar_digest, "pair": pair, "target": run.config.pair.target.label,
             "prompt_id": item.unit.prompt.prompt_id, "turn": item.unit.turn, "repeat": item.unit.repeat,
             "new_tokens": len(gen.tokens), "ttft_ms": gen.ttft_ms, "wall_ms": gen.wall_ms,
             "host_probe_ms": probe_ms, "device_jobs": device_jobs, "interleave": where, "time": time.time()})
-        cache, key = job.ar_cache, item.ar_key
-        if cache is not None and key is not None and cache.get(key) is None:
-            cache.put(key, gen.tokens, gen.ttft_ms, gen.wall_ms, gen.stop_reason, _context(job, device_jobs))
+        if item.ar_key is not None:
+            store_reference(job, item.ar_key, gen, device_jobs)
         return Reference(gen, "paired", device_jobs, decode_id)
 
 

@@ -20,6 +20,15 @@ INVALID_JOBS = "invalid_jobs.jsonl"  # in a sweep's folder: the jobs refused by 
 SWEEP_FILE = Path(".specbench") / "sweep.json"
 
 
+def append_line(path: Path, row: Mapping[str, Any]) -> None:
+    """Append one JSON line to a sweep's file (``INVALID_JOBS``, the interleaved launcher's logs)."""
+    import json
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
 class ResultsFolderNotShared(RuntimeError):
     """This node does not see the results folder the sweep was started with."""
 
@@ -67,7 +76,7 @@ def expected_jobs(config: Any) -> list[str] | None:
         from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
         from hydra.core.override_parser.overrides_parser import OverridesParser
 
-        from specbench.config import job_dirname
+        from specbench.job_folders import job_dirname
 
         if "BasicSweeper" not in str(config.hydra.sweeper.get("_target_", "")):
             return None

@@ -1,4 +1,4 @@
-"""``python -m runners.replay trace | calibrate | grid`` (see ``runners.replay.cli``)."""
+"""``python -m runners.replay trace | calibrate | grid | lab`` (see ``runners.replay.cli``)."""
 
 import sys
 

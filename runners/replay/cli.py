@@ -1,10 +1,11 @@
-"""The simulator's one command line: ``python -m runners.replay trace | calibrate | grid``.
+"""The simulator's one command line: ``python -m runners.replay trace | calibrate | grid | lab``.
 
     trace      [--results DIR | pair=... task=... max_new_tokens=...] [--gamma-max G] [--out DIR]
                [--reuse-target TRACE_DIR]
     calibrate  --pair NAME [--hetero RULE] [--out results/latency/NAME.json] [--k-max 33] [--repeats 5] ...
     grid       RESULTS_OR_TRACE_DIR [--methods specdecode hf_heuristic ...] [--gammas 1,2,...,24]
                (--latency calib.json|DIR | --cost-ratio C) [--out DIR] [--max-new-tokens M]
+    lab        questions | traces | replay | confirm | compare ...   (the γ-policy lab: runners.replay.lab)
 
 ``trace`` builds greedy traces (``runners.replay.trace``; ``runners.replay.trace_lookup`` for a
 prompt lookup pair) for a composed config, or for every traceable (pair, task, ``max_new_tokens``) of
@@ -12,8 +13,9 @@ the greedy jobs under a results folder; rollouts are ``max_new_tokens − 1`` lo
 never refuses a policy; ``--reuse-target`` takes the target's greedy outputs from another pair's traces
 (same target, task and length) instead of decoding again. ``calibrate`` measures a pair's latency
 model (``runners.replay.latency``; a prompt lookup pair's draft forwards cost 0); ``grid`` replays
-methods × initial γ and writes rows (``replay.jsonl``, ``replay.csv``, ``meta.json``). The simulator writes rows;
-``python -m analysis`` renders them (the oracle table).
+methods × initial γ and writes rows (``runners.replay.grid.write_grid``: ``replay.jsonl``, ``replay.csv``,
+``meta.json``); ``lab`` is the γ-policy lab (``runners.replay.lab``, its grid ``conf/experiment/policy_lab.yaml``).
+The simulator writes rows; ``python -m analysis`` renders them (the oracle table, the lab's leaderboard).
 """
 
 from __future__ import annotations
@@ -29,20 +31,22 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from runners.replay.replay import PAPER_GAMMAS, PAPER_METHODS, load_method, replay_grid
+from runners.replay import lab
+from runners.replay.grid import PAPER_GAMMAS, PAPER_METHODS, load_method, replay_grid, write_grid
+from runners.replay.grid import parse_ints as _ints
 from runners.replay.trace import (
     DEFAULT_GAMMA_MAX,
     META_FILE,
     TRACE_FILE,
     TRACE_VERSION,
-    build_trace,
     find_trace_files,
     read_traces,
     write_traces,
 )
+from runners.replay.trace_build import build_trace
 from specbench.config import JobConfig, compose
 from specbench.latency import LatencyModel
-from specbench.records import REPLAY_FILE, write_json_atomic
+from specbench.records import write_json_atomic
 from specbench.registry import ConfigError
 
 # ---------------------------------------------------------------------- jobs → traces
@@ -106,7 +110,7 @@ def trace_config(config: JobConfig, out_dir: str | os.PathLike, gamma_max: int |
     import numpy as np
     import torch
 
-    from specbench.models import MODEL_CACHE, eos_ids
+    from specbench.model_cache import load_pair
     from specbench.provenance import provenance
     from specbench.tasks import encode_turn, load_task
 
@@ -119,9 +123,8 @@ def trace_config(config: JobConfig, out_dir: str | os.PathLike, gamma_max: int |
     if config.threads:
         torch.set_num_threads(config.threads)
     pair = config.pair
-    target = MODEL_CACHE.model(pair.target, config.cache_dir)
-    tokenizer = MODEL_CACHE.tokenizer(pair.target, config.cache_dir)
-    eos = eos_ids(target, tokenizer)
+    loaded = load_pair(config)
+    target, tokenizer, eos = loaded.target, loaded.tokenizer, loaded.eos
     if gamma_max is None:
         gamma_max = max(1, config.max_new_tokens - 1)
     lookup = pair.draft.kind == "prompt_lookup"
@@ -131,7 +134,7 @@ def trace_config(config: JobConfig, out_dir: str | os.PathLike, gamma_max: int |
 
         draft = PromptLookupDrafter.from_options(pair.draft.options, eos)
     else:
-        draft = MODEL_CACHE.model(pair.draft.model, config.cache_dir)
+        draft = loaded.draft
     path = out / TRACE_FILE
     reused = {tr.key: tr for f in find_trace_files(reuse_target) for tr in read_traces(f)} if reuse_target else {}
     done = {tr.key: tr for tr in read_traces(path)} if path.exists() else {}
@@ -184,18 +187,6 @@ def trace_main(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------- grid and calibrate
 
-def _ints(text: str) -> list[int]:
-    out: list[int] = []
-    for part in text.split(","):
-        part = part.strip()
-        if "-" in part:
-            lo, hi = part.split("-")
-            out += list(range(int(lo), int(hi) + 1))
-        elif part:
-            out.append(int(part))
-    return out
-
-
 def _latency_for(path: str | None, pair: str, cost_ratio: float | None) -> LatencyModel | None:
     if cost_ratio is not None:
         return LatencyModel.paper(cost_ratio)
@@ -208,8 +199,6 @@ def _latency_for(path: str | None, pair: str, cost_ratio: float | None) -> Laten
 
 
 def grid_main(args: argparse.Namespace) -> int:
-    import pandas as pd
-
     t0 = time.perf_counter()
     files = find_trace_files(args.dir)
     if not files:
@@ -241,16 +230,7 @@ def grid_main(args: argparse.Namespace) -> int:
         for r in group:
             r["trace_file"] = str(path)
         rows += group
-    with open(out / REPLAY_FILE, "w", encoding="utf-8") as fh:
-        for r in rows:
-            fh.write(json.dumps(r, allow_nan=False) + "\n")
-    flat = pd.DataFrame(rows)
-    for col in ("gamma_trace", "drafted_trace", "accepted_trace", "drafted_per_pos", "compared_per_pos",
-                "accepted_per_pos"):
-        if col in flat:
-            flat[col] = flat[col].map(json.dumps)
-    flat.to_csv(out / "replay.csv", index=False)
-    write_json_atomic(out / "meta.json", {
+    write_grid(out, rows, {
         "traces": [str(f) for f in files], "methods": [m.label for m in methods], "gammas": gammas,
         "max_new_tokens": args.max_new_tokens, "latency": latencies, "errors": errors,
         "seconds": time.perf_counter() - t0,
@@ -268,7 +248,7 @@ def calibrate_main(args: argparse.Namespace) -> int:
     import torch
 
     from runners.replay.latency import ModelTimer, calibrate, measure_overheads
-    from specbench.models import MODEL_CACHE, eos_ids
+    from specbench.model_cache import load_pair
     from specbench.provenance import provenance
     from specbench.tasks import load_task
 
@@ -279,10 +259,9 @@ def calibrate_main(args: argparse.Namespace) -> int:
     lookup = pair.draft is not None and pair.draft.kind == "prompt_lookup"
     if pair.draft is None or (pair.draft.model is None and not lookup):
         raise ConfigError(f"calibrate needs a pair with a draft model or prompt lookup; {pair.name!r} has neither")
-    target = MODEL_CACHE.model(pair.target, config.cache_dir)
-    draft = None if lookup else MODEL_CACHE.model(pair.draft.model, config.cache_dir)
-    tok = MODEL_CACHE.tokenizer(pair.target, config.cache_dir)
-    dtok = MODEL_CACHE.tokenizer(pair.draft.model, config.cache_dir) if not pair.same_tokenizer else tok
+    loaded = load_pair(config)
+    target, draft, tok = loaded.target, loaded.draft, loaded.tokenizer
+    dtok = loaded.draft_tokenizer if not pair.same_tokenizer else tok
     texts = [prompt.turns[0] for prompt in load_task({"name": "embedded", "loader": "embedded"})]
     pool = [i for text in texts for i in tok(text).input_ids]
     draft_pool = pool if dtok is tok else [i for text in texts for i in dtok(text).input_ids]
@@ -299,7 +278,7 @@ def calibrate_main(args: argparse.Namespace) -> int:
                       repeats=args.repeats, monotone=args.monotone)
     rule = config.hetero_rule  # the pair at temperature 0: auto = SLEM on a draft with another tokenizer
     if not args.no_overheads:
-        eos = eos_ids(target, tok)
+        eos = loaded.eos
         make = None
         if rule is not None:
             from functools import partial
@@ -376,6 +355,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--cost-ratio", type=float, help="the paper's cost model with c = T_target/T_draft instead")
     g.add_argument("--max-new-tokens", type=int, help="replay shorter generations than the traces hold")
     g.add_argument("--out", help="output folder (default: <dir>/replay)")
+    lab.add_parser(sub)
     return p
 
 
@@ -387,6 +367,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return trace_main(args)
         if args.command == "calibrate":
             return calibrate_main(args)
+        if args.command == "lab":
+            return lab.run(args)
         return grid_main(args)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -1,7 +1,6 @@
-#!/usr/bin/env python
 """Copy a finished sweep into a compact, committable folder that ``python -m analysis`` reads.
 
-    python scripts/export_results.py results/mini_gammatune_table2 results/committed/mini_gammatune_table2
+    python -m runners.jobs.export results/mini_gammatune_table2 results/committed/mini_gammatune_table2
 
 Each job folder keeps ``records.jsonl`` (without ``output_text``; ``output_sha`` stays) and
 ``summary.json`` (without the traceback). ``provenance.json`` at the top says where, when and
@@ -10,6 +9,7 @@ they are: ``latency/`` (calibrations of ``python -m runners.replay calibrate``, 
 analysis' prediction table) and ``stats/`` (``python -m methods.hetero.stats --json``). An interleaved
 sweep's round orders and paired AR decodes (``.specbench/interleave.jsonl``, ``.specbench/ar_paired.jsonl``;
 ``runners.jobs.interleave``) are copied as ``interleave.jsonl`` and ``ar_paired.jsonl``.
+(``scripts/export_results.py`` before issue 30: it reads the jobs' folders, so it lives with the jobs.)
 """
 
 from __future__ import annotations
@@ -54,11 +54,12 @@ def export(src: Path, dst: Path) -> dict:
     return info
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m runners.jobs.export", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("src", type=Path)
     ap.add_argument("dst", type=Path)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     info = export(args.src, args.dst)
     print(f"exported {info['jobs']} jobs ({info['statuses']}) to {args.dst}")
 

@@ -1,19 +1,19 @@
-#!/usr/bin/env python
-"""Replay vs reality on a real pair: are the replayed rounds the real ones, and how far is the
-predicted throughput from the measured one?
+"""``python -m runners.replay lab compare --live``: replay vs reality on a real pair, in one process.
 
-    python scripts/validate_replay.py                                  # default pair, 2 prompts, 32 tokens
-    python scripts/validate_replay.py --latency results/latency/gemma3-270m_gemma3-270m-int8.json \\
+    python -m runners.replay lab compare --live                      # default pair, 2 prompts, 32 tokens
+    python -m runners.replay lab compare --live --latency results/latency/gemma3-270m_gemma3-270m-int8.json \\
         --n-prompts 10 --max-new-tokens 64 --runs specdecode:2 specdecode:5 hf_heuristic:5 gammatune_plus:5
 
 Steps: load the pair (``conf/pair/NAME.yaml``; default: Gemma-3-270M fp32 verified against its
 int8-dynamic copy) and the task's first prompts; build their greedy traces
-(``runners.replay.trace.build_trace``); for every ``METHOD:GAMMA`` run the real ``SpeculativeRunner``
+(``runners.replay.trace_build.build_trace``); for every ``METHOD:GAMMA`` run the real ``SpeculativeRunner``
 like a job does (one untimed warm-up generation, then a fresh policy across the prompts, timed)
 and ``runners.replay.replay.replay_job`` on the traces; print, per run, whether the rounds are equal
 (γ / drafted / accepted traces), the measured and predicted pooled tokens/s and the relative
-error, and the same for the target alone (AR, measured while tracing). Without ``--latency`` a
-quick calibration (``runners.replay.latency.calibrate``, few repeats) is made first.
+error, and the same for the target alone (AR, measured while tracing). Without ``--latency`` (a json, or a
+folder of ``<pair>.json``) a quick calibration (``runners.replay.latency.calibrate``, few repeats) is made first.
+(``scripts/validate_replay.py`` before issue 30; the pair's models come from ``specbench.model_cache.load_pair``,
+as a job's do; the simulator may not import ``runners.jobs``.)
 
 Timings are only meaningful on a quiet machine: run it when nothing else uses the CPU.
 """
@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
+from pathlib import Path
+
+from specbench.registry import ConfigError
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -53,70 +55,60 @@ def _single_token_catchup_drafter() -> type:
     return SingleTokenCatchup
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--pair", default="gemma3-270m_gemma3-270m-int8")
-    p.add_argument("--task", default="embedded")
-    p.add_argument("--n-prompts", type=int, default=2)
-    p.add_argument("--max-new-tokens", type=int, default=32)
-    p.add_argument("--gamma-max", type=int, default=32)
-    p.add_argument("--trace-mode", choices=("sequential", "batched"), default="sequential")
-    p.add_argument("--runs", nargs="+", default=["specdecode:2", "specdecode:5", "hf_heuristic:5", "gammatune_plus:5"],
-                   help="METHOD:GAMMA (METHOD as for runners.replay grid, e.g. gammatune_plus:threshold=0.3:4)")
-    p.add_argument("--latency", help="latency json from `python -m runners.replay calibrate` (default: a quick one)")
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--single-token-catchup", action="store_true",
-                   help="diagnosis: the real runs' drafter feeds its catch-up tokens one per forward, as the trace "
-                        "does (an int8-dynamic draft is then replayed exactly; see runners.replay.trace)")
-    args = p.parse_args(argv)
-
+def live_main(args: argparse.Namespace) -> int:
+    """The real loop and the replay side by side on ``args.pair`` (module docstring); 1 when some run's
+    rounds differ from the replay's, or a run was lossy."""
     import torch
 
     torch.set_num_threads(args.threads)
     from runners.drafters.model import ModelDrafter
     from runners.engine.speculative import SpeculativeRunner
-    from runners.jobs.job import Job, prepare
+    from runners.replay.grid import load_method
     from runners.replay.latency import ModelTimer, calibrate, measure_overheads
-    from runners.replay.replay import load_method, replay_job
-    from runners.replay.trace import build_trace
-    from specbench.config import compose
+    from runners.replay.replay import replay_job
+    from runners.replay.trace_build import build_trace
+    from specbench.config import JobConfig, compose
     from specbench.latency import LatencyModel
-    from specbench.models import MODEL_CACHE
+    from specbench.model_cache import load_pair
     from specbench.records import pooled_tokens_per_s
-    from specbench.tasks import encode_turn
+    from specbench.tasks import encode_turn, load_task
 
     drafter_cls = _single_token_catchup_drafter() if args.single_token_catchup else ModelDrafter
-    prepared = prepare(compose([f"pair={args.pair}", f"task={args.task}", "method=ar",
-                                f"max_new_tokens={args.max_new_tokens}", f"task.n_prompts={args.n_prompts}"]))
-    config = prepared.config
-    prompts = prepared.prompts[: args.n_prompts]
+    config = JobConfig.from_mapping(compose([f"pair={args.pair}", f"task={args.task}", "method=ar",
+                                             f"max_new_tokens={args.max_new_tokens}", f"task.n_prompts={args.n_prompts}"]))
+    prompts = load_task(config.task)[: args.n_prompts]
+    if not prompts:
+        raise ConfigError(f"task {config.task.name!r} selected no prompts")
+    if config.pair.draft is None or config.pair.draft.model is None:
+        raise ConfigError(f"--live needs a pair with a draft model; {config.pair.name!r} has none")
     t0 = time.perf_counter()
-    job = Job(prepared)
-    draft = MODEL_CACHE.model(config.pair.draft.model, config.cache_dir)
+    models = load_pair(config)  # the target, its tokenizer and EOS ids, the draft model
+    draft = models.draft
     print(f"models loaded in {time.perf_counter() - t0:.1f} s")
     ids_list = []
     for prompt in prompts:
-        ids_list.append(encode_turn(job.tokenizer, [], prompt.turns[0], config.task.prompt_format)[0])
+        ids_list.append(encode_turn(models.tokenizer, [], prompt.turns[0], config.task.prompt_format)[0])
 
     if args.latency:
-        latency = LatencyModel.load(args.latency)
+        path = Path(args.latency)
+        latency = LatencyModel.load(path / f"{config.pair.name}.json" if path.is_dir() else path)
     else:
         t0 = time.perf_counter()
         pool = [t for ids in ids_list for t in ids]
-        latency = calibrate(ModelTimer({"target": job.target, "draft": draft}, pool), k_max=args.gamma_max + 1,
+        latency = calibrate(ModelTimer({"target": models.target, "draft": draft}, pool), k_max=args.gamma_max + 1,
                             draft_k_max=3, ref_context=min(128, len(pool)), contexts=(len(ids_list[0]) + 64,),
                             prefill_lengths=sorted({len(i) for i in ids_list} | {16}), warmup=1, repeats=3)
-        over = measure_overheads(job.target, draft, job.eos, ids_list[0], new_tokens=16, repeats=1)
+        over = measure_overheads(models.target, draft, models.eos, ids_list[0], new_tokens=16, repeats=1)
         latency.round_overhead_ms, latency.ar_overhead_ms = over["round_overhead_ms"], over["ar_overhead_ms"]
         print(f"quick calibration in {time.perf_counter() - t0:.1f} s: target 1 tok "
               f"{latency.target.forward_ms(1, 128):.1f} ms, draft 1 tok {latency.draft.forward_ms(1, 128):.1f} ms, "
               f"c = {latency.c:.2f}, overhead/round {latency.round_overhead_ms:.2f} ms")
 
     # warm-up (untimed), then the traces; AR times come from the trace's own target pass
-    SpeculativeRunner(job.target, ModelDrafter(draft, job.eos), load_method("specdecode").build(2), job.eos).generate(
+    SpeculativeRunner(models.target, ModelDrafter(draft, models.eos), load_method("specdecode").build(2), models.eos).generate(
         ids_list[0], min(16, args.max_new_tokens))
     t0 = time.perf_counter()
-    traces = [build_trace(job.target, draft, ids, args.max_new_tokens, job.eos, args.gamma_max, args.trace_mode,
+    traces = [build_trace(models.target, draft, ids, args.max_new_tokens, models.eos, args.gamma_max, args.trace_mode,
                           prompt_id=pr.prompt_id, category=pr.category, pair=config.pair.name, task=config.task.name)
               for pr, ids in zip(prompts, ids_list)]
     print(f"traced {len(traces)} prompts in {time.perf_counter() - t0:.1f} s "
@@ -137,10 +129,10 @@ def main(argv: list[str] | None = None) -> int:
         method = load_method(method_text)
         gamma = int(gamma_text)
         warm = method.build(gamma)
-        SpeculativeRunner(job.target, drafter_cls(draft, job.eos), warm, job.eos).generate(
+        SpeculativeRunner(models.target, drafter_cls(draft, models.eos), warm, models.eos).generate(
             ids_list[0], min(16, args.max_new_tokens))
         policy = method.build(gamma)  # a job resets its policy after the warm-up
-        runner = SpeculativeRunner(job.target, drafter_cls(draft, job.eos), policy, job.eos)
+        runner = SpeculativeRunner(models.target, drafter_cls(draft, models.eos), policy, models.eos)
         outs = [runner.generate(ids, args.max_new_tokens) for ids in ids_list]
         reps = replay_job(traces, method.build(gamma), latency)
         equal = all((o.gamma_trace, o.drafted_trace, o.accepted_trace) == (r.gamma_trace, r.drafted_trace,
@@ -171,7 +163,3 @@ def main(argv: list[str] | None = None) -> int:
     meta = {k: latency.meta.get(k) for k in ("kind", "pair", "threads") if latency.meta.get(k) is not None}
     print(f"latency model: {meta or 'quick calibration'}")
     return 0 if all_equal else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

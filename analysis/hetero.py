@@ -1,6 +1,5 @@
-"""Speedups over autoregressive decoding: the heterogeneous-vocabularies paper's main tables
-(Section 5, Appendix D) under hf-bench's definitions and ours, and a per-category breakdown for
-SpecBench.
+"""Timor et al.'s heterogeneous-vocabularies paper (SLEM, TLI): its main tables (Section 5, Appendix D),
+speedups over autoregressive decoding under hf-bench's definitions and ours, and the labels of their rows.
 
 Timor et al.'s numbers come from hf-bench (keyboardAnt/hf-bench; ../shared/notes/
 hf-bench-evaluation.md). ``hfbench_table`` computes them as hf-bench does, from the
@@ -42,13 +41,11 @@ from analysis.metrics import (
     POOLINGS,
     SHARED_MARK,
     SHARED_NOTE,
-    STD_NOTE,
     check_pooling,
+    fmt_mean_std,
     fmt_num,
     hmean,
     is_aa_twin,
-    is_ar,
-    mean_std,
     method_label,
     ordered_methods,
     shared_device_mismatch,
@@ -56,6 +53,7 @@ from analysis.metrics import (
     throughput_by,
 )
 from analysis.paper import dataset_key, hetero_rows, model_key
+from analysis.registry import SETTING, artefact
 from analysis.render import Table
 from analysis.uncertainty import Bootstrap, BootstrapSpec, Ranked, fmt_ci, mark, resolve, resolved_note
 
@@ -156,84 +154,6 @@ class _Notes:
         return "".join(f" [{i}] {t}" for i, t in enumerate(self.texts, start=1))
 
 
-def _speedup_cell(value: float) -> str:
-    return fmt_num(value, 2) + "×" if value is not None and np.isfinite(value) else ""
-
-
-def hetero_table(df: pd.DataFrame, pooling: str = "pooled", boot: BootstrapSpec | None = None) -> Table | None:
-    """The heterogeneous-vocabulary cells under **our** definitions (``specbench.records``): TTFT
-    (ms) = mean per-prompt ``ttft_ms`` (the target's prefill); TPOT (ms) = mean per-prompt
-    ``tpot_ms``; tokens/s as ``pooling`` says; speedup = tokens/s over AR's (dynamic KV cache, the
-    speculative runs' own) for the same target, task and temperature; none at that temperature:
-    empty cell and a footnote. No paper numbers here: they follow hf-bench's definitions
-    (``hfbench_table``). Tok/s and speedup with their paired bootstrap CI (``analysis.uncertainty``),
-    ``≈`` on a row not resolved from its neighbour by Tok/s within its target, task and temperature."""
-    check_pooling(pooling)
-    data = _labelled(df)
-    if data.empty or (~data["method"].isin(AR_KEYS)).sum() == 0:
-        return None
-    ar = data[data["method"] == "ar"]
-    base = {(r["target"], r["task"], r["temperature"]): r["tokens_per_s"]
-            for r in throughput_by(ar, ["target", "task", "temperature"], pooling).to_dict("records")}
-    bootstrap = Bootstrap(data, pooling, boot)
-    notes = _Notes()
-    rows = []
-    for values, group in data.groupby(HETERO_KEYS, dropna=False, sort=True):
-        row = dict(zip(HETERO_KEYS, values, strict=True))
-        tps = throughput(group, pooling)
-        ar_tps = base.get((row["target"], row["task"], row["temperature"]))
-        ar_rows = ar[(ar["target"] == row["target"]) & (ar["task"] == row["task"])
-                     & (ar["temperature"] == row["temperature"])]
-        estimate = bootstrap.estimate(group)
-        row.update(source="measured", hardware=_hardware(group), ttft_ms=float(group["ttft_ms"].mean()),
-                   tpot_ms=float(group["tpot_ms"].mean()), tokens_per_s=tps,
-                   speedup=tps / ar_tps if ar_tps else math.nan, n_records=len(group), note="",
-                   shared_device=row["method"] != "ar" and shared_device_mismatch(pd.concat([group, ar_rows])),
-                   _estimate=estimate, _speedup=estimate / bootstrap.estimate(ar_rows))
-        if not ar_tps:
-            row["note"] = notes.mark("No AR run (dynamic cache) at this temperature for this target and task: "
-                                     "speedup left empty, never taken from another temperature.")
-        rows.append(row)
-    table = _sorted(pd.DataFrame(rows))
-    for stat, column in (("_estimate", "tokens_per_s"), ("_speedup", "speedup")):
-        bounds = [e.interval() for e in table[stat]]
-        table[f"{column}_lo"], table[f"{column}_hi"] = [b[0] for b in bounds], [b[1] for b in bounds]
-    ranked: dict[Any, Ranked] = {}
-    for _, rows_in in table.groupby(["target", "task", "temperature"], dropna=False, sort=False):
-        ranked.update(resolve(dict(zip(rows_in.index, rows_in["_estimate"], strict=True))))
-    table["rank"] = pd.array([ranked[i].rank if i in ranked else None for i in table.index], dtype="Int64")
-    table["resolved"] = [ranked[i].resolved if i in ranked else None for i in table.index]
-    display = pd.DataFrame({
-        "Target": table["target"], "Dataset": table["task"], "T": table["temperature"].map(lambda v: fmt_num(v, 1)),
-        "Method": table["method"].map(method_label),
-        "Drafter": [d if (m not in AR_KEYS and isinstance(d, str) and d) else "—"
-                    for m, d in zip(table["method"], table["draft"], strict=True)],
-        "γ": table["gamma_init"].map(lambda v: fmt_num(v, 0)), "Hardware": table["hardware"],
-        "TTFT (ms)": table["ttft_ms"].map(lambda v: fmt_num(v, 1)),
-        "TPOT (ms)": table["tpot_ms"].map(lambda v: fmt_num(v, 1)),
-        "Tok/s": table["tokens_per_s"].map(lambda v: fmt_num(v, 1)),
-        "Tok/s 95 % CI": [fmt_ci(e.interval(), 1) + mark(ranked.get(i)) for i, e in table["_estimate"].items()],
-        "Speedup vs AR": [_speedup_cell(v) + (SHARED_MARK if shared else "") + n for v, n, shared in
-                          zip(table["speedup"], table["note"], table["shared_device"], strict=True)],
-        "Speedup 95 % CI": [fmt_ci(e.interval(), 2, "×") for e in table["_speedup"]],
-        "n": table["n_records"],
-    })
-    caption = (
-        "Heterogeneous vocabularies under specbench's own definitions (not the paper's: see hetero_speedup for "
-        "hf-bench's, beside the paper's numbers). TTFT = start to first new token (the target's prefill), mean "
-        "over prompts; TPOT = (wall − TTFT) / (new tokens − 1), mean over prompts; Tok/s = " + POOLINGS[pooling]
-        + "; speedup = Tok/s over AR's Tok/s (dynamic KV cache) for the same target, dataset and temperature. "
-        "Unfiltered. Methods are labelled by what ran (SD = one vocabulary). "
-        f"[lo, hi]: {bootstrap.spec.note()}; the speedup's interval carries AR's uncertainty too. "
-        + resolved_note("among the rows of the same target, dataset and T, by Tok/s; their speedups share AR's "
-                        "denominator, so the same marks hold for them")
-        + notes.caption()
-    )
-    if table["shared_device"].any():
-        caption += " " + SHARED_NOTE
-    return Table("hetero_speedup_ours", caption, display, table.drop(columns=["_estimate", "_speedup"]))
-
-
 def min_tokens_filter(data: pd.DataFrame, min_new_tokens: int) -> pd.DataFrame:
     """hf-bench's example filter (module docstring): drop, within each target and task, every
     example (prompt turn) on which any record produced fewer than ``min_new_tokens`` new tokens."""
@@ -245,6 +165,9 @@ def min_tokens_filter(data: pd.DataFrame, min_new_tokens: int) -> pd.DataFrame:
     return data[[tuple(v) not in bad for v in data[keys].astype(object).values]]
 
 
+@artefact("tables/hetero_speedup", "heterogeneous-vocabulary table (hf-bench's definitions, beside the paper)",
+          scope=SETTING, needs=("records", "paper", "min_new_tokens"),
+          about="Timor et al.'s tables (Sec. 5, App. D) as hf-bench computes them, example filter on, beside the paper")
 def hfbench_table(
     df: pd.DataFrame,
     paper: pd.DataFrame | None = None,
@@ -337,9 +260,9 @@ def hfbench_table(
         "TTFT (ms, hf-bench)": table["ttft_ms"].map(lambda v: fmt_num(v, 1)),
         "TPOT (ms, hf-bench)": table["tpot_ms"].map(lambda v: fmt_num(v, 1)),
         "Tok/s (hf-bench)": table["tokens_per_s"].map(lambda v: fmt_num(v, 1)),
-        "Speedup vs offloaded AR (as hf-bench)": [_speedup_cell(v) + n for v, n in
+        "Speedup vs offloaded AR (as hf-bench)": [fmt_mean_std(v) + n for v, n in
                                                   zip(table["speedup"], table["note_offloaded"], strict=True)],
-        "Speedup vs same-cache AR": [_speedup_cell(v) + n for v, n in
+        "Speedup vs same-cache AR": [fmt_mean_std(v) + n for v, n in
                                      zip(table["speedup_same_cache"], table["note_same"], strict=True)],
         "n kept": ["" if p else f"{int(k)}/{int(e)}" for p, k, e in
                    zip(paper_row, table["n_kept"], table["n_examples"], strict=True)],
@@ -390,65 +313,88 @@ def _label_note(row: dict, group: pd.DataFrame, notes: _Notes) -> str:
     return notes.mark(text)
 
 
-def category_table(df: pd.DataFrame, pooling: str = "pooled") -> Table | None:
-    """Per-category speedup (SpecBench): per (pair, task, method) and category, the
-    mean over initial γ of ``T(method, γ, category) / B(category)``.
+@artefact("tables/hetero_speedup_unfiltered", "heterogeneous-vocabulary table (hf-bench's definitions, unfiltered)",
+          scope=SETTING, needs=("records",), when=lambda inputs: inputs.min_new_tokens > 0,
+          about="hetero_speedup without hf-bench's example filter (every example), without the paper's numbers")
+def hfbench_unfiltered_table(df: pd.DataFrame) -> Table | None:
+    """``hfbench_table`` of every example (no example filter) and without the paper's numbers; made
+    when the filtered one drops examples (``--min-new-tokens`` > 0)."""
+    return hfbench_table(df, None, 0, name="hetero_speedup_unfiltered")
 
-    ``B`` = AR's throughput on the same target, task and category when AR records
-    exist for that target and task; otherwise SpecDecode's throughput averaged
-    over its initial γ for the same pair, task and category (the GammaTune
-    Table 2 baseline); pairs with neither are left out. Column ``All`` = every
-    category pooled. Tasks with a single category are skipped; A/A twins are left out."""
+
+@artefact("tables/hetero_speedup_ours", "heterogeneous-vocabulary table (our definitions)", scope=SETTING,
+          needs=("records", "pooling", "boot"),
+          about="Timor et al.'s cells under specbench's definitions: TTFT, TPOT, tokens/s, speedup over AR, 95 % CIs")
+def hetero_table(df: pd.DataFrame, pooling: str = "pooled", boot: BootstrapSpec | None = None) -> Table | None:
+    """The heterogeneous-vocabulary cells under **our** definitions (``specbench.records``): TTFT
+    (ms) = mean per-prompt ``ttft_ms`` (the target's prefill); TPOT (ms) = mean per-prompt
+    ``tpot_ms``; tokens/s as ``pooling`` says; speedup = tokens/s over AR's (dynamic KV cache, the
+    speculative runs' own) for the same target, task and temperature; none at that temperature:
+    empty cell and a footnote. No paper numbers here: they follow hf-bench's definitions
+    (``hfbench_table``). Tok/s and speedup with their paired bootstrap CI (``analysis.uncertainty``),
+    ``≈`` on a row not resolved from its neighbour by Tok/s within its target, task and temperature."""
     check_pooling(pooling)
-    data = df[df["category"].notna() & ~is_aa_twin(df["method"])]
-    multi = data.groupby("task")["category"].nunique()
-    data = data[data["task"].isin(multi[multi > 1].index)]
-    if data.empty:
+    data = _labelled(df)
+    if data.empty or (~data["method"].isin(AR_KEYS)).sum() == 0:
         return None
-    ar_tasks = set(map(tuple, data.loc[data["method"] == "ar", ["target", "task"]].drop_duplicates().values))
-    long: list[dict[str, Any]] = []
-    for (pair, task), group in data.groupby(["pair", "task"], sort=True):
-        target = group["target"].dropna().iloc[0] if group["target"].notna().any() else None
-        use_ar = (target, task) in ar_tasks
-        if use_ar:
-            base_rows = data[(data["method"] == "ar") & (data["target"] == target) & (data["task"] == task)]
-        else:
-            base_rows = group[group["method"] == "specdecode"]
-        if base_rows.empty:
-            continue
-        cats = sorted(group["category"].unique())
-        for cat in [*cats, None]:
-            base_cat = base_rows if cat is None else base_rows[base_rows["category"] == cat]
-            spec_cat = group[~is_ar(group)]  # no AR row, whatever its cache
-            spec_cat = spec_cat if cat is None else spec_cat[spec_cat["category"] == cat]
-            base = throughput_by(base_cat, ["gamma_init"], pooling)["tokens_per_s"].mean()
-            cells = throughput_by(spec_cat, ["method", "gamma_init"], pooling)
-            for method, per_gamma in cells.groupby("method"):
-                mean, std, n = mean_std(per_gamma["tokens_per_s"] / base)
-                shared = shared_device_mismatch(pd.concat([spec_cat[spec_cat["method"] == method], base_cat]))
-                long.append({"pair": pair, "task": task, "method": method, "baseline": "ar" if use_ar else "specdecode",
-                             "category": "All" if cat is None else cat, "speedup": mean, "std": std, "n_gamma": n,
-                             "shared_device": shared})
-    if not long:
-        return None
-    data_long = pd.DataFrame(long)
-    cats = sorted(c for c in data_long["category"].unique() if c != "All") + ["All"]
-    data_long["cell"] = [fmt_num(v, 2) + "×" + (SHARED_MARK if shared else "") if np.isfinite(v) else ""
-                         for v, shared in zip(data_long["speedup"], data_long["shared_device"], strict=True)]
-    wide = data_long.pivot_table(index=["pair", "task", "method", "baseline"], columns="category", values="cell",
-                                 aggfunc="first").reset_index()
-    order = {m: i for i, m in enumerate(ordered_methods(wide["method"]))}
-    wide = wide.sort_values(["pair", "task", "method"], key=lambda s: s.map(order) if s.name == "method" else s)
-    display = pd.DataFrame({"Pair": wide["pair"], "Task": wide["task"], "Method": wide["method"].map(method_label),
-                            "Baseline": wide["baseline"].map(method_label)})
-    for cat in cats:
-        display[cat] = wide[cat].fillna("") if cat in wide else ""
+    ar = data[data["method"] == "ar"]
+    base = {(r["target"], r["task"], r["temperature"]): r["tokens_per_s"]
+            for r in throughput_by(ar, ["target", "task", "temperature"], pooling).to_dict("records")}
+    bootstrap = Bootstrap(data, pooling, boot)
+    notes = _Notes()
+    rows = []
+    for values, group in data.groupby(HETERO_KEYS, dropna=False, sort=True):
+        row = dict(zip(HETERO_KEYS, values, strict=True))
+        tps = throughput(group, pooling)
+        ar_tps = base.get((row["target"], row["task"], row["temperature"]))
+        ar_rows = ar[(ar["target"] == row["target"]) & (ar["task"] == row["task"])
+                     & (ar["temperature"] == row["temperature"])]
+        estimate = bootstrap.estimate(group)
+        row.update(source="measured", hardware=_hardware(group), ttft_ms=float(group["ttft_ms"].mean()),
+                   tpot_ms=float(group["tpot_ms"].mean()), tokens_per_s=tps,
+                   speedup=tps / ar_tps if ar_tps else math.nan, n_records=len(group), note="",
+                   shared_device=row["method"] != "ar" and shared_device_mismatch(pd.concat([group, ar_rows])),
+                   _estimate=estimate, _speedup=estimate / bootstrap.estimate(ar_rows))
+        if not ar_tps:
+            row["note"] = notes.mark("No AR run (dynamic cache) at this temperature for this target and task: "
+                                     "speedup left empty, never taken from another temperature.")
+        rows.append(row)
+    table = _sorted(pd.DataFrame(rows))
+    for stat, column in (("_estimate", "tokens_per_s"), ("_speedup", "speedup")):
+        bounds = [e.interval() for e in table[stat]]
+        table[f"{column}_lo"], table[f"{column}_hi"] = [b[0] for b in bounds], [b[1] for b in bounds]
+    ranked: dict[Any, Ranked] = {}
+    for _, rows_in in table.groupby(["target", "task", "temperature"], dropna=False, sort=False):
+        ranked.update(resolve(dict(zip(rows_in.index, rows_in["_estimate"], strict=True))))
+    table["rank"] = pd.array([ranked[i].rank if i in ranked else None for i in table.index], dtype="Int64")
+    table["resolved"] = [ranked[i].resolved if i in ranked else None for i in table.index]
+    display = pd.DataFrame({
+        "Target": table["target"], "Dataset": table["task"], "T": table["temperature"].map(lambda v: fmt_num(v, 1)),
+        "Method": table["method"].map(method_label),
+        "Drafter": [d if (m not in AR_KEYS and isinstance(d, str) and d) else "—"
+                    for m, d in zip(table["method"], table["draft"], strict=True)],
+        "γ": table["gamma_init"].map(lambda v: fmt_num(v, 0)), "Hardware": table["hardware"],
+        "TTFT (ms)": table["ttft_ms"].map(lambda v: fmt_num(v, 1)),
+        "TPOT (ms)": table["tpot_ms"].map(lambda v: fmt_num(v, 1)),
+        "Tok/s": table["tokens_per_s"].map(lambda v: fmt_num(v, 1)),
+        "Tok/s 95 % CI": [fmt_ci(e.interval(), 1) + mark(ranked.get(i)) for i, e in table["_estimate"].items()],
+        "Speedup vs AR": [fmt_mean_std(v) + (SHARED_MARK if shared else "") + n for v, n, shared in
+                          zip(table["speedup"], table["note"], table["shared_device"], strict=True)],
+        "Speedup 95 % CI": [fmt_ci(e.interval(), 2, "×") for e in table["_speedup"]],
+        "n": table["n_records"],
+    })
     caption = (
-        "Speedup per category: mean over initial γ of the method's throughput in that category over the "
-        "baseline's (AR on the same target and task when it was run, else SpecDecode averaged over its "
-        f"initial γ for the same pair); throughput = {POOLINGS[pooling]}. All = every category pooled. "
-        f"The {STD_NOTE} is in the .data.csv."
+        "Heterogeneous vocabularies under specbench's own definitions (not the paper's: see hetero_speedup for "
+        "hf-bench's, beside the paper's numbers). TTFT = start to first new token (the target's prefill), mean "
+        "over prompts; TPOT = (wall − TTFT) / (new tokens − 1), mean over prompts; Tok/s = " + POOLINGS[pooling]
+        + "; speedup = Tok/s over AR's Tok/s (dynamic KV cache) for the same target, dataset and temperature. "
+        "Unfiltered. Methods are labelled by what ran (SD = one vocabulary). "
+        f"[lo, hi]: {bootstrap.spec.note()}; the speedup's interval carries AR's uncertainty too. "
+        + resolved_note("among the rows of the same target, dataset and T, by Tok/s; their speedups share AR's "
+                        "denominator, so the same marks hold for them")
+        + notes.caption()
     )
-    if data_long["shared_device"].any():
+    if table["shared_device"].any():
         caption += " " + SHARED_NOTE
-    return Table("category_speedup", caption, display, data_long)
+    return Table("hetero_speedup_ours", caption, display, table.drop(columns=["_estimate", "_speedup"]))
+

@@ -2,12 +2,12 @@
 their "± std across initial γ" (issue 28, item 3).
 
 Input: the rows of ``python -m runners.replay grid`` (``replay.jsonl``, read by
-``analysis.replay_table.load_replay``) whose methods are named as the replay names them,
+``analysis.policy_lab.load_replay``) whose methods are named as the replay names them,
 ``NAME`` (``conf/method/NAME.yaml``) or ``NAME:key=value,...`` (those knobs overridden). Each row
 becomes a records-like row with ``method_params`` = the knobs given, so its method key is the
 one a real run of those knobs gets (``analysis.metrics.method_key``: ``gammatune[eta=0.5]``), and
 Table 2's cells are computed by the very function that computes the measured Table 2
-(``analysis.tables.speedup_table``: per pair, throughput of each initial γ pooled over the prompt
+(``analysis.gammatune.table2.speedup_table``: per pair, throughput of each initial γ pooled over the prompt
 turns ÷ SpecDecode's throughput averaged over its initial γ; mean ± sample std, ddof = 1, across
 initial γ). Every throughput here is *predicted* by the replay's latency model: no timing, so the
 table moves only with the policy's rounds.
@@ -29,11 +29,12 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from analysis.gammatune.table2 import _average, speedup_table
 from analysis.metrics import STD_NOTE, fmt_mean_std, method_label
+from analysis.policy_lab import REFERENCES
+from analysis.registry import REPLAY, artefact
 from analysis.render import Table
-from analysis.replay_table import REFERENCES
 from analysis.settings import KNOB_SYMBOLS, method_defaults
-from analysis.tables import _average, speedup_table
 from analysis.uncertainty import BootstrapSpec
 
 SWEPT = ("gammatune", "gammatune_plus")
@@ -41,7 +42,7 @@ SWEPT = ("gammatune", "gammatune_plus")
 
 def parse_label(label: str) -> tuple[str, dict[str, Any]]:
     """``gammatune:eta=0.5,delta=1`` -> (``gammatune``, ``{"eta": 0.5, "delta": 1}``) (the replay's
-    ``runners.replay.replay.load_method`` spelling; values read as YAML)."""
+    ``runners.replay.grid.load_method`` spelling; values read as YAML)."""
     name, _, rest = str(label).partition(":")
     params = {}
     for item in filter(None, rest.split(",")):
@@ -158,6 +159,8 @@ def _equal(a: Any, b: Any) -> bool:
     return a == b
 
 
+@artefact("tables/gammatune_table2_knob_sweep", "GammaTune Table 2 across η and δ (replay)", scope=REPLAY,
+          needs=("replay",), about="GammaTune Table 2 across a policy's knobs (η, δ), from replayed rows")
 def sweep_from_replay(rows: pd.DataFrame, knobs: Sequence[str] = ("eta", "delta"),
                       boot: BootstrapSpec | None = None, meta: Mapping[str, Any] | None = None) -> Table | None:
     """``knob_sweep_table`` of replay rows, or None when they sweep none of ``knobs`` of GammaTune."""

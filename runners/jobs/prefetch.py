@@ -1,10 +1,9 @@
-#!/usr/bin/env python
 """Download a pair's models and a task's data into the local caches, so that a sweep can
 then run offline (``HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1``).
 
-    python scripts/prefetch.py --pair vicuna-7b_vicuna-68m --task specbench
-    python scripts/prefetch.py --pair 'deepseek-r1-distill-qwen-14b_*' --task cnn_dailymail,humaneval,scrolls
-    python scripts/prefetch.py --task scrolls task.subset=gov_report --dry-run
+    python -m runners.jobs.prefetch --pair vicuna-7b_vicuna-68m --task specbench
+    python -m runners.jobs.prefetch --pair 'deepseek-r1-distill-qwen-14b_*' --task cnn_dailymail,humaneval,scrolls
+    python -m runners.jobs.prefetch --task scrolls task.subset=gov_report --dry-run
 
 Names are the stems of ``conf/pair/*.yaml`` and ``conf/task/*.yaml`` (shell-style
 wildcards allowed); trailing ``task.KEY=VALUE`` / ``pair.KEY=VALUE`` arguments
@@ -20,7 +19,8 @@ Data: the task's own loader run once online (``specbench.tasks.load_task``), so 
 rows land where it reads them offline: the ``datasets`` cache (cnn_dailymail,
 humaneval), the Hub cache (scrolls' zip), ``~/.cache/specbench/data`` (specbench).
 
-``--dry-run`` prints the plan and touches no network.
+``--dry-run`` prints the plan and touches no network. (``scripts/prefetch.py`` before issue 30: it prepares a
+sweep's inputs, so it lives with the jobs; it imports only ``specbench``.)
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from specbench.config import JobConfig, PairConfig, TaskConfig, compose
-from specbench.models import is_hub_id
+from specbench.model_sources import is_hub_id
 from specbench.paths import CONF_DIR as CONF
 from specbench.registry import ConfigError
 
@@ -179,7 +179,7 @@ def _offline() -> bool:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m runners.jobs.prefetch", description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pair", action="append", default=[], help="pair name(s) in conf/pair (comma-separated, wildcards)")
     ap.add_argument("--task", action="append", default=[], help="task name(s) in conf/task (comma-separated, wildcards)")
     ap.add_argument("--dry-run", action="store_true", help="print what would be fetched; no network")

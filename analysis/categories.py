@@ -1,0 +1,96 @@
+"""Speedup per prompt category (Spec-Bench's categories, a record's ``category``), per pair, task and
+method: does a method's gain hold across kinds of prompt?
+
+Pure: a records frame in, a ``Table`` out, ``None`` when no task has several categories.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from analysis.metrics import (
+    POOLINGS,
+    SHARED_MARK,
+    SHARED_NOTE,
+    STD_NOTE,
+    check_pooling,
+    fmt_num,
+    is_aa_twin,
+    is_ar,
+    mean_std,
+    method_label,
+    ordered_methods,
+    shared_device_mismatch,
+    throughput_by,
+)
+from analysis.registry import SETTING, artefact
+from analysis.render import Table
+
+
+@artefact("tables/category_speedup", "per-category table", scope=SETTING, needs=("records", "pooling"),
+          about="Spec-Bench's per-category speedup over AR (else SpecDecode), mean over initial γ")
+def category_table(df: pd.DataFrame, pooling: str = "pooled") -> Table | None:
+    """Per-category speedup (SpecBench): per (pair, task, method) and category, the
+    mean over initial γ of ``T(method, γ, category) / B(category)``.
+
+    ``B`` = AR's throughput on the same target, task and category when AR records
+    exist for that target and task; otherwise SpecDecode's throughput averaged
+    over its initial γ for the same pair, task and category (the GammaTune
+    Table 2 baseline); pairs with neither are left out. Column ``All`` = every
+    category pooled. Tasks with a single category are skipped; A/A twins are left out."""
+    check_pooling(pooling)
+    data = df[df["category"].notna() & ~is_aa_twin(df["method"])]
+    multi = data.groupby("task")["category"].nunique()
+    data = data[data["task"].isin(multi[multi > 1].index)]
+    if data.empty:
+        return None
+    ar_tasks = set(map(tuple, data.loc[data["method"] == "ar", ["target", "task"]].drop_duplicates().values))
+    long: list[dict[str, Any]] = []
+    for (pair, task), group in data.groupby(["pair", "task"], sort=True):
+        target = group["target"].dropna().iloc[0] if group["target"].notna().any() else None
+        use_ar = (target, task) in ar_tasks
+        if use_ar:
+            base_rows = data[(data["method"] == "ar") & (data["target"] == target) & (data["task"] == task)]
+        else:
+            base_rows = group[group["method"] == "specdecode"]
+        if base_rows.empty:
+            continue
+        cats = sorted(group["category"].unique())
+        for cat in [*cats, None]:
+            base_cat = base_rows if cat is None else base_rows[base_rows["category"] == cat]
+            spec_cat = group[~is_ar(group)]  # no AR row, whatever its cache
+            spec_cat = spec_cat if cat is None else spec_cat[spec_cat["category"] == cat]
+            base = throughput_by(base_cat, ["gamma_init"], pooling)["tokens_per_s"].mean()
+            cells = throughput_by(spec_cat, ["method", "gamma_init"], pooling)
+            for method, per_gamma in cells.groupby("method"):
+                mean, std, n = mean_std(per_gamma["tokens_per_s"] / base)
+                shared = shared_device_mismatch(pd.concat([spec_cat[spec_cat["method"] == method], base_cat]))
+                long.append({"pair": pair, "task": task, "method": method, "baseline": "ar" if use_ar else "specdecode",
+                             "category": "All" if cat is None else cat, "speedup": mean, "std": std, "n_gamma": n,
+                             "shared_device": shared})
+    if not long:
+        return None
+    data_long = pd.DataFrame(long)
+    cats = sorted(c for c in data_long["category"].unique() if c != "All") + ["All"]
+    data_long["cell"] = [fmt_num(v, 2) + "×" + (SHARED_MARK if shared else "") if np.isfinite(v) else ""
+                         for v, shared in zip(data_long["speedup"], data_long["shared_device"], strict=True)]
+    wide = data_long.pivot_table(index=["pair", "task", "method", "baseline"], columns="category", values="cell",
+                                 aggfunc="first").reset_index()
+    order = {m: i for i, m in enumerate(ordered_methods(wide["method"]))}
+    wide = wide.sort_values(["pair", "task", "method"], key=lambda s: s.map(order) if s.name == "method" else s)
+    display = pd.DataFrame({"Pair": wide["pair"], "Task": wide["task"], "Method": wide["method"].map(method_label),
+                            "Baseline": wide["baseline"].map(method_label)})
+    for cat in cats:
+        display[cat] = wide[cat].fillna("") if cat in wide else ""
+    caption = (
+        "Speedup per category: mean over initial γ of the method's throughput in that category over the "
+        "baseline's (AR on the same target and task when it was run, else SpecDecode averaged over its "
+        f"initial γ for the same pair); throughput = {POOLINGS[pooling]}. All = every category pooled. "
+        f"The {STD_NOTE} is in the .data.csv."
+    )
+    if data_long["shared_device"].any():
+        caption += " " + SHARED_NOTE
+    return Table("category_speedup", caption, display, data_long)

