@@ -117,6 +117,9 @@ def _bucket_prior(feature: str) -> np.ndarray:
     return np.clip(mids, 0.02, 0.98)
 
 
+#: the least a round may cost in ρ's prior (ms): a zero cost table would divide by zero
+FREE_ROUND_MS = 1e-9
+
 class CostAware(GammaPolicy):
     """Optimal stopping of each round for the most tokens per ms (module docstring)."""
 
@@ -248,9 +251,12 @@ class CostAware(GammaPolicy):
 
     @property
     def rho(self) -> float:
-        """Tokens per ms achieved so far, with ``rho_prior_rounds`` pseudo-rounds at ``ρ₀``."""
+        """Tokens per ms achieved so far, with ``rho_prior_rounds`` pseudo-rounds at ``ρ₀``. A round the cost
+        table says is free (an all-zero table: every schedule then costs nothing) counts as ``FREE_ROUND_MS``,
+        so ρ stays finite and the value arithmetic below never meets ``inf · 0``."""
         c0 = self.costs.round(0)
-        rho0 = max(self._geometric_tokens(d) / self.costs.round(d) for d in range(0, min(self.gamma_max, 16) + 1))
+        rho0 = max(self._geometric_tokens(d) / max(self.costs.round(d), FREE_ROUND_MS)
+                   for d in range(0, min(self.gamma_max, 16) + 1))
         n0 = self.rho_prior_rounds
         return (self.tokens + n0 * rho0 * c0) / (self.cost + n0 * c0) if self.cost + n0 * c0 > 0 else rho0
 

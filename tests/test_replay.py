@@ -367,6 +367,17 @@ def test_agreement_oracle_is_optimal_under_the_paper_cost_model(trace, c):
     assert math.isclose(agreement_oracle(trace, lat).wall_ms, oracle(trace, lat).wall_ms, rel_tol=1e-12)
 
 
+def test_cost_aware_replays_under_a_cost_table_where_every_round_is_free():
+    """Hypothesis found it (2026-11-25): an all-zero affine table made ``CostAware.rho`` divide by zero.
+    Every schedule then costs nothing, so the policy only has to run, and the oracle still bounds it."""
+    tr = Trace("s", 1, 1, 3, 3, (0,), [1, 1, 1], [0, 0], [0.0, 0.0], {1: ([0], [0.0])})
+    lat = LatencyModel.affine(target=(0.0, 0.0), draft=(0.0, 0.0), round_overhead_ms=0.0, ar_overhead_ms=0.0,
+                              context=(0.0, 0.0), target_prefill=(0.0, 0.0), draft_prefill=(0.0, 0.0))
+    res = replay(tr, build_policy("cost_aware", 1, {"transient": False, "prior_weight": 1.0}), lat)
+    assert res.wall_ms == 0.0 and res.new_tokens == 3
+    assert oracle(tr, lat).wall_ms <= res.wall_ms
+
+
 def test_agreement_oracle_can_be_beaten_when_target_calls_are_cheap():
     """Run of 9 agreeing tokens; the target costs ~nothing, a draft token 10: two rounds beat one."""
     x = [1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3]
