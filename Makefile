@@ -8,6 +8,9 @@ TORCH  ?= torch==2.13.0
 LOCK   ?= requirements.lock
 ARGS   ?=
 PYTEST_ARGS ?=
+# pytest-xdist workers (`make test TEST_WORKERS=0` runs in one process); each worker runs torch on one thread
+TEST_WORKERS ?= auto
+XDIST := $(if $(filter 0,$(TEST_WORKERS)),-p no:xdist,-n $(TEST_WORKERS) --dist worksteal)
 EXP    ?= mini_gammatune_table2
 
 .PHONY: setup lock run test test-fast lint bench gpu-smoke reproduce export-results reproduce-hetero
@@ -57,11 +60,11 @@ run: setup
 
 ## the whole test suite (what CI runs)
 test: setup
-	HF_HUB_OFFLINE=1 WANDB_MODE=disabled $(PY) -m pytest $(PYTEST_ARGS)
+	HF_HUB_OFFLINE=1 WANDB_MODE=disabled $(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 
 ## the quick suite: tiny models only
 test-fast: setup
-	HF_HUB_OFFLINE=1 WANDB_MODE=disabled $(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+	HF_HUB_OFFLINE=1 WANDB_MODE=disabled $(PY) -m pytest -m "not slow" $(XDIST) $(PYTEST_ARGS)
 
 ## ruff (with stale-noqa detection) and the layering contracts of pyproject.toml (import-linter)
 lint: setup

@@ -29,7 +29,12 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import pytest
 import torch
 
-torch.set_num_threads(int(os.environ.get("SPECBENCH_TEST_THREADS", "2")))
+# one torch thread per pytest-xdist worker (`make test` runs one worker per core), two in a single process;
+# under xdist the job subprocesses a test starts (run.py, scripts) take one thread too: with a worker per core,
+# two-thread children would oversubscribe the cores and spin (a sweep test ran 86 s alone, 160 s beside a worker)
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+torch.set_num_threads(int(os.environ.get("SPECBENCH_TEST_THREADS", "1" if os.environ.get("PYTEST_XDIST_WORKER") else "2")))
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # `import helpers`

@@ -423,6 +423,7 @@ def test_figures_written_png_and_pdf(complete, tmp_path):
 # ---------------------------------------------------------------- command line
 
 
+@pytest.mark.slow
 def test_cli_writes_every_artefact(results, tmp_path, capsys):
     out = tmp_path / "out"
     assert main([str(results), "--out", str(out)]) == 0
@@ -476,6 +477,7 @@ def test_list_names_every_artefact_without_a_results_folder(capsys):
     assert all(f"{scope}:" in listed for scope in SCOPES)
 
 
+@pytest.mark.slow
 def test_every_file_the_cli_writes_is_a_registered_artefact(results, tmp_path):
     """The registry key is where an artefact is written: ``tables/<name>`` and ``figures/<name>``
     (a scenario's suffix ``-<task>-t<T>`` appended): nothing is written that ``--list`` does not name."""

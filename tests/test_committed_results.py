@@ -64,6 +64,7 @@ def test_every_cell_of_the_grid_is_present_and_complete(folder):
     assert len(jobs) == len(_grid(recipe))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("folder", FOLDERS)
 def test_the_tables_regenerate_from_the_committed_data(folder, tmp_path):
     committed = COMMITTED / folder / "analysis" / "tables"

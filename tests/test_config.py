@@ -103,6 +103,7 @@ def test_unknown_method_fails_with_the_valid_choices(tmp_path):
     assert not (tmp_path / "results").exists()
 
 
+@pytest.mark.slow
 def test_gamma_zero_fails_before_any_model_loads_and_leaves_nothing(tmp_path):
     # the target path does not exist: reaching model loading would fail with another error
     proc = _run(["gamma=0", "pair.target.path=/nonexistent/model"], tmp_path)

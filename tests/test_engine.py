@@ -140,6 +140,7 @@ def _tv(p: dict, q: dict) -> float:
     return 0.5 * sum(abs(p.get(k, 0.0) - q.get(k, 0.0)) for k in keys)
 
 
+@pytest.mark.slow
 def test_verify_sampling_single_step_matches_target_distribution():
     """One position, vocabulary of 6: the emitted token's law is p (20k samples, TV < 0.02)."""
     gen = torch.Generator().manual_seed(0)
@@ -172,6 +173,7 @@ def _exact_sequence_law(model, prompt, length, temperature):
     return law
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("gamma", [1, 3])
 def test_speculative_sampling_preserves_the_target_sequence_distribution(gamma):
     """Vocabulary 4, 3 new tokens (64 sequences): empirical law of 4000 speculative samples vs the

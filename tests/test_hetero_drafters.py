@@ -210,6 +210,7 @@ def test_tli_q_is_a_target_distribution_on_shared_tokens_and_the_model_is_untouc
     assert drafter.propose(ids, 3, FixedGamma(3), 0.0, None).q is None  # greedy: deterministic
 
 
+@pytest.mark.slow
 def test_tli_samples_its_token_from_q(bpe, char):
     """Chi-square goodness of fit of 3000 drafted tokens to the reported q (fixed seeds, so the
     test is deterministic; tolerance: the statistic must stay below df + 6 sqrt(2 df), about the

@@ -182,6 +182,7 @@ def target_joint(length):
     return enumerate_outcomes(lambda ch: run_round((), 0, length, ch))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("gamma", [1, 2, 3])
 def test_tli_round_with_several_drafts_is_lossless(gamma):
     length = 3

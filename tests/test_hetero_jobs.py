@@ -40,6 +40,7 @@ def _jobs(root: Path) -> dict[str, tuple[dict, list[dict]]]:
     return out
 
 
+@pytest.mark.slow
 def test_every_policy_runs_over_every_cross_vocabulary_algorithm(hetero_conf, tmp_path):
     proc = run_sweep(["-m", f"method={','.join(POLICY_METHODS)}", f"hetero={','.join(RULES)}", "pair=tiny_hetero",
                       "task.n_prompts=1", "max_new_tokens=10", "warmup=0", "gamma=3", "threads=1"], hetero_conf, tmp_path)
@@ -64,6 +65,7 @@ def test_every_policy_runs_over_every_cross_vocabulary_algorithm(hetero_conf, tm
         assert ("fallback_rule" in hetero) == (parts["hetero"] == "slrs")
 
 
+@pytest.mark.slow
 def test_sampling_jobs_run_and_auto_picks_tli(hetero_conf, tmp_path):
     proc = run_sweep(["-m", "method=gammatune", "hetero=auto,union", "pair=tiny_hetero", "temperature=1",
                       "task.n_prompts=1", "max_new_tokens=10", "warmup=0", "threads=1"], hetero_conf, tmp_path / "a")
@@ -180,6 +182,7 @@ def test_calibration_pools_and_overheads_of_a_cross_vocabulary_pair():
 # ---------------------------------------------------------------- the recipes
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("recipe", ["mini_hetero_slem", "mini_hetero_tli", "mini_hetero_policies", "mini_hetero_union",
                                     "mini_hetero_slrs"])
 def test_every_cell_of_the_hetero_recipes_is_a_valid_job(recipe):

@@ -110,6 +110,7 @@ def _exact_sequence_law(model, prompt, length, temperature):
     return law
 
 
+@pytest.mark.slow
 def test_the_loop_never_feeds_an_outside_token_and_keeps_the_target_law():
     """Vocabulary-4 target (it cannot embed ids 4, 5), 3 new tokens (64 sequences; the 2nd and 3rd are
     drafted in one round of γ = 2): the law of 2000 speculative samples is within TV 0.07 of the exact

@@ -100,6 +100,7 @@ def test_max_new_tokens_beyond_the_models_positions(tiny_conf, tmp_path, caplog,
     assert "512 positions" in msg
 
 
+@pytest.mark.slow
 def test_run_py_itself_exits_2_with_one_line_and_no_folder(tmp_path):
     path = tmp_path / "prompts.jsonl"
     path.write_text('{"prompt": "x"}\n', encoding="utf-16")
@@ -162,6 +163,7 @@ def _is_utf8(data: bytes) -> bool:
     return True
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True,
           phases=[Phase.explicit, Phase.generate])  # no shrinking: the failing example is reported as drawn
 @given(case=st.one_of(_key_value().map(lambda c: ("key", c)), BAD_ROWS.map(lambda b: ("file", b))))

@@ -75,6 +75,7 @@ def test_rounds_decode_every_job_once_per_turn_with_the_paired_reference(tiny_co
     assert summary["drift"]["n"] == 3 and summary["drift"]["max_over_min"] >= 1.0
 
 
+@pytest.mark.slow
 def test_interleaved_outputs_equal_sequential_ones_and_policy_state_stays_per_job(tiny_conf, tmp_path):
     """GammaTune carrying γ over between prompts (transient=false) next to another GammaTune and a fixed γ:
     each job ends in exactly the state it reaches when run alone."""

@@ -62,6 +62,7 @@ def test_another_hosts_holder_file_is_respected_while_fresh_and_taken_over_when_
     lock.release()
 
 
+@pytest.mark.slow
 def test_a_dead_pid_on_this_host_is_taken_over_at_once(tmp_path):
     proc = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     dead = int(proc.stdout)

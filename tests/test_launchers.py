@@ -120,6 +120,7 @@ def test_every_launcher_runs_the_same_sweep_resumes_and_isolates_failures(launch
     assert {n: s["status"] for n, s in _jobs(tmp_path).items()} == {n: s["status"] for n, s in jobs.items()}
 
 
+@pytest.mark.slow
 def test_the_slurm_batch_script_follows_the_launcher_config(tmp_path):
     """``hydra/launcher=slurm`` rendered without a cluster (``scripts/render_slurm.py``): its GPU,
     array-parallelism, time and setup lines come from ``conf/hydra/launcher/slurm.yaml`` and the pairs."""
@@ -214,6 +215,7 @@ def test_a_slower_job_says_why_from_what_it_measured():
     assert slowdown_reason({**summary, "aggregates": {**agg, "draft_forwards": 0}}) is None  # AR / lookup only
 
 
+@pytest.mark.slow
 def test_the_interleaved_launcher_registers_where_no_hydra_plugin_is_installed():
     """Issue 32: on a bare GPU image (no submitit / Ray launcher, so no ``hydra_plugins`` namespace) Hydra could
     not locate ``hydra_plugins.specbench.InterleavedLauncher``. Here the namespace is made unimportable

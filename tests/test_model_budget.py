@@ -44,6 +44,7 @@ def test_sizes_are_estimated_from_the_safetensors_headers(pairs):
     assert estimate_bytes(ModelSpec(path="org/not-downloaded-model")) is None
 
 
+@pytest.mark.slow
 def test_budget_evicts_unused_models_and_never_holds_more(pairs):
     budget = int(1.5 * _pair_bytes(pairs))  # one pair fits, two do not
     cache = ModelCache(budget_bytes=budget)
@@ -85,6 +86,7 @@ def _records(results: Path) -> dict[str, list[tuple]]:
     return out
 
 
+@pytest.mark.slow
 def test_a_three_pair_sweep_under_a_budget_for_one_pair(pairs, tmp_path):
     budget = int(1.5 * _pair_bytes(pairs))
     sweep = ["-m", "pair=tiny_a,tiny_b,tiny_c", "method=ar,specdecode", "gamma=2", "task.n_prompts=1",

@@ -142,6 +142,7 @@ SAME_TOKENIZER = {
 }
 
 
+@pytest.mark.slow
 def test_heterogeneous_vocabulary_paper_pairs():
     found: dict[str, set[str]] = {}
     for name in PAIRS:

@@ -341,6 +341,7 @@ def test_old_traces_are_refused_with_the_command_that_rebuilds_them(noisy_pair, 
         read_traces(tmp_path / "trace.jsonl")
 
 
+@pytest.mark.slow
 def test_lookup_traces_replay_real_runs_exactly(noisy_pair, tmp_path):
     _, target, _, prompts = noisy_pair
     drafter = PromptLookupDrafter(eos_token_ids=[])

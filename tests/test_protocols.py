@@ -129,6 +129,7 @@ def test_config_drift_names_the_first_changed_setting():
     assert config_drift({"task": {"categories": ["a"]}}, {"task": {"categories": ("a",)}}) is None
 
 
+@pytest.mark.slow
 def test_a_folder_holding_another_config_is_refused_not_reused(tmp_path):
     job_dir = tmp_path / "method=gammatune"
     job_dir.mkdir()

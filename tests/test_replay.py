@@ -494,6 +494,7 @@ def test_unreplayable_methods_are_refused():
 
 # ----------------------------------------------------------------- jobs → traces → replay, end to end
 
+@pytest.mark.slow
 def test_recorded_jobs_are_replayed_exactly(pair, tmp_path):
     """``run_job`` (warm-up, policy reset, prompt order, tokenisation) → ``python -m runners.replay trace
     --results`` → ``replay_job``: the replayed rounds are the recorded ones."""

@@ -24,6 +24,7 @@ def _tree(folder) -> set[str]:
     return {str(p.relative_to(folder)) for p in folder.rglob("*")}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", [[], ["-m"]], ids=["run", "multirun"])
 def test_run_py_refuses_a_results_dir_under_a_file_in_one_line_and_leaves_nothing(mode, tmp_path):
     blocker = tmp_path / "a-file"

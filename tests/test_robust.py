@@ -134,6 +134,7 @@ def test_clear_errors_name_the_bad_value(overrides, message):
     assert message in str(info.value)
 
 
+@pytest.mark.slow
 def test_heterogeneous_pair_with_one_vocabulary_leaves_no_folder(tmp_path):
     proc = run_sweep(["pair=gemma3-270m_smollm2-135m", "hetero=none"], None, tmp_path, timeout=120)
     assert proc.returncode == 2

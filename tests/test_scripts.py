@@ -67,6 +67,7 @@ def test_the_package_cli_parses_its_command_line(name, monkeypatch, capsys):
     assert option in out
 
 
+@pytest.mark.slow
 def test_export_results_strips_output_texts_and_keeps_what_analysis_reads(tmp_path):
     job = tmp_path / "src" / "gamma=2,method=specdecode"
     job.mkdir(parents=True)
@@ -95,6 +96,7 @@ def test_export_results_strips_output_texts_and_keeps_what_analysis_reads(tmp_pa
     assert json.loads((tmp_path / "dst" / "provenance.json").read_text())["provenance"] == {"host": "h"}
 
 
+@pytest.mark.slow
 def test_gpu_smoke_says_why_it_ran_nothing_without_a_gpu():
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
@@ -106,6 +108,7 @@ def test_gpu_smoke_says_why_it_ran_nothing_without_a_gpu():
     assert "no CUDA GPU here" in proc.stdout + proc.stderr
 
 
+@pytest.mark.slow
 def test_gpu_pairs_jobs_each_prepare_on_the_gpu_pairs(monkeypatch):
     """scripts/gpu_pairs.py's jobs (issue 32) validate as jobs: the three GPU pairs x fp32/bf16/fp16 targets at T = 0
     with verify_lossless, and one T = 1 job each (the hetero pair then runs TLI); the draft keeps its own dtype

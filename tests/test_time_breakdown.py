@@ -138,6 +138,7 @@ def test_predicted_wall_of_a_fused_first_round():
 
 # ----------------------------------------------------------------------------- through a job
 
+@pytest.mark.slow
 def test_job_records_and_analysis_show_the_breakdown(pair, tmp_path):
     from omegaconf import OmegaConf
 
