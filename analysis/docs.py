@@ -12,7 +12,8 @@ file, the machine and the date it was measured on::
 ``part=table`` keeps the file's first Markdown table and drops its caption; ``rows=N`` (with it) keeps its
 first N rows. ``lines=REGEX`` shows the lines of a text file (a committed log) that the regular expression
 finds, verbatim, as an indented code block. A JSON file is shown as a table of the fields ``keys=a.b,c`` names (dotted paths). The machine and date come
-from the nearest ``provenance.json`` above the file (``python -m runners.jobs.export`` writes one per
+from the file's own ``meta.provenance`` (a calibration JSON, which may predate the folder it was copied
+into), else from the nearest ``provenance.json`` above the file (``python -m runners.jobs.export`` writes one per
 recipe); a folder without one (the policy lab) names them in the marker: ``machine="…" date=YYYY-MM-DD``.
 
 ``python -m analysis.docs refresh`` rewrites every block from its file; ``python -m analysis.docs check``
@@ -148,6 +149,12 @@ def blocks(doc: Path, text: str | None = None) -> list[Block]:
 
 
 def _provenance(file: Path, root: Path) -> dict | None:
+    """The file's own provenance when it carries one (a calibration JSON's ``meta.provenance``: it may be
+    older than the recipe folder it was copied into), else the nearest ``provenance.json`` above it."""
+    if file.suffix == ".json" and file.is_file():
+        own = (json.loads(file.read_text(encoding="utf-8")).get("meta") or {}).get("provenance")
+        if isinstance(own, dict) and own.get("time_utc"):
+            return {"file": file, "own": True, **own}
     for folder in file.parents:
         candidate = folder / "provenance.json"
         if candidate.is_file():
@@ -173,7 +180,7 @@ def source_line(path: str, options: dict[str, str], root: Path = ROOT) -> str:
         packages = p.get("packages") or {}
         versions = ", ".join(f"{k} {packages[k]}" for k in ("torch", "transformers") if packages.get(k))
         date = str(p.get("time_utc", ""))[:10]
-        where = f"`{_rel(prov['file'], root)}`"
+        where = "its own `meta.provenance`" if prov.get("own") else f"`{_rel(prov['file'], root)}`"
         return (f"> Generated from `{path}`: measured on {machine} ({versions}), {date}, as recorded in {where}. "
                 f"Refresh: `python -m analysis.docs refresh`.")
     if "machine" in options and "date" in options:

@@ -148,6 +148,18 @@ def test_a_missing_file_or_provenance_fails_and_the_marker_may_name_machine_and_
     assert "a CPU, 2026-11-23" in body and "| 1 |" in body
 
 
+def test_a_calibration_copied_into_a_newer_folder_keeps_its_own_date(tmp_path):
+    """A latency JSON carries its own ``meta.provenance``; the folder's provenance.json (a later run of the
+    recipe) does not date it."""
+    root = _scratch(tmp_path)
+    own = {"time_utc": "2026-11-23T16:00:52+00:00", "cpu": "AMD EPYC", "cpu_count": 2, "torch_threads": 2,
+           "device": "cpu", "packages": {"torch": "2.13.0+cpu", "transformers": "5.23.0"}}
+    (root / "results" / "committed" / "recipe" / "lat.json").write_text(json.dumps({"meta": {"c": 1.58, "provenance": own}}))
+    line = docs.source_line("results/committed/recipe/lat.json", {}, root)
+    assert "2026-11-23" in line and "transformers 5.23.0" in line and "its own `meta.provenance`" in line
+    assert "2026-11-24" in docs.source_line("results/committed/recipe/stats.json", {}, root)  # no own: the folder's
+
+
 def test_json_fields_and_rows_options(tmp_path):
     root = _scratch(tmp_path, "| a |\n|---|\n" + "".join(f"| {i} |\n" for i in range(10)))
     body = docs.render("results/committed/recipe/stats.json", {"keys": "a.b,r"}, root)
