@@ -183,18 +183,7 @@ def shared_dir() -> Path:
 def noisy_pair():
     """A sharpened tiny target and a noisy copy of it as draft (agreement runs of a few tokens, draft
     confidences spread over (0, 1)), plus prompts: ``(tokenizer, target, draft, prompts)``."""
-    import copy
-
     from helpers import tiny
 
-    tok = tiny.tiny_tokenizer()
-    target = tiny.tiny_model(len(tok), seed=1, layers=2)
-    with torch.no_grad():
-        target.lm_head.weight.mul_(50.0)
-    draft = copy.deepcopy(target)
-    gen = torch.Generator().manual_seed(3)
-    with torch.no_grad():
-        for p in draft.parameters():
-            p.add_(torch.randn(p.shape, generator=gen) * 0.2 * p.abs().mean())
-    texts = ("the quick brown fox", "def add(a, b):", "one two three", "a cat sat on")
-    return tok, target, draft, [tok.encode(t) for t in texts]
+    return tiny.tiny_pair(("the quick brown fox", "def add(a, b):", "one two three", "a cat sat on"), draft="noisy",
+                          noise=0.2, noise_seed=3, relative_to="abs_mean", sharpen=50.0)

@@ -20,12 +20,7 @@ GAMMAS = [1, 2, 3, 5, 8, 16]
 
 @pytest.fixture(scope="module")
 def pair():
-    tok = tiny.tiny_tokenizer()
-    vocab = len(tok)
-    target = tiny.tiny_model(vocab, seed=1, layers=2)
-    draft = tiny.tiny_model(vocab, seed=2, layers=1)
-    prompts = [tok.encode(t) for t in ("the quick brown fox", "def add(a, b):", "one two three")]
-    return tok, target, draft, prompts
+    return tiny.tiny_pair(("the quick brown fox", "def add(a, b):", "one two three"))
 
 
 @pytest.mark.parametrize("gamma", GAMMAS)

@@ -82,10 +82,8 @@ def test_provenance_says_whether_the_environment_is_the_locks(tmp_path):
 
 @pytest.fixture(scope="module")
 def pair():
-    tok = tiny.tiny_tokenizer()
-    target = tiny.tiny_model(len(tok), seed=1, layers=2)
-    draft = tiny.tiny_model(len(tok), seed=2, layers=1)
-    return target, draft, tok.encode("the quick brown fox")
+    p = tiny.tiny_pair()
+    return p.target, p.draft, p.prompts[0]
 
 
 class OldWrapper(torch.nn.Module):

@@ -20,8 +20,6 @@ the target's own token); our loop passes ``eos_accepted`` so ``HFHeuristic`` doe
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 import torch
 from omegaconf import OmegaConf
@@ -41,22 +39,9 @@ SPECDECODE = {"name": "specdecode", "policy": "fixed"}
 HEURISTIC = {"name": "hf_heuristic", "policy": "hf_heuristic", "transient": False}
 
 
-def noisy_copy(model, scale: float, seed: int = 7):
-    """A draft that agrees with the target often but not always (partial acceptance)."""
-    draft = copy.deepcopy(model)
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in draft.parameters():
-            p.add_(torch.randn(p.shape, generator=gen) * scale * p.std())
-    return draft
-
-
 @pytest.fixture(scope="module")
 def pair():
-    tok = tiny.tiny_tokenizer()
-    target = tiny.tiny_model(len(tok), seed=1, layers=2)
-    draft = noisy_copy(target, 0.15)
-    prompts = [tok.encode(t) for t in TEXTS]
+    _, target, draft, prompts = tiny.tiny_pair(TEXTS, draft="noisy", noise=0.15)  # a partially accepting draft
     return target, draft, prompts
 
 
@@ -152,7 +137,7 @@ def test_assistant_threshold_identical(pair, adaptive):
 def _eos_case(pair):
     """An EOS id, prompt and γ where a round ends on an accepted *drafted* EOS."""
     target, _, prompts = pair
-    draft = noisy_copy(target, 0.1)
+    draft = tiny.noisy_copy(target, 0.1)
     for ids in prompts:
         free = AutoregressiveRunner(target, []).generate(ids, N).tokens
         for k in range(6, N):

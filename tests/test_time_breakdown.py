@@ -20,10 +20,8 @@ from helpers import tiny
 
 @pytest.fixture(scope="module")
 def pair():
-    tok = tiny.tiny_tokenizer()
-    target = tiny.tiny_model(len(tok), seed=1, layers=2)
-    draft = tiny.tiny_model(len(tok), seed=2, layers=1)
-    return tok, target, draft, tok.encode("the quick brown fox")
+    tok, target, draft, prompts = tiny.tiny_pair()
+    return tok, target, draft, prompts[0]
 
 
 class SlowDrafter(ModelDrafter):

@@ -30,10 +30,7 @@ PAD_ALL_ROWS = {n: (9, 9) for n in range(1, 10)}  # ... and the head on all 9 ro
 
 @pytest.fixture(scope="module")
 def pair():
-    tok = tiny.tiny_tokenizer()
-    target = tiny.tiny_model(len(tok), seed=1, layers=2)
-    draft = tiny.tiny_model(len(tok), seed=2, layers=1)
-    prompts = [tok.encode(t) for t in ("the quick brown fox", "def add(a, b):", "one two three four five")]
+    _, target, draft, prompts = tiny.tiny_pair(("the quick brown fox", "def add(a, b):", "one two three four five"))
     refs = {tuple(ids): AutoregressiveRunner(target, []).generate(ids, 40).tokens for ids in prompts}
     return target, draft, prompts, refs
 

@@ -6,8 +6,10 @@ seed; tokenizers are trained on a small built-in corpus.
 
 from __future__ import annotations
 
+import copy
 import functools
 import os
+from typing import NamedTuple
 
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -72,3 +74,44 @@ def tiny_model(vocab_size: int, seed: int = 0, hidden: int = 32, layers: int = 2
     model = LlamaForCausalLM(cfg)
     model.eval()
     return model
+
+
+class TinyPair(NamedTuple):
+    """The tests' tiny pair: a tokenizer, a seeded target and draft, and the prompts encoded."""
+
+    tok: PreTrainedTokenizerFast
+    target: LlamaForCausalLM
+    draft: LlamaForCausalLM
+    prompts: list[list[int]]
+
+
+def noisy_copy(model: LlamaForCausalLM, scale: float, seed: int = 7, relative_to: str = "std") -> LlamaForCausalLM:
+    """A draft that agrees with ``model`` often but not always: a copy with seeded Gaussian noise of ``scale``
+    times each parameter's ``std`` (``relative_to="std"``) or mean absolute value (``"abs_mean"``)."""
+    draft = copy.deepcopy(model)
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in draft.parameters():
+            size = p.std() if relative_to == "std" else p.abs().mean()
+            p.add_(torch.randn(p.shape, generator=gen) * scale * size)
+    return draft
+
+
+def tiny_pair(texts: tuple[str, ...] = ("the quick brown fox",), draft: str = "model", noise: float = 0.2,
+              noise_seed: int = 7, relative_to: str = "std", sharpen: float | None = None) -> TinyPair:
+    """The one tiny-pair factory: the BPE tokenizer, a 2-layer target (seed 1), and a draft that is either an
+    independent 1-layer model (seed 2; ``draft="model"``) or a noisy copy of the target (``draft="noisy"``,
+    :func:`noisy_copy`); ``sharpen`` multiplies the target's LM head first (peaked laws: agreement runs of a
+    few tokens). Fresh models on every call: a test may change them."""
+    tok = tiny_tokenizer()
+    target = tiny_model(len(tok), seed=1, layers=2)
+    if sharpen is not None:
+        with torch.no_grad():
+            target.lm_head.weight.mul_(sharpen)
+    if draft == "model":
+        drafter = tiny_model(len(tok), seed=2, layers=1)
+    elif draft == "noisy":
+        drafter = noisy_copy(target, noise, noise_seed, relative_to)
+    else:
+        raise ValueError(f"draft must be 'model' or 'noisy', got {draft!r}")
+    return TinyPair(tok, target, drafter, [tok.encode(t) for t in texts])
