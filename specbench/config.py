@@ -27,7 +27,7 @@ Defaults are written once. The job's scalars have theirs in ``conf/config.yaml``
 has no field defaults, and a mapping without a scalar (a summary written before the key existed) takes
 it from there (``job_defaults``). A node's defaults are its dataclass fields' (``ModelSpec``,
 ``HeteroConfig``, ``LoggerConfig``, …), which ``from_mapping`` reads for an absent key; YAML files that
-restate one are checked against it (``tests/test_config.py``). The one deliberate difference:
+restate one are checked against it (``tests/specbench/test_config.py``). The one deliberate difference:
 ``EngineConfig()`` is the plain loop (no options: what an old summary ran, what scripts get), while a
 new job's engine options are ``conf/config.yaml``'s ``engine`` node.
 

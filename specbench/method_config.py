@@ -5,7 +5,7 @@ and the cross-vocabulary algorithm (``conf/hetero/*.yaml``), validated at the bo
 Defaults are written once: a node's default is its dataclass field's (``HeteroConfig``), or the first of
 its choices (``AR_CACHES``, ``AR_LOOPS``, ``SLEM_GAMMA``, ``TLI_PROCESSORS``); ``from_mapping`` reads a key
 that is absent from there, and the YAML files that restate one are checked against it
-(``tests/test_config.py``).
+(``tests/specbench/test_config.py``).
 """
 
 from __future__ import annotations

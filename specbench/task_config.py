@@ -110,7 +110,7 @@ SCROLLS_TEMPLATE = "Summarize the following text:\n{input}\nSummary:\n"
 SPECBENCH_URL = "https://raw.githubusercontent.com/hemingkx/Spec-Bench/main/data/spec_bench/question.jsonl"
 
 #: what a loader takes for a key its task config leaves null (``TaskConfig.setting``): the one place the
-#: code writes them; ``conf/task/<loader>.yaml`` restates them and ``tests/test_tasks.py`` checks they agree.
+#: code writes them; ``conf/task/<loader>.yaml`` restates them and ``tests/specbench/test_tasks.py`` checks they agree.
 LOADER_DEFAULTS: dict[str, dict[str, str]] = {
     "specbench": {"url": SPECBENCH_URL},
     "cnn_dailymail": {"path": "abisee/cnn_dailymail", "subset": "3.0.0", "split": "validation",

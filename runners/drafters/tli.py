@@ -24,7 +24,7 @@ typical-p of ``runners.engine.verify.Sampling``; the temperature commutes with t
   applies the main call's processors to those logits only), hence hf-bench's.
 
 Both are lossless: the drafted token is sampled from exactly the ``q`` handed to verification, and
-verification applies the same processors to the target (``tests/test_hetero_tli_order.py`` computes
+verification applies the same processors to the target (``tests/drafters/test_hetero_tli_order.py`` computes
 the output law exactly for both). Their acceptance differs when a processor truncates: under top-k,
 ``after_restrict`` keeps k shared tokens where ``before_restrict`` keeps the shared ones among the
 drafter's k most likely.

@@ -18,7 +18,7 @@ checkpoint's own ``cache_implementation`` (Gemma-3's ``hybrid``) never applies.
 Settings (``runners.engine.hf_assisted.generate_kwargs``, shared with the assisted peer): exactly
 ``max_new_tokens`` unless one of ``eos_token_ids`` ends the sequence; no length or repetition
 processors of the checkpoint's; the job's sampling processors exactly. So greedy output is the
-target's argmax sequence, token for token our AR's (``tests/test_hetero_baselines.py``).
+target's argmax sequence, token for token our AR's (``tests/engine/test_hetero_baselines.py``).
 Where hf-bench differs (it passed none of these, so the checkpoint's generation config applied) the
 README's Protocols table says so.
 

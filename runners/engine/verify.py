@@ -20,7 +20,7 @@ function that turns logits into probabilities, and every drafter and runner call
 same ``Sampling``, so the target and the draft are processed identically (as transformers
 processes the assistant with the main call's processors). Speculative sampling is exact for
 any ``q``, so the output follows the processed target distribution whatever the draft does
-(``tests/test_sampling.py`` enumerates it exactly on a toy vocabulary).
+(``tests/engine/test_sampling.py`` enumerates it exactly on a toy vocabulary).
 
 ``Sampling`` *is* a float — the temperature — that also carries the warpers, so every
 signature that took a temperature (``Drafter.propose``, the runners) takes it unchanged, and

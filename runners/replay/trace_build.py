@@ -12,7 +12,7 @@ can differ from a real run only where the draft has a near-tie between its top t
 logits or a confidence lies within ~1e-6 of a stop threshold. ``near_ties`` counts
 the rollout steps whose top-2 logit gap is below ``NEAR_TIE``. Same for the target:
 the trace assumes the speculative run is lossless (``verify_lossless`` checks it).
-``tests/test_replay.py`` checks replay == real runs round for round on tiny fp32 models.
+``tests/replay/test_replay.py`` checks replay == real runs round for round on tiny fp32 models.
 
 Chunk-dependent drafts (``chunk_invariant(model)`` is False), e.g. the default pair's
 ``transform: int8_dynamic`` draft: torch's dynamic quantization scales each Linear's

@@ -1,5 +1,5 @@
-"""Exact output laws on toy models, for the sampling-exactness tests (``tests/test_sampling.py``,
-``tests/test_hetero_tli_order.py``): every random decision of the loop goes through an enumerating
+"""Exact output laws on toy models, for the sampling-exactness tests (``tests/engine/test_sampling.py``,
+``tests/drafters/test_hetero_tli_order.py``): every random decision of the loop goes through an enumerating
 chooser (``methods.hetero.sampling.enumerate_outcomes``), so a generation's law is computed, not
 sampled; ``processed_law`` is the target's own law under a ``Sampling`` to compare it with."""
 

@@ -24,7 +24,7 @@ CORPUS = [
     "translate the sentence into french: le chat est sur le tapis",
 ] * 20
 
-#: Where the exact-law tests put their toy models: ``SPECBENCH_TEST_DEVICE=cuda pytest tests/test_sampling.py``
+#: Where the exact-law tests put their toy models: ``SPECBENCH_TEST_DEVICE=cuda pytest tests/engine/test_sampling.py``
 #: runs them on a GPU (issue 32); CPU by default.
 TEST_DEVICE = os.environ.get("SPECBENCH_TEST_DEVICE", "cpu")
 

@@ -15,8 +15,8 @@ from specbench import task_config, task_files, task_sources, tasks
 from specbench.registry import ConfigError
 from specbench.tasks import TASKS, Prompt, format_turn, load_task, select
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
-CONF = Path(__file__).resolve().parents[1] / "conf"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+CONF = Path(__file__).resolve().parents[2] / "conf"
 TASK_NAMES = sorted(p.stem for p in (CONF / "task").glob("*.yaml"))
 FIXTURE_FOR = {
     "specbench": "spec_bench_question.jsonl",

@@ -2,7 +2,7 @@
 prompt turn per job in a recorded shuffled order, paired AR references, repeats, the host probe, and
 the point of it all: a slowdown injected halfway through a sweep reaches identical-work cells alike
 when they are interleaved, and splits them when they run one after another. Tiny seeded models,
-in-process (the Hydra path is in tests/test_launchers.py)."""
+in-process (the Hydra path is in tests/jobs/test_launchers.py)."""
 
 from __future__ import annotations
 

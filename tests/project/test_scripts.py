@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 #: every Python script with a command line, and an option its --help must show
 HELP = {
     "bench_interleave.py": "--repeats",

@@ -4,7 +4,7 @@
   shared tokens kept and renormalised;
 * ``after_restrict``: the shared tokens kept first, then the processors (transformers' order).
 
-Exactness for both, as ``tests/test_sampling.py`` does it: the real loop (``SpeculativeRunner`` +
+Exactness for both, as ``tests/engine/test_sampling.py`` does it: the real loop (``SpeculativeRunner`` +
 ``TLIDrafter``, text sync included) on a toy pair of two character tokenizers with small vocabularies,
 every random decision replaced by an enumerating chooser (``methods.hetero.sampling.enumerate_outcomes``):
 the law of the output is computed exactly (float32 rounding of the probabilities only) and equals the

@@ -25,7 +25,7 @@ from runners.replay.grid import load_method
 from specbench.config import MethodConfig
 from specbench.registry import ConfigError
 
-METHOD_DIR = Path(__file__).resolve().parents[1] / "conf" / "method"
+METHOD_DIR = Path(__file__).resolve().parents[2] / "conf" / "method"
 PAPER_GAMMAS = [1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 20, 24]
 OURS = ["hf_heuristic", "hf_heuristic_carryover", "assistant_threshold", "gammatune", "gammatune_plus"]
 PLAIN_STEPS = {"smartspec", "cost_aware"}  # policies that may choose γ = 0 (a plain target step)

@@ -60,7 +60,7 @@ def _rooms(gen, max_new_tokens: int) -> list[int]:
 def test_greedy_output_is_the_targets_under_both_rules(bpe, char, slem_gamma, draft_kind):
     """Lossless both ways round (a draft with longer tokens than the target's, and shorter), every
     round within its budget; ``target_tokens`` never verifies more than γ. (γ = 1, 3, 7 under the
-    default: ``tests/test_hetero_drafters.py``.)"""
+    default: ``tests/drafters/test_hetero_drafters.py``.)"""
     gamma = 3
     ttok, dtok = (char, bpe) if draft_kind == "bpe" else (bpe, char)
     for seed, prompt in enumerate(PROMPTS[:2]):

@@ -20,7 +20,7 @@ from analysis.settings import method_defaults, setting_partitions
 from analysis.uncertainty import BootstrapSpec
 from specbench.paths import CONF_DIR
 
-FIXTURE = Path(__file__).resolve().parent / "fixtures" / "analysis"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "analysis"
 BOOT = BootstrapSpec(50, 0)
 
 

@@ -12,7 +12,7 @@ import yaml
 
 from analysis.cli import main as analysis_main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "results" / "committed"
 RECIPES = ["mini_gammatune_table2", "mini_hetero_slem", "mini_hetero_tli", "mini_hetero_policies", "mini_hetero_union",
            "gpu_mini_gammatune_table2", "gpu_mini_hetero"]  # the gpu_* ones ran on an H100 (issue 32)

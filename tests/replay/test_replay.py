@@ -45,7 +45,7 @@ from specbench.latency import ForwardCost, LatencyModel, fit_affine, round_ms, s
 
 from helpers import tiny
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MAX_NEW = 40
 GAMMAS = [1, 2, 5, 12]
 

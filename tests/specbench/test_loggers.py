@@ -15,7 +15,7 @@ from specbench.config import LoggerConfig
 from specbench.loggers import LOGGERS, NullLogger, WandbLogger, build_logger, records_table, traces_table
 from specbench.registry import ConfigError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _records(n: int = 2) -> list[dict]:

@@ -14,7 +14,7 @@ from specbench.model_sources import PYPI_MODELS
 
 from helpers import compose
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CONF = ROOT / "conf"
 DEFAULT_PAIR = "gemma3-270m_hybrid-lookup-int8"
 PAIRS = sorted(p.stem for p in (CONF / "pair").glob("*.yaml"))

@@ -18,7 +18,7 @@ from specbench.registry import ConfigError
 from helpers import compose as _compose
 from helpers import run_sweep
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ARGS = ["pair=tiny", "max_new_tokens=40", "warmup=0", "verify_lossless=false"]
 
 

@@ -35,7 +35,7 @@ from analysis.render import save_figure, to_latex, to_markdown, write_table
 from analysis.wandb_source import fetch_frame, frame_from_runs, rows_from_run
 from specbench.loggers import records_table
 
-FIXTURE = Path(__file__).resolve().parent / "fixtures" / "analysis"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "analysis"
 VICUNA = "vicuna-7b_vicuna-68m"
 LLAMA = "llama-3.1-8b-instruct_llama-3.2-1b-instruct"
 

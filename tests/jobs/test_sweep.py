@@ -12,7 +12,7 @@ from specbench.records import SCHEMA_VERSION, Record
 
 from helpers import run_sweep
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RECORD_FIELDS = {f.name for f in fields(Record)}
 
 
