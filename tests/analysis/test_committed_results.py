@@ -15,6 +15,7 @@ from analysis.cli import main as analysis_main
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "results" / "committed"
 RECIPES = ["mini_gammatune_table2", "mini_hetero_slem", "mini_hetero_tli", "mini_hetero_policies", "mini_hetero_union",
+           "mini_hetero_slrs",
            "gpu_mini_gammatune_table2", "gpu_mini_hetero"]  # the gpu_* ones ran on an H100 (issue 32)
 #: committed folders of a recipe run again, independently (issue 27: two interleaved runs, seeds 0 and 1)
 RERUNS = {"mini_gammatune_table2_b": "mini_gammatune_table2"}
