@@ -28,21 +28,11 @@ from runners.drafters.slem import SLEMDrafter
 from runners.drafters.tli import TLIDrafter
 from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
 
-from helpers.tiny import tiny_model, tiny_tokenizer
+from helpers.tiny import tiny_model
 
 BPE_SIZE = 300
 PROMPTS = ["the quick brown fox", "def add(a, b):\n", "one two three"]
 TEXT = "the quick brown fox jumps over the lazy dog and a cat sat on the mat"
-
-
-@pytest.fixture(scope="module")
-def bpe():
-    return tiny_tokenizer(BPE_SIZE, "bpe")
-
-
-@pytest.fixture(scope="module")
-def char():
-    return tiny_tokenizer(kind="char")
 
 
 class Oracle(torch.nn.Module):

@@ -27,19 +27,9 @@ from specbench.records import read_records
 from specbench.registry import ConfigError
 
 from helpers import compose, write_tiny_hetero_pair
-from helpers.tiny import tiny_model, tiny_tokenizer
+from helpers.tiny import tiny_model
 
 RULES = ["draft_tokens", "target_tokens"]
-
-
-@pytest.fixture(scope="module")
-def bpe():
-    return tiny_tokenizer(BPE_SIZE, "bpe")
-
-
-@pytest.fixture(scope="module")
-def char():
-    return tiny_tokenizer(kind="char")
 
 
 def _run(target, drafter, gamma, ids, max_new_tokens):

@@ -143,17 +143,10 @@ def test_job_records_and_analysis_show_the_breakdown(pair, tmp_path):
     from analysis.cli import main as analysis_main
     from runners.jobs.job import run_job
 
-    from helpers import compose
+    from helpers import compose, saved_pair_config
 
     tok, target, draft, _ = pair
-    for name, model in (("target", target), ("draft", draft)):
-        model.save_pretrained(tmp_path / name)
-        tok.save_pretrained(tmp_path / name)
-    spec = {"dtype": "float32", "device": "cpu", "trust_remote_code": False}
-    tiny_pair = {"name": "tiny", "same_tokenizer": True,
-                 "target": {"name": "tiny-target", "path": str(tmp_path / "target"), **spec},
-                 "draft": {"kind": "model", "name": "tiny-draft", "path": str(tmp_path / "draft"), **spec,
-                           "transform": None}}
+    tiny_pair = saved_pair_config(tok, target, draft, tmp_path)
     results = tmp_path / "results"
     _latency().save(results / "latency" / "tiny.json")  # found as <results_dir>/latency/<pair>.json
     plain = ("engine.fast_linear=false", "engine.verify_buckets=false", "engine.fused_prefill=false")

@@ -66,6 +66,18 @@ def _save_tiny_pair(base: Path, name: str, tokenizers: tuple, names: tuple[str, 
                                                   (names[0], base / folders[0]), (names[1], base / folders[1])))
 
 
+def saved_pair_config(tok: Any, target: Any, draft: Any, folder: Path, name: str = "tiny") -> dict:
+    """Save a tiny target and draft (with one tokenizer) under ``folder/target`` and ``folder/draft`` and return
+    the ``pair`` node that loads them (``cfg.pair = OmegaConf.create(...)``)."""
+    for sub, model in (("target", target), ("draft", draft)):
+        model.save_pretrained(folder / sub)
+        tok.save_pretrained(folder / sub)
+    spec = {"dtype": "float32", "device": "cpu", "trust_remote_code": False}
+    return {"name": name, "same_tokenizer": True,
+            "target": {"name": f"{name}-target", "path": str(folder / "target"), **spec},
+            "draft": {"kind": "model", "name": f"{name}-draft", "path": str(folder / "draft"), **spec, "transform": None}}
+
+
 def write_tiny_pairs(base: Path, names: tuple[str, ...] = ("a", "b", "c")) -> Path:
     """A config dir with ``pair/tiny_<name>.yaml`` for each name: distinct tiny seeded targets and
     drafts (same tokenizer), saved under ``base``; plus ``pair/broken.yaml``, whose target folder exists

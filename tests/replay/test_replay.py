@@ -502,18 +502,11 @@ def test_recorded_jobs_are_replayed_exactly(pair, tmp_path):
 
     from runners.jobs.job import run_job
 
-    from helpers import compose
+    from helpers import compose, saved_pair_config
 
     target, draft, _, _ = pair
     tok = tiny.tiny_tokenizer()
-    for name, model in (("target", target), ("draft", draft)):
-        model.save_pretrained(tmp_path / name)
-        tok.save_pretrained(tmp_path / name)
-    spec = {"dtype": "float32", "device": "cpu", "trust_remote_code": False}
-    tiny_pair = {"name": "tiny", "same_tokenizer": True,
-                 "target": {"name": "tiny-target", "path": str(tmp_path / "target"), **spec},
-                 "draft": {"kind": "model", "name": "tiny-draft", "path": str(tmp_path / "draft"), **spec,
-                           "transform": None}}
+    tiny_pair = saved_pair_config(tok, target, draft, tmp_path)
     results = tmp_path / "results"
     jobs = [("gammatune", 3), ("hf_heuristic", 2), ("assistant_threshold", 4), ("gammatune_plus", 1)]
     for method, gamma in jobs:
