@@ -68,14 +68,17 @@ def rule_method(method: str, hetero: str | None, ar_cache: str | None = None, ar
     autoregressive decoding by our loop (by its KV cache), ``hf_native_ar`` / ``hf_native_ar_offloaded``
     by transformers' ``generate()`` (``method.loop: transformers``: never pooled with ours), else the
     algorithm (the recorded cross-vocabulary rule, ``sd`` on one vocabulary) followed by the γ
-    policy's method when it is not the fixed γ (``slem+assistant_threshold``)."""
+    policy's method when it is not the fixed γ (``slem+assistant_threshold``); the variant tags of
+    ``method`` stay on the row (``slrs[max_nodes=8]`` for the fixed γ: SLRS with a knob, read
+    ``SLRS (max_nodes = 8)``, not another method; ``slem+gammatune[eta=0.5]``)."""
     if isinstance(ar_cache, str) and ar_cache:
         base = "hf_native_ar" if ar_loop == "transformers" or str(method).startswith("hf_native_ar") else "ar"
         return f"{base}_offloaded" if ar_cache == "offloaded" else base
     if method in AR_KEYS:
         return method
     rule = hetero if isinstance(hetero, str) and hetero else "sd"
-    return rule if method == "specdecode" else f"{rule}+{method}"
+    policy, bracket, tags = str(method).partition("[")
+    return rule + bracket + tags if policy == "specdecode" else f"{rule}+{method}"
 
 
 def hfbench_label(target_path: str | None, draft_path: str | None, temperature: float) -> str | None:

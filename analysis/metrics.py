@@ -27,7 +27,7 @@ from ``analysis.frame.engine_tag``); ``method_label`` reads them ``GammaTune (η
 ``GammaTune (carry-over)``, ``SpecDecode (fast_linear=all, fused_prefill)``. So no table pools two
 settings of one method under one row.
 
-An A/A twin (``specbench.records.aa_twin_of``: ``specdecode_twin`` does exactly SpecDecode's work
+An A/A twin (``specbench.method_config.aa_twin_of``: ``specdecode_twin`` does exactly SpecDecode's work
 under another label) reads ``SpecDecode (A/A twin)`` and sorts right after its original
 (``aa_original``); it is never a method row of a comparison table nor a baseline, only the
 noise floor's numerator (``analysis.drift``).
@@ -43,7 +43,8 @@ import numpy as np
 import pandas as pd
 
 from analysis.settings import method_tags, tag_label
-from specbench.records import aa_twin_of, pooled_tokens_per_s
+from specbench.method_config import aa_twin_of
+from specbench.records import pooled_tokens_per_s
 
 DDOF = 1
 POOLINGS = {

@@ -122,3 +122,16 @@ class HeteroConfig:
             slem_gamma=check_choice("hetero.slem_gamma", slem_gamma, SLEM_GAMMA),
             tli_processors=check_choice("hetero.tli_processors", tli_processors, TLI_PROCESSORS),
         )
+
+
+#: A method named ``<name>_twin`` (``conf/method/specdecode_twin.yaml``) does exactly the work of
+#: ``<name>`` under another label: the A/A pair of cells from which ``analysis`` measures a sweep's
+#: noise floor (two cells whose true ratio is 1).
+AA_TWIN_SUFFIX = "_twin"
+
+
+def aa_twin_of(method: str) -> str | None:
+    """The method an A/A twin copies (``specdecode_twin`` -> ``specdecode``); None for any other method."""
+    if method.endswith(AA_TWIN_SUFFIX) and len(method) > len(AA_TWIN_SUFFIX):
+        return method[: -len(AA_TWIN_SUFFIX)]
+    return None

@@ -37,7 +37,6 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 torch.set_num_threads(int(os.environ.get("SPECBENCH_TEST_THREADS", "1" if os.environ.get("PYTEST_XDIST_WORKER") else "2")))
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # `import helpers`
 SHARED = ROOT.parent / "shared"
 
 _real_connect = socket.socket.connect

@@ -33,6 +33,7 @@ from methods.base import GammaPolicy
 from runners.drafters.model import ModelDrafter
 from runners.drafters.prompt_lookup import PromptLookupDrafter
 from runners.engine.base import Draft, Drafter
+from runners.engine.verify import Sampling
 from specbench.config import check_int
 from specbench.registry import ConfigError
 
@@ -64,7 +65,7 @@ class HybridDrafter(Drafter):
         ids: list[int],
         max_tokens: int,
         policy: GammaPolicy,
-        temperature: float,
+        sampling: Sampling,
         generator: torch.Generator | None,
     ) -> Draft:
         tokens = self.lookup.lookup(ids, max_tokens)
@@ -73,7 +74,7 @@ class HybridDrafter(Drafter):
             return Draft(tokens, None, [], forwards=0)  # no draft-model forward (records' draft_forwards)
         self.model_rounds += 1
         budget = max_tokens if self.max_model_tokens is None else min(max_tokens, self.max_model_tokens)
-        return self.model.propose(ids, budget, policy, temperature, generator)
+        return self.model.propose(ids, budget, policy, sampling, generator)
 
     def commit(self, ids: list[int]) -> None:
         self.model.commit(ids)

@@ -11,7 +11,7 @@ from methods.base import DraftStep, GammaPolicy, policy_needs
 from runners.engine.base import Draft, Drafter
 from runners.engine.features import draft_features
 from runners.engine.kv import cache_arg, crop_to, new_cache
-from runners.engine.verify import greedy_token, probs, sample
+from runners.engine.verify import Sampling, greedy_token, probs, sample
 from specbench.models import model_device
 
 
@@ -54,7 +54,7 @@ class ModelDrafter(Drafter):
         ids: list[int],
         max_tokens: int,
         policy: GammaPolicy,
-        temperature: float,
+        sampling: Sampling,
         generator: torch.Generator | None,
     ) -> Draft:
         if self.cache is None:
@@ -73,15 +73,14 @@ class ModelDrafter(Drafter):
             inp = torch.tensor([feed], device=self.device)
             logits = self.model(input_ids=inp, **cache_arg(self.model, self.cache), use_cache=True, logits_to_keep=1).logits[0, -1]
             self.seq.extend(feed)
-            if temperature > 0:
-                q = probs(logits, temperature)
+            if sampling.greedy:
+                tok = greedy_token(logits)
+                feats = draft_features(logits, tok, needs)
+            else:
+                q = probs(logits, sampling)
                 tok = sample(q, generator)
                 qs.append(q)
                 feats = draft_features(logits, tok, needs | {"confidence"}, probs=q)
-            else:
-                q = None
-                tok = greedy_token(logits)
-                feats = draft_features(logits, tok, needs)
             tokens.append(tok)
             if "confidence" in feats:
                 confidences.append(feats["confidence"])

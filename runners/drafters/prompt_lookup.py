@@ -38,6 +38,7 @@ import torch
 
 from methods.base import GammaPolicy
 from runners.engine.base import Draft, Drafter
+from runners.engine.verify import Sampling
 from specbench.registry import ConfigError
 
 MATCH_RULES = ("first", "last")
@@ -120,7 +121,7 @@ class PromptLookupDrafter(Drafter):
         ids: list[int],
         max_tokens: int,
         policy: GammaPolicy,
-        temperature: float,
+        sampling: Sampling,
         generator: torch.Generator | None,
     ) -> Draft:
         return Draft(tokens=self.lookup(ids, max_tokens), q=None, confidences=[])

@@ -44,7 +44,7 @@ from methods.base import DraftStep, GammaPolicy
 from methods.hetero.vocab import REPLACEMENT_CHAR
 from runners.drafters.text_sync import DEFAULT_LOOKBEHIND, TextSyncedDrafter, need_model
 from runners.engine.base import Draft
-from runners.engine.verify import probs
+from runners.engine.verify import Sampling, probs
 from specbench.config import check_choice
 from specbench.method_config import SLEM_GAMMA
 
@@ -78,7 +78,7 @@ class SLEMDrafter(TextSyncedDrafter):
 
     @torch.inference_mode()
     def propose(
-        self, ids: list[int], max_tokens: int, policy: GammaPolicy, temperature: float, generator: torch.Generator | None
+        self, ids: list[int], max_tokens: int, policy: GammaPolicy, sampling: Sampling, generator: torch.Generator | None
     ) -> Draft:
         feed = self._first_feed(ids)
         forwards0 = self.forwards
@@ -87,7 +87,7 @@ class SLEMDrafter(TextSyncedDrafter):
         for _ in range(max_tokens):
             logits = self._forward(feed)
             tok = int(logits.argmax())
-            p = probs(logits, temperature) if temperature > 0 else torch.softmax(logits.float(), dim=-1)
+            p = torch.softmax(logits.float(), dim=-1) if sampling.greedy else probs(logits, sampling)
             drafted.append(tok)
             confs.append(float(p[tok]))
             feed = [tok]

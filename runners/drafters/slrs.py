@@ -46,7 +46,7 @@ from runners.drafters.text_sync import DEFAULT_LOOKBEHIND, need_model
 from runners.drafters.tli import TLIDrafter
 from runners.drafters.vocab_map import cached_strings
 from runners.engine.base import Draft
-from runners.engine.verify import probs, sample
+from runners.engine.verify import Sampling, probs, sample
 
 
 class SLRSDrafter(TLIDrafter):
@@ -95,16 +95,16 @@ class SLRSDrafter(TLIDrafter):
                 return (self.bottom if cand is None else cand), conf
             logits = self._forward_after(base, path)
 
-    def _psi(self, logits: torch.Tensor, temperature: float) -> tuple[torch.Tensor, float]:
+    def _psi(self, logits: torch.Tensor, sampling: Sampling) -> tuple[torch.Tensor, float]:
         """ψ at the context whose draft logits are ``logits`` (the tree's root): ``(ψ on target ids,
         float64, mass of ⊥)``; raises ``SLRSTooLarge`` past ``max_nodes``."""
         base = len(self.cached)
-        root = top_k_proposal(probs(logits, temperature), self.draft_top_k)
+        root = top_k_proposal(probs(logits, sampling), self.draft_top_k)
 
         def draft_next(seq: tuple[int, ...]) -> torch.Tensor:
             if not seq:
                 return root
-            return top_k_proposal(probs(self._forward_after(base, list(seq)), temperature), self.draft_top_k)
+            return top_k_proposal(probs(self._forward_after(base, list(seq)), sampling), self.draft_top_k)
 
         psi, bottom, _ = self.rule.psi_sparse(draft_next)
         q = torch.zeros(self.target_vocab_size, dtype=torch.float64)
@@ -113,22 +113,23 @@ class SLRSDrafter(TLIDrafter):
         return q, bottom
 
     @torch.inference_mode()
-    def psi_after(self, ids: list[int], temperature: float) -> tuple[torch.Tensor, float]:
-        """ψ for the position after ``ids`` (target ids): ``(ψ on target ids, mass of ⊥)``."""
-        return self._psi(self.next_logits(ids), temperature)
+    def psi_after(self, ids: list[int], sampling: Sampling | float) -> tuple[torch.Tensor, float]:
+        """ψ for the position after ``ids`` (target ids): ``(ψ on target ids, mass of ⊥)``; ``sampling``: a
+        ``Sampling`` or a bare temperature, > 0."""
+        return self._psi(self.next_logits(ids), Sampling.of(sampling))
 
     def _sampled_candidate(
-        self, logits: torch.Tensor, temperature: float, generator: torch.Generator | None
+        self, logits: torch.Tensor, sampling: Sampling, generator: torch.Generator | None
     ) -> tuple[int, torch.Tensor, float]:
         """Temperature > 0: ``(candidate or ⊥, ψ on target ids, ψ(candidate))``; raises ``SLRSTooLarge``."""
-        psi, bottom = self._psi(logits, temperature)
+        psi, bottom = self._psi(logits, sampling)
         cand = sample(torch.cat([psi, psi.new_tensor([bottom])]), generator)
         conf = bottom if cand == self.bottom else float(psi[cand])
         return cand, psi.to(device=self.device, dtype=torch.float32), conf
 
     @torch.inference_mode()
     def propose(
-        self, ids: list[int], max_tokens: int, policy: GammaPolicy, temperature: float, generator: torch.Generator | None
+        self, ids: list[int], max_tokens: int, policy: GammaPolicy, sampling: Sampling, generator: torch.Generator | None
     ) -> Draft:
         forwards0 = self.forwards
         tokens: list[int] = []
@@ -141,18 +142,18 @@ class SLRSDrafter(TLIDrafter):
                 feed = self._first_feed(ids + tokens)  # the text of the sequence and the candidates so far
             logits = self._forward(feed)
             q: torch.Tensor | None = None
-            if temperature <= 0:
+            if sampling.greedy:
                 tok, conf = self._greedy_candidate(logits)
             else:
                 if not fallback:
                     base = len(self.cached)
                     try:
-                        tok, q, conf = self._sampled_candidate(logits, temperature, generator)
+                        tok, q, conf = self._sampled_candidate(logits, sampling, generator)
                     except SLRSTooLarge:
                         fallback = True
                         self._crop(base)  # back to the context: TLI continues from the root
                 if fallback:
-                    picked = self.tli_pick(logits, temperature, generator)
+                    picked = self.tli_pick(logits, sampling, generator)
                     if picked is None:  # the processors left no shared token: the draft ends here
                         break
                     d_tok, tok, q, conf = picked

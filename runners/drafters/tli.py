@@ -43,7 +43,7 @@ from methods.hetero.vocab import VocabMapping
 from runners.drafters.text_sync import DEFAULT_LOOKBEHIND, need_model
 from runners.drafters.vocab_map import MappedDrafter
 from runners.engine.base import Draft
-from runners.engine.verify import probs, sample
+from runners.engine.verify import Sampling, probs, sample
 from specbench.config import check_choice
 from specbench.method_config import TLI_PROCESSORS
 
@@ -72,37 +72,37 @@ class TLIDrafter(MappedDrafter):
                          draft_eos_token_ids, lookbehind, mapping)
         self.tli_processors = tli_processors
 
-    def tli_distribution(self, logits: torch.Tensor, temperature: float) -> torch.Tensor | None:
+    def tli_distribution(self, logits: torch.Tensor, sampling: Sampling) -> torch.Tensor | None:
         """The distribution TLI samples its draft id from (on draft ids, zero off the shared tokens,
         rows sum to 1), with the processors before or after the restriction (module docstring); None
         when the processors left no shared token (``before_restrict`` only)."""
-        if temperature > 0 and self.tli_processors == "after_restrict":
-            return probs(restrict_logits(logits, self.mapping), temperature)
-        processed = probs(logits, temperature if temperature > 0 else 1.0)
+        if not sampling.greedy and self.tli_processors == "after_restrict":
+            return probs(restrict_logits(logits, self.mapping), sampling)
+        processed = probs(logits, 1.0 if sampling.greedy else sampling)
         try:
             return tli_restrict(processed, self.mapping)
         except ValueError:  # no mass on the shared tokens: nothing to propose
             return None
 
     def tli_pick(
-        self, logits: torch.Tensor, temperature: float, generator: torch.Generator | None
+        self, logits: torch.Tensor, sampling: Sampling, generator: torch.Generator | None
     ) -> tuple[int, int, torch.Tensor | None, float] | None:
         """One TLI token from the draft model's logits: ``(draft id, target id, q on target ids or
         None at temperature 0, confidence)``; None when there is nothing to propose."""
-        restricted = self.tli_distribution(logits, temperature)
+        restricted = self.tli_distribution(logits, sampling)
         if restricted is None:
             return None
-        d_tok = sample(restricted, generator) if temperature > 0 else int(restricted.argmax())
+        d_tok = int(restricted.argmax()) if sampling.greedy else sample(restricted, generator)
         t_tok = int(self.d2t[d_tok])
         q = to_target(restricted, self.mapping)
-        return d_tok, t_tok, (q if temperature > 0 else None), float(q[t_tok])
+        return d_tok, t_tok, (None if sampling.greedy else q), float(q[t_tok])
 
     @torch.inference_mode()
     def propose(
-        self, ids: list[int], max_tokens: int, policy: GammaPolicy, temperature: float, generator: torch.Generator | None
+        self, ids: list[int], max_tokens: int, policy: GammaPolicy, sampling: Sampling, generator: torch.Generator | None
     ) -> Draft:
         def pick(logits: torch.Tensor) -> tuple[int, int, torch.Tensor | None, float, bool] | None:
-            picked = self.tli_pick(logits, temperature, generator)
+            picked = self.tli_pick(logits, sampling, generator)
             return None if picked is None else (*picked, False)
 
         return self._draft_tokens(ids, max_tokens, policy, pick)

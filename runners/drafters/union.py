@@ -25,7 +25,7 @@ from methods.hetero.token_level import UnionSpace, to_target
 from runners.drafters.text_sync import need_model
 from runners.drafters.vocab_map import MappedDrafter
 from runners.engine.base import Draft
-from runners.engine.verify import probs, sample
+from runners.engine.verify import Sampling, probs, sample
 
 
 class UnionDrafter(MappedDrafter):
@@ -38,21 +38,21 @@ class UnionDrafter(MappedDrafter):
         super().__init__(*args, **kwargs)
         self.d2u = UnionSpace(self.mapping).draft_to_union.to(self.device)
 
-    def _pick(self, logits: torch.Tensor, temperature: float, generator: Any) -> tuple:
+    def _pick(self, logits: torch.Tensor, sampling: Sampling, generator: Any) -> tuple:
         """One union token: a draft-only token is proposed as an id past the target's logits and ends the draft."""
-        q_draft = probs(logits, temperature if temperature > 0 else 1.0)
-        d_tok = sample(q_draft, generator) if temperature > 0 else int(q_draft.argmax())
+        q_draft = probs(logits, 1.0 if sampling.greedy else sampling)
+        d_tok = int(q_draft.argmax()) if sampling.greedy else sample(q_draft, generator)
         u_tok = int(self.d2u[d_tok])
         q = to_target(q_draft, self.mapping)
         outside = u_tok >= self.target_vocab_size
         conf = float(q_draft[d_tok]) if outside else float(q[u_tok])
-        return d_tok, u_tok, (q if temperature > 0 else None), conf, outside
+        return d_tok, u_tok, (None if sampling.greedy else q), conf, outside
 
     @torch.inference_mode()
     def propose(
-        self, ids: list[int], max_tokens: int, policy: GammaPolicy, temperature: float, generator: torch.Generator | None
+        self, ids: list[int], max_tokens: int, policy: GammaPolicy, sampling: Sampling, generator: torch.Generator | None
     ) -> Draft:
-        return self._draft_tokens(ids, max_tokens, policy, lambda logits: self._pick(logits, temperature, generator))
+        return self._draft_tokens(ids, max_tokens, policy, lambda logits: self._pick(logits, sampling, generator))
 
     @classmethod
     def from_context(cls, ctx: Any) -> UnionDrafter:

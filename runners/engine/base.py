@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import torch
 
 from methods.base import DraftStep, GammaPolicy
+from runners.engine.verify import Sampling
 
 
 @dataclass
@@ -65,11 +66,12 @@ class Drafter(ABC):
         ids: list[int],
         max_tokens: int,
         policy: GammaPolicy,
-        temperature: float,
+        sampling: Sampling,
         generator: torch.Generator | None,
     ) -> Draft:
         """Draft up to ``max_tokens`` tokens continuing ``ids`` (the whole sequence so
-        far, prompt included). Must ask ``policy.stop_drafting(step)`` after each drafted
+        far, prompt included), greedily when ``sampling.greedy``, else sampled from the draft's
+        distribution processed by ``sampling`` (``runners.engine.verify.probs``). Must ask ``policy.stop_drafting(step)`` after each drafted
         token when it has probabilities (a ``methods.base.DraftStep`` with the features the
         policy ``needs``), and stop after drafting an EOS (which is not asked about)."""
 
@@ -106,3 +108,15 @@ class Generation:
     phase_ms: dict[str, float] = field(default_factory=dict)  # draft / verify / overhead after TTFT
     draft_forwards: int | None = None  # the drafter's model forwards, summed over rounds (None: not counted)
     fallback_rounds: int = 0  # rounds in which the drafter used its lossless fallback rule
+
+    def add_round(self, gamma: int, draft: Draft, verified: int, accepted: int, proposed: int) -> None:
+        """One round's traces (the one place both loops record a round): γ, the ``verified`` tokens of
+        ``draft`` (of ``proposed``: the rest were discarded by ``verify_count``), ``accepted`` of them."""
+        self.gamma_trace.append(gamma)
+        self.drafted_trace.append(verified)
+        self.accepted_trace.append(accepted)
+        self.confidence_trace.append([round(c, 6) for c in draft.confidences[:verified]])
+        self.discarded_trace.append(proposed - verified)
+        if draft.forwards is not None:
+            self.draft_forwards = (self.draft_forwards or 0) + draft.forwards
+        self.fallback_rounds += int(draft.fallback)

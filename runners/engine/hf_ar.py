@@ -1,6 +1,6 @@
 """transformers' own autoregressive decoding: the baseline hf-bench timed (``method=hf_native_ar``).
 
-``HFAutoregressiveRunner(target, eos_token_ids, temperature, cache).generate(prompt_ids,
+``HFAutoregressiveRunner(target, eos_token_ids, sampling, cache).generate(prompt_ids,
 max_new_tokens, generator) -> Generation`` calls ``target.generate(input_ids, streamer=...,
 cache_implementation=cache, ...)`` (batch size 1), the call hf-bench timed for its AR rows
 (keyboardAnt/hf-bench ``hf_bench/benchmark.py``, ``HFModel.generate_text``:
@@ -87,13 +87,13 @@ class FirstTokenStreamer(BaseStreamer):
 class HFAutoregressiveRunner:
     """``target.generate(...)`` alone, timed as our AR records are timed (module docstring)."""
 
-    def __init__(self, target: Any, eos_token_ids: Iterable[int], temperature: float = 0.0,
+    def __init__(self, target: Any, eos_token_ids: Iterable[int], sampling: Sampling | float = 0.0,
                  cache: str = "dynamic") -> None:
         if cache not in AR_CACHES:
             raise ValueError(f"cache must be one of {AR_CACHES}, got {cache!r}")
         self.target = target
         self.eos = sorted(set(int(e) for e in eos_token_ids))
-        self.temperature = Sampling.of(temperature)
+        self.sampling = Sampling.of(sampling)
         self.cache = cache
         self.device = model_device(target)
         self.pad_token_id = pad_token_id(target, self.eos)
@@ -101,7 +101,7 @@ class HFAutoregressiveRunner:
 
     def generate_kwargs(self, max_new_tokens: int) -> dict[str, Any]:
         """What ``generate`` is given besides the prompt and the streamer."""
-        return {**generate_kwargs(self.temperature, self.eos, self.pad_token_id, max_new_tokens),
+        return {**generate_kwargs(self.sampling, self.eos, self.pad_token_id, max_new_tokens),
                 "cache_implementation": self.cache, "use_cache": True, "return_dict_in_generate": False}
 
     @torch.inference_mode()
@@ -113,7 +113,7 @@ class HFAutoregressiveRunner:
         timer = Timer(self.device)
         streamer = FirstTokenStreamer(timer, list(prompt_ids))
         kwargs = self.generate_kwargs(max_new_tokens)
-        with seeded_global_rng(self.temperature, generator, self.device):
+        with seeded_global_rng(self.sampling, generator, self.device):
             timer.start()
             out = self.target.generate(inp, attention_mask=mask, streamer=streamer, **kwargs)
             timer.mark("end")

@@ -1,6 +1,6 @@
 """The transformers peer: the same method run by transformers' own assisted generation.
 
-``HFAssistedRunner(target, assistant, policy, eos_token_ids, temperature)
+``HFAssistedRunner(target, assistant, policy, eos_token_ids, sampling)
 .generate(prompt_ids, max_new_tokens, generator) -> Generation`` calls
 ``target.generate(input_ids, assistant_model=assistant, ...)`` (batch size 1, same
 vocabulary) with transformers' native settings, and records per-round traces
@@ -265,15 +265,15 @@ def generate_kwargs(sampling: Sampling, eos: list[int], pad: int, max_new_tokens
     kwargs: dict[str, Any] = {
         "max_new_tokens": int(max_new_tokens),
         "min_new_tokens": None,
-        "do_sample": sampling > 0,
+        "do_sample": not sampling.greedy,
         "pad_token_id": pad,
         # an empty list turns the model's default EOS off (as our engine with no EOS ids)
         "eos_token_id": list(eos),
         "repetition_penalty": 1.0,
         "num_beams": 1,
     }
-    if sampling > 0:
-        kwargs.update(temperature=float(sampling), top_k=sampling.top_k or 0, top_p=sampling.top_p or 1.0, min_p=None,
+    if not sampling.greedy:
+        kwargs.update(temperature=sampling.temperature, top_k=sampling.top_k or 0, top_p=sampling.top_p or 1.0, min_p=None,
                       typical_p=sampling.typical_p or 1.0)
     return kwargs
 
@@ -282,7 +282,7 @@ def generate_kwargs(sampling: Sampling, eos: list[int], pad: int, max_new_tokens
 def seeded_global_rng(sampling: Sampling, generator: Any, device: torch.device) -> Iterator[None]:
     """Sampling: seed torch's global RNG (which transformers draws from) from ``generator``, inside
     ``fork_rng`` so the caller's RNG state is left as it was. Greedy: nothing."""
-    if sampling <= 0 or generator is None:
+    if sampling.greedy or generator is None:
         yield
         return
     cuda = device.type == "cuda"
@@ -303,7 +303,7 @@ class HFAssistedRunner:
         assistant: Any,
         policy: GammaPolicy,
         eos_token_ids: Iterable[int],
-        temperature: float = 0.0,
+        sampling: Sampling | float = 0.0,
     ) -> None:
         self.settings = hf_settings(policy)
         vocab = [m.config.get_text_config().vocab_size for m in (target, assistant)]
@@ -317,7 +317,7 @@ class HFAssistedRunner:
         self.gamma_init = policy.gamma_init
         self.carried_gamma = self.gamma_init  # "heuristic": transformers' written-back γ
         self.eos = sorted(set(int(e) for e in eos_token_ids))
-        self.temperature = Sampling.of(temperature)
+        self.sampling = Sampling.of(sampling)
         self.device = model_device(target)
         self.pad_token_id = pad_token_id(target, self.eos)
         self.last_num_matches: list[int] = []
@@ -336,10 +336,10 @@ class HFAssistedRunner:
         }
 
     def _generate_kwargs(self, max_new_tokens: int) -> dict[str, Any]:
-        return generate_kwargs(self.temperature, self.eos, self.pad_token_id, max_new_tokens)
+        return generate_kwargs(self.sampling, self.eos, self.pad_token_id, max_new_tokens)
 
     def _seeded(self, generator: Any) -> Any:
-        return seeded_global_rng(self.temperature, generator, self.device)
+        return seeded_global_rng(self.sampling, generator, self.device)
 
     @torch.inference_mode()
     def generate(self, prompt_ids: list[int], max_new_tokens: int, generator: Any = None) -> Generation:

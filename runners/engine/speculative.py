@@ -1,6 +1,6 @@
 """The decoding loops: one speculative loop for every method, and plain autoregressive decoding.
 
-``SpeculativeRunner(target, drafter, policy, eos_token_ids, temperature).generate(prompt_ids,
+``SpeculativeRunner(target, drafter, policy, eos_token_ids, sampling).generate(prompt_ids,
 max_new_tokens, generator)`` runs, for batch size 1:
 
 1. prefill: the target reads the prompt and emits the first new token (TTFT ends here);
@@ -21,9 +21,9 @@ max_new_tokens, generator)`` runs, for batch size 1:
 when transformers' assisted generation would first hand new tokens to a streamer, the TTFT of
 hf-bench's definition (``specbench.records``).
 
-``temperature`` may be a ``runners.engine.verify.Sampling`` (the temperature plus top-k /
-top-p / typical-p); it is handed unchanged to the drafter and to verification, so the draft
-and the target are processed identically. ``generator``: a ``DeviceGenerators`` (one
+``sampling``: a ``runners.engine.verify.Sampling`` (the temperature plus top-k / top-p /
+typical-p) or a bare temperature (``Sampling.of``; 0 = greedy, the default); it is handed unchanged
+to the drafter and to verification, so the draft and the target are processed identically. ``generator``: a ``DeviceGenerators`` (one
 generator per device) or a ``torch.Generator`` on the device of the tensors it samples.
 
 ``AutoregressiveRunner(..., cache="offloaded")`` keeps the target's KV cache on the CPU, as
@@ -71,23 +71,23 @@ from specbench.models import logits_width, model_device
 from specbench.timing import Timer
 
 
-def _first_token(logits: torch.Tensor, temperature: float, generator: Any) -> int:
-    if temperature > 0:
-        return sample(probs(logits, temperature), generator)
-    return greedy_token(logits)
+def _first_token(logits: torch.Tensor, sampling: Sampling, generator: Any) -> int:
+    if sampling.greedy:
+        return greedy_token(logits)
+    return sample(probs(logits, sampling), generator)
 
 
 class AutoregressiveRunner:
     """The target alone, one token per forward, with its KV cache (``method=ar``); ``cache``:
     ``dynamic`` (on the model's device) or ``offloaded`` (on the CPU, prefetched per layer)."""
 
-    def __init__(self, target: Any, eos_token_ids: Iterable[int], temperature: float = 0.0,
+    def __init__(self, target: Any, eos_token_ids: Iterable[int], sampling: Sampling | float = 0.0,
                  cache: str = "dynamic") -> None:
         if cache not in AR_CACHES:
             raise ValueError(f"cache must be one of {AR_CACHES}, got {cache!r}")
         self.target = target
         self.eos = set(eos_token_ids)
-        self.temperature = Sampling.of(temperature)
+        self.sampling = Sampling.of(sampling)
         self.cache = cache
         self.device = model_device(target)
 
@@ -104,7 +104,7 @@ class AutoregressiveRunner:
             logits = self.target(input_ids=inp, **cache_arg(self.target, cache), use_cache=True, logits_to_keep=1).logits[0, -1]
             if new:
                 timer.lap("verify")
-            tok = _first_token(logits, self.temperature, generator)
+            tok = _first_token(logits, self.sampling, generator)
             new.append(tok)
             if len(new) == 1:
                 timer.mark("first")
@@ -140,7 +140,7 @@ class SpeculativeRunner:
         drafter: Drafter,
         policy: GammaPolicy,
         eos_token_ids: Iterable[int],
-        temperature: float = 0.0,
+        sampling: Sampling | float = 0.0,
         forward: VerifyForward | None = None,
         fused_prefill: bool = False,
     ) -> None:
@@ -148,7 +148,7 @@ class SpeculativeRunner:
         self.drafter = drafter
         self.policy = policy
         self.eos = set(eos_token_ids)
-        self.temperature = Sampling.of(temperature)
+        self.sampling = Sampling.of(sampling)
         self.device = model_device(target)
         self.forward = forward if forward is not None else VerifyForward(target)
         self.fused_prefill = bool(fused_prefill)
@@ -168,7 +168,7 @@ class SpeculativeRunner:
             logits = self.forward(cache, ids, 1)
             if getattr(self.forward, "buckets", None):  # a short prompt may have been padded: keep its own positions only
                 crop_to(cache, n_prompt)
-            ids.append(_first_token(logits[-1], self.temperature, generator))
+            ids.append(_first_token(logits[-1], self.sampling, generator))
             timer.mark("first")
         self.drafter.begin(list(prompt_ids))
         gen = Generation(tokens=[], ttft_ms=0.0, wall_ms=0.0, stop_reason="")
@@ -183,7 +183,7 @@ class SpeculativeRunner:
             gamma = int(self.policy.next_gamma())
             asked, budget = self.drafter.limits(gamma, remaining - 1)  # drafter tokens to draft, target tokens kept
             draft = (
-                self.drafter.propose(ids, asked, self.policy, self.temperature, generator)
+                self.drafter.propose(ids, asked, self.policy, self.sampling, generator)
                 if asked > 0 and budget > 0 else Draft([])
             )
             t_drafted = time.perf_counter() if timed else 0.0
@@ -203,11 +203,11 @@ class SpeculativeRunner:
             fed = tokens if outside is None else tokens[:outside]  # an outside token is never fed
             logits = self.forward(cache, [*feed, *fed], len(fed) + 1)
             lap("verify")
-            if self.temperature > 0:
-                q = draft.q[:d] if draft.q is not None else None
-                accepted, next_tok = verify_sampling(tokens, q, logits, self.temperature, generator)
-            else:
+            if self.sampling.greedy:
                 accepted, next_tok = verify_greedy(tokens, logits)
+            else:
+                q = draft.q[:d] if draft.q is not None else None
+                accepted, next_tok = verify_sampling(tokens, q, logits, self.sampling, generator)
             t_verified = time.perf_counter() if timed else 0.0
             emitted = tokens[:accepted] + [next_tok]
             for j, tok in enumerate(emitted):  # an accepted EOS ends the sequence where the target would
@@ -217,14 +217,7 @@ class SpeculativeRunner:
             ids.extend(emitted)
             crop_to(cache, len(ids) - 1)  # states of the accepted tokens stay; rejected (and padded) ones go
             self.drafter.commit(ids)
-            gen.gamma_trace.append(gamma)
-            gen.drafted_trace.append(d)
-            gen.accepted_trace.append(accepted)
-            gen.confidence_trace.append([round(c, 6) for c in draft.confidences[:d]])
-            gen.discarded_trace.append(proposed - d)
-            if draft.forwards is not None:
-                gen.draft_forwards = (gen.draft_forwards or 0) + draft.forwards
-            gen.fallback_rounds += int(draft.fallback)
+            gen.add_round(gamma, draft, d, accepted, proposed)
             eos_accepted = any(t in self.eos for t in tokens[:accepted])
             costs = {}
             if timed:

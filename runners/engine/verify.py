@@ -22,9 +22,10 @@ processes the assistant with the main call's processors). Speculative sampling i
 any ``q``, so the output follows the processed target distribution whatever the draft does
 (``tests/engine/test_sampling.py`` enumerates it exactly on a toy vocabulary).
 
-``Sampling`` *is* a float — the temperature — that also carries the warpers, so every
-signature that took a temperature (``Drafter.propose``, the runners) takes it unchanged, and
-``temperature > 0`` still reads as "sampling".
+``Sampling`` is one frozen value (``temperature``, ``top_k``, ``top_p``, ``typical_p``) that travels
+under the name ``sampling`` through the runners, ``Drafter.propose`` and verification;
+``sampling.greedy`` (temperature 0) picks the rule. Entry points that a user calls with a bare
+temperature (the runners' ``sampling`` argument, ``probs``) accept a float (``Sampling.of``).
 
 **Random numbers on the right device.** ``torch.multinomial`` and ``torch.rand`` need a
 generator on the device of the tensor they sample (a CPU generator cannot sample CUDA
@@ -38,6 +39,7 @@ the tensor is refused with a one-line ``ValueError``, before torch is called.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -45,44 +47,47 @@ import torch
 # --------------------------------------------------------------------------- sampling processors
 
 
-class Sampling(float):
-    """A sampling temperature (the float value) plus the logits warpers applied with it.
+@dataclass(frozen=True)
+class Sampling:
+    """How the next token is drawn: ``temperature`` (0: greedy, argmaxes; > 0: sampling) and the
+    logits warpers applied after it.
 
     ``top_k`` (``None``/0: off), ``top_p`` (``None``/1.0: off), ``typical_p`` (``None``/1.0: off):
-    transformers' meaning and order. ``Sampling.of(x)`` turns a plain temperature into one
-    with no warpers. Only used when the temperature is > 0 (greedy decoding takes argmaxes).
+    transformers' meaning and order; the "off" values are stored as ``None``. ``Sampling.of(x)``
+    turns a bare temperature into one with no warpers. The warpers only act when sampling (greedy
+    decoding takes argmaxes of the raw logits).
     """
 
-    top_k: int | None
-    top_p: float | None
-    typical_p: float | None
+    temperature: float = 0.0
+    top_k: int | None = None
+    top_p: float | None = None
+    typical_p: float | None = None
 
-    def __new__(cls, temperature: float = 0.0, top_k: int | None = None, top_p: float | None = None,
-                typical_p: float | None = None) -> Sampling:
-        t = float(temperature)
+    def __post_init__(self) -> None:
+        top_k, top_p, typical_p = self.top_k, self.top_p, self.typical_p
+        t = float(self.temperature)
         if not t >= 0.0:
-            raise ValueError(f"temperature must be >= 0, got {temperature!r}")
+            raise ValueError(f"temperature must be >= 0, got {self.temperature!r}")
         if top_k is not None and (isinstance(top_k, bool) or int(top_k) != top_k or top_k < 0):
             raise ValueError(f"top_k must be an integer >= 0 (0: off), got {top_k!r}")
         for name, value in (("top_p", top_p), ("typical_p", typical_p)):
             if value is not None and not 0.0 < float(value) <= 1.0:
                 raise ValueError(f"{name} must be in (0, 1] (1: off), got {value!r}")
-        self = super().__new__(cls, t)
-        self.top_k = int(top_k) if top_k else None
-        self.top_p = float(top_p) if top_p is not None and float(top_p) < 1.0 else None
-        self.typical_p = float(typical_p) if typical_p is not None and float(typical_p) < 1.0 else None
-        return self
-
-    def __reduce__(self) -> tuple:  # pickles (Ray, multiprocessing) with its warpers
-        return (Sampling, (float(self), self.top_k, self.top_p, self.typical_p))
+        object.__setattr__(self, "temperature", t)
+        object.__setattr__(self, "top_k", int(top_k) if top_k else None)
+        object.__setattr__(self, "top_p", float(top_p) if top_p is not None and float(top_p) < 1.0 else None)
+        object.__setattr__(self, "typical_p",
+                           float(typical_p) if typical_p is not None and float(typical_p) < 1.0 else None)
 
     @classmethod
-    def of(cls, temperature: float | Sampling) -> Sampling:
-        return temperature if isinstance(temperature, Sampling) else cls(temperature)
+    def of(cls, sampling: Sampling | float) -> Sampling:
+        """``sampling`` itself, or a bare temperature as a ``Sampling`` with no warpers."""
+        return sampling if isinstance(sampling, Sampling) else cls(sampling)
 
     @property
-    def temperature(self) -> float:
-        return float(self)
+    def greedy(self) -> bool:
+        """Temperature 0: every token is an argmax (``verify_greedy``); else speculative sampling."""
+        return self.temperature == 0.0
 
     @property
     def warped(self) -> bool:
@@ -91,7 +96,7 @@ class Sampling(float):
 
     def settings(self) -> dict[str, Any]:
         """What a record stores: the temperature and the warpers (``None`` = off)."""
-        return {"temperature": float(self), "top_k": self.top_k, "top_p": self.top_p, "typical_p": self.typical_p}
+        return {"temperature": self.temperature, "top_k": self.top_k, "top_p": self.top_p, "typical_p": self.typical_p}
 
     def warp(self, scores: torch.Tensor) -> torch.Tensor:
         """transformers' warpers on temperature-scaled float32 ``scores`` (rows = positions)."""
@@ -114,16 +119,17 @@ class Sampling(float):
 
     def __repr__(self) -> str:
         warpers = "".join(f", {k}={v}" for k, v in self.settings().items() if k != "temperature" and v is not None)
-        return f"Sampling(temperature={float(self):g}{warpers})"
+        return f"Sampling(temperature={self.temperature:g}{warpers})"
 
 
-def probs(logits: torch.Tensor, temperature: float | Sampling) -> torch.Tensor:
+def probs(logits: torch.Tensor, sampling: Sampling | float) -> torch.Tensor:
     """The processed distribution (rows = positions), float32: softmax of the warped
-    ``logits / temperature`` (module docstring). ``temperature`` must be > 0."""
-    scores = logits.float() / float(temperature)
-    if isinstance(temperature, Sampling):
-        scores = temperature.warp(scores)
-    return torch.softmax(scores, dim=-1)
+    ``logits / temperature`` (module docstring). ``sampling``: a ``Sampling`` or a bare temperature
+    (no warpers); its temperature must be > 0."""
+    sampling = Sampling.of(sampling)
+    if sampling.greedy:
+        raise ValueError("probs needs a temperature > 0 (greedy decoding takes argmaxes)")
+    return torch.softmax(sampling.warp(logits.float() / sampling.temperature), dim=-1)
 
 
 # --------------------------------------------------------------------------- random numbers
@@ -238,13 +244,13 @@ def verify_sampling(
     draft: list[int],
     q: torch.Tensor | None,
     target_logits: torch.Tensor,
-    temperature: float | Sampling,
+    sampling: Sampling | float,
     generator: Any,
 ) -> tuple[int, int]:
     """``(accepted, next_token)`` by speculative sampling. ``q``: ``[len(draft), V]`` or None (moved
-    to the target's device when the draft sits elsewhere); ``temperature``: a ``Sampling`` applies
-    its warpers to the target's logits, exactly as the draft applied them to its own."""
-    p = probs(target_logits, temperature)
+    to the target's device when the draft sits elsewhere); ``sampling`` (temperature > 0) applies its
+    warpers to the target's logits, exactly as the draft applied them to its own."""
+    p = probs(target_logits, sampling)
     vocab = p.shape[-1]
     if q is not None:
         q = q.to(p.device)

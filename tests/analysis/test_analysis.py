@@ -1,12 +1,11 @@
 """Analysis: records → tables and figures, checked against numbers worked out by hand.
 
-The fixture (tests/fixtures/analysis/build_fixture.py) is small enough to do every
+The fixture (tests/helpers/analysis_fixture.py) is small enough to do every
 expected value on paper; the arithmetic is written next to each literal.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import re
@@ -35,21 +34,15 @@ from analysis.render import save_figure, to_latex, to_markdown, write_table
 from analysis.wandb_source import fetch_frame, frame_from_runs, rows_from_run
 from specbench.loggers import records_table
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "analysis"
+from helpers.analysis_fixture import COMMITTED, build
+
 VICUNA = "vicuna-7b_vicuna-68m"
 LLAMA = "llama-3.1-8b-instruct_llama-3.2-1b-instruct"
 
 
-def _builder():
-    spec = importlib.util.spec_from_file_location("analysis_fixture", FIXTURE / "build_fixture.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def results(tmp_path_factory) -> Path:
-    return _builder().build(tmp_path_factory.mktemp("results"))
+    return build(tmp_path_factory.mktemp("results"))
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +72,7 @@ def _cell(table, **where):
 
 
 def test_committed_fixture_matches_builder(results):
-    committed = FIXTURE / "sweeps"
+    committed = COMMITTED
     built = sorted(p.relative_to(results) for p in results.rglob("*") if p.is_file())
     assert built == sorted(p.relative_to(committed) for p in committed.rglob("*") if p.is_file())
     for rel in built:

@@ -1,5 +1,5 @@
 """The cross-vocabulary drafters' tests share two tokenizers of the same corpus: a byte-level BPE (at
-``helpers.tiny``'s default size, ``BPE_SIZE`` of ``test_hetero_drafters``) and a character-level one."""
+``helpers.tiny``'s default size, ``helpers.hetero.BPE_SIZE``) and a character-level one."""
 
 import pytest
 

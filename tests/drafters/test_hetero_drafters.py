@@ -27,41 +27,10 @@ from methods.hetero.vocab import token_strings
 from runners.drafters.slem import SLEMDrafter
 from runners.drafters.tli import TLIDrafter
 from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
+from runners.engine.verify import Sampling
 
+from helpers.hetero import BPE_SIZE, PROMPTS, TEXT, Oracle
 from helpers.tiny import tiny_model
-
-BPE_SIZE = 300
-PROMPTS = ["the quick brown fox", "def add(a, b):\n", "one two three"]
-TEXT = "the quick brown fox jumps over the lazy dog and a cat sat on the mat"
-
-
-class Oracle(torch.nn.Module):
-    """A tiny Llama (real KV cache) whose logits are pushed (+50) toward the first token of the
-    tokenizer's encoding of the rest of ``text`` after what the sequence decodes to, and to EOS
-    once the text is complete. Counts the tokens it is fed."""
-
-    def __init__(self, model, tokenizer, text: str, eos: int) -> None:
-        super().__init__()
-        self.model, self.config, self.tok, self.text, self.eos = model, model.config, tokenizer, text, eos
-        self.record: list[int] = []
-        self.fed = 0
-
-    def forward(self, input_ids, past_key_values=None, logits_to_keep=1, **kw):
-        start = past_key_values.get_seq_length() if past_key_values is not None else 0
-        ids = input_ids[0].tolist()
-        self.record = self.record[:start] + ids
-        self.fed += len(ids)
-        out = self.model(input_ids=input_ids, past_key_values=past_key_values, logits_to_keep=logits_to_keep, **kw)
-        n = out.logits.shape[1]
-        for j in range(n):
-            pos = start + len(ids) - n + j
-            done = self.tok.decode(self.record[: pos + 1], skip_special_tokens=True)
-            if self.text.startswith(done):
-                rest = self.text[len(done):]
-                want = self.tok(rest, add_special_tokens=False).input_ids[:1] if rest else [self.eos]
-                if want:
-                    out.logits[0, j, want[0]] += 50.0
-        return out
 
 
 def run(target, drafter, gamma, prompt_ids, max_new_tokens, temperature=0.0, seed=0):
@@ -154,7 +123,7 @@ def test_slem_proposes_the_target_eos_after_a_draft_eos(bpe, char):
     draft = Oracle(tiny_model(len(char), seed=7), char, TEXT, 0)
     drafter = SLEMDrafter(draft, char, bpe, [0])
     drafter.begin(ids)
-    draft_out = drafter.propose(ids + bpe(" m", add_special_tokens=False).input_ids, 8, FixedGamma(8), 0.0, None)
+    draft_out = drafter.propose(ids + bpe(" m", add_special_tokens=False).input_ids, 8, FixedGamma(8), Sampling(0.0), None)
     assert draft_out.tokens[-1] == 0 and bpe.decode(draft_out.tokens[:-1]) == "at"
 
 
@@ -185,7 +154,7 @@ def test_tli_q_is_a_target_distribution_on_shared_tokens_and_the_model_is_untouc
     drafter = TLIDrafter(draft, char, bpe, [0], BPE_SIZE + 20)  # a padded target head
     ids = bpe("the dog sat").input_ids
     drafter.begin(ids)
-    out = drafter.propose(ids, 5, FixedGamma(5), 0.8, torch.Generator().manual_seed(1))
+    out = drafter.propose(ids, 5, FixedGamma(5), Sampling(0.8), torch.Generator().manual_seed(1))
     assert out.q is not None and out.q.dtype == torch.float32 and out.q.shape == (len(out.tokens), BPE_SIZE + 20)
     assert torch.allclose(out.q.sum(-1), torch.ones(len(out.tokens)), atol=1e-5)
     shared = torch.zeros(BPE_SIZE + 20, dtype=torch.bool)
@@ -197,7 +166,7 @@ def test_tli_q_is_a_target_distribution_on_shared_tokens_and_the_model_is_untouc
     assert all(len(strings[t]) == 1 for t in out.tokens if t != 0)  # the char drafter's tokens
     assert draft.get_output_embeddings() is head
     assert all(torch.equal(before[k], v) for k, v in draft.state_dict().items())
-    assert drafter.propose(ids, 3, FixedGamma(3), 0.0, None).q is None  # greedy: deterministic
+    assert drafter.propose(ids, 3, FixedGamma(3), Sampling(0.0), None).q is None  # greedy: deterministic
 
 
 @pytest.mark.slow
@@ -214,7 +183,7 @@ def test_tli_samples_its_token_from_q(bpe, char):
     counts = torch.zeros(BPE_SIZE)
     q = None
     for _ in range(n):
-        out = drafter.propose(ids, 1, FixedGamma(1), 1.5, gen)
+        out = drafter.propose(ids, 1, FixedGamma(1), Sampling(1.5), gen)
         counts[out.tokens[0]] += 1
         q = out.q[0] if q is None else q
         assert torch.allclose(q, out.q[0], atol=1e-5)  # same context, same q (up to cache rounding)
@@ -242,7 +211,7 @@ def test_policy_is_asked_after_each_draft_token(bpe, char):
         drafter = cls(tiny_model(len(char), seed=13), char, bpe, [0], *args)
         drafter.begin(ids)
         policy = StopAfterTwo()
-        out = drafter.propose(ids, 8, policy, 0.0, None)
+        out = drafter.propose(ids, 8, policy, Sampling(0.0), None)
         assert len(policy.asked) == 2 and all(0 < c <= 1 for c in policy.asked)
         assert 1 <= len(out.tokens) <= 2
 
@@ -279,13 +248,13 @@ def test_real_pair_gemma3_target_smollm2_draft():
             assert out.tokens == want, type(drafter).__name__
     drafter = TLIDrafter(draft, dtok, ttok, eos, vocab)
     drafter.begin(ids)
-    out = drafter.propose(ids, 3, FixedGamma(3), 1.0, torch.Generator().manual_seed(0))
+    out = drafter.propose(ids, 3, FixedGamma(3), Sampling(1.0), torch.Generator().manual_seed(0))
     assert out.q.shape == (len(out.tokens), vocab)
     assert torch.allclose(out.q.sum(-1), torch.ones(len(out.tokens)), atol=1e-4)
     slrs = SLRSDrafter(draft, dtok, ttok, eos, vocab)  # ψ on the real pair: top-8 proposals, a small tree
     psi, bottom = slrs.psi_after(ids, 1.0)
     assert float(psi.sum()) + bottom == pytest.approx(1.0, abs=1e-4)
-    out = slrs.propose(ids, 3, FixedGamma(3), 1.0, torch.Generator().manual_seed(0))
+    out = slrs.propose(ids, 3, FixedGamma(3), Sampling(1.0), torch.Generator().manual_seed(0))
     assert out.forwards <= 3 * (slrs.rule.max_nodes + 1) and out.q.shape[-1] == vocab
 
 

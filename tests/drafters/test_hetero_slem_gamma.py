@@ -16,7 +16,6 @@ from __future__ import annotations
 import pytest
 import yaml
 from omegaconf import OmegaConf
-from test_hetero_drafters import BPE_SIZE, PROMPTS, TEXT, Oracle
 
 from methods.base import FixedGamma
 from runners.drafters.slem import SLEMDrafter
@@ -27,6 +26,7 @@ from specbench.records import read_records
 from specbench.registry import ConfigError
 
 from helpers import compose, write_tiny_hetero_pair
+from helpers.hetero import BPE_SIZE, PROMPTS, TEXT, Oracle
 from helpers.tiny import tiny_model
 
 RULES = ["draft_tokens", "target_tokens"]

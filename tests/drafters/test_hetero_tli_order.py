@@ -113,7 +113,7 @@ def test_the_two_orders_propose_from_different_distributions(toy):
         assert float(q[~drafter.index.shared_mask].sum()) == 0.0
     assert int((dists["before_restrict"] > 0).sum()) == 1 and int((dists["after_restrict"] > 0).sum()) == 2
     # at temperature 0 the order cannot matter (no processors): the same argmax
-    greedy = [_drafter(toy, o).tli_pick(logits, 0.0, None)[:2] for o in ORDERS]
+    greedy = [_drafter(toy, o).tli_pick(logits, Sampling(0.0), None)[:2] for o in ORDERS]
     assert greedy[0] == greedy[1]
 
 
@@ -127,8 +127,8 @@ def test_the_output_law_is_the_targetsprocessed_law(enumerated, toy, order):
     first, nothing = [], []  # tokens drafted in the first round (room for 2); positions with nothing to propose
     own = drafter.tli_distribution
 
-    def counted(logits, temperature):
-        q = own(logits, temperature)
+    def counted(logits, sampling):
+        q = own(logits, sampling)
         nothing.append(q is None)
         return q
 
@@ -151,10 +151,10 @@ def test_the_output_law_is_the_targetsprocessed_law(enumerated, toy, order):
 class _Liar(TLIDrafter):
     """Samples its token by processing first, but hands verification restrict-first's ``q``."""
 
-    def tli_pick(self, logits, temperature, generator):
-        sampled = TLIDrafter.tli_distribution(self, logits, temperature)
+    def tli_pick(self, logits, sampling, generator):
+        sampled = TLIDrafter.tli_distribution(self, logits, sampling)
         self.tli_processors = "after_restrict"
-        reported = TLIDrafter.tli_distribution(self, logits, temperature)
+        reported = TLIDrafter.tli_distribution(self, logits, sampling)
         self.tli_processors = "before_restrict"
         if sampled is None:
             return None

@@ -31,7 +31,7 @@ from runners.drafters.tli import TLIDrafter
 from runners.drafters.union import UnionDrafter
 from runners.engine.base import Draft, Drafter
 from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
-from runners.engine.verify import probs, verify_sampling
+from runners.engine.verify import Sampling, probs, verify_sampling
 
 from helpers.tiny import tiny_model, tiny_tokenizer
 
@@ -86,7 +86,7 @@ class UnionLike(Drafter):
     def __init__(self, model, temperature: float) -> None:
         self.model, self.temperature, self.outside = model, temperature, 0
 
-    def propose(self, ids, max_tokens, policy, temperature, generator):
+    def propose(self, ids, max_tokens, policy, sampling, generator):
         tokens, qs = [], []
         for _ in range(max_tokens):
             logits = self.model(input_ids=torch.tensor([ids + tokens])).logits[0, -1]
@@ -129,7 +129,7 @@ def test_the_loop_never_feeds_an_outside_token_and_keeps_the_target_law():
         draft_law[key] = draft_law.get(key, 0.0) + pr
     assert _tv(exact, draft_law) > 0.15
     gen = torch.Generator().manual_seed(7)
-    runner = SpeculativeRunner(target, drafter, FixedGamma(2), [], temperature=1.0)
+    runner = SpeculativeRunner(target, drafter, FixedGamma(2), [], sampling=1.0)
     n, counts = 2000, {}
     with torch.inference_mode():
         for _ in range(n):
@@ -145,7 +145,7 @@ def test_tokens_after_an_outside_token_are_dropped():
     want = AutoregressiveRunner(target, []).generate(ids, 6).tokens
 
     class Fixed(Drafter):
-        def propose(self, ids, max_tokens, policy, temperature, generator):
+        def propose(self, ids, max_tokens, policy, sampling, generator):
             return Draft([want[len(ids) - 3], 57, want[0]], None, [])  # a good token, an outside one, junk
 
     out = SpeculativeRunner(target, Fixed(), FixedGamma(3), []).generate(ids, 6)
@@ -172,7 +172,7 @@ def test_union_drafter_proposes_draft_only_tokens_outside_the_target_vocabulary(
     for seed in range(12):
         drafter.begin(ids)
         want_q = to_target(probs(_context_logits(drafter, ids), 1.0), drafter.mapping)
-        out = drafter.propose(ids, 4, FixedGamma(4), 1.0, torch.Generator().manual_seed(seed))
+        out = drafter.propose(ids, 4, FixedGamma(4), Sampling(1.0), torch.Generator().manual_seed(seed))
         assert torch.allclose(out.q[0], want_q, atol=1e-5)
         assert float(out.q[0].sum()) < 1.0  # the mass on draft-only tokens is not renormalised away
         assert all(t < len(char) for t in out.tokens[:-1])
@@ -244,7 +244,7 @@ def test_slrs_proposes_from_psi_and_chains_positions(bpe, char):
     drafter = SLRSDrafter(tiny_model(len(char), seed=52), char, bpe, [0], len(bpe), max_nodes=10_000, draft_top_k=3)
     ids = bpe("the dog").input_ids
     drafter.begin(ids)
-    out = drafter.propose(ids, 3, FixedGamma(3), 1.0, torch.Generator().manual_seed(3))
+    out = drafter.propose(ids, 3, FixedGamma(3), Sampling(1.0), torch.Generator().manual_seed(3))
     assert out.q.shape == (len(out.tokens), len(bpe)) and not out.fallback
     for i, t in enumerate(out.tokens):
         if t < len(bpe):
@@ -266,11 +266,11 @@ def test_slrs_falls_back_to_tli_past_the_expansion_bound_and_counts_it(bpe, char
     tli = TLIDrafter(draft, char, bpe, [0], len(bpe))
     for d in (slrs, tli):
         d.begin(ids)
-    a = slrs.propose(ids, 3, FixedGamma(3), 1.0, torch.Generator().manual_seed(5))
-    b = tli.propose(ids, 3, FixedGamma(3), 1.0, torch.Generator().manual_seed(5))
+    a = slrs.propose(ids, 3, FixedGamma(3), Sampling(1.0), torch.Generator().manual_seed(5))
+    b = tli.propose(ids, 3, FixedGamma(3), Sampling(1.0), torch.Generator().manual_seed(5))
     assert a.fallback and not b.fallback
     assert a.tokens == b.tokens and torch.allclose(a.q, b.q, atol=1e-6)
-    gen = SpeculativeRunner(target, slrs, FixedGamma(2), [0], temperature=1.0).generate(ids, 12, torch.Generator().manual_seed(1))
+    gen = SpeculativeRunner(target, slrs, FixedGamma(2), [0], sampling=1.0).generate(ids, 12, torch.Generator().manual_seed(1))
     assert gen.fallback_rounds == sum(1 for d in gen.drafted_trace if d > 0) > 0
     greedy = SpeculativeRunner(target, slrs, FixedGamma(2), [0]).generate(ids, 12)
     assert greedy.fallback_rounds == 0  # greedy SLRS needs no ψ

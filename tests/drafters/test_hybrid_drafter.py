@@ -71,7 +71,7 @@ def test_min_lookup_tokens_sends_short_matches_to_the_model(pair):
 def test_sampling_runs_and_respects_the_budget(pair):
     target, draft, prompts = pair
     gen = torch.Generator().manual_seed(0)
-    out = SpeculativeRunner(target, _hybrid(draft), FixedGamma(4), [], temperature=0.8).generate(prompts[0], 24, gen)
+    out = SpeculativeRunner(target, _hybrid(draft), FixedGamma(4), [], sampling=0.8).generate(prompts[0], 24, gen)
     assert len(out.tokens) == 24
 
 

@@ -186,7 +186,7 @@ def test_speculative_sampling_preserves_the_target_sequence_distribution(gamma):
     draft_law = _exact_sequence_law(draft, prompt, length, temperature)
     assert _tv(exact, draft_law) > 0.15
     gen = torch.Generator(device=tiny.TEST_DEVICE).manual_seed(1234)
-    runner = SpeculativeRunner(target, ModelDrafter(draft, []), FixedGamma(gamma), [], temperature=temperature)
+    runner = SpeculativeRunner(target, ModelDrafter(draft, []), FixedGamma(gamma), [], sampling=temperature)
     n = 4000
     counts: dict = {}
     for _ in range(n):

@@ -201,7 +201,7 @@ def test_generation_config_restored(pair, monkeypatch):
 
 def test_sampling_runs_and_leaves_global_rng(pair):
     target, draft, prompts = pair
-    hf = HFAssistedRunner(target, draft, _policy(SPECDECODE, 3), [], temperature=0.8)
+    hf = HFAssistedRunner(target, draft, _policy(SPECDECODE, 3), [], sampling=0.8)
     state = torch.get_rng_state()
     a = hf.generate(prompts[0], N, torch.Generator().manual_seed(5))
     b = hf.generate(prompts[0], N, torch.Generator().manual_seed(5))

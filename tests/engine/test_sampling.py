@@ -27,18 +27,23 @@ from helpers.exact_law import enumerated_law, processed_law
 # ----------------------------------------------------------------------------- the processors
 
 
-def test_sampling_is_its_temperature_and_carries_the_warpers():
+def test_sampling_carries_the_temperature_and_the_warpers():
     s = Sampling(0.7, top_k=3, top_p=0.9)
-    assert s == 0.7 and s > 0 and float(s) == 0.7 and s.temperature == 0.7
+    assert s.temperature == 0.7 and not s.greedy and Sampling().greedy and Sampling.of(0).greedy
+    assert s != Sampling(0.7) and s == Sampling(0.7, top_k=3, top_p=0.9)  # the warpers are part of the value
+    with pytest.raises(TypeError):  # not a float: a temperature is read as ``.temperature``
+        float(s)
     assert (s.top_k, s.top_p, s.typical_p) == (3, 0.9, None)
     assert Sampling(1.0, top_k=0, top_p=1.0, typical_p=1.0).warped is False  # transformers' "off" values
     assert Sampling.of(0.5).warped is False and Sampling.of(s) is s
     import pickle
 
     assert pickle.loads(pickle.dumps(s)).settings() == s.settings()
-    for bad in ({"top_k": -1}, {"top_p": 0.0}, {"typical_p": 1.5}):
+    for bad in ({"temperature": -0.5}, {"top_k": -1}, {"top_p": 0.0}, {"typical_p": 1.5}):
         with pytest.raises(ValueError):
-            Sampling(1.0, **bad)
+            Sampling(**{"temperature": 1.0, **bad})
+    with pytest.raises(ValueError, match="temperature > 0"):  # greedy decoding has no distribution to process
+        probs(torch.zeros(3), Sampling(0.0))
 
 
 def test_top_k_and_top_p_keep_what_transformers_keeps():
@@ -95,10 +100,10 @@ def test_speculative_sampling_is_exact_for_the_processed_target(enumerated, toy,
     target, draft, prompt = toy
     length = 2
     want = processed_law(target, prompt, length, sampling)
-    assert _tv(want, processed_law(target, prompt, length, Sampling(float(sampling)))) > 0.05
+    assert _tv(want, processed_law(target, prompt, length, Sampling(sampling.temperature))) > 0.05
     assert _tv(want, processed_law(draft, prompt, length, sampling)) > 0.1
     for gamma in (1, 2):
-        runner = SpeculativeRunner(target, ModelDrafter(draft, []), FixedGamma(gamma), [], temperature=sampling)
+        runner = SpeculativeRunner(target, ModelDrafter(draft, []), FixedGamma(gamma), [], sampling=sampling)
         got = enumerated(lambda r=runner: r.generate(prompt, length).tokens)
         assert set(got) <= set(want)
         assert max(abs(got.get(k, 0.0) - v) for k, v in want.items()) < 2e-6

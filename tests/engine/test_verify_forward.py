@@ -107,7 +107,7 @@ def test_sampling_with_options_runs_and_respects_the_budget(pair):
     target, draft, prompts, _ = pair
     fwd = _forwards(target)["fast_all_padded"]
     gen = torch.Generator().manual_seed(0)
-    out = SpeculativeRunner(target, ModelDrafter(draft, []), FixedGamma(4), [], temperature=1.0, forward=fwd,
+    out = SpeculativeRunner(target, ModelDrafter(draft, []), FixedGamma(4), [], sampling=1.0, forward=fwd,
                             fused_prefill=True).generate(prompts[0], 20, gen)
     assert len(out.tokens) == 20
 
@@ -274,7 +274,7 @@ def test_an_outside_vocabulary_token_is_never_fed_under_the_engine_options(fused
     want = AutoregressiveRunner(target, []).generate(ids, 8).tokens
 
     class Outside(Drafter):
-        def propose(self, ids, max_tokens, policy, temperature, generator):
+        def propose(self, ids, max_tokens, policy, sampling, generator):
             return Draft([want[len(ids) - 3], 57, want[0]], None, [])  # a good token, an outside one, junk
 
     forward = VerifyForward(target, PAD_ALL, transposed_copy(target, "all"), "all")
