@@ -218,6 +218,9 @@ def rows_to_frame(rows: list[Mapping[str, Any]]) -> pd.DataFrame:
         df[col] = [None if _missing(v) else str(v) for v in df[col]]
     engines = [None if _missing(v) else str(v) for v in df["engine"]]
     df["engine"] = pd.Series(engines, index=df.index, dtype=object)
+    if "gamma_mode" in df:  # one γ per round for a whole batch: a variant of the method (analysis.settings)
+        engines = [",".join(filter(None, [e, "batch_gamma=shared"])) if m == "shared" else e
+                   for e, m in zip(engines, df["gamma_mode"], strict=True)]
     df["hetero_params"] = [v if isinstance(v, Mapping) else None for v in df["hetero_params"]]
     df["method"] = [method_key(m, p, e, h, hp) for m, p, e, h, hp in
                     zip(df["method"], df["method_params"], engines, df["hetero"], df["hetero_params"], strict=True)]

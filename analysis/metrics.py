@@ -147,20 +147,41 @@ def check_pooling(pooling: str) -> str:
     return pooling
 
 
+def time_ms(records: pd.DataFrame, column: str = "wall_ms") -> pd.Series:
+    """The time a record's tokens divide by in a throughput: its ``wall_ms`` (``ar_wall_ms``: its AR
+    reference's), except for a row decoded in a batch (``batch_size`` > 1, ``runners.jobs.batch``), whose
+    ``wall_ms`` is its latency: there its share of the batch's wall, ``batch_share_ms`` (for the AR reference,
+    the same share of the paired AR batch's wall, ``ar_batch_wall_ms``), so that pooled tokens/s over a
+    batched job is its throughput over all rows, and at batch 1 nothing changes."""
+    wall = pd.to_numeric(records[column], errors="coerce")
+    if "batch_share_ms" not in records:
+        return wall
+    if column == "wall_ms":
+        share = pd.to_numeric(records["batch_share_ms"], errors="coerce")
+    else:
+        part = (pd.to_numeric(records["new_tokens"], errors="coerce")
+                / pd.to_numeric(records.get("batch_tokens"), errors="coerce"))
+        share = pd.to_numeric(records.get("ar_batch_wall_ms"), errors="coerce") * part
+    return share.where(share.notna(), wall)
+
+
 def throughput(records: pd.DataFrame, pooling: str = "pooled") -> float:
     """Tokens/s of a set of records (module doc); NaN when it cannot be computed."""
     check_pooling(pooling)
     if records.empty:
         return math.nan
+    time = time_ms(records)
     if pooling == "mean":
-        return float(records["tokens_per_s"].mean())
+        batched = time.ne(pd.to_numeric(records["wall_ms"], errors="coerce"))
+        rates = records["tokens_per_s"].where(~batched, records["new_tokens"] / (time / 1000.0))
+        return float(rates.mean())
     if pooling == "question":
         keys = [k for k in ("task", "prompt_id") if k in records.columns]
-        rates = [pooled_tokens_per_s(g["new_tokens"], g["wall_ms"])
+        rates = [pooled_tokens_per_s(g["new_tokens"], time.loc[g.index])
                  for _, g in records.groupby(keys, dropna=False, sort=False)]
         rates = [r for r in rates if np.isfinite(r)]
         return float(np.mean(rates)) if rates else math.nan
-    return pooled_tokens_per_s(records["new_tokens"], records["wall_ms"])
+    return pooled_tokens_per_s(records["new_tokens"], time)
 
 
 def hmean(values: Iterable[float]) -> float:

@@ -26,6 +26,14 @@ replay used, not measured. Definitions:
   ``specbench.records``), pooled over a method's prompts and initial γ; the per-position counts
   are recomputed from ``drafted_trace`` / ``accepted_trace`` when a row lacks them.
 
+Batch sizes (issue 31; ``runners.replay.batched``): a row may carry ``batch_size`` (none: 1) and
+``gamma_mode``; every cell, reference and fraction is per batch size (a policy at B against the references
+at the same B), a cell's throughput is over all its rows (``Σ new_tokens / Σ batch_share_ms``: each batch's
+wall once; a row without a share, its own wall), a shared-γ policy is named ``METHOD (shared γ)``. With a
+batch size other than 1 the tables gain a ``B`` column (with batch 1 only they are as before), and
+``plot_batch_sizes`` draws the speedup over AR at the same B of the best fixed γ, each policy and the
+oracle against B. At B > 1 the oracle is not a bound (``runners.replay.batched``): × oracle may exceed 1.
+
 Leviathan et al.'s prediction beside the replayed and measured fixed-γ speedups is
 ``analysis.leviathan``; GammaTune Table 2 across η and δ from replayed rows, ``analysis.gammatune.knob_sweep``.
 """
@@ -49,7 +57,10 @@ from specbench.records import REPLAY_FILE, pooled_tokens_per_s
 
 REFERENCES = ("oracle", "oracle_agreement", "best_fixed_task", "best_fixed_prompt")
 GROUP = ["pair", "task", "max_new_tokens"]
+#: the batch size (``runners.replay.batched``; 1 for rows without one) is a dimension of every cell
+BATCH = "batch_size"
 POSITIONS = 8
+SHARED = " (shared γ)"
 
 
 #: the replay's numbers: the one formatter, no suffix, three digits, an infinite fraction shown
@@ -78,16 +89,40 @@ def load_replay(root: str | os.PathLike) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _time(group: pd.DataFrame, share: str, wall: str) -> pd.Series:
+    """Each row's part of the time its throughput divides by: its share of its batch's wall (``share``),
+    else its own wall (a row decoded alone)."""
+    return group[share].fillna(group[wall]) if share in group else group[wall]
+
+
 def _pooled(group: pd.DataFrame) -> float:
-    return pooled_tokens_per_s(group["new_tokens"], group["wall_ms"])
+    return pooled_tokens_per_s(group["new_tokens"], _time(group, "batch_share_ms", "wall_ms"))
+
+
+def with_batch(df: pd.DataFrame) -> pd.DataFrame:
+    """Replay rows with their batch size (1 where a row has none) and a shared-γ policy's rows named
+    ``METHOD (shared γ)`` (the references are per row whatever the mode)."""
+    df = df.copy()
+    df[BATCH] = df[BATCH].fillna(1).astype(int) if BATCH in df else 1
+    if "gamma_mode" in df:
+        shared = (df["gamma_mode"] == "shared") & ~df["method"].isin(REFERENCES)
+        df.loc[shared, "method"] = df.loc[shared, "method"] + SHARED
+    return df
+
+
+def several_batch_sizes(df: pd.DataFrame | None) -> bool:
+    """Whether the rows hold a batch size other than 1 (then tables show it, and the figure against B is made)."""
+    return df is not None and not df.empty and BATCH in df and bool((df[BATCH].fillna(1) != 1).any())
 
 
 def oracle_fractions(df: pd.DataFrame) -> pd.DataFrame | None:
-    """One row per pair × task × ``max_new_tokens`` × method × initial γ: pooled predicted tokens/s
-    and its fractions of the references (module docstring). None without timed rows."""
+    """One row per pair × task × ``max_new_tokens`` × batch size × method × initial γ: pooled predicted
+    tokens/s over all rows (``Σ new_tokens / Σ batch_share_ms``: each batch's wall once; a row decoded alone,
+    its wall) and its fractions of the references at the same batch size (module docstring). None without
+    timed rows."""
     if df is None or df.empty or "wall_ms" not in df or df["wall_ms"].isna().all():
         return None
-    df = df[df["wall_ms"].notna()].copy()
+    df = with_batch(df[df["wall_ms"].notna()])
     for col in GROUP:
         if col not in df:
             df[col] = None
@@ -95,27 +130,28 @@ def oracle_fractions(df: pd.DataFrame) -> pd.DataFrame | None:
     df["gamma_key"] = [-1 if m in REFERENCES or g is None or (isinstance(g, float) and math.isnan(g)) else int(g)
                        for m, g in zip(df["method"], df["gamma_init"])]
     rows = []
-    for key, group in df.groupby(GROUP + ["method", "gamma_key"], dropna=False, sort=False):
+    for key, group in df.groupby(GROUP + [BATCH, "method", "gamma_key"], dropna=False, sort=False):
         *ident, method, gamma = key
         used = group["gamma_init"].dropna().unique()
         rows.append({
-            **dict(zip(GROUP, ident)), "method": method,
+            **dict(zip(GROUP + [BATCH], ident)), "method": method,
             "gamma_init": gamma if gamma >= 0 else (int(used[0]) if len(used) == 1 else None),
             "tokens_per_s": _pooled(group), "prompts": len(group),
             "acceptance_rate": (group["accepted"].sum() / group["drafted"].sum()) if group["drafted"].sum() else math.nan,
             "mean_accepted_per_round": group["accepted"].sum() / group["rounds"].sum() if group["rounds"].sum() else math.nan,
-            "ar_tokens_per_s": _pooled(group.assign(wall_ms=group["ar_wall_ms"])) if "ar_wall_ms" in group
-            and group["ar_wall_ms"].notna().all() else math.nan,
+            "ar_tokens_per_s": pooled_tokens_per_s(group["new_tokens"], _time(group, "ar_share_ms", "ar_wall_ms"))
+            if "ar_wall_ms" in group and group["ar_wall_ms"].notna().all() else math.nan,
         })
     out = pd.DataFrame(rows)
+    keys = GROUP + [BATCH]
     refs = {}
-    for key, group in out.groupby(GROUP, dropna=False, sort=False):
+    for key, group in out.groupby(keys, dropna=False, sort=False):
         for ref in REFERENCES:
             hit = group[group["method"] == ref]
             refs[(*key, ref)] = float(hit["tokens_per_s"].iloc[0]) if len(hit) else math.nan
     for ref, col in (("oracle", "x_oracle"), ("oracle_agreement", "x_oracle_agreement"),
                      ("best_fixed_task", "x_best_fixed"), ("best_fixed_prompt", "x_best_fixed_prompt")):
-        out[col] = [r.tokens_per_s / refs.get((*[r[g] for g in GROUP], ref), math.nan)
+        out[col] = [r.tokens_per_s / refs.get((*[r[g] for g in keys], ref), math.nan)
                     for _, r in out.iterrows()]
     out["speedup_vs_ar"] = out["tokens_per_s"] / out["ar_tokens_per_s"]
     return out
@@ -124,11 +160,11 @@ def oracle_fractions(df: pd.DataFrame) -> pd.DataFrame | None:
 def replay_summary(fractions: pd.DataFrame) -> pd.DataFrame:
     """Per pair × task × length × method: mean / std / min of the fractions across initial γ."""
     rows = []
-    for key, group in fractions.groupby(GROUP + ["method"], dropna=False, sort=False):
+    for key, group in fractions.groupby(GROUP + [BATCH, "method"], dropna=False, sort=False):
         *ident, method = key
         best = group.loc[group["tokens_per_s"].idxmax()]
         rows.append({
-            **dict(zip(GROUP, ident)), "method": method, "n_gammas": int(group["gamma_init"].notna().sum()),
+            **dict(zip(GROUP + [BATCH], ident)), "method": method, "n_gammas": int(group["gamma_init"].notna().sum()),
             "tokens_per_s_mean": float(group["tokens_per_s"].mean()),
             "x_oracle_mean": float(group["x_oracle"].mean()), "x_oracle_std": float(group["x_oracle"].std(ddof=1)),
             "x_oracle_min": float(group["x_oracle"].min()),
@@ -150,10 +186,10 @@ def replay_table_from_frame(df: pd.DataFrame) -> Table | None:
     summary = replay_summary(fractions)
     order = {m: i for i, m in enumerate(REFERENCES)}
     summary["_ref"] = summary["method"].map(lambda m: order.get(m, -1))
-    summary = summary.sort_values(GROUP + ["_ref", "method"], kind="stable").drop(columns="_ref")
+    summary = summary.sort_values(GROUP + [BATCH, "_ref", "method"], kind="stable").drop(columns="_ref")
     display = pd.DataFrame({
         "pair": summary["pair"], "task": summary["task"], "max new": summary["max_new_tokens"],
-        "method": summary["method"],
+        **({"B": summary[BATCH]} if several_batch_sizes(summary) else {}), "method": summary["method"],
         "× oracle (mean ± std over γ)": [_fmt(m, s) for m, s in zip(summary["x_oracle_mean"], summary["x_oracle_std"])],
         "× oracle (worst γ)": [_fmt(v) for v in summary["x_oracle_min"]],
         "× best fixed γ": [_fmt(m, s) for m, s in zip(summary["x_best_fixed_mean"], summary["x_best_fixed_std"])],
@@ -181,11 +217,11 @@ def replay_table(results_dir: str | os.PathLike | None) -> Table | None:
 
 def leaderboard_frame(fractions: pd.DataFrame) -> pd.DataFrame:
     rows = []
-    for key, group in fractions.groupby(GROUP + ["method"], dropna=False, sort=False):
+    for key, group in fractions.groupby(GROUP + [BATCH, "method"], dropna=False, sort=False):
         *ident, method = key
         worst = group.loc[group["tokens_per_s"].idxmin()]
         rows.append({
-            **dict(zip(GROUP, ident)), "method": method, "reference": method in REFERENCES,
+            **dict(zip(GROUP + [BATCH], ident)), "method": method, "reference": method in REFERENCES,
             "n_gammas": int(group["gamma_init"].notna().sum()),
             "x_oracle_mean": float(group["x_oracle"].mean()), "x_oracle_std": float(group["x_oracle"].std(ddof=1)),
             "x_oracle_spread": float(group["x_oracle"].max() - group["x_oracle"].min()),
@@ -200,7 +236,7 @@ def leaderboard_frame(fractions: pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame(rows)
     order = {m: i for i, m in enumerate(REFERENCES)}
     out["_ref"] = [order.get(m, len(order)) for m in out["method"]]
-    out = out.sort_values(GROUP + ["_ref", "x_best_fixed_mean"], ascending=[True] * len(GROUP) + [True, False],
+    out = out.sort_values(GROUP + [BATCH, "_ref", "x_best_fixed_mean"], ascending=[True] * (len(GROUP) + 1) + [True, False],
                           kind="stable").drop(columns="_ref")
     return out.reset_index(drop=True)
 
@@ -218,7 +254,8 @@ def leaderboard(df: pd.DataFrame) -> Table | None:
         return "" if g is None or (isinstance(g, float) and math.isnan(g)) else str(int(g))
 
     display = pd.DataFrame({
-        "pair": board["pair"], "task": board["task"], "method": board["method"],
+        "pair": board["pair"], "task": board["task"], **({"B": board[BATCH]} if several_batch_sizes(board) else {}),
+        "method": board["method"],
         "× oracle (mean ± std over γ)": [_fmt(m, s) for m, s in zip(board["x_oracle_mean"], board["x_oracle_std"])],
         "spread": [_fmt(v) for v in board["x_oracle_spread"]],
         "× best fixed γ (task)": [_fmt(m, s) for m, s in zip(board["x_best_fixed_mean"], board["x_best_fixed_std"])],
@@ -233,6 +270,11 @@ def leaderboard(df: pd.DataFrame) -> Table | None:
                "of the best fixed γ in hindsight for the whole task and per prompt; mean ± sample std (ddof=1) over "
                "the initial γ; spread = max − min of × oracle across initial γ; worst initial γ = the one with the "
                "lowest throughput. Adaptive policies restart at every prompt turn (issue 13's default); carry-over variants are marked *_carryover or transient=false.")
+    if several_batch_sizes(board):
+        caption += (" B: the batch size (runners.replay.batched: B prompt turns decoded together; throughput over all "
+                    "rows, Σ tokens / Σ batch walls; every fraction and the speedup vs AR at the same B). At B > 1 the "
+                    "oracle is each row's own exact schedule under the costs at B rows, replayed together: not a bound "
+                    "(× oracle may exceed 1). '(shared γ)': one γ per round for the whole batch.")
     return Table("policy_leaderboard", caption, display, board)
 
 
@@ -250,6 +292,7 @@ def plot_leaderboard(df: pd.DataFrame, top: int | None = None):
     if fractions is None or fractions.empty:
         return None
     board = leaderboard_frame(fractions)
+    board = board[board[BATCH] == board[BATCH].min()]  # the smallest batch size; against B: plot_batch_sizes
     panels = list(board.groupby(["pair", "task"], sort=True))
     n = len(panels)
     fig = Figure(figsize=(7.0 * min(n, 2), 0.26 * max(len(g) for _, g in panels) * ((n + 1) // 2) + 1.8))
@@ -276,6 +319,67 @@ def plot_leaderboard(df: pd.DataFrame, top: int | None = None):
     return fig
 
 
+# ---------------------------------------------------------------------- against the batch size
+
+def batch_frame(df: pd.DataFrame) -> pd.DataFrame | None:
+    """Per pair × task × length × method × batch size: pooled predicted tokens/s over all rows, the speedup
+    over the target alone at the same batch size and × best fixed γ (a policy: the mean over its initial γ;
+    a reference: its one cell). None unless the rows hold two batch sizes or more."""
+    fractions = oracle_fractions(df)
+    if fractions is None or fractions.empty or fractions[BATCH].nunique() < 2:
+        return None
+    return (fractions.groupby(GROUP + ["method", BATCH], dropna=False, sort=True)
+            .agg(tokens_per_s=("tokens_per_s", "mean"), speedup_vs_ar=("speedup_vs_ar", "mean"),
+                 x_best_fixed=("x_best_fixed", "mean"), n_gammas=("gamma_init", "count"))
+            .reset_index())
+
+
+@artefact("figures/policy_lab_batch", "policy lab against the batch size", scope=REPLAY, needs=("replay",),
+          when=lambda inputs: inputs.replay is not None and BATCH in inputs.replay
+          and inputs.replay[BATCH].fillna(1).nunique() > 1,
+          about="speedup over AR at the same batch size of the best fixed γ, every policy and the oracle, against B")
+def plot_batch_sizes(df: pd.DataFrame):
+    """One panel per pair × task: the replayed speedup over the target alone *at the same batch size*
+    (throughput over all rows, each ÷ the target's at that B) against B, for the best fixed γ in hindsight
+    (black), the oracle (dashed; at B > 1 each row's own schedule, not a bound) and every policy (mean over
+    its initial γ; '(shared γ)': one γ per round for the batch)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    frame = batch_frame(df)
+    if frame is None:
+        return None
+    panels = list(frame.groupby(["pair", "task"], sort=True))
+    n = len(panels)
+    fig = Figure(figsize=(6.5 * min(n, 2), 4.2 * ((n + 1) // 2)))
+    axes = fig.subplots((n + 1) // 2, min(n, 2), squeeze=False).ravel()
+    styles = {"best_fixed_task": {"color": "black", "lw": 2.0, "label": "best fixed γ (task)"},
+              "oracle": {"color": "gray", "lw": 1.5, "ls": "--", "label": "oracle"}}
+    for ax, ((pair, task), group) in zip(axes, panels):
+        for method, line in group.groupby("method", sort=True):
+            if method in REFERENCES and method not in styles:
+                continue
+            line = line.sort_values(BATCH)
+            style = styles.get(method, {"lw": 0.8, "alpha": 0.8, "label": method})
+            ax.plot(line[BATCH], line["speedup_vs_ar"], marker="o", ms=2.5, **style)
+        sizes = sorted(group[BATCH].unique())
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(sizes)
+        ax.set_xticklabels([str(int(b)) for b in sizes])
+        ax.axhline(1.0, color="black", lw=0.5, ls=":")
+        ax.set_xlabel("batch size B", fontsize=7)
+        ax.set_ylabel("speedup over the target alone at the same B (replayed)", fontsize=7)
+        ax.set_title(f"{pair} — {task}", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.legend(fontsize=5, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    return fig
+
+
 # ---------------------------------------------------------------------- per position
 
 def _pp_lists(row: Mapping) -> tuple[list[int], list[int]]:
@@ -290,7 +394,10 @@ def _pp_lists(row: Mapping) -> tuple[list[int], list[int]]:
 
 def per_position_frame(df: pd.DataFrame, positions: int = POSITIONS) -> pd.DataFrame:
     rows = []
-    keys = [k for k in GROUP if k in df] + ["method"]
+    several = several_batch_sizes(df)
+    if several:  # a shared γ changes the rounds with B: one row per batch size
+        df = with_batch(df)
+    keys = [k for k in GROUP if k in df] + ([BATCH] if several else []) + ["method"]
     for key, group in df.groupby(keys, dropna=False, sort=False):
         comp, acc = np.zeros(positions), np.zeros(positions)
         for _, r in group.iterrows():
@@ -315,7 +422,7 @@ def per_position_table(df: pd.DataFrame, positions: int = POSITIONS, name: str =
     if df.empty:
         return None
     data = per_position_frame(df, positions)
-    shown = [c for c in ("pair", "task", "method") if c in data]
+    shown = [c for c in ("pair", "task", BATCH, "method") if c in data]
     display = data[shown].copy()
     for j in range(1, positions + 1):
         display[f"α{j}"] = [_fmt(v, digits=2) for v in data[f"alpha_{j}"]]

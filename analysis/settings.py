@@ -40,9 +40,12 @@ NOT_KNOBS = ("name", "runner", "policy")
 ENGINE_KEYS = ("fast_linear", "verify_buckets", "fused_prefill")  # ``analysis.frame.engine_tag``'s items
 KNOB_SYMBOLS = {"eta": "η", "delta": "δ", "gamma_min": "γ_min", "gamma_max": "γ_max", "threshold": "τ",
                 "lookbehind": "look-behind"}
-LEGACY_LABELS = {"carryover": "carry-over", "expand=drafted": "expand on A = d", "expand=gamma": "expand on A = γ"}
+LEGACY_LABELS = {"carryover": "carry-over", "expand=drafted": "expand on A = d", "expand=gamma": "expand on A = γ",
+                 "batch_gamma=shared": "shared γ"}
 PROCESSORS = ("top_k", "top_p", "typical_p")
-SCENARIO_KEYS = ("task", "temperature", *PROCESSORS, "prompt_format", "max_new_tokens")
+#: the batch size is a scenario (AR at B is the baseline of every method at B); a shared γ is a variant of the
+#: method (``analysis.frame``: tag ``batch_gamma=shared``), so an AR job at B stays in its methods' scenario
+SCENARIO_KEYS = ("task", "temperature", *PROCESSORS, "prompt_format", "max_new_tokens", "batch_size")
 
 
 @cache
@@ -165,6 +168,8 @@ def scenario_frame(df: pd.DataFrame, keys: Sequence[str] = SCENARIO_KEYS) -> pd.
         values = [None if _blank(v) else v for v in col]
         if key in PROCESSORS and greedy is not None:
             values = [None if g else v for v, g in zip(values, greedy, strict=True)]
+        if key == "batch_size":  # records from before batches ran at batch size 1
+            values = [1 if v is None else int(v) for v in values]
         out[key] = pd.Series(values, index=df.index, dtype=object)
     return out
 
@@ -181,6 +186,8 @@ def _piece(key: str, value: Any) -> str:
         return f"t{value:g}" if isinstance(value, float | int) else f"t{value}"
     if key == "max_new_tokens":
         return f"m{int(value)}" if value is not None else "mnone"
+    if key == "batch_size":
+        return f"b{int(value)}"
     if key in PROCESSORS:
         short = {"top_k": "topk", "top_p": "topp", "typical_p": "typical"}[key]
         return f"{short}{fmt_value(value)}" if value is not None else f"no{short}"

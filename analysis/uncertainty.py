@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from analysis.metrics import check_pooling, per_group
+from analysis.metrics import check_pooling, per_group, time_ms
 
 N_BOOT = 2000
 SEED = 0
@@ -166,14 +166,18 @@ class Bootstrap:
             return empty
         if ar:
             rate = pd.to_numeric(_column(rows, "ar_tokens_per_s"), errors="coerce").to_numpy(dtype=float)
-            wall = pd.to_numeric(_column(rows, "ar_wall_ms"), errors="coerce").to_numpy(dtype=float)
-            if not (np.isfinite(rate).all() and np.isfinite(wall).all()):
+            raw = pd.to_numeric(_column(rows, "ar_wall_ms"), errors="coerce").to_numpy(dtype=float)
+            if not (np.isfinite(rate).all() and np.isfinite(raw).all()):
                 return empty
-            tokens = rate * wall / 1000.0
+            tokens = rate * raw / 1000.0
+            wall = time_ms(rows, "ar_wall_ms").to_numpy(dtype=float)
         else:
             rate = pd.to_numeric(rows["tokens_per_s"], errors="coerce").to_numpy(dtype=float)
             tokens = pd.to_numeric(rows["new_tokens"], errors="coerce").to_numpy(dtype=float)
-            wall = pd.to_numeric(rows["wall_ms"], errors="coerce").to_numpy(dtype=float)
+            raw = pd.to_numeric(rows["wall_ms"], errors="coerce").to_numpy(dtype=float)
+            wall = time_ms(rows).to_numpy(dtype=float)
+        shared = np.isfinite(wall) & (wall > 0) & (wall != raw)  # a batched row: its share of the batch's time
+        rate = np.where(shared, tokens * 1000.0 / np.where(shared, wall, 1.0), rate)
         codes = self._codes(rows)
         if self.pooling == "mean":
             ok = np.isfinite(rate)

@@ -181,10 +181,11 @@ NODES = ("pair", "method", "task", "logger", "hetero", "engine")
 #: the job's own settings: their defaults are written once, in ``conf/config.yaml`` (``job_defaults``)
 SCALARS = ("gamma", "temperature", "top_k", "top_p", "typical_p", "max_new_tokens", "seed", "results_dir",
            "verify_lossless", "warmup", "warmup_per_prompt", "threads", "cache_dir", "overwrite", "model_budget",
-           "on_locked", "latency", "repeats", "host_probe")
+           "on_locked", "latency", "repeats", "host_probe", "batch_size", "batch_gamma")
 TOP_LEVEL = NODES + SCALARS
 CHECKPOINT = "checkpoint"  # a sampling processor's value from the target checkpoint's generation config
 ON_LOCKED = ("skip", "wait")
+BATCH_GAMMA = ("per_row", "shared")  # = runners.engine.batched.GAMMA_MODES
 
 
 def check_processor(key: str, value: Any) -> int | float | str | None:
@@ -250,6 +251,8 @@ class JobConfig:
     latency: str | bool | None  # the latency model for predicted wall times (``runners.jobs.predict``)
     repeats: int  # timings of each prompt turn (records carry ``repeat``); more repeats extend a job folder
     host_probe: bool  # time a fixed target forward before each timed generation (``runners.jobs.probe``)
+    batch_size: int  # prompt turns decoded together (``runners.engine.batched``; 1: the batch-1 loop)
+    batch_gamma: str  # batch_size > 1: ``per_row`` (a policy per row) or ``shared`` (one γ per round)
     resolved: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -280,6 +283,8 @@ class JobConfig:
             "latency": check_latency(values["latency"]),
             "repeats": check_int("repeats", values["repeats"], 1),
             "host_probe": check_bool("host_probe", values["host_probe"]),
+            "batch_size": check_int("batch_size", values["batch_size"], 1),
+            "batch_gamma": check_choice("batch_gamma", values["batch_gamma"], BATCH_GAMMA),
         }
         job = cls(
             pair=PairConfig.from_mapping(values["pair"]),
@@ -323,8 +328,11 @@ class JobConfig:
         return self.temperature == 0
 
     def check_combination(self) -> None:
-        """What no single node can check: the method against the pair and the temperature."""
+        """What no single node can check: the method against the pair and the temperature, the batch size
+        against the method and the engine."""
         pair, method = self.pair, self.method
+        if self.batch_size > 1:
+            self.check_batch()
         if method.runner == "ar":
             return
         draft = pair.draft
@@ -348,6 +356,23 @@ class JobConfig:
         if rule is not None and draft.kind != "model":
             raise ConfigError(f"hetero={rule} needs a draft model with its tokenizer; pair {pair.name!r} drafts "
                               f"with {draft.kind!r}")
+
+    def check_batch(self) -> None:
+        """``batch_size`` > 1 runs ``runners.engine.batched``: our loop (not transformers'), the dynamic
+        cache, and none of the batch-1 engine options (``auto`` turns them off there)."""
+        method, engine = self.method, self.engine
+        why = None
+        if method.runner == "hf" or method.ar_loop == "transformers":
+            why = f"method {method.name!r} runs transformers' generate(), one sequence at a time"
+        elif method.ar_cache == "offloaded":
+            why = "the offloaded KV cache is a batch-1 baseline"
+        else:
+            on = [k for k in ("fast_linear", "verify_buckets", "fused_prefill")
+                  if getattr(engine, k) not in (False, None, "auto")]
+            if on:
+                why = f"engine.{on[0]} is a batch-1 option (set it to auto or false)"
+        if why is not None:
+            raise ConfigError(f"batch_size={self.batch_size}: {why}; use batch_size=1")
 
     def as_dict(self) -> dict[str, Any]:
         """The resolved config as plain containers (what summary.json and W&B record)."""

@@ -23,11 +23,21 @@ drafting round, then 1–3 tokens of catch-up), the others one token each —; a
 ``round_overhead_ms``. ``runners.replay`` charges its replayed rounds with it, and a real job's
 record its own rounds (``predict_wall_ms``, ``runners.jobs.predict``).
 
+Batches (issue 31): ``BatchCosts`` (both models' ``ForwardCost`` and the overheads) per measured batch
+size; batch 1 is the top-level fields, bit for bit, the others ``batches[b]``; ``costs_at(b)`` interpolates
+linearly between the nearest measured sizes (``ForwardCost.lerp``) and refuses, in one line naming the
+command that measures it, a ``b`` above the largest (any ``b > 1`` of a file without batch tables).
+``verify_ms`` / ``draft_ms`` / ``target_prefill_ms`` take ``batch`` (default 1); ``at_batch(b)`` is a
+batch-1-shaped view at ``b`` rows. A batched round is charged by ``batch_round_parts``, the target alone
+at batch ``b`` by ``ar_batch_ms`` (one row: ``round_parts``, ``ar_wall_ms``, bit for bit).
+
 The file is ``LatencyModel.to_json()`` (``latency_version`` ``LATENCY_VERSION``), written by
 ``python -m runners.replay calibrate --pair NAME`` (``runners.replay.latency``: the calibration on
 this machine). This module is its one reader: ``LatencyModel.from_json`` / ``load``; the paper's
 ``c`` of a file is ``LatencyModel.c_from_json``; ``methods.costs.CostModel`` and
-``analysis.leviathan`` read the file through it.
+``analysis.leviathan`` read the file through it. The batch tables are one optional key, ``batch``
+(``{"2": BatchCosts.to_json(), ...}``): a reader that ignores it reads batch 1 exactly, so the version
+did not change, and a version-1 file without it reads as a batch-1 model.
 """
 
 from __future__ import annotations
@@ -48,35 +58,6 @@ def check_version(obj: Mapping[str, Any]) -> None:
     if obj.get("latency_version") != LATENCY_VERSION:
         raise ValueError(f"latency_version {obj.get('latency_version')!r} is not {LATENCY_VERSION} "
                          "(recalibrate: python -m runners.replay calibrate)")
-
-
-def fit_affine(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
-    """Least-squares ``(a, b)`` of ``y = a + b·x`` (``b = 0`` for a single distinct x)."""
-    n = len(xs)
-    if n == 0:
-        raise ValueError("nothing to fit")
-    mx, my = sum(xs) / n, sum(ys) / n
-    sxx = sum((x - mx) ** 2 for x in xs)
-    if sxx == 0:
-        return my, 0.0
-    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
-    return my - b * mx, b
-
-
-def isotonic(ys: Sequence[float]) -> list[float]:
-    """The nondecreasing sequence closest to ``ys`` in least squares (pool adjacent violators):
-    unlike a running maximum it does not carry one noisy high median to every later ``k``."""
-    blocks: list[list[float]] = []  # [sum, count]
-    for y in ys:
-        blocks.append([float(y), 1.0])
-        while len(blocks) > 1 and blocks[-2][0] / blocks[-2][1] > blocks[-1][0] / blocks[-1][1]:
-            s, c = blocks.pop()
-            blocks[-1][0] += s
-            blocks[-1][1] += c
-    out: list[float] = []
-    for s, c in blocks:
-        out += [s / c] * int(c)
-    return out
 
 
 @dataclass
@@ -104,11 +85,29 @@ class ForwardCost:
         if context <= 0:
             a, b = self.prefill_affine
             return max(0.0, a + b * k)
+        return max(0.0, self.step_at_ref_ms(k) + self.context_ms_per_token * (context - self.ref_context))
+
+    def step_at_ref_ms(self, k: int) -> float:
+        """The ``k``-token step at ``ref_context`` (the table, else ``step_affine``), unclamped."""
         base = self.step_ms.get(k)
-        if base is None:
-            a, b = self.step_affine
-            base = a + b * k
-        return max(0.0, base + self.context_ms_per_token * (context - self.ref_context))
+        return self.step_affine[0] + self.step_affine[1] * k if base is None else base
+
+    @classmethod
+    def lerp(cls, lo: ForwardCost, hi: ForwardCost, w: float) -> ForwardCost:
+        """``(1 − w)·lo + w·hi``, parameter by parameter, expressed at ``lo.ref_context`` (``hi``'s table is
+        moved there along its own context slope), so that ``forward_ms`` of the result is the same blend of
+        the two forwards wherever neither is clamped at 0. The table holds every ``k`` of either."""
+        ref = lo.ref_context
+
+        def blend(x: float, y: float) -> float:
+            return (1.0 - w) * x + w * y
+
+        shift = hi.context_ms_per_token * (ref - hi.ref_context)
+        keys = sorted(set(lo.step_ms) | set(hi.step_ms))
+        return cls({k: blend(lo.step_at_ref_ms(k), hi.step_at_ref_ms(k) + shift) for k in keys},
+                   (blend(lo.step_affine[0], hi.step_affine[0] + shift), blend(lo.step_affine[1], hi.step_affine[1])),
+                   blend(lo.context_ms_per_token, hi.context_ms_per_token), ref,
+                   (blend(lo.prefill_affine[0], hi.prefill_affine[0]), blend(lo.prefill_affine[1], hi.prefill_affine[1])))
 
     @classmethod
     def affine(cls, fixed_ms: float, per_token_ms: float = 0.0, per_context_ms: float = 0.0,
@@ -136,32 +135,108 @@ class ForwardCost:
         )
 
 
+def check_batch_size(batch: Any) -> int:
+    """``batch`` as an int >= 1, else a one-line ``ValueError``."""
+    if isinstance(batch, bool) or not isinstance(batch, int | float) or batch != int(batch) or batch < 1:
+        raise ValueError(f"batch size must be an integer >= 1, got {batch!r}")
+    return int(batch)
+
+
+@dataclass
+class BatchCosts:
+    """The loop's parts at one batch size: one forward of ``b`` rows of each model, the loop's own time
+    per speculative round and per autoregressive step (module docstring)."""
+
+    target: ForwardCost
+    draft: ForwardCost
+    round_overhead_ms: float = 0.0
+    ar_overhead_ms: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"target": self.target.to_json(), "draft": self.draft.to_json(),
+                "round_overhead_ms": self.round_overhead_ms, "ar_overhead_ms": self.ar_overhead_ms}
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> BatchCosts:
+        return cls(ForwardCost.from_json(obj["target"]), ForwardCost.from_json(obj["draft"]),
+                   float(obj.get("round_overhead_ms") or 0.0), float(obj.get("ar_overhead_ms") or 0.0))
+
+
 @dataclass
 class LatencyModel:
-    """Costs of the speculative loop's parts (module docstring)."""
+    """Costs of the speculative loop's parts (module docstring); ``batches``: the costs at each measured
+    batch size above 1 (batch 1 is the top-level fields)."""
 
     target: ForwardCost
     draft: ForwardCost
     round_overhead_ms: float = 0.0
     ar_overhead_ms: float = 0.0
     meta: dict[str, Any] = field(default_factory=dict)
+    batches: dict[int, BatchCosts] = field(default_factory=dict)
+    _at: dict[int, BatchCosts] = field(default_factory=dict, init=False, repr=False, compare=False)
 
-    # the loop's parts
-    def target_prefill_ms(self, prompt_tokens: int) -> float:
-        return self.target.forward_ms(prompt_tokens, 0)
+    def __post_init__(self) -> None:
+        self.batches = {check_batch_size(int(b)): c for b, c in self.batches.items()}
+        if 1 in self.batches:
+            raise ValueError("batch 1 is the model's top-level costs, not an entry of batches")
 
-    def verify_ms(self, k: int, context: int) -> float:
-        return self.target.forward_ms(k, context)
+    @property
+    def batch_sizes(self) -> list[int]:
+        """The measured batch sizes (1 first)."""
+        return [1, *sorted(self.batches)]
 
-    def draft_ms(self, k: int, context: int) -> float:
-        return self.draft.forward_ms(k, context)
+    def costs_at(self, batch: int) -> BatchCosts:
+        """The costs at ``batch`` rows, measured or interpolated (module docstring)."""
+        b = check_batch_size(batch)
+        if b == 1:
+            return BatchCosts(self.target, self.draft, self.round_overhead_ms, self.ar_overhead_ms)
+        hit = self.batches.get(b) or self._at.get(b)
+        if hit is not None:
+            return hit
+        sizes = self.batch_sizes
+        if b > sizes[-1]:
+            pair = self.meta.get("pair") or "NAME"
+            have = "no batch tables (batch 1 only)" if len(sizes) == 1 else f"batch sizes {sizes}"
+            raise ValueError(f"batch {b} asked of a latency model with {have}: recalibrate with python -m "
+                             f"runners.replay calibrate --pair {pair} --batch-sizes {' '.join(map(str, sorted({*sizes, 2, 4, 8, b})))}")
+        lo, hi = max(s for s in sizes if s < b), min(s for s in sizes if s > b)
+        w = (b - lo) / (hi - lo)
+        a, c = self.costs_at(lo), self.costs_at(hi)
+        out = BatchCosts(ForwardCost.lerp(a.target, c.target, w), ForwardCost.lerp(a.draft, c.draft, w),
+                         (1 - w) * a.round_overhead_ms + w * c.round_overhead_ms,
+                         (1 - w) * a.ar_overhead_ms + w * c.ar_overhead_ms)
+        self._at[b] = out
+        return out
+
+    def at_batch(self, batch: int) -> LatencyModel:
+        """A batch-1-shaped model whose costs are those at ``batch`` rows (``self`` for batch 1)."""
+        if check_batch_size(batch) == 1:
+            return self
+        c = self.costs_at(batch)
+        return LatencyModel(c.target, c.draft, c.round_overhead_ms, c.ar_overhead_ms, {**self.meta, "batch_size": batch})
+
+    # the loop's parts (batch: rows in the forward; 1 = the top-level costs, bit for bit)
+    def _model(self, name: str, batch: int) -> ForwardCost:
+        return getattr(self, name) if batch == 1 else getattr(self.costs_at(batch), name)
+
+    def target_prefill_ms(self, prompt_tokens: int, batch: int = 1) -> float:
+        return self._model("target", batch).forward_ms(prompt_tokens, 0)
+
+    def verify_ms(self, k: int, context: int, batch: int = 1) -> float:
+        return self._model("target", batch).forward_ms(k, context)
+
+    def draft_ms(self, k: int, context: int, batch: int = 1) -> float:
+        return self._model("draft", batch).forward_ms(k, context)
+
+    def round_overhead_at(self, batch: int = 1) -> float:
+        return self.round_overhead_ms if batch == 1 else self.costs_at(batch).round_overhead_ms
+
+    def ar_overhead_at(self, batch: int = 1) -> float:
+        return self.ar_overhead_ms if batch == 1 else self.costs_at(batch).ar_overhead_ms
 
     def ar_wall_ms(self, prompt_tokens: int, new_tokens: int) -> float:
         """The target alone (``AutoregressiveRunner``): prefill, then one token per forward."""
-        ms = self.target_prefill_ms(prompt_tokens)
-        for t in range(1, new_tokens):
-            ms += self.verify_ms(1, prompt_tokens + t - 1) + self.ar_overhead_ms
-        return ms
+        return ar_batch_ms(self, [prompt_tokens], [new_tokens])[1][0]
 
     @property
     def c(self) -> float:
@@ -197,6 +272,7 @@ class LatencyModel:
             "draft": self.draft.to_json(),
             "round_overhead_ms": self.round_overhead_ms,
             "ar_overhead_ms": self.ar_overhead_ms,
+            **({"batch": {str(b): c.to_json() for b, c in sorted(self.batches.items())}} if self.batches else {}),
             "meta": self.meta,
         }
 
@@ -206,7 +282,8 @@ class LatencyModel:
         check_version(obj)
         return cls(ForwardCost.from_json(obj["target"]), ForwardCost.from_json(obj["draft"]),
                    float(obj.get("round_overhead_ms") or 0.0), float(obj.get("ar_overhead_ms") or 0.0),
-                   dict(obj.get("meta") or {}))
+                   dict(obj.get("meta") or {}),
+                   {int(b): BatchCosts.from_json(c) for b, c in (obj.get("batch") or {}).items()})
 
     def save(self, path: str | os.PathLike) -> Path:
         from specbench.records import write_json_atomic
@@ -277,6 +354,64 @@ def seen_after(p: int, t: int, seen: int, d: int, accepted: int, new_t: int) -> 
     if d == 0:
         return min(seen, p + new_t - 1)
     return min(p + t + min(accepted, d - 1), p + new_t - 1)
+
+
+@dataclass(frozen=True)
+class RowRound:
+    """One active row's part of a batched round: prompt ``p``, position ``t``, the draft's cache holding
+    ``seen`` of the row's tokens, ``proposed`` tokens drafted and the first ``verified`` of them verified."""
+
+    p: int
+    t: int
+    seen: int
+    proposed: int
+    verified: int
+
+
+def batch_round_parts(lat: LatencyModel, rows: Sequence[RowRound], draft_model: bool = True) -> tuple[float, float]:
+    """Predicted ``(draft ms, verify ms)`` of a round of the batched engine over its ``b = len(rows)``
+    active rows (the round costs their sum plus ``round_overhead_at(b)``):
+
+    * drafting: ``max proposed`` steps, each one draft forward of all ``b`` rows (a row that stopped, or
+      drafts nothing this round, rides along masked); the first feeds every drafting row the tokens its
+      cache has not seen (right-aligned: width = the widest, ``p + t − seen``) at context = the longest
+      row in the draft's cache (0: the draft's prefill), the others one token each at context = the
+      longest row then;
+    * verification: one target forward of ``b`` rows × ``max verified + 1`` tokens at context = the
+      longest row in the target's cache, ``max (p + t − 1)``.
+
+    With one row this is ``round_parts`` exactly (the same forwards, summed in the same order).
+    ``draft_model=False``: the drafter costs nothing."""
+    b = len(rows)
+    steps = max(r.proposed for r in rows)
+    draft = 0.0
+    if draft_model and steps >= 1:
+        width = max(r.p + r.t - r.seen for r in rows if r.proposed >= 1)
+        draft += lat.draft_ms(width, max(r.seen for r in rows), b)
+        for j in range(2, steps + 1):  # step j feeds each drafting row its token j - 1
+            context = max(r.p + r.t + min(j, r.proposed) - 2 if r.proposed >= 1 else r.seen for r in rows)
+            draft += lat.draft_ms(1, context, b)
+    verify = lat.verify_ms(max(r.verified for r in rows) + 1, max(r.p + r.t - 1 for r in rows), b)
+    return draft, verify
+
+
+def ar_batch_ms(lat: LatencyModel, prompt_tokens: Sequence[int], new_tokens: Sequence[int]) -> tuple[float, list[float]]:
+    """The target alone at batch ``b = len(prompt_tokens)``: ``(prefill ms, each row's wall ms)``. One
+    prefill of ``b`` rows × the longest prompt (left-padded; every row's TTFT), then step ``s = 1, 2, ..``:
+    one forward of the rows still decoding × 1 token at context = the longest of them, ``max (p + s − 1)``,
+    plus ``ar_overhead_at(rows)``; a row leaves after its ``n − 1`` steps, its wall ends there (the batch's:
+    the longest). One row: ``ar_wall_ms``, bit for bit."""
+    ps, ns = [int(p) for p in prompt_tokens], [int(n) for n in new_tokens]
+    prefill = lat.target_prefill_ms(max(ps), len(ps))
+    walls = [prefill] * len(ps)
+    ms = prefill
+    for s in range(1, max(ns)):
+        active = [i for i, n in enumerate(ns) if s < n]
+        b = len(active)
+        ms += lat.verify_ms(1, max(ps[i] + s - 1 for i in active), b) + lat.ar_overhead_at(b)
+        for i in active:
+            walls[i] = ms
+    return prefill, walls
 
 
 def predict_wall_ms(latency: LatencyModel, prompt_tokens: int, new_tokens: int, drafted_trace: Sequence[int],

@@ -94,7 +94,8 @@ For sweeps at scale:
 * ``ar_source``: where the record's AR reference (``ar_tokens_per_s``, ``ar_wall_ms``,
   ``speedup``) came from: ``self`` (the job is ``method=ar``: its own decoding), ``decoded`` (this
   job decoded it), ``cache`` (another job of the sweep did: ``runners.jobs.ar_cache``), ``paired``
-  (the interleaved launcher decoded it in the same round as this record: ``ar_decode``);
+  (the interleaved launcher decoded it in the same round as this record: ``ar_decode``),
+  ``paired_batch`` (``batch_size`` > 1: the target alone decoded the same batch right after it);
   ``ar_device_jobs`` is ``device_jobs`` (below) of the decoding that timed it.
 * ``output_ids``: the generated token ids (target vocabulary).
 * ``repeat``: which timing of the prompt turn this is (0-based; ``repeats=R`` times each turn R times).
@@ -109,6 +110,9 @@ For sweeps at scale:
   ``cache``), or null (``self``).
 * ``interleave``: where the turn ran in its interleaved round (``round``, ``position`` of ``size``
   decodes, the round's shuffle ``seed``); null under the other launchers.
+* ``batch_size`` … ``ar_batch_wall_ms``: the batch a row was decoded in when ``batch_size`` > 1 (each
+  field defined in ``runners.jobs.batch``); ``ttft_ms`` is then the batch's prefill and ``wall_ms`` ends
+  at the row's own last token.
 * ``device_id``, ``device_jobs``, ``device_neighbours``: the device this turn was decoded on
   (``cpu@host``, ``cuda:<GPU UUID>@host``), the most jobs seen running on it during the turn (1 =
   alone) and the other jobs' folder names (``runners.jobs.device_share``). Timings of a turn with
@@ -209,6 +213,15 @@ class Record:
     repeat: int = 0
     host_probe_ms: float | None = None
     interleave: dict[str, Any] | None = None
+    # batch_size > 1 (runners.jobs.batch: the batch the row was decoded in; null at batch 1)
+    batch_size: int = 1
+    batch_index: int | None = None
+    batch_rows: int | None = None
+    batch_wall_ms: float | None = None
+    batch_tokens: int | None = None
+    batch_share_ms: float | None = None
+    gamma_mode: str | None = None
+    ar_batch_wall_ms: float | None = None
     # what was generated, and where (concurrent launchers)
     output_ids: list[int] = field(default_factory=list)
     device_id: str | None = None
@@ -433,16 +446,3 @@ def aggregate(records: list[Mapping[str, Any]]) -> dict[str, Any]:
         out["ar_tokens_per_s"] = ar_tps
         out["speedup"] = out["tokens_per_s"] / ar_tps if out["tokens_per_s"] else None
     return out
-
-
-#: A method named ``<name>_twin`` (``conf/method/specdecode_twin.yaml``) does exactly the work of
-#: ``<name>`` under another label: the A/A pair of cells from which ``analysis`` measures a sweep's
-#: noise floor (two cells whose true ratio is 1).
-AA_TWIN_SUFFIX = "_twin"
-
-
-def aa_twin_of(method: str) -> str | None:
-    """The method an A/A twin copies (``specdecode_twin`` -> ``specdecode``); None for any other method."""
-    if method.endswith(AA_TWIN_SUFFIX) and len(method) > len(AA_TWIN_SUFFIX):
-        return method[: -len(AA_TWIN_SUFFIX)]
-    return None

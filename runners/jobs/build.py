@@ -24,6 +24,7 @@ cross-vocabulary algorithm the vocabulary overlap. Protocol settings applied her
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any
 
@@ -156,6 +157,32 @@ class Job:
             from runners.engine.hf_assisted import HFAssistedRunner
 
             self.runner = HFAssistedRunner(self.target, self.draft_model, self.policy, self.eos, self.sampling)
+        self.policies: list[GammaPolicy] = [self.policy] if self.policy is not None else []
+        self.batch_runner: Any = None  # batch_size > 1 (runners.jobs.batch)
+        self.batch_ar: Any = None
+        if config.batch_size > 1:
+            self._batched()
+
+    def _batched(self) -> None:
+        """The batched runners: the target alone at batch B (an ``ar`` job's runner, else the paired
+        baseline) and, for a speculative job, our loop with a batched draft model (a same-vocabulary
+        model) or one drafter per row (any other); ``per_row``: one policy per row slot, the job's own
+        in slot 0 and copies of it in the others (``shared``: the job's policy alone)."""
+        from runners.drafters.batched_model import BatchedModelDrafter
+        from runners.engine.batch_drafters import PerRowDrafters
+        from runners.engine.batched import BatchedAutoregressiveRunner, BatchedSpeculativeRunner
+
+        config = self.config
+        self.batch_ar = self.batch_runner = BatchedAutoregressiveRunner(self.target, self.eos, self.sampling)
+        if not config.speculative:
+            return
+        assert self.policy is not None
+        if config.batch_gamma == "per_row":
+            self.policies = [self.policy, *(copy.deepcopy(self.policy) for _ in range(config.batch_size - 1))]
+        drafter = (BatchedModelDrafter(self.draft_model, self.eos) if config.drafter == "model"
+                   else PerRowDrafters(self._drafter))
+        self.batch_runner = BatchedSpeculativeRunner(self.target, drafter, self.policies, self.eos, self.sampling,
+                                                     config.batch_gamma)
 
     def devices(self) -> list[str]:
         """Every device the job's models have parameters on."""
@@ -186,8 +213,8 @@ class Job:
 
     def reset(self) -> None:
         """The policy as configured (state carried across prompts, e.g. by the warm-up, is dropped)."""
-        if self.policy is not None:
-            self.policy.reset()
+        for policy in self.policies:
+            policy.reset()
         if hasattr(self.runner, "reset"):
             self.runner.reset()
 
@@ -199,11 +226,14 @@ class Job:
         """A warm-up generation that leaves the policy and the runner as it found them (a carried-over
         γ or an adapted threshold must come from the timed prompts only): the policy's ``snapshot``
         before, its ``restore`` after."""
-        saved_policy = self.policy.snapshot() if self.policy is not None else None
+        saved = [p.snapshot() for p in self.policies]
         saved_carry = getattr(self.runner, "carried_gamma", None)
-        self.runner.generate(ids, max_new_tokens, self.generator(seed))
-        if self.policy is not None:
-            self.policy.restore(saved_policy)
+        if self.batch_runner is not None:  # batch_size > 1: ``ids`` is the batch's list of prompt turns
+            self.batch_runner.generate(ids, max_new_tokens, self.generator(seed))
+        else:
+            self.runner.generate(ids, max_new_tokens, self.generator(seed))
+        for policy, state in zip(self.policies, saved):
+            policy.restore(state)
         if saved_carry is not None:
             self.runner.carried_gamma = saved_carry
 
@@ -216,6 +246,11 @@ def warm_up(job: Job, prompts: list[Prompt]) -> None:
     ids, _ = encode_turn(job.tokenizer, [], prompts[0].turns[0], config.task.prompt_format)
     n_tokens = min(16, config.max_new_tokens)
     for _ in range(config.warmup):
+        if job.batch_runner is not None:  # the batch's shapes: B copies of the warm-up prompt
+            job.batch_runner.generate([ids] * config.batch_size, n_tokens, job.generator(config.seed))
+            if job.batch_ar is not job.batch_runner and config.verify_lossless and config.greedy:
+                job.batch_ar.generate([ids] * config.batch_size, n_tokens)
+            continue
         job.runner.generate(ids, n_tokens, job.generator(config.seed))
         if config.verify_lossless and config.greedy and job.runner is not job.ar:
             job.ar.generate(ids, n_tokens)

@@ -154,7 +154,7 @@ class InterleavedSweep:
         """``open_job`` with ``run_cli_job``'s handling: a bad config is listed in the sweep's
         ``invalid_jobs.jsonl`` (no folder); a job another process holds is skipped."""
         try:
-            opened = open_job(cfg, job_dir, progress=False)
+            opened = open_job(cfg, job_dir, progress=False, batched=False)
         except ConfigError as exc:
             log.error("configuration error: %s", exc)
             if self.multirun:

@@ -86,15 +86,20 @@ def check_same_job(job_dir: Path, config: JobConfig) -> None:
         )
 
 
-def open_job(cfg: Any, job_dir: str | Path, progress: bool = True) -> JobRun | dict:
+def open_job(cfg: Any, job_dir: str | Path, progress: bool = True, batched: bool = True) -> JobRun | dict:
     """Validate a job and take its folder's lock: a ``JobRun`` ready to ``start``, or the summary of a
     job another live process holds (``{"status": "skipped", ...}``; nothing written). A bad config
-    raises ``ConfigError`` and leaves no folder behind (unless the folder held results already)."""
+    raises ``ConfigError`` and leaves no folder behind (unless the folder held results already);
+    ``batched=False``: a job with ``batch_size`` > 1 is one (the interleaved launcher's case)."""
     job_dir = Path(job_dir)
     check_sweep_folder_visible()  # a worker without the shared results folder writes nothing
     existed_before = (job_dir / "records.jsonl").exists() or (job_dir / "summary.json").exists()
     try:
         prepared = prepare(cfg)
+        if not batched and prepared.config.batch_size > 1:
+            raise ConfigError(f"batch_size={prepared.config.batch_size} runs under the basic, SLURM or Ray "
+                              "launchers (hydra/launcher=basic); the interleaved launcher decodes one prompt turn "
+                              "per job per round")
     except ConfigError:
         if not existed_before:  # leave nothing behind for a bad config
             shutil.rmtree(job_dir, ignore_errors=True)
@@ -136,6 +141,8 @@ def run_job(cfg: Any, job_dir: str | Path, progress: bool = True) -> dict:
         if summary is not None:
             return summary
         with StopAfterCurrentPrompt() as stop:
+            if run.config.batch_size > 1:
+                _run_batches(run, stop)
             for unit in run.units():
                 if run.is_done(unit):
                     continue
@@ -147,6 +154,26 @@ def run_job(cfg: Any, job_dir: str | Path, progress: bool = True) -> dict:
             if stop.requested:  # the last prompt finished after Ctrl-C: the job is complete, the sweep stops
                 stop_sweep()
         return run.finish()
+
+
+def _run_batches(run: JobRun, stop: StopAfterCurrentPrompt) -> None:
+    """``batch_size`` > 1: the job's units batch after batch (``runners.jobs.batch``); Ctrl-C once
+    finishes the batch in flight."""
+    from runners.jobs.batch import batches
+
+    # each batch decoding its own number, after those already in the folder (a resumed batch's missing rows,
+    # or the batches of more repeats, are new decodings: never merged with an earlier one under one index)
+    index = 1 + max((int(r["batch_index"]) for r in run.done.values() if r.get("batch_index") is not None), default=-1)
+    for batch in batches(run.units(), run.config.batch_size):
+        todo = [u for u in batch if not run.is_done(u)]
+        if not todo:
+            continue
+        if stop.requested and any(u.first_of_prompt for u in todo):
+            raise KeyboardInterrupt("stopped after the current batch")
+        inps = [run.turn_ids(u) for u in todo]
+        for unit, inp, (timed, ref) in zip(todo, inps, run.generate_batch(index, inps)):
+            run.write(unit, inp, timed, ref)
+        index += 1
 
 
 class JobRun:
@@ -201,6 +228,13 @@ class JobRun:
         else:
             check_same_job(self.job_dir, config)
         self.done = {unit_key(r): r for r in read_records(self.records_path)}
+        if config.batch_size > 1:
+            from runners.jobs.batch import drop_partial_batches
+
+            cut = drop_partial_batches(self.done)
+            if cut:
+                log.warning("%s: %d record(s) of a batch an interruption cut short dropped; that batch is decoded "
+                            "again, whole", self.job_dir, len(cut))
         if not config.overwrite and is_complete(self.job_dir) and not any(not self.is_done(u) for u in self.units()):
             log.info("job %s is complete; skipped (overwrite=true to redo)", self.job_dir)
             self.summary = json.loads((self.job_dir / "summary.json").read_text())
@@ -272,6 +306,29 @@ class JobRun:
         if before is None or after is None:
             return Timed(gen, probe_ms)
         return Timed(gen, probe_ms, max(before[0], after[0]), sorted(set(before[1]) | set(after[1])))
+
+    def generate_batch(self, index: int, inps: list[TurnInput]) -> list[tuple[Timed, Reference | None]]:
+        """Batch ``index``'s timed generation (``batch_size`` > 1) and, with greedy ``verify_lossless``,
+        the paired AR batch decoded right after it: each row's ``Timed`` and reference (``runners.jobs.batch``)."""
+        from runners.jobs.batch import batch_fields, references
+
+        job, config = self.job, self.config
+        assert job is not None and job.batch_runner is not None
+        prompts = [inp.ids for inp in inps]
+        for k in range(config.warmup_per_prompt):
+            job.untimed(prompts, config.max_new_tokens, config.seed + 1 + k)
+        probe_ms = self.probe() if self.probe is not None else None
+        before = job.share.sample() if job.share is not None else None
+        gen = job.batch_runner.generate(prompts, config.max_new_tokens, job.generator(config.seed))
+        after = job.share.sample() if job.share is not None else None
+        verified = config.verify_lossless and config.greedy
+        own = job.batch_runner is job.batch_ar
+        ar = job.batch_ar.generate(prompts, config.max_new_tokens) if verified and not own else None
+        refs = references(gen, ar, index, own) if verified else [None] * len(prompts)
+        jobs = max(before[0], after[0]) if before is not None and after is not None else None
+        neighbours = sorted(set(before[1]) | set(after[1])) if before is not None and after is not None else None
+        return [(Timed(g, probe_ms, jobs, neighbours, batch_fields(config, index, gen, i, ar)), ref)
+                for i, (g, ref) in enumerate(zip(gen.rows, refs))]
 
     def needs_reference(self) -> bool:
         """Whether records compare with the target alone (greedy ``verify_lossless``, not an AR job)."""

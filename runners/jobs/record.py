@@ -11,7 +11,7 @@ whether it equals the target's own decoding and where that decoding came from (`
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,6 +68,7 @@ class Timed:
     probe_ms: float | None
     device_jobs: int | None = None
     neighbours: list[str] | None = None
+    batch: dict[str, Any] | None = None  # batch_size > 1: the batch's fields (``runners.jobs.batch``)
 
 
 def make_record(job: Job, unit: Unit, inp: TurnInput, timed: Timed, reference: Reference | None,
@@ -75,7 +76,8 @@ def make_record(job: Job, unit: Unit, inp: TurnInput, timed: Timed, reference: R
     """A unit's ``Record`` from its timed generation and its reference (definitions: ``specbench.records``)."""
     config, prompt, turn, gen, ids = job.config, unit.prompt, unit.turn, timed.gen, inp.ids
     fields: dict[str, Any] = {"output_ids": list(gen.tokens), "repeat": unit.repeat, "host_probe_ms": timed.probe_ms,
-                              "interleave": dict(interleave) if interleave is not None else None}
+                              "interleave": dict(interleave) if interleave is not None else None,
+                              **(timed.batch or {})}
     device_jobs = timed.device_jobs
     if device_jobs is not None:
         fields.update(device_id=job.share.device_id, device_jobs=device_jobs,
@@ -92,7 +94,7 @@ def make_record(job: Job, unit: Unit, inp: TurnInput, timed: Timed, reference: R
         extra["output_tokens_shared"] = sum(
             1 for t in gen.tokens if t < job.shared_target.numel() and bool(job.shared_target[t]))
     if config.verify_lossless and config.greedy:
-        if job.runner is job.ar:
+        if reference is None and job.runner is job.ar:  # (a batched AR job passes itself, not for the cache)
             reference = Reference(gen, "self", device_jobs)
             store_own_reference(job, ids, gen, device_jobs)
         assert reference is not None, "a verified job's record needs its reference"
@@ -103,7 +105,8 @@ def make_record(job: Job, unit: Unit, inp: TurnInput, timed: Timed, reference: R
         ref_t = timing_fields(ref.wall_ms, ref.ttft_ms, len(ref.tokens))
         fields.update(ar_tokens_per_s=ref_t["tokens_per_s"], ar_wall_ms=ref.wall_ms)
     timing = timing_fields(gen.wall_ms, gen.ttft_ms, len(gen.tokens))
-    predicted = predicted_wall(job.latency, config, bool(getattr(job.runner, "fused_prefill", False)), len(ids), gen)
+    predicted = None if timed.batch else predicted_wall(  # a batched round's cost: runners.replay
+        job.latency, config, bool(getattr(job.runner, "fused_prefill", False)), len(ids), gen)
     timing.update(breakdown_fields(gen.phase_ms), predicted_wall_ms=predicted)
     if fields.get("ar_tokens_per_s"):
         fields["speedup"] = timing["tokens_per_s"] / fields["ar_tokens_per_s"]
@@ -168,7 +171,7 @@ def finished_extra(job: Job, records: list[dict], load_s: float) -> dict[str, An
     engine options it ran with, repeats, the host-probe drift, and (cross-vocabulary) ``hetero``."""
     extra = {"load_s": load_s, "policy_state": job.policy.state() if job.policy else None,
              "latency_model": job.latency_path, "engine": engine_summary(job),
-             "repeats": job.config.repeats, "drift": drift_summary(records)}
+             "repeats": job.config.repeats, "drift": drift_summary(records), "batch": batch_summary(records)}
     hetero = hetero_summary(job, records)
     if hetero is not None:
         extra["hetero"] = hetero
@@ -184,6 +187,27 @@ def drift_summary(records: list[Mapping[str, Any]]) -> dict[str, Any] | None:
     return {"host_probe_ms_median": statistics.median(probes), "host_probe_ms_min": probes[0],
             "host_probe_ms_max": probes[-1],
             "max_over_min": probes[-1] / probes[0] if probes[0] > 0 else None, "n": len(probes)}
+
+
+def batch_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """``summary.json: batch`` (``batch_size`` > 1; ``runners.jobs.batch``): the batch's throughput (tokens over
+    all rows ÷ the batches' wall time), the paired AR's, their ratio, the rows' mean latency; None at batch 1."""
+    rows = [r for r in records if (r.get("batch_size") or 1) > 1]
+    if not rows:
+        return None
+    per_batch: dict[int, Mapping[str, Any]] = {}
+    for r in rows:  # batch_index names one batch decoding (runners.jobs.batch)
+        per_batch.setdefault(int(r["batch_index"]), r)
+    wall = sum(b["batch_wall_ms"] for b in per_batch.values())
+    tokens = sum(b["batch_tokens"] for b in per_batch.values())
+    ar_walls = [b.get("ar_batch_wall_ms") for b in per_batch.values()]
+    ar_wall = sum(ar_walls) if all(w is not None for w in ar_walls) else None
+    tps = tokens / (wall / 1000.0) if wall else None
+    ar_tps = tokens / (ar_wall / 1000.0) if ar_wall else None
+    return {"batch_size": rows[0]["batch_size"], "gamma_mode": rows[0].get("gamma_mode"), "batches": len(per_batch),
+            "tokens_per_s": tps, "ar_tokens_per_s": ar_tps,
+            "speedup": tps / ar_tps if tps and ar_tps else None,
+            "row_latency_ms_mean": statistics.fmean(r["wall_ms"] for r in rows)}
 
 
 def engine_summary(job: Job) -> dict[str, Any] | None:

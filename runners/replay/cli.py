@@ -2,9 +2,11 @@
 
     trace      [--results DIR | pair=... task=... max_new_tokens=...] [--gamma-max G] [--out DIR]
                [--reuse-target TRACE_DIR]
-    calibrate  --pair NAME [--hetero RULE] [--out results/latency/NAME.json] [--k-max 33] [--repeats 5] ...
+    calibrate  --pair NAME [--hetero RULE] [--out results/latency/NAME.json] [--k-max 33] [--repeats 5]
+               [--batch-sizes 1 2 4 8] [--batch-k-max K] ...
     grid       RESULTS_OR_TRACE_DIR [--methods specdecode hf_heuristic ...] [--gammas 1,2,...,24]
                (--latency calib.json|DIR | --cost-ratio C) [--out DIR] [--max-new-tokens M]
+               [--batch-sizes 1 2 4 8] [--gamma-mode per_row|shared]
     lab        questions | traces | replay | confirm | compare ...   (the γ-policy lab: runners.replay.lab)
 
 ``trace`` builds greedy traces (``runners.replay.trace``; ``runners.replay.trace_lookup`` for a
@@ -32,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from runners.replay import lab
+from runners.replay.batched import check_batching
 from runners.replay.grid import PAPER_GAMMAS, PAPER_METHODS, load_method, replay_grid, write_grid
 from runners.replay.grid import parse_ints as _ints
 from runners.replay.trace import (
@@ -205,6 +208,7 @@ def grid_main(args: argparse.Namespace) -> int:
         print(f"error: no trace.jsonl under {args.dir} (build one with `python -m runners.replay trace`)",
               file=sys.stderr)
         return 2
+    check_batching(min(args.batch_sizes), args.gamma_mode)
     names = [part for m in args.methods for part in ([m] if ":" in m else m.split(",")) if part]
     methods = [load_method(m) for m in names]
     gammas = _ints(args.gammas)
@@ -226,13 +230,16 @@ def grid_main(args: argparse.Namespace) -> int:
             print("note: no --latency / --cost-ratio: rounds only, no predicted times and no oracle", file=sys.stderr)
         else:
             latencies[pair] = latency.to_json()
-        group = replay_grid(traces, methods, gammas, latency, args.max_new_tokens, errors)
-        for r in group:
-            r["trace_file"] = str(path)
-        rows += group
+        for batch_size in args.batch_sizes:
+            group = replay_grid(traces, methods, gammas, latency, args.max_new_tokens, errors, batch_size,
+                                args.gamma_mode)
+            for r in group:
+                r["trace_file"] = str(path)
+            rows += group
     write_grid(out, rows, {
         "traces": [str(f) for f in files], "methods": [m.label for m in methods], "gammas": gammas,
-        "max_new_tokens": args.max_new_tokens, "latency": latencies, "errors": errors,
+        "max_new_tokens": args.max_new_tokens, "batch_sizes": args.batch_sizes, "gamma_mode": args.gamma_mode,
+        "latency": latencies, "errors": errors,
         "seconds": time.perf_counter() - t0,
     })
     for e in errors:
@@ -252,6 +259,8 @@ def calibrate_main(args: argparse.Namespace) -> int:
     from specbench.provenance import provenance
     from specbench.tasks import load_task
 
+    if min(args.batch_sizes) < 1 or (args.batch_k_max is not None and args.batch_k_max < 1):
+        raise ConfigError(f"--batch-sizes and --batch-k-max need integers >= 1, got {args.batch_sizes}, {args.batch_k_max}")
     torch.set_num_threads(int(args.threads))
     overrides = [f"pair={args.pair}"] + ([f"hetero={args.hetero}"] if args.hetero else [])
     config = JobConfig.from_mapping(compose(overrides))
@@ -268,14 +277,15 @@ def calibrate_main(args: argparse.Namespace) -> int:
     if lookup:  # no draft model: its forwards cost nothing; the lookup itself is in the round's overhead
         model_timer = ModelTimer({"target": target}, {"target": pool})
 
-        def timer(name: str, k: int, context: int) -> float:
-            return 0.0 if name == "draft" else model_timer(name, k, context)
+        def timer(name: str, k: int, context: int, batch: int = 1) -> float:
+            return 0.0 if name == "draft" else model_timer(name, k, context, batch)
     else:
         timer = ModelTimer({"target": target, "draft": draft}, {"target": pool, "draft": draft_pool})
     t0 = time.perf_counter()
     model = calibrate(timer, k_max=args.k_max, draft_k_max=args.draft_k_max, ref_context=args.ref_context,
                       contexts=_ints(args.contexts), prefill_lengths=_ints(args.prefill), warmup=args.warmup,
-                      repeats=args.repeats, monotone=args.monotone)
+                      repeats=args.repeats, monotone=args.monotone, batch_sizes=args.batch_sizes,
+                      batch_k_max=args.batch_k_max)
     rule = config.hetero_rule  # the pair at temperature 0: auto = SLEM on a draft with another tokenizer
     if not args.no_overheads:
         eos = loaded.eos
@@ -299,12 +309,20 @@ def calibrate_main(args: argparse.Namespace) -> int:
         model.round_overhead_ms = over["round_overhead_ms"]
         model.ar_overhead_ms = over["ar_overhead_ms"]
         model.meta.update(loop_overhead_ms=over["loop_overhead_ms"], round_ms=over["round_ms"])
+        for costs in model.batches.values():  # the batched loop's own time is not measured here
+            costs.round_overhead_ms, costs.ar_overhead_ms = model.round_overhead_ms, model.ar_overhead_ms
+        if model.batches:
+            model.meta["batch_overheads"] = "batch 1's: the loops' overheads are measured on the one-sequence loop only"
     model.meta.update(pair=args.pair, hetero=rule, c=model.c if math.isfinite(model.c) else None,
                       threads=int(args.threads),
                       seconds=time.perf_counter() - t0, provenance=provenance(pair.target.device))
     out = Path(args.out) if args.out else Path(config.results_dir) / "latency" / f"{args.pair}.json"
     model.save(out)
     tgt = model.target
+    for b in model.batch_sizes[1:]:
+        print(f"batch {b}: target 1 token {model.verify_ms(1, args.ref_context, b):.2f} ms, {args.batch_k_max or args.k_max} "
+              f"tokens {model.verify_ms(args.batch_k_max or args.k_max, args.ref_context, b):.2f} ms; draft 1 token "
+              f"{model.draft_ms(1, args.ref_context, b):.2f} ms")
     print(f"target: 1 token {tgt.forward_ms(1, args.ref_context):.2f} ms, {args.k_max} tokens "
           f"{tgt.forward_ms(args.k_max, args.ref_context):.2f} ms, prefill a+b·P = {tgt.prefill_affine[0]:.2f} + "
           f"{tgt.prefill_affine[1]:.3f}·P ms; draft: 1 token {model.draft.forward_ms(1, args.ref_context):.2f} ms; "
@@ -346,6 +364,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--threads", type=int, default=2)
     c.add_argument("--no-overheads", action="store_true", help="skip measuring the loops' own overhead")
     c.add_argument("--monotone", action="store_true", help="force the k table nondecreasing (isotonic fit)")
+    c.add_argument("--batch-sizes", type=int, nargs="+", default=[1],
+                   help="also time forwards of B rows, e.g. 1 2 4 8 (default: batch 1 only)")
+    c.add_argument("--batch-k-max", type=int, help="target forwards of 1..K tokens above batch 1 (default: --k-max)")
     g = sub.add_parser("grid", help="replay methods × initial γ on traces")
     g.add_argument("dir", help="a results folder holding traces/, a trace folder, or a trace.jsonl")
     g.add_argument("--methods", nargs="+", default=list(PAPER_METHODS),
@@ -355,6 +376,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--cost-ratio", type=float, help="the paper's cost model with c = T_target/T_draft instead")
     g.add_argument("--max-new-tokens", type=int, help="replay shorter generations than the traces hold")
     g.add_argument("--out", help="output folder (default: <dir>/replay)")
+    g.add_argument("--batch-sizes", type=int, nargs="+", default=[1],
+                   help="replay the jobs B prompt turns at a time (runners.replay.batched; default: 1)")
+    g.add_argument("--gamma-mode", default="per_row", help="batched γ: per_row (a policy per row) or shared")
     lab.add_parser(sub)
     return p
 

@@ -6,7 +6,8 @@ throughput from the measured one? ``python -m runners.replay lab compare``, two 
 
 From job folders (this module): finds every job under ``--real`` (``summary.json`` + ``records.jsonl`` of
 ``python run.py``), replays the job's own method config at its initial γ on the traces of its pair × task ×
-length, and writes ``real_vs_replay.csv`` / ``.md``: measured and replayed pooled tokens/s and their ratio,
+length (a batched job, whose records carry ``batch_size`` > 1: on its own batches, ``batched_row``), and writes
+``real_vs_replay.csv`` / ``.md``: measured and replayed pooled tokens/s (over all rows) and their ratio,
 acceptance rates, the share of prompt turns whose rounds are identical, the host's drift (the target alone,
 measured ÷ predicted) and the cost table's error on the job's own rounds (verification and draft forwards);
 with ``specdecode`` jobs, ``real_vs_best_fixed.csv`` / ``.md`` (each method's real tokens/s over the best
@@ -77,15 +78,16 @@ def real_vs_best_fixed(df):
     """The issue's real-run target: per pair × task × method config, the real tokens/s (mean over its
     initial γ) over the best fixed γ measured for real on the same prompts (the fastest ``specdecode``
     job among the γ that were run). Empty when no ``specdecode`` job was run."""
-    best = (df[df["method"] == "specdecode"].groupby(["pair", "task"])["real_tokens_per_s"].max()
+    keys = ["pair", "task"] + (["batch_size"] if "batch_size" in df else [])  # per batch size: its own best
+    best = (df[df["method"] == "specdecode"].groupby(keys)["real_tokens_per_s"].max()
             .rename("best_fixed_real_tokens_per_s"))
     if best.empty:
         return best.to_frame()
-    per = (df.groupby(["pair", "task", "method_config"])
+    per = (df.groupby(keys + ["method_config"])
            .agg(gammas=("gamma_init", lambda g: ",".join(map(str, sorted(g)))),
                 real_tokens_per_s=("real_tokens_per_s", "mean"),
                 real_over_replayed=("real_over_replayed", "mean"))
-           .reset_index().merge(best.reset_index(), on=["pair", "task"]))
+           .reset_index().merge(best.reset_index(), on=keys))
     per["x_best_fixed_real"] = per["real_tokens_per_s"] / per["best_fixed_real_tokens_per_s"]
     return per
 
@@ -123,6 +125,13 @@ def compare_rows(real: str | Path, traces_dir: str | Path, latency_dir: str | Pa
             latencies[key[0]] = LatencyModel.load(Path(latency_dir) / f"{key[0]}.json")
         latency = latencies[key[0]]
         spec = MethodSpec(method.name, str(method.policy), dict(method.params))
+        ident = {"pair": key[0], "task": key[1], "method": method.name, "job": summary_path.parent.name,
+                 "method_config": method_label(method.name, method.params), "gamma_init": config.gamma,
+                 "prompts": len(records)}
+        if any(int(r.get("batch_size") or 1) > 1 for r in records):
+            rows.append({**ident, **batched_row(records, traces, spec.build, config.gamma, latency,
+                                                summary_path.parent.name)})
+            continue
         reps = replay_job(chosen, spec.build(config.gamma), latency)
         same = sum((r["gamma_trace"], r["drafted_trace"], r["accepted_trace"]) ==
                    (p.gamma_trace, p.drafted_trace, p.accepted_trace) for r, p in zip(records, reps))
@@ -139,10 +148,7 @@ def compare_rows(real: str | Path, traces_dir: str | Path, latency_dir: str | Pa
             measured, predicted = sum(r.get(f"{part}_ms") or 0.0 for r in records), sum(q[f"{part}_ms"] for q in parts)
             cost_ratios[f"{part}_real_over_predicted"] = measured / predicted if measured and predicted else None
         rows.append({
-            "pair": key[0], "task": key[1], "method": method.name, "job": summary_path.parent.name,
-            # the label the lab uses (a carry-over variant named as in LAB_METHODS), read from the config
-            "method_config": method_label(method.name, method.params),
-            "gamma_init": config.gamma, "prompts": len(records),
+            **ident, "batch_size": 1, "gamma_mode": None, "batches": len(records), "batch_wall_real_over_replayed": None,
             "real_tokens_per_s": real_tps, "replayed_tokens_per_s": rep_tps, "real_over_replayed": real_tps / rep_tps,
             "real_speedup": (sum(r["ar_wall_ms"] for r in ar) / sum(r["wall_ms"] for r in ar)) if ar else None,
             "replayed_speedup": sum(latency.ar_wall_ms(p.trace.prompt_tokens, p.new_tokens) for p in reps) / rep_wall,
@@ -157,6 +163,65 @@ def compare_rows(real: str | Path, traces_dir: str | Path, latency_dir: str | Pa
             "lossless_all": all(r.get("lossless") is not False for r in records),
         })
     return rows
+
+
+BATCH_FIELDS = ("batch_size", "batch_index", "batch_rows", "batch_wall_ms", "batch_tokens", "batch_share_ms",
+                "gamma_mode")
+
+
+def batched_row(records: list[dict[str, Any]], traces: list, build: Any, gamma: int, latency: Any,
+                job: str) -> dict[str, Any]:
+    """A batched job (records carrying ``BATCH_FIELDS``; a row's ``wall_ms`` from its batch's start to its
+    finish, ``ttft_ms`` the batch's prefill, ``ar_wall_ms`` — when present — the row's wall decoded by the
+    target alone at the same batch size) against its replay on *its own* batches (``batch_index``; the rows of
+    a batch in the job's prompt order, as the engine forms them), in its ``gamma_mode``: throughput over all
+    rows (``Σ tokens / Σ batch walls``, each batch once), real ÷ replayed, the batches' walls, per-row latency,
+    the target alone at that batch size (``specbench.latency.ar_batch_ms``), identical rounds. The per-record
+    forward times (``verify_ms``, ``draft_ms``) are not compared at batch sizes above 1."""
+    from runners.replay.batched import pooled_batches, replay_groups
+    from specbench.latency import ar_batch_ms
+
+    missing = sorted({f for r in records for f in ("batch_index", "batch_rows", "batch_wall_ms") if r.get(f) is None})
+    if missing:
+        raise ValueError(f"{job}: batched records without {', '.join(missing)} (the fields of {', '.join(BATCH_FIELDS)})")
+    order = {(t.prompt_id, t.turn): i for i, t in enumerate(traces)}
+    batches: dict[int, list[dict[str, Any]]] = {}
+    for r in records:
+        if (r["prompt_id"], r["turn"]) in order:
+            batches.setdefault(int(r["batch_index"]), []).append(r)
+    groups = [sorted(batches[i], key=lambda r: order[(r["prompt_id"], r["turn"])]) for i in sorted(batches)]
+    for index, group in zip(sorted(batches), groups):
+        if any(int(r["batch_rows"]) != len(group) for r in group):
+            raise ValueError(f"{job}: batch {index} has {len(group)} records of its prompts, batch_rows says "
+                             f"{group[0]['batch_rows']}")
+    mode = str(groups[0][0].get("gamma_mode") or "per_row")
+    reps = replay_groups([[traces[order[(r["prompt_id"], r["turn"])]] for r in g] for g in groups],
+                         lambda: build(gamma), latency, mode)
+    real_walls = [float(g[0]["batch_wall_ms"]) for g in groups]
+    tokens = [sum(r["new_tokens"] for r in g) for g in groups]
+    real_tps = pooled_tokens_per_s(tokens, real_walls)
+    rep_tps = pooled_batches(reps)
+    pairs = [(r, p) for g, b in zip(groups, reps) for r, p in zip(g, b.rows)]
+    same = sum((r["gamma_trace"], r["drafted_trace"], r["accepted_trace"]) ==
+               (p.gamma_trace, p.drafted_trace, p.accepted_trace) for r, p in pairs)
+    ar_pred = [max(ar_batch_ms(latency, [r["prompt_tokens"] for r in g], [r["new_tokens"] for r in g])[1]) for g in groups]
+    ar_real = [max(r["ar_wall_ms"] for r in g) for g in groups] if all(r.get("ar_wall_ms") for r in records) else None
+    rep_walls = [b.wall_ms for b in reps]
+    return {
+        "batch_size": max(int(r["batch_size"]) for r in records), "gamma_mode": mode, "batches": len(groups),
+        "real_tokens_per_s": real_tps, "replayed_tokens_per_s": rep_tps, "real_over_replayed": real_tps / rep_tps,
+        "batch_wall_real_over_replayed": sum(real_walls) / sum(rep_walls),
+        "real_row_wall_ms_mean": sum(r["wall_ms"] for r, _ in pairs) / len(pairs),
+        "replayed_row_wall_ms_mean": sum(p.wall_ms for _, p in pairs) / len(pairs),
+        "real_speedup": sum(ar_real) / sum(real_walls) if ar_real else None,
+        "replayed_speedup": sum(ar_pred) / sum(rep_walls),
+        "ar_real_over_predicted": sum(ar_real) / sum(ar_pred) if ar_real else None,
+        "verify_real_over_predicted": None, "draft_real_over_predicted": None,
+        "real_acceptance": sum(r["accepted"] for r in records) / max(1, sum(r["drafted"] for r in records)),
+        "replayed_acceptance": sum(sum(p.accepted_trace) for _, p in pairs) / max(1, sum(sum(p.drafted_trace) for _, p in pairs)),
+        "identical_rounds_share": same / len(pairs),
+        "lossless_all": all(r.get("lossless") is not False for r in records),
+    }
 
 
 def compare_main(args: argparse.Namespace) -> int:
@@ -189,7 +254,7 @@ def compare_main(args: argparse.Namespace) -> int:
                                               "specdecode job among the γ run).")
         (out / "real_vs_best_fixed.md").write_text(best_text)
         print(best_text)
-    show = df[["pair", "task", "method_config", "gamma_init", "real_tokens_per_s", "replayed_tokens_per_s",
+    show = df[["pair", "task", "method_config", "gamma_init", "batch_size", "gamma_mode", "real_tokens_per_s", "replayed_tokens_per_s",
                "real_over_replayed", "ar_real_over_predicted", "real_speedup", "replayed_speedup",
                "speedup_real_over_replayed", "verify_real_over_predicted", "draft_real_over_predicted", "real_acceptance", "replayed_acceptance", "identical_rounds_share"]].round(3)
     text = to_markdown(show, "Real runs (python run.py, measured) against the replay of the same method config and "

@@ -40,7 +40,7 @@ def _single_token_catchup_drafter() -> type:
         """``ModelDrafter`` that, after its first forward, feeds the tokens it has not seen one per forward."""
 
         @torch.inference_mode()
-        def propose(self, ids, max_tokens, policy, temperature, generator):
+        def propose(self, ids, max_tokens, policy, sampling, generator):
             if self.cache is not None and self.seq:
                 n = min(common_prefix_len(self.seq, ids), len(ids) - 1)
                 if n < len(self.seq):
@@ -50,7 +50,7 @@ def _single_token_catchup_drafter() -> type:
                     self.model(input_ids=torch.tensor([[tok]], device=self.device), **cache_arg(self.model, self.cache),
                                use_cache=True, logits_to_keep=1)
                     self.seq.append(tok)
-            return super().propose(ids, max_tokens, policy, temperature, generator)
+            return super().propose(ids, max_tokens, policy, sampling, generator)
 
     return SingleTokenCatchup
 

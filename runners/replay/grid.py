@@ -15,8 +15,17 @@ and ``meta.json`` into ``--out`` (default ``<DIR>/replay``); ``python -m analysi
 oracle table from them (``analysis.replay_table``). Oracle rows have ``method`` ``oracle`` / ``oracle_agreement``; best fixed γ
 rows ``best_fixed_prompt`` / ``best_fixed_task``.
 
+At a batch size (``replay_grid(..., batch_size, gamma_mode)``; ``runners.replay.batched``) every row also
+carries its batch (``batch_fields``: ``batch_size``, ``gamma_mode`` (None on reference rows), ``batch_index``,
+``batch_rows``, ``batch_wall_ms``, ``batch_tokens``, ``batch_share_ms``) and the target alone on the same
+batch (``ar_wall_ms``: the row's, ``ar_batch_wall_ms``, ``ar_share_ms``); ``wall_ms``, ``tokens_per_s`` and
+``speedup`` are the row's latency view (batch start → its finish), the throughput over all rows is
+``Σ new_tokens / Σ batch_share_ms``. Batch 1: the rows of ``replay_job``, ``batch_share_ms = wall_ms``. The
+best fixed γ at ``B``: per task the γ of the best throughput over all rows; per prompt, each row plays the γ
+under which it finished first when the whole batch played that γ, and the rows are replayed together.
+
 Cells (``cells``; the policy lab writes them, small enough to commit): one row per pair × task × length ×
-method × initial γ, the sums of its prompt turns' rows (``prompt_id = "*"``, ``prompts``: how many), with the
+batch size × γ mode × method × initial γ, the sums of its prompt turns' rows (``prompt_id = "*"``, ``prompts``: how many), with the
 per-position counts summed, ``plain_rounds``, and only the rounds that drafted the full initial γ kept in
 ``drafted_trace`` / ``accepted_trace`` (enough for Leviathan et al.'s α); ``analysis`` reads rows and cells
 alike (its leaderboard is the same from either). ``write_grid`` writes either shape into one folder.
@@ -29,12 +38,24 @@ import os
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from methods.base import GammaPolicy
-from runners.replay.oracle import AGREEMENT_ORACLE, ORACLE, agreement_oracle, oracle
-from runners.replay.replay import ReplayResult, replay_job
+from runners.replay.batched import (
+    agreement_oracle_batches,
+    ar_batches,
+    batch_indices,
+    check_batching,
+    oracle_batches,
+    pooled_batches,
+    replay_each_batched,
+    replay_job_batched,
+    rows_of,
+)
+from runners.replay.oracle import AGREEMENT_ORACLE, ORACLE
+from runners.replay.replay import BatchReplay, ReplayResult
 from runners.replay.trace import Trace, TraceTooShort
 from specbench.latency import LatencyModel
 from specbench.paths import CONF_DIR
@@ -109,8 +130,11 @@ def load_method(spec: str, conf_dir: str | os.PathLike | None = None) -> MethodS
     raise ConfigError(f"unknown method {name!r} (no {path} and no such policy)")
 
 
-def result_row(res: ReplayResult, method: str, gamma_init: int | None, latency: LatencyModel | None) -> dict[str, Any]:
-    """A records-like row (``specbench.records`` field names where they apply; times are predicted)."""
+def result_row(res: ReplayResult, method: str, gamma_init: int | None, latency: LatencyModel | None,
+               batch: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A records-like row (``specbench.records`` field names where they apply; times are predicted).
+    ``batch``: the row's batch (``batch_fields``), its AR wall at that batch size (``ar_wall_ms``) among
+    them; None: a row decoded alone (batch 1)."""
     tr = res.trace
     rounds = len(res.accepted_trace)
     drafted, accepted = sum(res.drafted_trace), sum(res.accepted_trace)
@@ -127,60 +151,109 @@ def result_row(res: ReplayResult, method: str, gamma_init: int | None, latency: 
         "ttft_ms": res.ttft_ms, "wall_ms": res.wall_ms, "tpot_ms": None, "tokens_per_s": res.tokens_per_s,
         "ar_wall_ms": None, "ar_tokens_per_s": None, "speedup": None, "source": "replay", "predicted": True,
     }
+    if batch is None:
+        batch = {"batch_size": 1, "batch_rows": 1, "batch_wall_ms": res.wall_ms, "batch_tokens": res.new_tokens,
+                 "batch_share_ms": res.wall_ms}
+        if latency is not None and res.wall_ms:
+            ar = latency.ar_wall_ms(tr.prompt_tokens, res.new_tokens)
+            batch = {**batch, "ar_wall_ms": ar, "ar_batch_wall_ms": ar, "ar_share_ms": ar}
+    row.update(batch)
     if latency is not None and res.wall_ms:
         if res.new_tokens >= 2:
             row["tpot_ms"] = (res.wall_ms - res.ttft_ms) / (res.new_tokens - 1)
-        ar = latency.ar_wall_ms(tr.prompt_tokens, res.new_tokens)
-        row["ar_wall_ms"] = ar
-        row["ar_tokens_per_s"] = res.new_tokens / (ar / 1000.0) if ar > 0 else None
+        ar = row["ar_wall_ms"]
+        row["ar_tokens_per_s"] = res.new_tokens / (ar / 1000.0) if ar and ar > 0 else None
         if row["ar_tokens_per_s"]:
             row["speedup"] = row["tokens_per_s"] / row["ar_tokens_per_s"]
     return row
 
 
-def _pooled(results: Sequence[ReplayResult]) -> float:
-    return pooled_tokens_per_s([r.new_tokens for r in results], [r.wall_ms for r in results])
+def batch_fields(batches: Sequence[BatchReplay], batch_size: int, gamma_mode: str | None,
+                 ar: Sequence[tuple[float, list[float]]] | None) -> list[dict[str, Any]]:
+    """Per row of a job replayed at a batch size, in order: ``batch_size``, ``gamma_mode``, ``batch_index``,
+    ``batch_rows``, ``batch_wall_ms``, ``batch_tokens``, ``batch_share_ms`` (the batch's wall × the row's share
+    of its new tokens, as a real record's, ``runners.jobs.batch``: the shares of a job sum to its batches' walls, so ``Σ new tokens / Σ shares`` is the throughput over all rows)
+    and, with ``ar`` (``runners.replay.batched.ar_batches``), the target alone on the same batch:
+    ``ar_wall_ms`` (the row's), ``ar_batch_wall_ms``, ``ar_share_ms``."""
+    out = []
+    for index, batch in enumerate(batches):
+        rows, wall, tokens = len(batch.rows), batch.wall_ms, batch.new_tokens
+        for i in range(rows):
+            part = batch.rows[i].new_tokens / tokens if tokens else 1.0 / rows
+            fields: dict[str, Any] = {
+                "batch_size": batch_size, "gamma_mode": gamma_mode, "batch_index": index, "batch_rows": rows,
+                "batch_wall_ms": wall, "batch_tokens": tokens,
+                "batch_share_ms": wall * part if wall is not None else None}
+            if ar is not None:
+                walls = ar[index][1]
+                fields.update(ar_wall_ms=walls[i], ar_batch_wall_ms=max(walls), ar_share_ms=max(walls) * part)
+            out.append(fields)
+    return out
+
+
+def job_rows(batches: Sequence[BatchReplay], method: str, gammas: int | Sequence[int | None] | None,
+             latency: LatencyModel | None, gamma_mode: str | None, ar: Sequence | None,
+             batch_size: int) -> list[dict[str, Any]]:
+    """``result_row`` of every row of a job replayed at ``batch_size`` (``gammas``: one initial γ, or one per row)."""
+    results = rows_of(batches)
+    per_row = gammas if isinstance(gammas, list) else [gammas] * len(results)
+    fields = batch_fields(batches, batch_size, gamma_mode, ar)
+    return [result_row(r, method, g, latency, f) for r, g, f in zip(results, per_row, fields)]
 
 
 def replay_grid(traces: Sequence[Trace], methods: Sequence[MethodSpec], gammas: Sequence[int],
                 latency: LatencyModel | None, max_new_tokens: int | None = None,
-                errors: list[str] | None = None) -> list[dict[str, Any]]:
-    """Rows for every method × initial γ over one job's traces (in order), plus, with a latency
-    model, the oracles and the best fixed γ in hindsight (``1..max(gammas)``)."""
+                errors: list[str] | None = None, batch_size: int = 1, gamma_mode: str = "per_row") -> list[dict[str, Any]]:
+    """Rows for every method × initial γ over one job's traces (in order), decoded ``batch_size`` at a time
+    in ``gamma_mode`` (``runners.replay.batched``), plus, with a latency model, the oracles and the best
+    fixed γ in hindsight (``1..max(gammas)``) at that batch size (reference rows: ``gamma_mode`` None).
+    Batch 1: every row as ``replay_job`` replays it."""
+    batch_size, gamma_mode = check_batching(batch_size, gamma_mode, latency)
     errors = errors if errors is not None else []
     rows: list[dict[str, Any]] = []
+    ar = ar_batches(traces, latency, batch_size, max_new_tokens) if latency is not None and traces else None
     for method in methods:
         for gamma in gammas:
             try:
-                results = replay_job(traces, method.build(gamma), latency, max_new_tokens)
+                batches = replay_job_batched(traces, partial(method.build, gamma), latency, batch_size, gamma_mode,
+                                             max_new_tokens)
             except (TraceTooShort, ValueError) as exc:
                 errors.append(f"{method.label} γ={gamma}: {exc}")
                 continue
-            rows += [result_row(r, method.label, gamma, latency) for r in results]
+            rows += job_rows(batches, method.label, gamma, latency, gamma_mode, ar, batch_size)
     if latency is None or not traces:
         return rows
-    rows += [result_row(oracle(tr, latency, max_new_tokens), ORACLE, None, latency) for tr in traces]
-    rows += [result_row(agreement_oracle(tr, latency, max_new_tokens), AGREEMENT_ORACLE, None, latency)
-             for tr in traces]
+    rows += job_rows(oracle_batches(traces, latency, batch_size, max_new_tokens), ORACLE, None, latency, None, ar,
+                     batch_size)
+    rows += job_rows(agreement_oracle_batches(traces, latency, batch_size, max_new_tokens), AGREEMENT_ORACLE, None,
+                     latency, None, ar, batch_size)
     fixed = MethodSpec("fixed", "fixed", {})
-    by_gamma: dict[int, list[ReplayResult]] = {}
+    by_gamma: dict[int, list[BatchReplay]] = {}
     for gamma in range(1, max(gammas) + 1):
         try:
-            by_gamma[gamma] = replay_job(traces, fixed.build(gamma), latency, max_new_tokens)
+            by_gamma[gamma] = replay_job_batched(traces, partial(fixed.build, gamma), latency, batch_size,
+                                                 "per_row", max_new_tokens)
         except TraceTooShort as exc:
             errors.append(f"best fixed γ: γ={gamma} left out: {exc}")
     if by_gamma:
-        best_task = max(by_gamma, key=lambda g: (_pooled(by_gamma[g]), -g))
-        rows += [result_row(r, BEST_FIXED_TASK, best_task, latency) for r in by_gamma[best_task]]
-        for i in range(len(traces)):
-            g = min(by_gamma, key=lambda g: (by_gamma[g][i].wall_ms, g))
-            rows.append(result_row(by_gamma[g][i], BEST_FIXED_PROMPT, g, latency))
+        best_task = max(by_gamma, key=lambda g: (pooled_batches(by_gamma[g]), -g))
+        rows += job_rows(by_gamma[best_task], BEST_FIXED_TASK, best_task, latency, None, ar, batch_size)
+        order = [i for group in batch_indices(traces, batch_size) for i in group]  # rows_of's order, as trace indices
+        walls: dict[int, list[float]] = {}
+        for g, b in by_gamma.items():
+            walls[g] = [0.0] * len(traces)
+            for i, r in zip(order, rows_of(b)):
+                walls[g][i] = r.wall_ms
+        own = [min(by_gamma, key=lambda g: (walls[g][i], g)) for i in range(len(traces))]
+        batches = replay_each_batched(traces, [fixed.build(g) for g in own], latency, batch_size, max_new_tokens)
+        rows += job_rows(batches, BEST_FIXED_PROMPT, [own[i] for i in order], latency, None, ar, batch_size)
     return rows
 
 
 # ---------------------------------------------------------------------- cells and the writer
 
-SUM_FIELDS = ("new_tokens", "rounds", "drafted", "accepted", "wall_ms", "ttft_ms", "ar_wall_ms")
+SUM_FIELDS = ("new_tokens", "rounds", "drafted", "accepted", "wall_ms", "ttft_ms", "ar_wall_ms", "batch_share_ms",
+              "ar_share_ms")
 LIST_FIELDS = ("drafted_per_pos", "compared_per_pos", "accepted_per_pos")
 #: the list columns ``replay.csv`` holds as JSON text
 LIST_COLUMNS = ("gamma_trace", "drafted_trace", "accepted_trace", *LIST_FIELDS)
@@ -191,10 +264,12 @@ def cells(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per pair × task × length × method × initial γ: the sums of its prompt turns (module docstring)."""
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in rows:
-        groups[(r["pair"], r["task"], r["max_new_tokens"], r["method"], r["gamma_init"])].append(r)
+        groups[(r["pair"], r["task"], r["max_new_tokens"], r.get("batch_size", 1), r.get("gamma_mode"), r["method"],
+                r["gamma_init"])].append(r)
     out = []
-    for (pair, task, m, method, gamma), group in groups.items():
-        cell: dict[str, Any] = {"pair": pair, "task": task, "max_new_tokens": m, "method": method, "gamma_init": gamma,
+    for (pair, task, m, batch_size, mode, method, gamma), group in groups.items():
+        cell: dict[str, Any] = {"pair": pair, "task": task, "max_new_tokens": m, "batch_size": batch_size,
+                                "gamma_mode": mode, "method": method, "gamma_init": gamma,
                                 "prompt_id": "*", "prompts": len(group), "source": "replay", "predicted": True,
                                 "target": group[0].get("target"), "draft": group[0].get("draft")}
         for f in SUM_FIELDS:
@@ -211,9 +286,10 @@ def cells(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             cell["drafted_trace"] = [gamma] * len(fulls)  # only the full rounds: enough for the α fit
             cell["accepted_trace"] = [a for _, a in fulls]
         cell["acceptance_rate"] = cell["accepted"] / cell["drafted"] if cell.get("drafted") else None
-        cell["tokens_per_s"] = pooled_tokens_per_s([cell["new_tokens"]], [cell["wall_ms"]]) if cell.get("wall_ms") else None
-        cell["ar_tokens_per_s"] = (pooled_tokens_per_s([cell["new_tokens"]], [cell["ar_wall_ms"]])
-                                   if cell.get("ar_wall_ms") else None)
+        # throughput over all rows: the batches' walls (a row's share of its batch), the rows' own at batch 1
+        time, ar_time = cell.get("batch_share_ms") or cell.get("wall_ms"), cell.get("ar_share_ms") or cell.get("ar_wall_ms")
+        cell["tokens_per_s"] = pooled_tokens_per_s([cell["new_tokens"]], [time]) if time else None
+        cell["ar_tokens_per_s"] = pooled_tokens_per_s([cell["new_tokens"]], [ar_time]) if ar_time else None
         cell["speedup"] = (cell["tokens_per_s"] / cell["ar_tokens_per_s"]) if cell.get("ar_tokens_per_s") else None
         out.append(cell)
     return out

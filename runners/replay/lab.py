@@ -21,7 +21,9 @@ used as a *tuning* set disjoint from the evaluation set (``task.per_category=2``
 runs them for real (``python run.py -m``) and then ``compare``s.
 
 ``replay`` replays ``--methods`` (default: the lab's: the GammaTune paper's set, the field's training-free
-policies, ours) × ``--gammas`` on every ``trace.jsonl`` under ``--traces`` with the pair's calibrated
+policies, ours) × ``--gammas`` × ``--batch-sizes`` (``replay.batch_sizes``, default ``[1]``: B prompt turns
+decoded together, ``runners.replay.batched``, in ``--gamma-mode`` ``per_row`` or ``shared``; rows and cells
+carry ``batch_size``) on every ``trace.jsonl`` under ``--traces`` with the pair's calibrated
 latency model (``--latency DIR/<pair>.json``), plus the oracles and the best fixed γ in hindsight
 (``runners.replay.grid.replay_grid``). A policy that reads costs is given that same latency file
 (``latency=...``; ``:latency=none`` keeps it on costs learnt online). It writes, per pair × task, with the
@@ -51,6 +53,7 @@ from typing import Any
 
 import yaml
 
+from runners.replay.batched import check_batching
 from runners.replay.compare import add_compare_parser, compare_main
 from runners.replay.grid import MethodSpec, load_method, parse_ints, replay_grid, write_grid
 from runners.replay.trace import find_trace_files, read_traces
@@ -70,6 +73,8 @@ class LabSpec:
     max_new_tokens: int
     methods: tuple[str, ...]
     gammas: str
+    batch_sizes: tuple[int, ...]
+    gamma_mode: str
     confirm_methods: tuple[str, ...]
     cost_methods: tuple[str, ...]
     confirm_gammas: str
@@ -88,6 +93,11 @@ class LabSpec:
                 raise ConfigError(f"{where}: {key} needs integers >= 1, got {text!r}")
         if self.max_new_tokens < 1 or self.confirm_threads < 1:
             raise ConfigError(f"{where}: max_new_tokens and confirm.threads must be >= 1")
+        try:
+            for size in self.batch_sizes or (0,):
+                check_batching(size, self.gamma_mode)
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: replay.batch_sizes / replay.gamma_mode: {exc}") from None
 
     @classmethod
     def load(cls, path: str | Path = LAB_FILE) -> LabSpec:
@@ -95,7 +105,8 @@ class LabSpec:
         replay, confirm = raw.get("replay") or {}, raw.get("confirm") or {}
         return cls(pairs=tuple(raw["pairs"]), tasks={k: tuple(v) for k, v in raw["tasks"].items()},
                    max_new_tokens=int(raw["max_new_tokens"]), methods=tuple(replay["methods"]),
-                   gammas=str(replay["gammas"]), confirm_methods=tuple(confirm["methods"]),
+                   gammas=str(replay["gammas"]), batch_sizes=tuple(replay.get("batch_sizes") or (1,)),
+                   gamma_mode=str(replay.get("gamma_mode") or "per_row"), confirm_methods=tuple(confirm["methods"]),
                    cost_methods=tuple(confirm["cost_methods"]), confirm_gammas=str(confirm["gammas"]),
                    confirm_threads=int(confirm["threads"]))
 
@@ -157,6 +168,8 @@ def questions_main(args: argparse.Namespace) -> int:
 def replay_main(args: argparse.Namespace) -> int:
     out = Path(args.out)
     gammas = parse_ints(args.gammas)
+    for size in args.batch_sizes:
+        check_batching(size, args.gamma_mode)
     for path in find_trace_files(args.traces):
         traces = read_traces(path)
         if not traces:
@@ -167,13 +180,14 @@ def replay_main(args: argparse.Namespace) -> int:
         methods = [method_spec(m, str(lat_path)) for m in args.methods]
         t0 = time.perf_counter()
         errors: list[str] = []
-        rows = replay_grid(traces, methods, gammas, latency, args.max_new_tokens, errors)
+        rows = [row for size in args.batch_sizes for row in
+                replay_grid(traces, methods, gammas, latency, args.max_new_tokens, errors, size, args.gamma_mode)]
         folder = out / f"{pair}__{task}"
         (out / "latency").mkdir(parents=True, exist_ok=True)
         shutil.copy(lat_path, out / "latency" / lat_path.name)
         write_grid(folder, rows, {
             "traces": str(path), "prompt_turns": len(traces), "methods": args.methods, "gammas": gammas,
-            "latency": str(lat_path), "errors": errors, "seconds": round(time.perf_counter() - t0, 1)},
+            "batch_sizes": args.batch_sizes, "gamma_mode": args.gamma_mode, "latency": str(lat_path), "errors": errors, "seconds": round(time.perf_counter() - t0, 1)},
             as_cells=True, full=args.full, traces=traces)
         for e in errors:
             print(f"note: {e}", file=sys.stderr)
@@ -248,6 +262,10 @@ def _add_commands(p: argparse.ArgumentParser) -> None:
     r.add_argument("--gammas", default=GAMMAS)
     r.add_argument("--max-new-tokens", type=int)
     r.add_argument("--full", action="store_true", help="also write every prompt turn's row (large)")
+    r.add_argument("--batch-sizes", type=int, nargs="+", default=list(LAB.batch_sizes),
+                   help="replay the jobs B prompt turns at a time (runners.replay.batched; the latency file must be "
+                        "calibrated at those batch sizes: calibrate --batch-sizes)")
+    r.add_argument("--gamma-mode", default=LAB.gamma_mode, help="batched γ: per_row (a policy per row) or shared")
     t = sub.add_parser("traces", help="greedy traces of the lab's pairs x tasks (python -m runners.replay trace)")
     t.add_argument("--out", default="results/policy_lab/traces")
     t.add_argument("--pairs", nargs="+", default=PAIRS)

@@ -11,6 +11,10 @@ runs, takes the median of the repeats, and fits the affine parts by least square
 table is kept as measured: on CPUs it is genuinely *not* monotone (Gemma-3-270M fp32, 2
 threads: 3 tokens ~173 ms but 4 tokens ~119 ms — matmul kernels differ by shape), so a
 nondecreasing fit (``monotone=True``: isotonic regression) is only an option.
+At batch sizes (``--batch-sizes 1 2 4 8``): every one of those forwards is also timed with ``b`` rows
+(``time_forward(model, k, context, b)``), the sweeps running over every batch size × ``k`` together
+(``calibrate_forwards``), and the file gains a ``BatchCosts`` per batch size above 1
+(``specbench.latency``); the default, batch 1 only, takes exactly the samples it took before.
 ``ModelTimer`` is the real ``time_forward`` (a cache prefilled to ``context`` tokens,
 one forward of ``k`` tokens, cropped back; the logits kept as the loops keep them: all ``k``
 for the target's verification, the last one for a prefill and for the draft). ``measure_overheads`` runs the real loops
@@ -26,15 +30,46 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 # the model's names, re-exported for callers of this module (defined in specbench.latency)
-from specbench.latency import ForwardCost, LatencyModel, fit_affine, isotonic
+from specbench.latency import BatchCosts, ForwardCost, LatencyModel
 
-__all__ = ["ForwardCost", "LatencyModel", "ModelTimer", "TimeForward", "calibrate", "calibrate_model", "fit_affine",
-           "interleaved_medians", "isotonic", "measure_overheads"]
+__all__ = ["BatchCosts", "ForwardCost", "LatencyModel", "ModelTimer", "TimeForward", "calibrate", "calibrate_forwards",
+           "calibrate_model", "fit_affine", "interleaved_medians", "isotonic", "measure_overheads"]
 
 
 # ---------------------------------------------------------------------- calibration
 
-TimeForward = Callable[[str, int, int], float]
+def fit_affine(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
+    """Least-squares ``(a, b)`` of ``y = a + b·x`` (``b = 0`` for a single distinct x)."""
+    n = len(xs)
+    if n == 0:
+        raise ValueError("nothing to fit")
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    if sxx == 0:
+        return my, 0.0
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+    return my - b * mx, b
+
+
+def isotonic(ys: Sequence[float]) -> list[float]:
+    """The nondecreasing sequence closest to ``ys`` in least squares (pool adjacent violators):
+    unlike a running maximum it does not carry one noisy high median to every later ``k``."""
+    blocks: list[list[float]] = []  # [sum, count]
+    for y in ys:
+        blocks.append([float(y), 1.0])
+        while len(blocks) > 1 and blocks[-2][0] / blocks[-2][1] > blocks[-1][0] / blocks[-1][1]:
+            s, c = blocks.pop()
+            blocks[-1][0] += s
+            blocks[-1][1] += c
+    out: list[float] = []
+    for s, c in blocks:
+        out += [s / c] * int(c)
+    return out
+
+
+
+#: ``(model, k, context[, batch]) -> ms``: one timing sample (``batch`` only above 1)
+TimeForward = Callable[..., float]
 
 
 def interleaved_medians(sample: Callable[[Any], float], keys: Iterable[Any], warmup: int,
@@ -55,43 +90,74 @@ def interleaved_medians(sample: Callable[[Any], float], keys: Iterable[Any], war
     return {key: statistics.median(values) for key, values in samples.items()}
 
 
+def _sample(time_forward: TimeForward, model: str, k: int, context: int, batch: int) -> float:
+    """One timing sample; a batch above 1 is passed as a fourth argument (batch 1: the three of old)."""
+    return time_forward(model, k, context) if batch == 1 else time_forward(model, k, context, batch)
+
+
+def calibrate_forwards(time_forward: TimeForward, model: str, k_max: int, ref_context: int, contexts: Iterable[int],
+                       prefill_lengths: Iterable[int], warmup: int = 2, repeats: int = 5, monotone: bool = False,
+                       batch_sizes: Sequence[int] = (1,),
+                       batch_k_max: int | None = None) -> tuple[dict[int, ForwardCost], dict[int, dict[str, Any]]]:
+    """One model's ``ForwardCost`` at every batch size, from timing samples (``interleaved_medians``: sweeps
+    over every batch size × ``k``, then over batch size × context, then batch size × prefill length, so that
+    a drifting host biases every batch size alike); also the medians measured, per batch size. ``k`` runs to
+    ``k_max`` at batch 1 and to ``batch_k_max`` (default ``k_max``) above. ``batch_sizes=(1,)``: exactly the
+    samples, in the order, of a batch-1 calibration."""
+    sizes, prefill_lengths = sorted({int(b) for b in batch_sizes} | {1}), list(prefill_lengths)
+    kmax = {b: k_max if b == 1 else (batch_k_max or k_max) for b in sizes}
+    table = interleaved_medians(lambda key: _sample(time_forward, model, key[1], ref_context, key[0]),
+                                [(b, k) for b in sizes for k in range(1, kmax[b] + 1)], warmup, repeats)
+    ctx_points = sorted({int(c) for c in contexts} | {ref_context})
+    ctx = interleaved_medians(lambda key: _sample(time_forward, model, 1, key[1], key[0]),
+                              [(b, c) for b in sizes for c in ctx_points if c != ref_context], warmup, repeats)
+    prefill = interleaved_medians(lambda key: _sample(time_forward, model, key[1], 0, key[0]),
+                                  [(b, p) for b in sizes for p in prefill_lengths], warmup, repeats)
+    costs, raws = {}, {}
+    for b in sizes:
+        raw = {k: table[(b, k)] for k in range(1, kmax[b] + 1)}
+        steps = dict(zip(raw, isotonic(list(raw.values())))) if monotone else dict(raw)  # a dip is noise
+        step_affine = fit_affine(list(steps), list(steps.values()))
+        by_ctx = {c: (raw[1] if c == ref_context else ctx[(b, c)]) for c in ctx_points}
+        slope = fit_affine(list(by_ctx), list(by_ctx.values()))[1] if len(by_ctx) > 1 else 0.0
+        by_len = {p: prefill[(b, p)] for p in prefill_lengths}
+        costs[b] = ForwardCost(steps, step_affine, max(0.0, slope), ref_context, fit_affine(list(by_len), list(by_len.values())))
+        raws[b] = {"step_raw_ms": raw, "context_ms": by_ctx, "prefill_ms": by_len}
+    return costs, raws
+
+
 def calibrate_model(time_forward: TimeForward, model: str, k_max: int, ref_context: int, contexts: Iterable[int],
                     prefill_lengths: Iterable[int], warmup: int = 2, repeats: int = 5,
                     monotone: bool = False) -> tuple[ForwardCost, dict[str, Any]]:
-    """One model's ``ForwardCost`` from timing samples (``interleaved_medians``: sweeps over ``k``, over
-    the contexts, over the prefill lengths); also returns the medians measured."""
-    table = interleaved_medians(lambda k: time_forward(model, k, ref_context), range(1, k_max + 1), warmup, repeats)
-    raw = dict(table)
-    if monotone:  # one more token never costs less: a median that dips is noise
-        table = dict(zip(table, isotonic(list(table.values()))))
-    step_affine = fit_affine(list(table), list(table.values()))
-    ctx_points = sorted({int(c) for c in contexts} | {ref_context})
-    ctx = interleaved_medians(lambda c: time_forward(model, 1, c), [c for c in ctx_points if c != ref_context],
-                              warmup, repeats)
-    ctx = {c: (raw[1] if c == ref_context else ctx[c]) for c in ctx_points}
-    slope = fit_affine(list(ctx), list(ctx.values()))[1] if len(ctx) > 1 else 0.0
-    prefill = interleaved_medians(lambda p: time_forward(model, p, 0), prefill_lengths, warmup, repeats)
-    prefill_affine = fit_affine(list(prefill), list(prefill.values()))
-    cost = ForwardCost(table, step_affine, max(0.0, slope), ref_context, prefill_affine)
-    return cost, {"step_raw_ms": raw, "context_ms": ctx, "prefill_ms": prefill}
+    """One model's batch-1 ``ForwardCost`` (``calibrate_forwards`` at batch 1) and the medians measured."""
+    costs, raws = calibrate_forwards(time_forward, model, k_max, ref_context, contexts, list(prefill_lengths), warmup,
+                                     repeats, monotone)
+    return costs[1], raws[1]
 
 
 def calibrate(time_forward: TimeForward, k_max: int = 33, draft_k_max: int = 4, ref_context: int = 128,
               contexts: Iterable[int] = (32, 512), prefill_lengths: Iterable[int] = (16, 64, 128, 256),
-              warmup: int = 2, repeats: int = 5, monotone: bool = False) -> LatencyModel:
-    """A ``LatencyModel`` from ``time_forward(model, k, context) -> ms`` (``model``: ``"target"`` or
-    ``"draft"``): the target at ``k = 1..k_max`` (a verification of ``γ`` tokens feeds ``γ + 1``), the
-    draft at ``k = 1..draft_k_max`` (one drafted token, or a catch-up), each at ``ref_context``;
-    ``k = 1`` at ``contexts`` for the per-context slope; prefills of ``prefill_lengths`` tokens.
-    Overheads are not measured here (``measure_overheads``)."""
+              warmup: int = 2, repeats: int = 5, monotone: bool = False, batch_sizes: Sequence[int] = (1,),
+              batch_k_max: int | None = None) -> LatencyModel:
+    """A ``LatencyModel`` from ``time_forward(model, k, context[, batch]) -> ms`` (``model``: ``"target"`` or
+    ``"draft"``; ``batch``, the rows of the forward, passed only above 1): the target at ``k = 1..k_max`` (a
+    verification of ``γ`` tokens feeds ``γ + 1``), the draft at ``k = 1..draft_k_max`` (one drafted token, or
+    a catch-up), each at ``ref_context``; ``k = 1`` at ``contexts`` for the per-context slope; prefills of
+    ``prefill_lengths`` tokens; all of it at every batch size of ``batch_sizes`` (1 always; the target's
+    ``k`` to ``batch_k_max`` above 1), each model's sweeps interleaved over the batch sizes
+    (``calibrate_forwards``). Overheads are not measured here (``measure_overheads``)."""
     contexts, prefill_lengths = list(contexts), list(prefill_lengths)
-    target, t_raw = calibrate_model(time_forward, "target", k_max, ref_context, contexts, prefill_lengths,
-                                    warmup, repeats, monotone)
-    draft, d_raw = calibrate_model(time_forward, "draft", draft_k_max, ref_context, contexts, prefill_lengths,
-                                   warmup, repeats, monotone)
+    target, t_raw = calibrate_forwards(time_forward, "target", k_max, ref_context, contexts, prefill_lengths,
+                                       warmup, repeats, monotone, batch_sizes, batch_k_max)
+    draft, d_raw = calibrate_forwards(time_forward, "draft", draft_k_max, ref_context, contexts, prefill_lengths,
+                                      warmup, repeats, monotone, batch_sizes, draft_k_max)
+    samples: dict[str, Any] = {"target": _jsonable(t_raw[1]), "draft": _jsonable(d_raw[1])}
+    batches = {b: BatchCosts(target[b], draft[b]) for b in sorted(target) if b > 1}
+    if batches:
+        samples["batch"] = {str(b): {"target": _jsonable(t_raw[b]), "draft": _jsonable(d_raw[b])} for b in batches}
     meta = {"kind": "calibrated", "sampling": "interleaved", "warmup": warmup, "repeats": repeats, "monotone": monotone,
-            "samples": {"target": _jsonable(t_raw), "draft": _jsonable(d_raw)}}
-    return LatencyModel(target, draft, 0.0, 0.0, meta)
+            **({"batch_sizes": sorted(target)} if batches else {}), "samples": samples}
+    return LatencyModel(target[1], draft[1], 0.0, 0.0, meta, batches)
 
 
 def _jsonable(obj: Any) -> Any:
@@ -101,8 +167,8 @@ def _jsonable(obj: Any) -> Any:
 
 
 class ModelTimer:
-    """The real ``time_forward``: ``(model, k, context) -> ms`` on the pair's models (CPU wall time;
-    CUDA synchronised). Feeds tokens from ``token_pool`` (cycled): one pool for every model, or one
+    """The real ``time_forward``: ``(model, k, context[, batch]) -> ms`` on the pair's models (CPU wall time;
+    CUDA synchronised; ``batch`` rows, each its own tokens, in one forward). Feeds tokens from ``token_pool`` (cycled): one pool for every model, or one
     per model name (a draft with another tokenizer reads its own ids)."""
 
     def __init__(self, models: Mapping[str, Any], token_pool: Sequence[int] | Mapping[str, Sequence[int]]) -> None:
@@ -112,7 +178,7 @@ class ModelTimer:
         for name, pool in self.pools.items():
             if not pool:
                 raise ValueError(f"token_pool of {name!r} is empty")
-        self._caches: dict[tuple[str, int], Any] = {}
+        self._caches: dict[tuple, Any] = {}
 
     def _tokens(self, name: str, start: int, k: int) -> list[int]:
         pool = self.pools[name]
@@ -124,30 +190,45 @@ class ModelTimer:
         if next(model.parameters()).device.type == "cuda":
             torch.cuda.synchronize()
 
-    def __call__(self, name: str, k: int, context: int) -> float:
+    def __call__(self, name: str, k: int, context: int, batch: int = 1) -> float:
         import torch
 
         from runners.engine.kv import cache_arg, crop_to, new_cache
 
         model = self.models[name]
         device = next(model.parameters()).device
+        rows = int(batch)
+        # batch 1 as the one-sequence loop calls the model; more rows as the batched engine does: each row
+        # its own tokens, a 2-D attention mask of the valid columns and explicit positions
+
+        def ids(start: int, n: int) -> Any:
+            return torch.tensor([self._tokens(name, start + 7 * r, n) for r in range(rows)], device=device)
+
+        def masked(columns: int, first: int, n: int) -> dict[str, Any]:
+            if rows == 1:
+                return {}
+            return {"attention_mask": torch.ones(rows, columns, dtype=torch.long, device=device),
+                    "position_ids": torch.arange(first, first + n, device=device).expand(rows, n)}
+
         with torch.inference_mode():
             if context <= 0:
                 cache = new_cache(model)
             else:
-                cache = self._caches.get((name, context))
+                key = (name, context) if rows == 1 else (name, context, rows)
+                cache = self._caches.get(key)
                 if cache is None:
                     cache = new_cache(model)
-                    model(input_ids=torch.tensor([self._tokens(name, 0, context)], device=device), **cache_arg(model, cache),
-                          use_cache=True, logits_to_keep=1)
-                    self._caches[(name, context)] = cache
-            inp = torch.tensor([self._tokens(name, context, k)], device=device)
+                    model(input_ids=ids(0, context), **cache_arg(model, cache), use_cache=True, logits_to_keep=1,
+                          **masked(context, 0, context))
+                    self._caches[key] = cache
+            inp = ids(context, k)
+            extra = masked(max(0, context) + k, max(0, context), k)
             # as the loops ask: the target's verification keeps the logits of every fed token; a prefill
             # and the draft's forwards keep the last one (the LM head is a large part of a small model)
             keep = k if name == "target" and context > 0 else 1
             self._sync(model)
             t0 = time.perf_counter()
-            model(input_ids=inp, **cache_arg(model, cache), use_cache=True, logits_to_keep=keep)
+            model(input_ids=inp, **cache_arg(model, cache), use_cache=True, logits_to_keep=keep, **extra)
             self._sync(model)
             ms = (time.perf_counter() - t0) * 1000.0
             if context > 0:

@@ -34,6 +34,12 @@ rounds drafting ``D`` tokens, ``R + A = N − 1`` (``A`` accepted, a round endin
 EOS aside), so the cost is ``≥ (c − 1)·R + N − 1`` with equality when nothing is wasted; the
 furthest reach ``t + a_t + 1`` is nondecreasing in ``t``, so taking the whole run each round
 minimises ``R`` (the jump-game argument) and wastes nothing. Both oracles are reported.
+
+At a batch size ``B > 1`` (rows decoded together, ``runners.replay.batched``) the exact minimum is over the
+rows' joint schedules, exponential in ``B``; the oracle there is each row's own schedule from this dynamic
+program under the costs at the batch's row count (``LatencyModel.at_batch``), replayed together: exact for a
+batch of identical rows, **not a bound** otherwise (``runners.replay.batched`` says why). At ``B = 1`` it is
+the oracle above.
 """
 
 from __future__ import annotations

@@ -32,6 +32,12 @@ the draft's cache has not seen: its prefill in the first drafting round, else 1�
 the cache is tracked exactly as ``ModelDrafter`` keeps it); ``round_overhead_ms``; plus the
 target's prefill (the TTFT). Predicted ``tokens_per_s = new_tokens / wall``.
 
+Batches (issue 31): ``replay_rows`` replays ``b`` traces decoded together by the batched engine, with one
+policy per row (``per_row``) or one γ per round for every row (``shared``; its docstring gives the order
+of the policy's calls), every round charged by ``specbench.latency.batch_round_parts`` at the rows still
+decoding; ``replay`` is its one-row case (exactly the loop above). Jobs at a batch size, the target alone
+at that batch size and the oracle there: ``runners.replay.batched``.
+
 The oracle (the exact best any γ policy can do on a trace under a latency model) is
 ``runners.replay.oracle``; a grid of methods × initial γ, its rows and the best fixed γ in hindsight,
 ``runners.replay.grid``.
@@ -44,7 +50,7 @@ from dataclasses import dataclass, field
 
 from methods.base import COSTS, DraftStep, GammaPolicy, RoundOutcome, policy_needs
 from runners.replay.trace import Trace
-from specbench.latency import LatencyModel, round_parts, seen_after
+from specbench.latency import LatencyModel, RowRound, batch_round_parts, seen_after
 from specbench.records import pooled_tokens_per_s
 
 
@@ -78,71 +84,174 @@ def max_new(trace: Trace, max_new_tokens: int | None) -> int:
 
 # ---------------------------------------------------------------------- replay
 
-def replay(trace: Trace, policy: GammaPolicy, latency: LatencyModel | None = None,
-           max_new_tokens: int | None = None) -> ReplayResult:
-    """The rounds ``SpeculativeRunner`` would run with ``policy`` on this prompt (module docstring).
-    Calls ``policy.begin_prompt()`` first, like the runner."""
-    m = max_new(trace, max_new_tokens)
-    x = trace.tokens[:m]
-    n, p = len(x), trace.prompt_tokens
-    eos = set(trace.eos)
-    needs = policy_needs(policy)
-    asks = getattr(trace, "kind", "model") == "model"  # prompt lookup never asks stop_drafting
-    policy.begin_prompt()
-    res = ReplayResult(trace, n, "eos" if x[-1] in eos else "max_new_tokens")
-    t, seen = 1, 0
-    if latency is not None:
-        res.ttft_ms = latency.target_prefill_ms(p)
-    while x[t - 1] not in eos and t < m:
-        remaining = m - t
-        gamma = int(policy.next_gamma())
-        budget = min(gamma, remaining - 1)
-        toks: list[int] = []
-        confs: list[float] = []
-        steps: list[DraftStep] = []
-        if budget > 0:
-            r_toks, r_feats = trace.rollout_steps(t, budget)
-            if not asks:
-                toks = r_toks
-            for i, (tok, feats) in enumerate(zip(r_toks, r_feats) if asks else ()):
-                toks.append(tok)
-                wanted = {k: v for k, v in feats.items() if k in needs}
-                if "confidence" in wanted:
-                    confs.append(wanted["confidence"])
-                step = DraftStep(i + 1, tok, budget=budget, **wanted)
-                steps.append(step)
-                if tok in eos or policy.stop_drafting(step):
-                    break
-        proposed = len(toks)
-        if proposed:  # the policy may verify only a prefix (a peek: none), as in SpeculativeRunner
-            keep = int(policy.verify_count(proposed))
-            if not 0 <= keep <= proposed:
-                raise ValueError(f"verify_count returned {keep} for {proposed} proposed tokens")
-            toks, confs, steps = toks[:keep], confs[:keep], steps[:keep]
-        d = len(toks)
-        accepted = min(d, trace.agreement(t))
-        new_t = min(t + accepted + 1, n)
-        costs: dict[str, float] = {}
-        if latency is not None:
-            draft_ms, verify_ms = round_parts(latency, p, t, seen, d, proposed)
-            res.round_ms.append(verify_ms + latency.round_overhead_ms + draft_ms)
-            if COSTS in needs:
-                costs = {"draft_ms": draft_ms, "verify_ms": verify_ms, "round_ms": res.round_ms[-1]}
-        seen = seen_after(p, t, seen, proposed, accepted, new_t)
-        res.gamma_trace.append(gamma)
+@dataclass
+class BatchReplay:
+    """Rows decoded together (``replay_rows``): each row's ``ReplayResult`` (its ``round_ms`` are the
+    batch's rounds it took part in, its ``wall_ms`` from the batch's start to its own finish, its
+    ``ttft_ms`` the batch's prefill) and the batch's own rounds; None times without a latency model."""
+
+    rows: list[ReplayResult]
+    gamma_mode: str
+    round_ms: list[float] = field(default_factory=list)
+    ttft_ms: float | None = None
+
+    @property
+    def wall_ms(self) -> float | None:
+        """The batch's wall time: its prefill and every round (its last row's finish)."""
+        return None if self.ttft_ms is None else self.ttft_ms + sum(self.round_ms)
+
+    @property
+    def new_tokens(self) -> int:
+        return sum(r.new_tokens for r in self.rows)
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        """Throughput over all rows: every row's new tokens over the batch's wall time."""
+        return pooled_tokens_per_s([self.new_tokens], [self.wall_ms]) if self.wall_ms else None
+
+
+class _Row:
+    """One row's state in ``replay_rows``: the trace, its position ``t``, the draft's cache (``seen``), the
+    round being drafted."""
+
+    def __init__(self, trace: Trace, max_new_tokens: int | None, policy: GammaPolicy) -> None:
+        self.m = max_new(trace, max_new_tokens)
+        self.x = trace.tokens[: self.m]
+        self.n, self.p, self.eos = len(self.x), trace.prompt_tokens, set(trace.eos)
+        self.policy, self.needs = policy, policy_needs(policy)
+        self.asks = getattr(trace, "kind", "model") == "model"  # prompt lookup never asks stop_drafting
+        self.trace = trace
+        self.res = ReplayResult(trace, self.n, "eos" if self.x[-1] in self.eos else "max_new_tokens")
+        self.t, self.seen = 1, 0
+
+    @property
+    def done(self) -> bool:
+        return self.x[self.t - 1] in self.eos or self.t >= self.m
+
+    def begin_round(self, gamma: int) -> None:
+        """γ decided: the budget, and the rollout it may draft (a prompt lookup proposal in full)."""
+        self.gamma, self.budget = gamma, min(gamma, self.m - self.t - 1)
+        self.toks: list[int] = []
+        self.confs: list[float] = []
+        self.steps: list[DraftStep] = []
+        self.r_toks, self.r_feats = self.trace.rollout_steps(self.t, self.budget) if self.budget > 0 else ([], [])
+        if not self.asks:
+            self.toks = self.r_toks
+        self.drafting = self.asks and bool(self.r_toks)
+
+    def draft_step(self, i: int) -> None:
+        """The ``i``-th (0-based) drafted token, and the policy asked whether to stop after it."""
+        tok, feats = self.r_toks[i], self.r_feats[i]
+        self.toks.append(tok)
+        wanted = {k: v for k, v in feats.items() if k in self.needs}
+        if "confidence" in wanted:
+            self.confs.append(wanted["confidence"])
+        step = DraftStep(i + 1, tok, budget=self.budget, **wanted)
+        self.steps.append(step)
+        if tok in self.eos or self.policy.stop_drafting(step) or i + 1 >= len(self.r_toks):
+            self.drafting = False
+
+    def verify(self) -> None:
+        """The prefix verified (the policy may verify only a prefix: a peek, none, as in SpeculativeRunner)."""
+        self.proposed = len(self.toks)
+        if self.proposed:
+            keep = int(self.policy.verify_count(self.proposed))
+            if not 0 <= keep <= self.proposed:
+                raise ValueError(f"verify_count returned {keep} for {self.proposed} proposed tokens")
+            self.toks, self.confs, self.steps = self.toks[:keep], self.confs[:keep], self.steps[:keep]
+        self.d = len(self.toks)
+        self.accepted = min(self.d, self.trace.agreement(self.t))
+
+    def end_round(self, costs: dict[str, float], round_ms: float | None) -> None:
+        """The round's outcome recorded and observed; the row moves on."""
+        res, d, accepted = self.res, self.d, self.accepted
+        new_t = min(self.t + accepted + 1, self.n)
+        if round_ms is not None:
+            res.round_ms.append(round_ms)
+        self.seen = seen_after(self.p, self.t, self.seen, self.proposed, accepted, new_t)
+        res.gamma_trace.append(self.gamma)
         res.drafted_trace.append(d)
         res.accepted_trace.append(accepted)
-        res.confidence_trace.append(list(confs))
-        res.discarded_trace.append(proposed - d)
-        eos_accepted = any(tok in eos for tok in toks[:accepted])
-        policy.observe(RoundOutcome(gamma, d, accepted, tuple(confs), eos_accepted, tuple(steps), **costs,
-                                    discarded=proposed - d))
-        t = new_t
-    if t != n:
-        raise AssertionError(f"replay ended at position {t}, the trace has {n} tokens")
+        res.confidence_trace.append(list(self.confs))
+        res.discarded_trace.append(self.proposed - d)
+        eos_accepted = any(tok in self.eos for tok in self.toks[:accepted])
+        self.policy.observe(RoundOutcome(self.gamma, d, accepted, tuple(self.confs), eos_accepted, tuple(self.steps),
+                                         **(costs if COSTS in self.needs else {}), discarded=self.proposed - d))
+        self.t = new_t
+
+
+GAMMA_MODES = ("per_row", "shared")
+
+
+def replay_rows(traces: Sequence[Trace], policies: Sequence[GammaPolicy], latency: LatencyModel | None = None,
+                max_new_tokens: int | None = None, gamma_mode: str = "per_row") -> BatchReplay:
+    """The rounds of ``b = len(traces)`` rows decoded together by the batched engine (one row:
+    ``SpeculativeRunner``; module docstring), each round charged by ``specbench.latency.batch_round_parts``
+    over the rows still decoding (a finished row leaves the batch) plus ``round_overhead_at(rows)``, after
+    one prefill of ``b`` rows × the longest prompt (every row's TTFT).
+
+    ``gamma_mode="per_row"``: ``policies`` holds one policy per row, each asked and told only about its own
+    row, so a row's rounds are those of the row alone (a policy that reads ``COSTS`` is told the batch's
+    round costs and may decide otherwise). ``"shared"``: one policy, ``policies[0]``, whose one γ per round
+    every row drafts up to (its own budget, EOS and stops aside). Per round: ``next_gamma()`` (shared: once;
+    per row: each row's, in row order); drafting step by step, ``stop_drafting`` asked at each step for each
+    row still drafting, in row order (the draft forwards run step by step over the batch); ``verify_count``
+    for each row, then ``observe`` for each row, in row order. ``begin_prompt()`` once per policy, before
+    the batch."""
+    if gamma_mode not in GAMMA_MODES:
+        raise ValueError(f"unknown gamma_mode {gamma_mode!r} (known: {', '.join(GAMMA_MODES)})")
+    if not traces:
+        raise ValueError("a batch needs at least one row")
+    shared = gamma_mode == "shared"
+    if len(policies) != (1 if shared else len(traces)):
+        raise ValueError(f"{gamma_mode}: {len(policies)} policies for {len(traces)} rows")
+    rows = [_Row(tr, max_new_tokens, policies[0 if shared else i]) for i, tr in enumerate(traces)]
+    for pol in policies:
+        pol.begin_prompt()
+    out = BatchReplay([r.res for r in rows], gamma_mode)
     if latency is not None:
-        res.wall_ms = res.ttft_ms + sum(res.round_ms)
-    return res
+        out.ttft_ms = latency.target_prefill_ms(max(r.p for r in rows), len(rows))
+        for r in rows:
+            r.res.ttft_ms = out.ttft_ms
+    active = [r for r in rows if not r.done]
+    while active:
+        if shared:
+            gamma = int(policies[0].next_gamma())
+            for r in active:
+                r.begin_round(gamma)
+        else:
+            for r in active:
+                r.begin_round(int(r.policy.next_gamma()))
+        for i in range(max(r.budget for r in active)):
+            for r in active:
+                if r.drafting:
+                    r.draft_step(i)
+        for r in active:
+            r.verify()
+        costs: dict[str, float] = {}
+        round_ms = None
+        if latency is not None:
+            draft_ms, verify_ms = batch_round_parts(latency, [RowRound(r.p, r.t, r.seen, r.proposed, r.d)
+                                                              for r in active])
+            round_ms = verify_ms + latency.round_overhead_at(len(active)) + draft_ms
+            out.round_ms.append(round_ms)
+            costs = {"draft_ms": draft_ms, "verify_ms": verify_ms, "round_ms": round_ms}
+        for r in active:
+            r.end_round(costs, round_ms)
+        active = [r for r in active if not r.done]
+    for r in rows:
+        if r.t != r.n:
+            raise AssertionError(f"replay ended at position {r.t}, the trace has {r.n} tokens")
+        if latency is not None:
+            r.res.wall_ms = r.res.ttft_ms + sum(r.res.round_ms)
+    return out
+
+
+def replay(trace: Trace, policy: GammaPolicy, latency: LatencyModel | None = None,
+           max_new_tokens: int | None = None) -> ReplayResult:
+    """The rounds ``SpeculativeRunner`` would run with ``policy`` on this prompt (module docstring): a
+    batch of one row. Calls ``policy.begin_prompt()`` first, like the runner."""
+    return replay_rows([trace], [policy], latency, max_new_tokens).rows[0]
 
 
 def replay_job(traces: Sequence[Trace], policy: GammaPolicy, latency: LatencyModel | None = None,

@@ -15,12 +15,14 @@ import yaml
 from analysis.cli import main
 from analysis.frame import load_records, rows_to_frame, scenarios
 from analysis.gammatune.table2 import speedup_table
+from analysis.hetero import rule_method
 from analysis.metrics import method_key, method_label
 from analysis.settings import method_defaults, setting_partitions
 from analysis.uncertainty import BootstrapSpec
 from specbench.paths import CONF_DIR
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "analysis"
+from helpers.analysis_fixture import COMMITTED
+
 BOOT = BootstrapSpec(50, 0)
 
 
@@ -101,6 +103,10 @@ def test_cross_vocabulary_knobs_tag_the_rows_that_ran_one():
     ])
     assert list(rows["method"]) == ["specdecode[lookbehind=5]", "specdecode", "specdecode"]
     assert method_label("slem+specdecode[lookbehind=5]") == "SLEM + SpecDecode (look-behind = 5)"
+    # the heterogeneous tables' rows: the rule that ran with its knob, the fixed γ not named as another method
+    assert method_label(rule_method("specdecode[max_nodes=8]", "slrs")) == "SLRS (max_nodes = 8)"
+    assert method_label(rule_method("specdecode", "slrs")) == "SLRS"
+    assert method_label(rule_method("gammatune[eta=0.5]", "slem")) == "SLEM + GammaTune (η = 0.5)"
 
 
 def test_scenarios_split_by_every_measured_setting():
@@ -111,6 +117,20 @@ def test_scenarios_split_by_every_measured_setting():
     sampled = rows_to_frame([_record(prompt_id="a", temperature=1.0, top_k=50),
                              _record(prompt_id="b", temperature=1.0, top_k=20)])
     assert [s for s, _ in scenarios(sampled)] == ["-k-t1-topk20", "-k-t1-topk50"]
+
+
+def test_batch_sizes_are_scenarios_and_old_records_ran_at_batch_one():
+    df = rows_to_frame([_record(prompt_id="a"), _record(prompt_id="b", batch_size=1),
+                        _record(prompt_id="c", batch_size=4, gamma_mode="shared"),
+                        _record(prompt_id="d", batch_size=4, gamma_mode="per_row")])
+    parts = {s: sorted(g["prompt_id"]) for s, g in scenarios(df)}
+    assert parts == {"-k-t0-b1": ["a", "b"], "-k-t0-b4": ["c", "d"]}
+    # a shared γ is a variant of its method, not another scenario: an AR job at B (no γ mode) stays beside both
+    assert list(df["method"]) == ["gammatune", "gammatune", "gammatune[batch_gamma=shared]", "gammatune"]
+    assert method_label("specdecode[batch_gamma=shared]") == "SpecDecode (shared γ)"
+    ar = rows_to_frame([_record(prompt_id="e", method="ar", batch_size=4, gamma_mode=None),
+                        _record(prompt_id="c", batch_size=4, gamma_mode="shared")])
+    assert len(scenarios(ar)) == 1
 
 
 def test_processors_are_no_setting_at_temperature_zero():
@@ -139,7 +159,7 @@ def test_two_folders_are_one_analysis(tmp_path, capsys):
     """hf-bench's recipes land a temperature per folder; read together, its example filter drops s3 (< 128
     tokens under AR at T = 0) at T = 1 too, exactly as in one folder holding both."""
     whole = tmp_path / "whole"
-    shutil.copytree(FIXTURE / "sweeps" / "sweep3", whole)
+    shutil.copytree(COMMITTED / "sweep3", whole)
     cold, warm = tmp_path / "hetero_slem", tmp_path / "hetero_tli"
     _split_by_temperature(whole, cold, warm)
     assert {json.loads(line)["temperature"] for line in
@@ -184,3 +204,25 @@ def test_replayed_knob_sweep_is_table_2_per_knob_value():
     assert set(shown["δ"]) == {"2"}  # the default, from conf/method/gammatune.yaml
     assert "sample std (ddof=1) across initial γ" in table.caption
     assert sweep_from_replay(rows[rows["method"] != "gammatune:eta=0.1"]) is None  # no knob swept: no table
+
+
+def test_a_batched_jobs_throughput_divides_by_the_batchs_wall_not_the_rows_latencies():
+    """A row decoded in a batch has its latency as wall_ms; tokens/s over the job is Σ tokens ÷ Σ batch walls
+    (each row's batch_share_ms), and the AR side the same share of the paired AR batch."""
+    from analysis.metrics import throughput
+    from analysis.uncertainty import Bootstrap
+
+    batch = {"batch_size": 2, "batch_index": 0, "batch_rows": 2, "batch_wall_ms": 1000.0, "batch_tokens": 40,
+             "ar_batch_wall_ms": 1500.0}
+    df = rows_to_frame([
+        _record(prompt_id="a", new_tokens=10, wall_ms=600.0, tokens_per_s=10 / 0.6, batch_share_ms=250.0,
+                ar_wall_ms=900.0, ar_tokens_per_s=10 / 0.9, **batch),
+        _record(prompt_id="b", new_tokens=30, wall_ms=1000.0, tokens_per_s=30.0, batch_share_ms=750.0,
+                ar_wall_ms=1500.0, ar_tokens_per_s=20.0, **batch)])
+    for pooling in ("pooled", "question", "mean"):
+        assert throughput(df, pooling) == pytest.approx(40.0)  # each row: its tokens ÷ its share, 40 tokens/s
+    boot = Bootstrap(df, "pooled", BOOT)
+    assert boot.estimate(df).point == pytest.approx(40.0)
+    assert boot.estimate(df, ar=True).point == pytest.approx(40 / 1.5)
+    single = rows_to_frame([_record(prompt_id="a", new_tokens=10, wall_ms=500.0, tokens_per_s=20.0)])
+    assert throughput(single) == pytest.approx(20.0)  # batch 1: as before

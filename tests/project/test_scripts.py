@@ -19,6 +19,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 #: every Python script with a command line, and an option its --help must show
 HELP = {
+    "bench_batch.py": "--batch-size",
     "bench_interleave.py": "--repeats",
     "bench_noise.py": "--threads",
     "bench_speedup.py": "--configs",

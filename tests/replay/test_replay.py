@@ -27,9 +27,10 @@ from methods.base import COSTS, FixedGamma, policy_needs
 from methods.registry import POLICIES, build_policy
 from runners.drafters.model import ModelDrafter
 from runners.engine.speculative import SpeculativeRunner
+from runners.engine.verify import Sampling
 from runners.replay.cli import main
 from runners.replay.grid import BEST_FIXED_TASK, MethodSpec, load_method
-from runners.replay.latency import calibrate
+from runners.replay.latency import calibrate, fit_affine
 from runners.replay.oracle import AGREEMENT_ORACLE, ORACLE, agreement_oracle, oracle, oracle_schedule
 from runners.replay.replay import replay, replay_job
 from runners.replay.trace import (
@@ -41,7 +42,7 @@ from runners.replay.trace import (
     write_traces,
 )
 from runners.replay.trace_build import build_trace
-from specbench.latency import ForwardCost, LatencyModel, fit_affine, round_ms, seen_after
+from specbench.latency import ForwardCost, LatencyModel, round_ms, seen_after
 
 from helpers import tiny
 
@@ -213,7 +214,7 @@ def test_trace_rollouts_are_what_the_drafter_drafts(pair, traces):
                 continue
             drafter = ModelDrafter(draft, eos)
             drafter.begin(ids)
-            got = drafter.propose(ids + tr.tokens[:t], k, _NeverStop(1), 0.0, None)
+            got = drafter.propose(ids + tr.tokens[:t], k, _NeverStop(1), Sampling.of(0.0), None)
             toks, confs = tr.rollout(t, k)
             assert got.tokens == toks, (tr.prompt_id, t)
             assert len(got.confidences) == len(confs)

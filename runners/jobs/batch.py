@@ -1,0 +1,72 @@
+"""A job at ``batch_size`` B > 1: which prompt turns decode together, the batch's paired AR baseline, and
+what the records and the summary say about the batch (issue 31).
+
+* **Batches** (``batches``): consecutive prompts in groups of B; within a group turn by turn and repeat
+  by repeat, so a batch holds one prompt turn per prompt (a later turn is asked after the job's own
+  answer to the earlier one, as at batch 1). A group of prompts with fewer turns than the others gives
+  smaller batches for its later turns, and the last group may be smaller than B. A batch is recorded
+  whole or not at all: on resume, the records of a batch an interruption cut short (fewer records than its
+  ``batch_rows``) are dropped and the batch is decoded again, whole (``drop_partial_batches``), so a batch's
+  wall time always covers the rows it has records of.
+* **The baseline at the same B**: with greedy ``verify_lossless``, right after a batch the target alone
+  decodes the same prompt turns **as a batch** (``runners.engine.batched.BatchedAutoregressiveRunner``);
+  every row is compared with its own AR row (losslessness) and divides by it (``speedup``;
+  ``ar_source: paired_batch``). An ``ar`` job at B > 1 is its own reference (``self``). Neither goes to
+  the sweep's batch-1 AR cache.
+* **Record fields** (``batch_fields``; ``specbench.records``): ``batch_size`` (B), ``batch_index`` (the
+  batch decoding's number in the job folder: unique, so a resumed batch's missing rows and the batches of
+  added repeats, decoded later, are batches of their own), ``batch_rows`` (rows decoded together), ``batch_wall_ms`` (the
+  batch's start to its last row's last token), ``batch_tokens`` (new tokens over its rows),
+  ``batch_share_ms`` (``batch_wall_ms`` × the row's tokens ÷ ``batch_tokens``: the row's share of the
+  batch's time), ``gamma_mode``, ``ar_batch_wall_ms`` (the paired AR batch's wall time). A row's
+  ``ttft_ms`` is the batch's prefill and its ``wall_ms`` ends at its own last token (its latency).
+* **Summary** (``runners.jobs.record.batch_summary``): the batch's throughput (tokens over all rows ÷ the batches' wall
+  time), the paired AR's, their ratio, and the rows' mean latency.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from runners.engine.batched import BatchGeneration, turn_batches
+from runners.jobs.ar_cache import Reference
+from runners.jobs.record import Unit
+
+
+def batches(units: Sequence[Unit], size: int) -> list[list[Unit]]:
+    """The job's units in batches of at most ``size`` (module docstring; ``runners.engine.batched.turn_batches``),
+    in decoding order."""
+    return [[units[i] for i in group] for group in turn_batches([(u.index, (u.turn, u.repeat)) for u in units], size)]
+
+
+def drop_partial_batches(done: dict[Any, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Remove from ``done`` (unit key → record) the records of every batch decoding with fewer records than its
+    ``batch_rows`` (a kill between two rows' writes, or a torn last line); return them (module docstring)."""
+    count: dict[int, int] = {}
+    for r in done.values():
+        if r.get("batch_index") is not None:
+            count[int(r["batch_index"])] = count.get(int(r["batch_index"]), 0) + 1
+    cut = {k for k, r in done.items() if r.get("batch_index") is not None
+           and count[int(r["batch_index"])] < int(r.get("batch_rows") or 0)}
+    return [done.pop(k) for k in list(done) if k in cut]
+
+
+def batch_fields(job_config: Any, index: int, gen: BatchGeneration, row: int,
+                 ar: BatchGeneration | None) -> dict[str, Any]:
+    """The batch fields of row ``row``'s record (module docstring)."""
+    tokens = gen.tokens
+    share = gen.wall_ms * len(gen.rows[row].tokens) / tokens if tokens else 0.0
+    return {"batch_size": job_config.batch_size, "batch_index": index, "batch_rows": len(gen.rows),
+            "batch_wall_ms": gen.wall_ms, "batch_tokens": tokens, "batch_share_ms": share,
+            "gamma_mode": job_config.batch_gamma if job_config.speculative else None,
+            "ar_batch_wall_ms": ar.wall_ms if ar is not None else None}
+
+
+def references(gen: BatchGeneration, ar: BatchGeneration | None, index: int, own: bool) -> list[Reference | None]:
+    """Each row's reference: itself (an ``ar`` job), the paired AR batch's row, or none."""
+    if own:
+        return [Reference(g, "self") for g in gen.rows]
+    if ar is None:
+        return [None] * len(gen.rows)
+    return [Reference(g, "paired_batch", decode_id=f"batch{index}/row{i}") for i, g in enumerate(ar.rows)]

@@ -1,0 +1,166 @@
+#!/usr/bin/env python
+"""Tokens/s at batch size B against batch size 1, autoregressive and speculative, side by side (a script,
+not a test; issue 31).
+
+    .venv/bin/python scripts/bench_batch.py --batch-size 4 --n-blocks 3 --repeats 2
+    .venv/bin/python scripts/bench_batch.py --drafter lookup --gamma 8
+    .venv/bin/python scripts/bench_batch.py --task specbench --data-files ../shared/data/spec_bench/question.jsonl
+
+Target: Gemma-3-270M fp32 (``pypi:gemma3-270m``), greedy, our plain loop (no engine options: they are
+batch-1 options). Drafter: its int8-dynamic copy (``--drafter int8``: the batched draft model,
+``runners.drafters.batched_model.BatchedModelDrafter``) or prompt lookup (``lookup``, one drafter per
+row). γ fixed (``--gamma``). The prompts come in blocks of B (the first turn of each); for every block
+four configurations decode the same B prompts — the target alone one prompt after another (``ar@1``)
+and as one batch (``ar@B``), the speculative loop one prompt after another (``spec@1``) and as one batch
+(``spec@B``, ``--gamma-mode``) — in an order that rotates from block to block and repeat to repeat
+(A B C D, B C D A, ...: interleaved, never one configuration's minutes apart from another's). Each
+configuration's tokens/s over a block is its new tokens over its wall time (a batch's: prefill to its
+last row's last token). Printed: the ratios B ÷ 1 (AR and speculative) and speculative ÷ AR (at 1 and
+at B), pooled over every block and repeat, with the median and min–max of the per-block ratios; and
+whether every output equals the target's own greedy decoding (exit status 1 if not).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+SCRIPTS = Path(__file__).resolve().parent
+CONFIGS = ("ar@1", "ar@B", "spec@1", "spec@B")
+RATIOS = (("ar@B", "ar@1"), ("spec@B", "spec@1"), ("spec@1", "ar@1"), ("spec@B", "ar@B"))
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--batch-size", type=int, default=4)
+    p.add_argument("--n-blocks", type=int, default=2, help="blocks of B prompts")
+    p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--drafter", choices=("int8", "lookup"), default="int8")
+    p.add_argument("--gamma", type=int, default=5)
+    p.add_argument("--gamma-mode", choices=("per_row", "shared"), default="per_row")
+    p.add_argument("--task", default="embedded")
+    p.add_argument("--data-files", default=None)
+    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--cache-dir", default=None)
+    p.add_argument("--json", default=None)
+    args = p.parse_args(argv)
+    if args.batch_size < 2 or args.n_blocks < 1 or args.repeats < 1 or args.gamma < 1:
+        p.error("--batch-size >= 2, --n-blocks, --repeats and --gamma >= 1")
+    return args
+
+
+def _spread(xs: list[float]) -> str:
+    return f"median {statistics.median(xs):.3f}, min {min(xs):.3f}, max {max(xs):.3f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import dataclasses
+
+    import torch
+
+    from methods.base import FixedGamma
+    from runners.drafters.batched_model import BatchedModelDrafter
+    from runners.drafters.model import ModelDrafter
+    from runners.drafters.prompt_lookup import PromptLookupDrafter
+    from runners.engine.batch_drafters import PerRowDrafters
+    from runners.engine.batched import BatchedAutoregressiveRunner, BatchedSpeculativeRunner
+    from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
+    from specbench.config import JobConfig, compose
+    from specbench.model_cache import load_pair
+
+    sys.path.insert(0, str(SCRIPTS))
+    from bench_vs_hf import load_prompts
+
+    torch.set_num_threads(args.threads)
+    b = args.batch_size
+    t0 = time.perf_counter()
+    pair_name = "gemma3-270m_gemma3-270m-int8" if args.drafter == "int8" else "gemma3-270m_prompt-lookup"
+    config = dataclasses.replace(JobConfig.from_mapping(compose([f"pair={pair_name}"])), cache_dir=args.cache_dir)
+    loaded = load_pair(config)
+    target, tok, eos, draft = loaded.target, loaded.tokenizer, loaded.eos, loaded.draft
+    lookup = config.pair.draft.options
+    prompts = load_prompts(tok, args.task, args.data_files, b * args.n_blocks, None)
+    if len(prompts) < b * args.n_blocks:
+        raise SystemExit(f"the task has {len(prompts)} prompts, {b * args.n_blocks} needed")
+    blocks = [[ids for _, ids in prompts[i:i + b]] for i in range(0, b * args.n_blocks, b)]
+
+    def one_drafter() -> Any:
+        return ModelDrafter(draft, eos) if args.drafter == "int8" else PromptLookupDrafter.from_options(lookup, eos)
+
+    batch_drafter = BatchedModelDrafter(draft, eos) if args.drafter == "int8" else PerRowDrafters(one_drafter)
+    policies = [FixedGamma(args.gamma) for _ in range(b if args.gamma_mode == "per_row" else 1)]
+    ar1, spec1 = AutoregressiveRunner(target, eos), SpeculativeRunner(target, one_drafter(), FixedGamma(args.gamma), eos)
+    arb = BatchedAutoregressiveRunner(target, eos)
+    specb = BatchedSpeculativeRunner(target, batch_drafter, policies, eos, gamma_mode=args.gamma_mode)
+
+    def run(name: str, block: list[list[int]]) -> tuple[float, list[list[int]]]:
+        """(wall seconds, outputs) of one configuration over one block."""
+        if name.endswith("@B"):
+            gen = (arb if name == "ar@B" else specb).generate(block, args.max_new_tokens)
+            return gen.wall_ms / 1000.0, [g.tokens for g in gen.rows]
+        runner = ar1 if name == "ar@1" else spec1
+        gens = [runner.generate(ids, args.max_new_tokens) for ids in block]
+        return sum(g.wall_ms for g in gens) / 1000.0, [g.tokens for g in gens]
+
+    print(f"target gemma3-270m fp32, drafter {args.drafter}, gamma {args.gamma} ({args.gamma_mode}), B={b}, "
+          f"{args.n_blocks} blocks x {args.repeats} repeats, task={args.task}, max_new_tokens={args.max_new_tokens}, "
+          f"threads={args.threads} (set-up {time.perf_counter() - t0:.1f} s)")
+    for name in CONFIGS:  # warm-up: the shapes of a batch and of one row
+        run(name, [blocks[0][0][:32]] * (b if name.endswith("@B") else 1))
+
+    seconds = {n: 0.0 for n in CONFIGS}
+    tokens = {n: 0 for n in CONFIGS}
+    ratios: dict[tuple[str, str], list[float]] = {r: [] for r in RATIOS}
+    identical, loads, k = True, [], 0
+    for rep in range(args.repeats):
+        for bi, block in enumerate(blocks):
+            order = CONFIGS[k % 4:] + CONFIGS[: k % 4]
+            k += 1
+            loads.append(os.getloadavg()[0])
+            tps, outs = {}, {}
+            for name in order:
+                s, out = run(name, block)
+                outs[name] = out
+                n_tok = sum(len(o) for o in out)
+                seconds[name] += s
+                tokens[name] += n_tok
+                tps[name] = n_tok / s
+            same = all(outs[n] == outs["ar@1"] for n in CONFIGS)
+            identical &= same
+            for num, den in RATIOS:
+                ratios[(num, den)].append(tps[num] / tps[den])
+            print(f"repeat {rep} block {bi} (order {' '.join(order)}): "
+                  + "  ".join(f"{n} {tps[n]:.2f} tok/s" for n in CONFIGS) + ("" if same else "  OUTPUT DIFFERS"), flush=True)
+    pooled = {n: tokens[n] / seconds[n] for n in CONFIGS}
+    print()
+    result: dict[str, Any] = {"tokens_per_s": pooled, "ratios": {}}
+    for num, den in RATIOS:
+        key = f"{num} / {den}".replace("@B", f"@{b}")
+        value = pooled[num] / pooled[den]
+        result["ratios"][key] = {"pooled": value, "per_block": ratios[(num, den)]}
+        print(f"{key:<18} pooled {value:.3f}   per block: {_spread(ratios[(num, den)])}")
+    print(f"\n1-min load average during the timed runs: min {min(loads):.2f}, median {statistics.median(loads):.2f}, "
+          f"max {max(loads):.2f} ({os.cpu_count()} CPUs)")
+    print(f"outputs identical to the target's own greedy decoding (every configuration, block and repeat): "
+          f"{'yes' if identical else 'NO'}")
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        from specbench.provenance import provenance
+
+        meta = {"provenance": provenance(str(target.device), {"target": "float32", "draft": args.drafter})}
+        Path(args.json).write_text(json.dumps({"meta": meta, **vars(args), "identical": identical, "load_average": loads, **result},
+                                              indent=2, default=str))
+    return 0 if identical else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
