@@ -334,6 +334,59 @@ def batch_frame(df: pd.DataFrame) -> pd.DataFrame | None:
             .reset_index())
 
 
+@artefact("tables/policy_lab_batch", "policy lab against the batch size (table)", scope=REPLAY, needs=("replay",),
+          when=lambda inputs: inputs.replay is not None and BATCH in inputs.replay
+          and inputs.replay[BATCH].fillna(1).nunique() > 1,
+          about="per pair × task × batch size: the best fixed γ and its speedup over AR at that B, the oracle's, "
+                "the best policy's and how many policies beat the best fixed γ")
+def batch_table(df: pd.DataFrame) -> Table | None:
+    """What moves with the batch size, one row per pair × task × B (``batch_frame``): which fixed γ is best in
+    hindsight there and its replayed speedup over the target alone at the same B, the oracle's (not a bound
+    above B = 1), the policy with the highest mean × best fixed γ and that value, and how many of the
+    policies beat the best fixed γ on average over their initial γ (> 1)."""
+    frame = batch_frame(df)
+    if frame is None:
+        return None
+    fractions = oracle_fractions(df)
+    assert fractions is not None
+    rows = []
+    for (pair, task, batch), group in frame.groupby(["pair", "task", BATCH], sort=True):
+        def cell(method: str, col: str = "speedup_vs_ar", g: pd.DataFrame = group) -> float:
+            hit = g[g["method"] == method]
+            return float(hit[col].iloc[0]) if len(hit) else math.nan
+
+        fixed = fractions[(fractions["pair"] == pair) & (fractions["task"] == task) & (fractions[BATCH] == batch)
+                          & (fractions["method"] == "best_fixed_task")]
+        policies = group[~group["method"].isin(REFERENCES)].sort_values("x_best_fixed", ascending=False)
+        best = policies.iloc[0] if len(policies) else None
+        rows.append({"pair": pair, "task": task, BATCH: int(batch),
+                     "best_fixed_gamma": int(fixed["gamma_init"].iloc[0]) if len(fixed) and pd.notna(
+                         fixed["gamma_init"].iloc[0]) else None,
+                     "best_fixed_speedup": cell("best_fixed_task"), "oracle_speedup": cell("oracle"),
+                     "best_policy": best["method"] if best is not None else None,
+                     "best_policy_x_best_fixed": float(best["x_best_fixed"]) if best is not None else math.nan,
+                     "best_policy_speedup": float(best["speedup_vs_ar"]) if best is not None else math.nan,
+                     "policies_over_best_fixed": int((policies["x_best_fixed"] > 1.0).sum()),
+                     "policies": len(policies)})
+    data = pd.DataFrame(rows)
+    display = pd.DataFrame({
+        "pair": data["pair"], "task": data["task"], "B": data[BATCH],
+        "best fixed γ": ["" if g is None or pd.isna(g) else str(int(g)) for g in data["best_fixed_gamma"]],
+        "its speedup vs AR at B": [_fmt(v) for v in data["best_fixed_speedup"]],
+        "oracle vs AR at B": [_fmt(v) for v in data["oracle_speedup"]],
+        "best policy": data["best_policy"],
+        "its × best fixed γ": [_fmt(v) for v in data["best_policy_x_best_fixed"]],
+        "policies > best fixed γ": [f"{a} of {b}" for a, b in zip(data["policies_over_best_fixed"], data["policies"])],
+    })
+    caption = ("Replayed against the batch size B (runners.replay.batched: B consecutive prompts decoded together, "
+               "turn by turn; every round charged by the pair's latency table at B rows). Speedups are over the target "
+               "alone at the same B (throughput over all rows, Σ tokens / Σ batch walls). Best fixed γ: in hindsight, "
+               "for the task at that B. Oracle: each row's own exact schedule under the costs at B rows, replayed "
+               "together (exact at B = 1, not a bound above). Best policy: the highest × best fixed γ, mean over its "
+               "initial γ; the last column counts the policies whose mean beats the best fixed γ.")
+    return Table("policy_lab_batch", caption, display, data)
+
+
 @artefact("figures/policy_lab_batch", "policy lab against the batch size", scope=REPLAY, needs=("replay",),
           when=lambda inputs: inputs.replay is not None and BATCH in inputs.replay
           and inputs.replay[BATCH].fillna(1).nunique() > 1,

@@ -149,6 +149,7 @@ def compare_rows(real: str | Path, traces_dir: str | Path, latency_dir: str | Pa
             cost_ratios[f"{part}_real_over_predicted"] = measured / predicted if measured and predicted else None
         rows.append({
             **ident, "batch_size": 1, "gamma_mode": None, "batches": len(records), "batch_wall_real_over_replayed": None,
+            "prefill_real_over_replayed": None, "rounds_real_over_replayed": None,
             "real_tokens_per_s": real_tps, "replayed_tokens_per_s": rep_tps, "real_over_replayed": real_tps / rep_tps,
             "real_speedup": (sum(r["ar_wall_ms"] for r in ar) / sum(r["wall_ms"] for r in ar)) if ar else None,
             "replayed_speedup": sum(latency.ar_wall_ms(p.trace.prompt_tokens, p.new_tokens) for p in reps) / rep_wall,
@@ -176,7 +177,8 @@ def batched_row(records: list[dict[str, Any]], traces: list, build: Any, gamma: 
     target alone at the same batch size) against its replay on *its own* batches (``batch_index``; the rows of
     a batch in the job's prompt order, as the engine forms them), in its ``gamma_mode``: throughput over all
     rows (``Σ tokens / Σ batch walls``, each batch once), real ÷ replayed, the batches' walls, per-row latency,
-    the target alone at that batch size (``specbench.latency.ar_batch_ms``), identical rounds. The per-record
+    the target alone at that batch size (``specbench.latency.ar_batch_ms``), identical rounds, and where a gap
+    lies (the batches' prefills and their rounds, each real ÷ replayed). The per-record
     forward times (``verify_ms``, ``draft_ms``) are not compared at batch sizes above 1."""
     from runners.replay.batched import pooled_batches, replay_groups
     from specbench.latency import ar_batch_ms
@@ -211,6 +213,10 @@ def batched_row(records: list[dict[str, Any]], traces: list, build: Any, gamma: 
         "batch_size": max(int(r["batch_size"]) for r in records), "gamma_mode": mode, "batches": len(groups),
         "real_tokens_per_s": real_tps, "replayed_tokens_per_s": rep_tps, "real_over_replayed": real_tps / rep_tps,
         "batch_wall_real_over_replayed": sum(real_walls) / sum(rep_walls),
+        # where a gap lies: the batches' prefills (one per batch) and their rounds after it
+        "prefill_real_over_replayed": sum(float(g[0]["ttft_ms"]) for g in groups) / sum(b.ttft_ms for b in reps),
+        "rounds_real_over_replayed": sum(w - float(g[0]["ttft_ms"]) for w, g in zip(real_walls, groups))
+        / sum(sum(b.round_ms) for b in reps),
         "real_row_wall_ms_mean": sum(r["wall_ms"] for r, _ in pairs) / len(pairs),
         "replayed_row_wall_ms_mean": sum(p.wall_ms for _, p in pairs) / len(pairs),
         "real_speedup": sum(ar_real) / sum(real_walls) if ar_real else None,
@@ -255,7 +261,7 @@ def compare_main(args: argparse.Namespace) -> int:
         (out / "real_vs_best_fixed.md").write_text(best_text)
         print(best_text)
     show = df[["pair", "task", "method_config", "gamma_init", "batch_size", "gamma_mode", "real_tokens_per_s", "replayed_tokens_per_s",
-               "real_over_replayed", "ar_real_over_predicted", "real_speedup", "replayed_speedup",
+               "real_over_replayed", "prefill_real_over_replayed", "rounds_real_over_replayed", "ar_real_over_predicted", "real_speedup", "replayed_speedup",
                "speedup_real_over_replayed", "verify_real_over_predicted", "draft_real_over_predicted", "real_acceptance", "replayed_acceptance", "identical_rounds_share"]].round(3)
     text = to_markdown(show, "Real runs (python run.py, measured) against the replay of the same method config and "
                              "initial γ on the same prompts (predicted by the calibrated latency model).")

@@ -425,7 +425,7 @@ def test_bad_batching_is_one_line(traces, tmp_path, capsys):
 
 def test_lab_replays_every_batch_size_and_the_figure_follows(traces, tmp_path):
     from analysis.cli import main as analysis_main
-    from analysis.policy_lab import batch_frame, leaderboard, load_replay
+    from analysis.policy_lab import batch_frame, batch_table, leaderboard, load_replay
     from runners.replay import lab
 
     write_traces(tmp_path / "traces" / "tiny__t" / "trace.jsonl", traces)
@@ -447,6 +447,13 @@ def test_lab_replays_every_batch_size_and_the_figure_follows(traces, tmp_path):
     assert analysis_main([str(out), "--out", str(tmp_path / "analysis")]) == 0
     assert (tmp_path / "analysis" / "figures" / "policy_lab_batch.png").exists()
     assert "| B |" in (tmp_path / "analysis" / "tables" / "policy_leaderboard.md").read_text()
+    table = batch_table(df)
+    assert list(table.data["batch_size"]) == [1, 2, 4]
+    for _, row in table.data.iterrows():  # each B's best fixed γ is the fastest fixed γ replayed at that B
+        at = frame[(frame["batch_size"] == row["batch_size"])]
+        assert row["best_fixed_speedup"] == pytest.approx(at.loc[at["method"] == "best_fixed_task", "speedup_vs_ar"].iloc[0])
+        assert row["policies"] == 2 and row["best_policy"] in {"specdecode (shared γ)", "hf_heuristic (shared γ)"}
+    assert (tmp_path / "analysis" / "tables" / "policy_lab_batch.md").exists()
 
 
 def test_the_committed_leaderboard_renders_as_committed(root):
@@ -459,6 +466,22 @@ def test_the_committed_leaderboard_renders_as_committed(root):
     committed = pd.read_csv(folder / "analysis" / "tables" / "policy_leaderboard.csv", dtype=str, keep_default_na=False)
     pd.testing.assert_frame_equal(board.display.reset_index(drop=True).astype(str), committed)
     assert batch_frame(df) is None  # one batch size: no figure against B
+
+
+@pytest.mark.slow
+def test_the_committed_batched_lab_regenerates_its_tables(root, tmp_path):
+    """results/committed/policy_lab_batch: the replay at B in {1, 2, 4, 8} gives its committed tables."""
+    from analysis.cli import main as analysis_main
+
+    folder = root / "results" / "committed" / "policy_lab_batch"
+    assert analysis_main([str(folder / "replay"), "--out", str(tmp_path)]) == 0
+    names = sorted(p.name for p in (folder / "analysis" / "tables").glob("*.data.csv"))
+    assert "policy_lab_batch.data.csv" in names and "policy_leaderboard.data.csv" in names
+    for name in names:
+        pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "tables" / name),
+                                      pd.read_csv(folder / "analysis" / "tables" / name), check_exact=False, rtol=1e-9)
+    batch = pd.read_csv(folder / "analysis" / "tables" / "policy_lab_batch.data.csv")
+    assert sorted(batch["batch_size"].unique()) == [1, 2, 4, 8]
 
 
 # ----------------------------------------------------------------------------- compare against batched records
@@ -508,6 +531,15 @@ def test_compare_reads_batched_records(traces, tmp_path, root):
     assert row["speedup_real_over_replayed"] == pytest.approx(1.0)
     assert row["replayed_tokens_per_s"] == pytest.approx(pooled_batches(batches))
     assert math.isnan(row["verify_real_over_predicted"])  # per-record forward times: batch 1 only
+    assert row["prefill_real_over_replayed"] == pytest.approx(1.25) and row["rounds_real_over_replayed"] == pytest.approx(1.25)
+    # a slower prefill alone shows in the prefill's ratio, not the rounds'
+    slow = [dict(r, ttft_ms=2 * r["ttft_ms"], batch_wall_ms=r["batch_wall_ms"] + r["ttft_ms"]) for r in records]
+    (job / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in slow))
+    assert lab.main(["compare", "--real", str(tmp_path / "real"), "--traces", str(tmp_path / "traces"),
+                     "--latency", str(tmp_path / "latency"), "--out", str(tmp_path / "cmp")]) == 0
+    row = pd.read_csv(tmp_path / "cmp" / "real_vs_replay.csv").iloc[0]
+    assert row["prefill_real_over_replayed"] == pytest.approx(2.5) and row["rounds_real_over_replayed"] == pytest.approx(1.25)
+    (job / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     # a record set whose batches disagree with their rows is refused in one line
     bad = [dict(r, batch_rows=3) for r in records]
     (job / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in bad))
