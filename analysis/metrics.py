@@ -44,7 +44,7 @@ import pandas as pd
 
 from analysis.settings import method_tags, tag_label
 from specbench.method_config import aa_twin_of
-from specbench.records import pooled_tokens_per_s
+from specbench.records import pooled_tokens_per_s, throughput_ms
 
 DDOF = 1
 POOLINGS = {
@@ -148,21 +148,17 @@ def check_pooling(pooling: str) -> str:
 
 
 def time_ms(records: pd.DataFrame, column: str = "wall_ms") -> pd.Series:
-    """The time a record's tokens divide by in a throughput: its ``wall_ms`` (``ar_wall_ms``: its AR
-    reference's), except for a row decoded in a batch (``batch_size`` > 1, ``runners.jobs.batch``), whose
-    ``wall_ms`` is its latency: there its share of the batch's wall, ``batch_share_ms`` (for the AR reference,
-    the same share of the paired AR batch's wall, ``ar_batch_wall_ms``), so that pooled tokens/s over a
-    batched job is its throughput over all rows, and at batch 1 nothing changes."""
+    """The time each record's tokens divide by in a throughput (``specbench.records.throughput_ms``, the one
+    definition): its ``wall_ms`` (``column="ar_wall_ms"``: its AR reference's), or for a row decoded in a batch
+    its share of the batch's wall, so that pooled tokens/s over a batched job is its throughput over all rows."""
     wall = pd.to_numeric(records[column], errors="coerce")
-    if "batch_share_ms" not in records:
+    if "batch_share_ms" not in records or records["batch_share_ms"].isna().all():
         return wall
-    if column == "wall_ms":
-        share = pd.to_numeric(records["batch_share_ms"], errors="coerce")
-    else:
-        part = (pd.to_numeric(records["new_tokens"], errors="coerce")
-                / pd.to_numeric(records.get("batch_tokens"), errors="coerce"))
-        share = pd.to_numeric(records.get("ar_batch_wall_ms"), errors="coerce") * part
-    return share.where(share.notna(), wall)
+    ar = column == "ar_wall_ms"
+    cols = [c for c in (column, "batch_share_ms", "ar_batch_wall_ms", "batch_tokens", "new_tokens") if c in records]
+    values = [throughput_ms({k: (None if pd.isna(v) else v) for k, v in row.items()}, ar=ar)
+              for row in records[cols].to_dict("records")]
+    return pd.Series([math.nan if v is None else v for v in values], index=records.index, dtype=float)
 
 
 def throughput(records: pd.DataFrame, pooling: str = "pooled") -> float:

@@ -248,6 +248,25 @@ def pooled_tokens_per_s(new_tokens: Iterable[float], wall_ms: Iterable[float]) -
     return float(sum(new_tokens)) / seconds if seconds > 0 else math.nan
 
 
+def throughput_ms(record: Mapping[str, Any], ar: bool = False) -> float | None:
+    """The time a record's new tokens divide by in a throughput over several records: its ``wall_ms``
+    (``ar``: its AR reference's, ``ar_wall_ms``), except for a row decoded in a batch (``batch_size`` > 1,
+    ``runners.jobs.batch``), whose ``wall_ms`` is its latency: there its share of the batch's wall,
+    ``batch_share_ms`` (``ar``: the same share, its tokens over ``batch_tokens``, of the paired AR batch's
+    ``ar_batch_wall_ms``). Pooled over a batched job's records this is the batch throughput over all rows;
+    at batch 1 it is the wall. The one definition: ``aggregate`` and ``analysis.metrics.time_ms`` read it."""
+    wall = record.get("ar_wall_ms" if ar else "wall_ms")
+    if not ar:
+        share = record.get("batch_share_ms")
+    elif record.get("ar_batch_wall_ms") is not None and record.get("batch_tokens"):
+        share = float(record["ar_batch_wall_ms"]) * float(record["new_tokens"]) / float(record["batch_tokens"])
+    else:
+        share = None
+    if share is not None and not (isinstance(share, float) and math.isnan(share)):
+        return float(share)
+    return None if wall is None else float(wall)
+
+
 def timing_fields(wall_ms: float, ttft_ms: float, new_tokens: int) -> dict[str, float | None]:
     """TTFT/TPOT/throughput from one generation's wall time (definitions above)."""
     tpot = (wall_ms - ttft_ms) / (new_tokens - 1) if new_tokens >= 2 else None
@@ -399,13 +418,14 @@ def aggregate(records: list[Mapping[str, Any]]) -> dict[str, Any]:
     if not records:
         return {"n_records": 0}
     total_tokens = sum(r["new_tokens"] for r in records)
-    total_s = sum(r["wall_ms"] for r in records) / 1000.0
-    pooled = pooled_tokens_per_s([r["new_tokens"] for r in records], [r["wall_ms"] for r in records])
+    times = [throughput_ms(r) or 0.0 for r in records]  # a batched row: its share of the batch's wall
+    total_s = sum(times) / 1000.0
+    pooled = pooled_tokens_per_s([r["new_tokens"] for r in records], times)
     drafted = [r["drafted"] for r in records if r.get("drafted") is not None]
     accepted = [r["accepted"] for r in records if r.get("accepted") is not None]
     rounds = [r["rounds"] for r in records if r.get("rounds") is not None]
     ar = [r for r in records if r.get("ar_wall_ms") is not None and r.get("ar_tokens_per_s") is not None]
-    ar_ms = [r["ar_wall_ms"] for r in ar]
+    ar_ms = [throughput_ms(r, ar=True) or 0.0 for r in ar]
     ar_tokens = [r["ar_tokens_per_s"] * r["ar_wall_ms"] / 1000.0 for r in ar]
     lossless = [r["lossless"] for r in records if r.get("lossless") is not None]
     timed = [r for r in records if r.get("overhead_ms") is not None]

@@ -135,3 +135,18 @@ def test_batch_summary_pools_batches_once():
     assert out["tokens_per_s"] == pytest.approx(20.0) and out["speedup"] == pytest.approx(1.5)
     assert out["row_latency_ms_mean"] == pytest.approx(900.0) and out["batches"] == 1
     assert batch_summary([{"batch_size": 1}]) is None
+
+
+def test_the_summarys_throughput_is_the_batchs_not_the_rows_latencies(pair_node, tmp_path):
+    """aggregates.tokens_per_s (what `run.py` prints) of a batched job is its tokens over its batches' walls,
+    as summary.batch says, and its AR the paired AR batch's; at batch 1 it is the plain pooled rate."""
+    folder = tmp_path / "spec"
+    summary = run_job(_cfg(pair_node, tmp_path, "method=specdecode", "gamma=2", "batch_size=2"), folder,
+                      progress=False)
+    agg, batch = summary["aggregates"], summary["batch"]
+    assert agg["tokens_per_s"] == pytest.approx(batch["tokens_per_s"])
+    assert agg["ar_tokens_per_s"] == pytest.approx(batch["ar_tokens_per_s"])
+    assert agg["speedup"] == pytest.approx(batch["speedup"])
+    records = _records(folder)
+    latency_rate = sum(r["new_tokens"] for r in records) / (sum(r["wall_ms"] for r in records) / 1000.0)
+    assert agg["tokens_per_s"] > latency_rate  # rows overlap in time: their latencies are not the job's time
