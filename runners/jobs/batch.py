@@ -18,7 +18,8 @@ what the records and the summary say about the batch (issue 31).
   added repeats, decoded later, are batches of their own), ``batch_rows`` (rows decoded together), ``batch_wall_ms`` (the
   batch's start to its last row's last token), ``batch_tokens`` (new tokens over its rows),
   ``batch_share_ms`` (``batch_wall_ms`` × the row's tokens ÷ ``batch_tokens``: the row's share of the
-  batch's time), ``gamma_mode``, ``ar_batch_wall_ms`` (the paired AR batch's wall time). A row's
+  batch's time), ``gamma_mode``, ``ar_batch_wall_ms`` (the paired AR batch's wall time; an ``ar`` job's: its own
+  batch's). A row's
   ``ttft_ms`` is the batch's prefill and its ``wall_ms`` ends at its own last token (its latency).
 * **Summary** (``runners.jobs.record.batch_summary``): the batch's throughput (tokens over all rows ÷ the batches' wall
   time), the paired AR's, their ratio, and the rows' mean latency.

@@ -327,7 +327,7 @@ class JobRun:
         refs = references(gen, ar, index, own) if verified else [None] * len(prompts)
         jobs = max(before[0], after[0]) if before is not None and after is not None else None
         neighbours = sorted(set(before[1]) | set(after[1])) if before is not None and after is not None else None
-        return [(Timed(g, probe_ms, jobs, neighbours, batch_fields(config, index, gen, i, ar)), ref)
+        return [(Timed(g, probe_ms, jobs, neighbours, batch_fields(config, index, gen, i, gen if own else ar)), ref)
                 for i, (g, ref) in enumerate(zip(gen.rows, refs))]
 
     def needs_reference(self) -> bool:

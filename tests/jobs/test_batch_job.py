@@ -75,6 +75,7 @@ def test_a_batched_ar_job_is_its_own_reference_and_matches_batch_one(pair_node, 
     assert [r["output_ids"] for r in _records(tmp_path / "ar1")] == [r["output_ids"] for r in _records(tmp_path / "ar4")]
     assert {r["ar_source"] for r in _records(tmp_path / "ar4")} == {"self"}
     assert four["batch"]["batch_size"] == 4 and one["batch"] is None
+    assert four["aggregates"]["speedup"] == pytest.approx(1.0)  # its own reference, both sides the batch's time
 
 
 def test_a_batched_job_resumes_and_decodes_a_cut_batch_again_whole(pair_node, tmp_path):
