@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     from specbench.model_cache import load_pair
 
     sys.path.insert(0, str(SCRIPTS))
-    from bench_vs_hf import load_prompts
+    from bench_vs_hf import load_prompts, print_load_and_identity
 
     torch.set_num_threads(args.threads)
     b = args.batch_size
@@ -148,10 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         value = pooled[num] / pooled[den]
         result["ratios"][key] = {"pooled": value, "per_block": ratios[(num, den)]}
         print(f"{key:<18} pooled {value:.3f}   per block: {_spread(ratios[(num, den)])}")
-    print(f"\n1-min load average during the timed runs: min {min(loads):.2f}, median {statistics.median(loads):.2f}, "
-          f"max {max(loads):.2f} ({os.cpu_count()} CPUs)")
-    print(f"outputs identical to the target's own greedy decoding (every configuration, block and repeat): "
-          f"{'yes' if identical else 'NO'}")
+    print_load_and_identity(loads, identical, "every configuration, block and repeat")
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         from specbench.provenance import provenance

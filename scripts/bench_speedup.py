@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     from specbench.models import logits_width
 
     sys.path.insert(0, str(SCRIPTS))
-    from bench_vs_hf import load_prompts
+    from bench_vs_hf import load_prompts, print_load_and_identity
 
     torch.set_num_threads(args.threads)
     t0 = time.perf_counter()
@@ -185,10 +185,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"from the fastest of {args.repeats} repeats per prompt: " + ", ".join(
             f"{n} median {result[n]['median_speedup_fastest']:.3f} pooled {result[n]['pooled_speedup_fastest']:.3f}"
             for n in names if n != "ar"))
-    print(f"\n1-min load average during the timed runs: min {min(loads):.2f}, median {statistics.median(loads):.2f}, "
-          f"max {max(loads):.2f} ({os.cpu_count()} CPUs)")
-    print(f"outputs identical to the target's own greedy decoding (every config, prompt and repeat): "
-          f"{'yes' if identical else 'NO'}")
+    print_load_and_identity(loads, identical, "every config, prompt and repeat")
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps({"task": args.task, "n_prompts": len(prompts), "engine": engine_info,

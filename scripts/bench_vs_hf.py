@@ -145,6 +145,15 @@ def load_bench_pair(name: str | None, cache_dir: str | None) -> tuple[str, Any, 
     return pair.name, loaded.target, loaded.draft, loaded.tokenizer
 
 
+def print_load_and_identity(loads: list[float], identical: bool, over: str) -> None:
+    """The last lines of a side-by-side benchmark's report (``bench_speedup``, ``bench_batch``): the 1-min load
+    average while it timed, and whether every output equalled the target's own greedy decoding (``over``: what
+    was compared, e.g. "every config, prompt and repeat")."""
+    print(f"\n1-min load average during the timed runs: min {min(loads):.2f}, median {statistics.median(loads):.2f}, "
+          f"max {max(loads):.2f} ({os.cpu_count()} CPUs)")
+    print(f"outputs identical to the target's own greedy decoding ({over}): {'yes' if identical else 'NO'}")
+
+
 def load_prompts(tokenizer: Any, task: str = "embedded", data_files: str | None = None, n: int | None = None,
                  per_category: int | None = None) -> list[tuple[str, list[int]]]:
     """The first turn of each prompt of a task (``conf/task/TASK.yaml`` with ``data_files`` and the

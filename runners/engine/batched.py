@@ -46,6 +46,7 @@ from runners.engine.base import Draft, Generation
 from runners.engine.batch_drafters import BatchDrafter
 from runners.engine.ragged import RaggedCache, is_sampled
 from runners.engine.verify import Sampling, greedy_token, probs, sample, verify_greedy, verify_sampling
+from specbench.latency import check_batch_size
 from specbench.models import logits_width, model_device
 from specbench.timing import Timer
 
@@ -59,8 +60,7 @@ def turn_batches(keys: Sequence[tuple[Hashable, Any]], size: int) -> list[list[i
     holds one prompt turn per prompt, and a later turn comes after the batch of the turn before it (it is
     asked after the model's own answer). The one rule of the engine's jobs (``runners.jobs.batch``) and of
     the replay (``runners.replay.batched``): index lists into ``keys``."""
-    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-        raise ValueError(f"batch size must be an integer >= 1, got {size!r}")
+    size = check_batch_size(size)
     order: list[Hashable] = []
     by_prompt: dict[Hashable, list[int]] = {}
     for i, (prompt, _) in enumerate(keys):
