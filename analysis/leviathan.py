@@ -29,21 +29,26 @@ import json
 import math
 import os
 from collections.abc import Mapping
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from analysis.metrics import POOLINGS, check_pooling, fmt_mean_std, fmt_num, throughput, throughput_by
+from analysis.metrics import (
+    POOLINGS,
+    check_pooling,
+    fmt_mean_std,
+    fmt_num,
+    fmt_ratio,
+    throughput,
+    throughput_by,
+)
 from analysis.registry import REPLAY, SETTING, artefact
 from analysis.render import Table
 from specbench.latency import LatencyModel
 from specbench.records import leviathan_alpha, leviathan_speedup
 
 KEYS = ["pair", "draft", "target", "task", "temperature", "hetero", "method", "gamma_init"]
-#: the fixed-γ table's numbers (it holds replay rows): the one formatter, no suffix, an infinite c shown (prompt lookup)
-_fmt = partial(fmt_mean_std, suffix="", digits=3, blank_inf=False)
 
 
 def calibration_c(obj: dict[str, Any]) -> float | None:
@@ -185,10 +190,10 @@ def leviathan_table(df: pd.DataFrame, c_by_pair: Mapping[str, float], name: str 
         return None
     display = pd.DataFrame({
         **{k: data[k] for k in ("pair", "task", "source") if k in data},
-        "γ": data["gamma"], "α (measured)": [_fmt(v) for v in data["alpha"]], "c (measured)": [_fmt(v) for v in data["c"]],
-        "speedup, Leviathan et al.": [_fmt(v, digits=2) for v in data["leviathan_speedup"]],
-        "speedup, measured": [_fmt(v, digits=2) for v in data["measured_speedup"]],
-        "measured ÷ predicted": [_fmt(m / p, digits=2) if p and math.isfinite(p) else ""
+        "γ": data["gamma"], "α (measured)": [fmt_ratio(v) for v in data["alpha"]], "c (measured)": [fmt_ratio(v) for v in data["c"]],
+        "speedup, Leviathan et al.": [fmt_ratio(v, digits=2) for v in data["leviathan_speedup"]],
+        "speedup, measured": [fmt_ratio(v, digits=2) for v in data["measured_speedup"]],
+        "measured ÷ predicted": [fmt_ratio(m / p, digits=2) if p and math.isfinite(p) else ""
                                  for m, p in zip(data["measured_speedup"], data["leviathan_speedup"])],
     })
     caption = ("Leviathan et al. (2023, Thm. 3.8) predict a fixed-γ speedup of (1 − α^(γ+1)) / ((1 − α)(γc + 1)), "

@@ -290,6 +290,12 @@ def fmt_mean_std(mean: float, std: float | None = None, suffix: str = "×", digi
     return f"{mean:.{digits}f} ± {std:.{digits}f}{suffix}"
 
 
+def fmt_ratio(mean: float, std: float | None = None, digits: int = 3) -> str:
+    """``fmt_mean_std`` for the replay's and the predictions' tables: no suffix, three digits, an infinite
+    value shown (a reference of 0 tokens/s, prompt lookup's infinite ``c``)."""
+    return fmt_mean_std(mean, std, suffix="", digits=digits, blank_inf=False)
+
+
 def fmt_num(value: float, digits: int = 1) -> str:
     """A number alone (``fmt_mean_std`` without std or suffix): ``""`` when it is not finite."""
     return fmt_mean_std(value, None, "", digits)

@@ -1,5 +1,5 @@
 """The γ-policy lab's artefacts (issue 14): every γ policy replayed on greedy traces and ranked
-against the oracle, and the conditional acceptance per position of a round.
+against the oracle (the conditional acceptance per position of a round: ``analysis.acceptance``).
 
 Inputs: replay rows (``replay.jsonl``, the output of ``python -m runners.replay grid`` and of the
 policy lab; one row per prompt turn, or one per cell — the sums of a cell's rows, ``prompt_id =
@@ -21,10 +21,6 @@ replay used, not measured. Definitions:
   over the initial γ with their sample std (ddof=1), the spread (max − min of ``× oracle``) and the
   worst initial γ (the γ with the lowest throughput, and its ``× best fixed γ``). Rows are sorted by
   ``× best fixed γ``; references first;
-* ``per_position_table``: the conditional acceptance of position ``j`` of a round,
-  ``Σ accepted_per_pos[j] / Σ compared_per_pos[j]`` (NeMo's per-position acceptance; the counts of
-  ``specbench.records``), pooled over a method's prompts and initial γ; the per-position counts
-  are recomputed from ``drafted_trace`` / ``accepted_trace`` when a row lacks them.
 
 Batch sizes (issue 31; ``runners.replay.batched``): a row may carry ``batch_size`` (none: 1) and
 ``gamma_mode``; every cell, reference and fraction is per batch size (a policy at B against the references
@@ -43,14 +39,12 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Iterable, Mapping
-from functools import partial
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from analysis.metrics import fmt_mean_std, is_ar
+from analysis.metrics import fmt_ratio
 from analysis.registry import REPLAY, artefact
 from analysis.render import Table
 from specbench.records import REPLAY_FILE, pooled_tokens_per_s
@@ -59,12 +53,9 @@ REFERENCES = ("oracle", "oracle_agreement", "best_fixed_task", "best_fixed_promp
 GROUP = ["pair", "task", "max_new_tokens"]
 #: the batch size (``runners.replay.batched``; 1 for rows without one) is a dimension of every cell
 BATCH = "batch_size"
-POSITIONS = 8
 SHARED = " (shared γ)"
 
 
-#: the replay's numbers: the one formatter, no suffix, three digits, an infinite fraction shown
-_fmt = partial(fmt_mean_std, suffix="", digits=3, blank_inf=False)
 
 
 # ---------------------------------------------------------------------- replay rows and the oracle table
@@ -190,10 +181,10 @@ def replay_table_from_frame(df: pd.DataFrame) -> Table | None:
     display = pd.DataFrame({
         "pair": summary["pair"], "task": summary["task"], "max new": summary["max_new_tokens"],
         **({"B": summary[BATCH]} if several_batch_sizes(summary) else {}), "method": summary["method"],
-        "× oracle (mean ± std over γ)": [_fmt(m, s) for m, s in zip(summary["x_oracle_mean"], summary["x_oracle_std"])],
-        "× oracle (worst γ)": [_fmt(v) for v in summary["x_oracle_min"]],
-        "× best fixed γ": [_fmt(m, s) for m, s in zip(summary["x_best_fixed_mean"], summary["x_best_fixed_std"])],
-        "× best fixed γ per prompt": [_fmt(v) for v in summary["x_best_fixed_prompt_mean"]],
+        "× oracle (mean ± std over γ)": [fmt_ratio(m, s) for m, s in zip(summary["x_oracle_mean"], summary["x_oracle_std"])],
+        "× oracle (worst γ)": [fmt_ratio(v) for v in summary["x_oracle_min"]],
+        "× best fixed γ": [fmt_ratio(m, s) for m, s in zip(summary["x_best_fixed_mean"], summary["x_best_fixed_std"])],
+        "× best fixed γ per prompt": [fmt_ratio(v) for v in summary["x_best_fixed_prompt_mean"]],
         "tokens/s (mean over γ)": [f"{v:.2f}" for v in summary["tokens_per_s_mean"]],
         "best initial γ": ["" if g is None or (isinstance(g, float) and math.isnan(g)) else str(int(g))
                            for g in summary["best_gamma_init"]],
@@ -256,14 +247,14 @@ def leaderboard(df: pd.DataFrame) -> Table | None:
     display = pd.DataFrame({
         "pair": board["pair"], "task": board["task"], **({"B": board[BATCH]} if several_batch_sizes(board) else {}),
         "method": board["method"],
-        "× oracle (mean ± std over γ)": [_fmt(m, s) for m, s in zip(board["x_oracle_mean"], board["x_oracle_std"])],
-        "spread": [_fmt(v) for v in board["x_oracle_spread"]],
-        "× best fixed γ (task)": [_fmt(m, s) for m, s in zip(board["x_best_fixed_mean"], board["x_best_fixed_std"])],
-        "× best fixed γ (per prompt)": [_fmt(v) for v in board["x_best_fixed_prompt_mean"]],
+        "× oracle (mean ± std over γ)": [fmt_ratio(m, s) for m, s in zip(board["x_oracle_mean"], board["x_oracle_std"])],
+        "spread": [fmt_ratio(v) for v in board["x_oracle_spread"]],
+        "× best fixed γ (task)": [fmt_ratio(m, s) for m, s in zip(board["x_best_fixed_mean"], board["x_best_fixed_std"])],
+        "× best fixed γ (per prompt)": [fmt_ratio(v) for v in board["x_best_fixed_prompt_mean"]],
         "worst initial γ (× best fixed)": [
             "" if r["reference"] else f"{gamma_text(r['worst_gamma'])} ({r['worst_x_best_fixed']:.3f})"
             for _, r in board.iterrows()],
-        "speedup vs AR": [_fmt(v, digits=2) for v in board["speedup_vs_ar_mean"]],
+        "speedup vs AR": [fmt_ratio(v, digits=2) for v in board["speedup_vs_ar_mean"]],
     })
     caption = ("Policy leaderboard (replay of greedy traces under the pair's calibrated latency model; predicted "
                "pooled tokens/s). Fractions of the oracle (exact DP: the best any γ policy can do on these traces), "
@@ -372,10 +363,10 @@ def batch_table(df: pd.DataFrame) -> Table | None:
     display = pd.DataFrame({
         "pair": data["pair"], "task": data["task"], "B": data[BATCH],
         "best fixed γ": ["" if g is None or pd.isna(g) else str(int(g)) for g in data["best_fixed_gamma"]],
-        "its speedup vs AR at B": [_fmt(v) for v in data["best_fixed_speedup"]],
-        "oracle vs AR at B": [_fmt(v) for v in data["oracle_speedup"]],
+        "its speedup vs AR at B": [fmt_ratio(v) for v in data["best_fixed_speedup"]],
+        "oracle vs AR at B": [fmt_ratio(v) for v in data["oracle_speedup"]],
         "best policy": data["best_policy"],
-        "its × best fixed γ": [_fmt(v) for v in data["best_policy_x_best_fixed"]],
+        "its × best fixed γ": [fmt_ratio(v) for v in data["best_policy_x_best_fixed"]],
         "policies > best fixed γ": [f"{a} of {b}" for a, b in zip(data["policies_over_best_fixed"], data["policies"])],
     })
     caption = ("Replayed against the batch size B (runners.replay.batched: B consecutive prompts decoded together, "
@@ -431,63 +422,3 @@ def plot_batch_sizes(df: pd.DataFrame):
         ax.set_visible(False)
     fig.tight_layout()
     return fig
-
-
-# ---------------------------------------------------------------------- per position
-
-def _pp_lists(row: Mapping) -> tuple[list[int], list[int]]:
-    comp, acc = row.get("compared_per_pos"), row.get("accepted_per_pos")
-    if isinstance(comp, list) and isinstance(acc, list) and (comp or not row.get("drafted_trace")):
-        return comp, acc
-    from specbench.records import per_position
-
-    pp = per_position(list(row.get("drafted_trace") or []), list(row.get("accepted_trace") or []))
-    return pp["compared_per_pos"], pp["accepted_per_pos"]
-
-
-def per_position_frame(df: pd.DataFrame, positions: int = POSITIONS) -> pd.DataFrame:
-    rows = []
-    several = several_batch_sizes(df)
-    if several:  # a shared γ changes the rounds with B: one row per batch size
-        df = with_batch(df)
-    keys = [k for k in GROUP if k in df] + ([BATCH] if several else []) + ["method"]
-    for key, group in df.groupby(keys, dropna=False, sort=False):
-        comp, acc = np.zeros(positions), np.zeros(positions)
-        for _, r in group.iterrows():
-            c, a = _pp_lists(r)
-            for j in range(min(positions, len(c))):
-                comp[j] += c[j]
-                acc[j] += a[j] if j < len(a) else 0
-        rows.append({**dict(zip(keys, key if isinstance(key, tuple) else (key,))),
-                     **{f"alpha_{j + 1}": (acc[j] / comp[j] if comp[j] else math.nan) for j in range(positions)},
-                     **{f"compared_{j + 1}": int(comp[j]) for j in range(positions)}})
-    return pd.DataFrame(rows)
-
-
-@artefact("tables/acceptance_per_position", "acceptance per position (replay)", scope=REPLAY, needs=("replay",),
-          about="conditional acceptance of each position of a round (NeMo's), per replayed method")
-def per_position_table(df: pd.DataFrame, positions: int = POSITIONS, name: str = "acceptance_per_position",
-                       methods: Iterable[str] | None = None) -> Table | None:
-    """Conditional acceptance per position in the round (module docstring)."""
-    if df is None or df.empty or "method" not in df:
-        return None
-    df = df[~df["method"].isin(REFERENCES)] if methods is None else df[df["method"].isin(list(methods))]
-    if df.empty:
-        return None
-    data = per_position_frame(df, positions)
-    shown = [c for c in ("pair", "task", BATCH, "method") if c in data]
-    display = data[shown].copy()
-    for j in range(1, positions + 1):
-        display[f"α{j}"] = [_fmt(v, digits=2) for v in data[f"alpha_{j}"]]
-    caption = ("Conditional acceptance of position j of a round: Σ accepted_per_pos[j] / Σ compared_per_pos[j] "
-               "(a position is compared when it was drafted and every earlier one accepted; NeMo's per-position "
-               "acceptance), pooled over prompts and initial γ.")
-    return Table(name, caption, display, data)
-
-
-@artefact("tables/acceptance_per_position_real", "acceptance per position (real runs)", scope=REPLAY,
-          needs=("records",), when=lambda inputs: inputs.records is not None and not inputs.records.empty,
-          about="conditional acceptance of each position of a round, per method of the real (speculative) runs")
-def per_position_of_runs(records: pd.DataFrame) -> Table | None:
-    """``per_position_table`` of the records of speculative runs (AR left out), named ``..._real``."""
-    return per_position_table(records[~is_ar(records)], name="acceptance_per_position_real")

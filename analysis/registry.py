@@ -52,6 +52,7 @@ KINDS = {"tables": "table", "figures": "figure"}
 MODULES = (
     "analysis.drift",
     "analysis.policy_lab",
+    "analysis.acceptance",
     "analysis.gammatune.table2",
     "analysis.gammatune.throughput",
     "analysis.gammatune.rounds",

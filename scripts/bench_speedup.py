@@ -148,9 +148,9 @@ def main(argv: list[str] | None = None) -> int:
                 st = stats[n]
                 st["s"].append(gen.wall_ms / 1000.0)
                 st["tok"].append(len(gen.tokens))
-                st["acc"].append(sum(gen.accepted_trace))
-                st["drafted"].append(sum(gen.drafted_trace))
-                st["rounds"].append(len(gen.accepted_trace))
+                st["acc"].append(sum(gen.rounds.accepted))
+                st["drafted"].append(sum(gen.rounds.drafted))
+                st["rounds"].append(len(gen.rounds))
                 per_prompt[n][pid] = per_prompt[n].get(pid, 0.0) + gen.wall_ms
                 fastest[n][pid] = min(fastest[n].get(pid, float("inf")), gen.wall_ms)
             same = all(outs[n] == outs["ar"] for n in names)

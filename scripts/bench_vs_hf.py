@@ -72,9 +72,9 @@ class Tally:
         self.tokens += len(gen.tokens)
         self.seconds += gen.wall_ms / 1000.0
         self.ttft_ms.append(gen.ttft_ms)
-        self.drafted += sum(gen.drafted_trace)
-        self.accepted += sum(gen.accepted_trace)
-        self.rounds += len(gen.accepted_trace)
+        self.drafted += sum(gen.rounds.drafted)
+        self.accepted += sum(gen.rounds.accepted)
+        self.rounds += len(gen.rounds)
 
     @property
     def tps(self) -> float:

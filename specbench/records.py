@@ -29,6 +29,8 @@ Every figure is defined here, once (the README quotes these definitions):
 * ``acceptance_rate``  ``accepted / drafted`` (null when nothing was drafted).
 * ``mean_accepted_per_round``  ``accepted / rounds``; tokens emitted per round
   are ``mean_accepted_per_round + 1``.
+* the per-round fields below are one ``specbench.rounds.Rounds`` serialised (``Rounds.fields``: records and
+  replayed rows alike).
 * ``gamma_trace[i]`` the γ the method chose for round ``i`` (before any cap by
   the remaining token budget), ``drafted_trace[i]`` the tokens actually drafted,
   ``accepted_trace[i]`` the draft tokens accepted in that round. ``discarded_trace[i]``:
@@ -274,20 +276,6 @@ def timing_fields(wall_ms: float, ttft_ms: float, new_tokens: int) -> dict[str, 
             "wall_ms": wall_ms}
 
 
-def per_position(drafted_trace: list[int], accepted_trace: list[int]) -> dict[str, list[int]]:
-    """``drafted_per_pos``, ``compared_per_pos``, ``accepted_per_pos`` of the rounds (definitions above)."""
-    width = max(drafted_trace, default=0)
-    drafted_pp, compared_pp, accepted_pp = [0] * width, [0] * width, [0] * width
-    for d, a in zip(drafted_trace, accepted_trace):
-        for j in range(d):
-            drafted_pp[j] += 1
-        for j in range(min(d, a + 1)):
-            compared_pp[j] += 1
-        for j in range(a):
-            accepted_pp[j] += 1
-    return {"drafted_per_pos": drafted_pp, "compared_per_pos": compared_pp, "accepted_per_pos": accepted_pp}
-
-
 def breakdown_fields(phase_ms: Mapping[str, float] | None) -> dict[str, float | None]:
     """``draft_ms`` / ``verify_ms`` / ``overhead_ms`` from a generation's phase times (definitions above)."""
     if not phase_ms:
@@ -303,24 +291,6 @@ def hfbench_fields(wall_ms: float, stream_ttft_ms: float, new_tokens: int) -> di
     tpot = (wall_ms - stream_ttft_ms) / (new_tokens - 1)
     return {"hfbench_ttft_ms": stream_ttft_ms, "hfbench_tpot_ms": tpot,
             "hfbench_tokens_per_s": 1000.0 / tpot if tpot > 0 else None}
-
-
-def speculation_fields(gamma_trace: list[int], drafted_trace: list[int], accepted_trace: list[int]) -> dict:
-    """Aggregates of the per-round traces (definitions above)."""
-    rounds = len(accepted_trace)
-    drafted = sum(drafted_trace)
-    accepted = sum(accepted_trace)
-    return {
-        **per_position(drafted_trace, accepted_trace),
-        "rounds": rounds,
-        "drafted": drafted,
-        "accepted": accepted,
-        "acceptance_rate": accepted / drafted if drafted else None,
-        "mean_accepted_per_round": accepted / rounds if rounds else None,
-        "gamma_trace": list(gamma_trace),
-        "drafted_trace": list(drafted_trace),
-        "accepted_trace": list(accepted_trace),
-    }
 
 
 def leviathan_alpha(accepted_trace: Iterable[int], drafted_trace: Iterable[int]) -> float | None:

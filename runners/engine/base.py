@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from methods.base import DraftStep, GammaPolicy
+from methods.base import DraftStep, GammaPolicy, RoundOutcome
 from runners.engine.verify import Sampling
+from specbench.rounds import Rounds
 
 
 @dataclass
@@ -99,24 +100,16 @@ class Generation:
     wall_ms: float
     stop_reason: str
     first_round_ms: float | None = None
-    gamma_trace: list[int] = field(default_factory=list)
-    drafted_trace: list[int] = field(default_factory=list)
-    accepted_trace: list[int] = field(default_factory=list)
-    confidence_trace: list[list[float]] = field(default_factory=list)
-    discarded_trace: list[int] = field(default_factory=list)  # drafted, not verified (policy.verify_count)
+    rounds: Rounds = field(default_factory=Rounds)  # every round (specbench.rounds; empty for AR)
     speculative: bool = True
     phase_ms: dict[str, float] = field(default_factory=dict)  # draft / verify / overhead after TTFT
     draft_forwards: int | None = None  # the drafter's model forwards, summed over rounds (None: not counted)
     fallback_rounds: int = 0  # rounds in which the drafter used its lossless fallback rule
 
-    def add_round(self, gamma: int, draft: Draft, verified: int, accepted: int, proposed: int) -> None:
-        """One round's traces (the one place both loops record a round): γ, the ``verified`` tokens of
-        ``draft`` (of ``proposed``: the rest were discarded by ``verify_count``), ``accepted`` of them."""
-        self.gamma_trace.append(gamma)
-        self.drafted_trace.append(verified)
-        self.accepted_trace.append(accepted)
-        self.confidence_trace.append([round(c, 6) for c in draft.confidences[:verified]])
-        self.discarded_trace.append(proposed - verified)
+    def add_round(self, outcome: RoundOutcome, draft: Draft) -> None:
+        """One round (the one place both loops record a round): the ``outcome`` its policy observes, into
+        ``rounds``; the drafter's forwards and fallback from ``draft``."""
+        self.rounds.observe(outcome)
         if draft.forwards is not None:
             self.draft_forwards = (self.draft_forwards or 0) + draft.forwards
         self.fallback_rounds += int(draft.fallback)

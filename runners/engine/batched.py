@@ -269,10 +269,11 @@ class BatchedSpeculativeRunner:
                         break
                 ids[r].extend(emitted)
                 cache.truncate(j, len(ids[r]) - 1)
-                gens[r].add_round(gammas[j], draft, d, accepted, proposed)
                 eos_accepted = any(t in self.eos for t in tokens[:accepted])
-                outcomes.append((r, RoundOutcome(gammas[j], d, accepted, tuple(draft.confidences[:d]), eos_accepted,
-                                                 tuple(draft.steps[:d]), discarded=proposed - d)))
+                outcome = RoundOutcome(gammas[j], d, accepted, tuple(draft.confidences[:d]), eos_accepted,
+                                       tuple(draft.steps[:d]), discarded=proposed - d)
+                gens[r].add_round(outcome, draft)  # its policy is told the same outcome (with the batch's costs)
+                outcomes.append((r, outcome))
             t_verified = time.perf_counter() if timed else 0.0
             self.drafter.commit([ids[r] for r in active])
             cache.compact()

@@ -108,6 +108,7 @@ from runners.engine.base import Generation
 from runners.engine.verify import Sampling
 from specbench.models import model_device
 from specbench.registry import ConfigError
+from specbench.rounds import Rounds
 from specbench.timing import Timer
 
 
@@ -374,9 +375,6 @@ class HFAssistedRunner:
             wall_ms=t["end"],
             first_round_ms=t.get("first", t["end"]),
             stop_reason="eos" if tokens and tokens[-1] in self.eos else "max_new_tokens",
-            gamma_trace=trace.gamma,
-            drafted_trace=trace.drafted,
-            accepted_trace=trace.accepted,
-            confidence_trace=[],
+            rounds=Rounds(list(trace.gamma), list(trace.drafted), list(trace.accepted)),
             speculative=True,
         )

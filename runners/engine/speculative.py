@@ -217,15 +217,16 @@ class SpeculativeRunner:
             ids.extend(emitted)
             crop_to(cache, len(ids) - 1)  # states of the accepted tokens stay; rejected (and padded) ones go
             self.drafter.commit(ids)
-            gen.add_round(gamma, draft, d, accepted, proposed)
             eos_accepted = any(t in self.eos for t in tokens[:accepted])
             costs = {}
             if timed:
                 costs = {"draft_ms": (t_drafted - t_start) * 1e3, "verify_ms": (t_verified - t_drafted) * 1e3,
                          "round_ms": (time.perf_counter() - t_start) * 1e3}
-            self.policy.observe(RoundOutcome(gamma, d, accepted, tuple(draft.confidences[:d]), eos_accepted,
-                                             tuple(draft.steps[:d]), **costs, discarded=proposed - d))
-            if len(gen.accepted_trace) == 1:  # the first round ends
+            outcome = RoundOutcome(gamma, d, accepted, tuple(draft.confidences[:d]), eos_accepted,
+                                   tuple(draft.steps[:d]), **costs, discarded=proposed - d)
+            gen.add_round(outcome, draft)  # the record of rounds and the policy are told the same outcome
+            self.policy.observe(outcome)
+            if len(gen.rounds) == 1:  # the first round ends
                 if lap is _no_lap:  # fused: its tokens are the first new tokens (TTFT = first round)
                     timer.mark("first")
                     lap = timer.lap

@@ -53,5 +53,5 @@ def predicted_wall(latency: LatencyModel | None, config: JobConfig, fused_prefil
         return None
     if config.drafter not in PREDICTED_DRAFTERS:
         return None
-    return predict_wall_ms(latency, prompt_tokens, len(gen.tokens), gen.drafted_trace, gen.accepted_trace,
+    return predict_wall_ms(latency, prompt_tokens, len(gen.tokens), gen.rounds.drafted, gen.rounds.accepted,
                            draft_model=config.drafter == "model", fused_prefill=fused_prefill)[1]

@@ -30,7 +30,6 @@ from specbench.records import (
     first_divergence,
     hfbench_fields,
     sha256_text,
-    speculation_fields,
     timing_fields,
 )
 from specbench.tasks import Prompt
@@ -83,9 +82,7 @@ def make_record(job: Job, unit: Unit, inp: TurnInput, timed: Timed, reference: R
         fields.update(device_id=job.share.device_id, device_jobs=device_jobs,
                       device_neighbours=list(timed.neighbours or []))
     if gen.speculative:
-        fields.update(speculation_fields(gen.gamma_trace, gen.drafted_trace, gen.accepted_trace))
-        fields["confidence_trace"] = gen.confidence_trace
-        fields["discarded_trace"] = gen.discarded_trace if any(gen.discarded_trace) else []
+        fields.update(gen.rounds.fields())
         fields["draft_forwards"] = gen.draft_forwards
         if config.hetero_rule == "slrs":
             fields["fallback_rounds"] = gen.fallback_rounds

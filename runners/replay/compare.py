@@ -32,6 +32,7 @@ from runners.replay.replay import replay_job
 from runners.replay.trace import find_trace_files, read_traces
 from specbench.markdown import to_markdown
 from specbench.records import pooled_tokens_per_s
+from specbench.rounds import Rounds, pooled_acceptance
 
 
 def add_compare_parser(sub: Any) -> argparse.ArgumentParser:
@@ -133,8 +134,7 @@ def compare_rows(real: str | Path, traces_dir: str | Path, latency_dir: str | Pa
                                                 summary_path.parent.name)})
             continue
         reps = replay_job(chosen, spec.build(config.gamma), latency)
-        same = sum((r["gamma_trace"], r["drafted_trace"], r["accepted_trace"]) ==
-                   (p.gamma_trace, p.drafted_trace, p.accepted_trace) for r, p in zip(records, reps))
+        same = sum(Rounds.of(r).schedule == p.rounds.schedule for r, p in zip(records, reps))
         real_tps = pooled_tokens_per_s([r["new_tokens"] for r in records], [r["wall_ms"] for r in records])
         rep_wall = sum(p.wall_ms for p in reps)
         rep_tps = pooled_tokens_per_s([p.new_tokens for p in reps], [p.wall_ms for p in reps])
@@ -159,7 +159,7 @@ def compare_rows(real: str | Path, traces_dir: str | Path, latency_dir: str | Pa
                 latency.ar_wall_ms(r["prompt_tokens"], r["new_tokens"]) for r in ar)) if ar else None,
             **cost_ratios,
             "real_acceptance": sum(r["accepted"] for r in records) / max(1, sum(r["drafted"] for r in records)),
-            "replayed_acceptance": sum(sum(p.accepted_trace) for p in reps) / max(1, sum(sum(p.drafted_trace) for p in reps)),
+            "replayed_acceptance": pooled_acceptance([p.rounds for p in reps]),
             "identical_rounds_share": same / len(records),
             "lossless_all": all(r.get("lossless") is not False for r in records),
         })
@@ -204,8 +204,7 @@ def batched_row(records: list[dict[str, Any]], traces: list, build: Any, gamma: 
     real_tps = pooled_tokens_per_s(tokens, real_walls)
     rep_tps = pooled_batches(reps)
     pairs = [(r, p) for g, b in zip(groups, reps) for r, p in zip(g, b.rows)]
-    same = sum((r["gamma_trace"], r["drafted_trace"], r["accepted_trace"]) ==
-               (p.gamma_trace, p.drafted_trace, p.accepted_trace) for r, p in pairs)
+    same = sum(Rounds.of(r).schedule == p.rounds.schedule for r, p in pairs)
     ar_pred = [max(ar_batch_ms(latency, [r["prompt_tokens"] for r in g], [r["new_tokens"] for r in g])[1]) for g in groups]
     ar_real = [max(r["ar_wall_ms"] for r in g) for g in groups] if all(r.get("ar_wall_ms") for r in records) else None
     rep_walls = [b.wall_ms for b in reps]
@@ -224,7 +223,7 @@ def batched_row(records: list[dict[str, Any]], traces: list, build: Any, gamma: 
         "ar_real_over_predicted": sum(ar_real) / sum(ar_pred) if ar_real else None,
         "verify_real_over_predicted": None, "draft_real_over_predicted": None,
         "real_acceptance": sum(r["accepted"] for r in records) / max(1, sum(r["drafted"] for r in records)),
-        "replayed_acceptance": sum(sum(p.accepted_trace) for _, p in pairs) / max(1, sum(sum(p.drafted_trace) for _, p in pairs)),
+        "replayed_acceptance": pooled_acceptance([p.rounds for _, p in pairs]),
         "identical_rounds_share": same / len(pairs),
         "lossless_all": all(r.get("lossless") is not False for r in records),
     }

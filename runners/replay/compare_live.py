@@ -71,6 +71,7 @@ def live_main(args: argparse.Namespace) -> int:
     from specbench.latency import LatencyModel
     from specbench.model_cache import load_pair
     from specbench.records import pooled_tokens_per_s
+    from specbench.rounds import pooled_acceptance
     from specbench.tasks import encode_turn, load_task
 
     drafter_cls = _single_token_catchup_drafter() if args.single_token_catchup else ModelDrafter
@@ -135,9 +136,7 @@ def live_main(args: argparse.Namespace) -> int:
         runner = SpeculativeRunner(models.target, drafter_cls(draft, models.eos), policy, models.eos)
         outs = [runner.generate(ids, args.max_new_tokens) for ids in ids_list]
         reps = replay_job(traces, method.build(gamma), latency)
-        equal = all((o.gamma_trace, o.drafted_trace, o.accepted_trace) == (r.gamma_trace, r.drafted_trace,
-                                                                           r.accepted_trace)
-                    for o, r in zip(outs, reps))
+        equal = all(o.rounds.schedule == r.rounds.schedule for o, r in zip(outs, reps))
         lossless = all(o.tokens == t.tokens for o, t in zip(outs, traces))
         all_equal &= equal and lossless
         meas = pooled(sum(len(o.tokens) for o in outs), sum(o.wall_ms for o in outs))
@@ -148,13 +147,12 @@ def live_main(args: argparse.Namespace) -> int:
         if not lossless:
             flag += " (lossy!)"
         print(f"{run:34s} {flag:>12s} {meas:15.2f} {pred:16.2f} {err:+8.1%}")
-        acc = [sum(sum(x.accepted_trace) for x in xs) / max(1, sum(sum(x.drafted_trace) for x in xs)) for xs in (outs, reps)]
-        rounds = [sum(len(x.accepted_trace) for x in xs) for xs in (outs, reps)]
+        acc = [pooled_acceptance([x.rounds for x in xs]) for xs in (outs, reps)]
+        rounds = [sum(len(x.rounds) for x in xs) for xs in (outs, reps)]
         print(f"    acceptance real {acc[0]:.3f} / replay {acc[1]:.3f}; rounds real {rounds[0]} / replay {rounds[1]}")
         if not equal:
             for o, r, t in zip(outs, reps, traces):
-                a = list(zip(o.gamma_trace, o.drafted_trace, o.accepted_trace))
-                b = list(zip(r.gamma_trace, r.drafted_trace, r.accepted_trace))
+                a, b = o.rounds.schedule, r.rounds.schedule
                 if a != b:
                     first = next((i for i, (u, v) in enumerate(zip(a, b)) if u != v), min(len(a), len(b)))
                     print(f"    {t.prompt_id}: first different round {first} of {len(a)}: real (γ, d, A) {a[first:first + 3]}"

@@ -8,8 +8,9 @@ prompts of the trace, best pooled throughput).
 
 Rows (``result_row``; ``python -m runners.replay grid`` writes them to ``replay.jsonl`` and ``replay.csv``):
 one row per method × initial γ × prompt turn, with ``specbench.records`` field names: pair, method, gamma_init, prompt_id, new_tokens, rounds,
-drafted, accepted, acceptance_rate, gamma_trace, drafted_trace, accepted_trace, the per-position
-counts (drafted_per_pos, compared_per_pos, accepted_per_pos), and *predicted*
+drafted, accepted, acceptance_rate, gamma_trace, drafted_trace, accepted_trace, confidence_trace,
+discarded_trace, the per-position counts (drafted_per_pos, compared_per_pos, accepted_per_pos): the
+replay's ``specbench.rounds.Rounds`` serialised as a job's record serialises its own; and *predicted*
 ttft_ms, tpot_ms, wall_ms, tokens_per_s, ar_tokens_per_s, speedup; plus ``source = "replay"``),
 and ``meta.json`` into ``--out`` (default ``<DIR>/replay``); ``python -m analysis`` renders the
 oracle table from them (``analysis.replay_table``). Oracle rows have ``method`` ``oracle`` / ``oracle_agreement``; best fixed γ
@@ -59,7 +60,8 @@ from runners.replay.replay import BatchReplay, ReplayResult
 from runners.replay.trace import Trace, TraceTooShort
 from specbench.latency import LatencyModel
 from specbench.paths import CONF_DIR
-from specbench.records import REPLAY_FILE, per_position, pooled_tokens_per_s, write_json_atomic
+from specbench.records import REPLAY_FILE, pooled_tokens_per_s, write_json_atomic
+from specbench.rounds import TRACE_FIELDS
 
 PAPER_METHODS = ("specdecode", "hf_heuristic", "hf_heuristic_carryover", "assistant_threshold", "gammatune",
                  "gammatune_plus")
@@ -136,18 +138,12 @@ def result_row(res: ReplayResult, method: str, gamma_init: int | None, latency: 
     ``batch``: the row's batch (``batch_fields``), its AR wall at that batch size (``ar_wall_ms``) among
     them; None: a row decoded alone (batch 1)."""
     tr = res.trace
-    rounds = len(res.accepted_trace)
-    drafted, accepted = sum(res.drafted_trace), sum(res.accepted_trace)
     row: dict[str, Any] = {
         "pair": tr.pair, "target": tr.target, "draft": tr.draft, "method": method, "task": tr.task,
         "category": tr.category, "prompt_id": tr.prompt_id, "turn": tr.turn, "gamma_init": gamma_init,
         "temperature": 0.0, "prompt_tokens": tr.prompt_tokens, "new_tokens": res.new_tokens,
         "stop_reason": res.stop_reason, "max_new_tokens": tr.max_new_tokens,
-        "rounds": rounds, "drafted": drafted, "accepted": accepted,
-        "acceptance_rate": accepted / drafted if drafted else None,
-        "mean_accepted_per_round": accepted / rounds if rounds else None,
-        "gamma_trace": res.gamma_trace, "drafted_trace": res.drafted_trace, "accepted_trace": res.accepted_trace,
-        **per_position(res.drafted_trace, res.accepted_trace),
+        **res.rounds.fields(),  # serialised as a job's record serialises its rounds
         "ttft_ms": res.ttft_ms, "wall_ms": res.wall_ms, "tpot_ms": None, "tokens_per_s": res.tokens_per_s,
         "ar_wall_ms": None, "ar_tokens_per_s": None, "speedup": None, "source": "replay", "predicted": True,
     }
@@ -256,7 +252,7 @@ SUM_FIELDS = ("new_tokens", "rounds", "drafted", "accepted", "wall_ms", "ttft_ms
               "ar_share_ms")
 LIST_FIELDS = ("drafted_per_pos", "compared_per_pos", "accepted_per_pos")
 #: the list columns ``replay.csv`` holds as JSON text
-LIST_COLUMNS = ("gamma_trace", "drafted_trace", "accepted_trace", *LIST_FIELDS)
+LIST_COLUMNS = (*TRACE_FIELDS, *LIST_FIELDS)
 FULL_FILE = "replay_full.jsonl"
 
 

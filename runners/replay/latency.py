@@ -287,7 +287,7 @@ def measure_overheads(target: Any, draft: Any, eos: Iterable[int], prompt_ids: S
             for c in clocks.values():
                 c.reset()
             gen = runner.generate(list(prompt_ids), new_tokens)
-            rounds = len(gen.accepted_trace)
+            rounds = len(gen.rounds)
             forwards = sum(c.total_ms for c in clocks.values())
             if i and rounds:  # the prefill forward is in both the wall time and the forwards
                 spec.append(max(0.0, (gen.wall_ms - forwards) / rounds))

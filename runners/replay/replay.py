@@ -52,6 +52,7 @@ from methods.base import COSTS, DraftStep, GammaPolicy, RoundOutcome, policy_nee
 from runners.replay.trace import Trace
 from specbench.latency import LatencyModel, RowRound, batch_round_parts, seen_after
 from specbench.records import pooled_tokens_per_s
+from specbench.rounds import Rounds
 
 
 @dataclass
@@ -61,11 +62,7 @@ class ReplayResult:
     trace: Trace
     new_tokens: int
     stop_reason: str
-    gamma_trace: list[int] = field(default_factory=list)
-    drafted_trace: list[int] = field(default_factory=list)
-    accepted_trace: list[int] = field(default_factory=list)
-    confidence_trace: list[list[float]] = field(default_factory=list)
-    discarded_trace: list[int] = field(default_factory=list)
+    rounds: Rounds = field(default_factory=Rounds)  # as the engine's Generation keeps them (specbench.rounds)
     round_ms: list[float] = field(default_factory=list)
     ttft_ms: float | None = None
     wall_ms: float | None = None
@@ -169,14 +166,11 @@ class _Row:
         if round_ms is not None:
             res.round_ms.append(round_ms)
         self.seen = seen_after(self.p, self.t, self.seen, self.proposed, accepted, new_t)
-        res.gamma_trace.append(self.gamma)
-        res.drafted_trace.append(d)
-        res.accepted_trace.append(accepted)
-        res.confidence_trace.append(list(self.confs))
-        res.discarded_trace.append(self.proposed - d)
         eos_accepted = any(tok in self.eos for tok in self.toks[:accepted])
-        self.policy.observe(RoundOutcome(self.gamma, d, accepted, tuple(self.confs), eos_accepted, tuple(self.steps),
-                                         **(costs if COSTS in self.needs else {}), discarded=self.proposed - d))
+        outcome = RoundOutcome(self.gamma, d, accepted, tuple(self.confs), eos_accepted, tuple(self.steps),
+                               **(costs if COSTS in self.needs else {}), discarded=self.proposed - d)
+        res.rounds.observe(outcome)  # the record of rounds and the policy are told the same outcome
+        self.policy.observe(outcome)
         self.t = new_t
 
 

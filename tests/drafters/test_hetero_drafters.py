@@ -74,13 +74,13 @@ def test_slem_with_oracles_accepts_and_reuses_the_draft_cache(bpe, char):
     gen = run(target, drafter, 8, ids, 40)
     assert gen.tokens == want and gen.stop_reason == "eos"
     # most proposals are accepted (only a word cut by the end of a draft is not)
-    assert sum(gen.accepted_trace) >= 0.6 * sum(gen.drafted_trace) > 0
-    assert len(gen.accepted_trace) <= len(want) // 2  # >= 2 tokens per target forward
+    assert sum(gen.rounds.accepted) >= 0.6 * sum(gen.rounds.drafted) > 0
+    assert len(gen.rounds.accepted) <= len(want) // 2  # >= 2 tokens per target forward
     # the draft cache was cropped and reused: each character was fed about once (not once per round)
     assert draft.fed <= 1.6 * len(TEXT)
-    assert len(gen.confidence_trace) == len(gen.drafted_trace)
-    assert all(len(c) == d for c, d in zip(gen.confidence_trace, gen.drafted_trace, strict=True))
-    assert all(0.0 < x <= 1.0 for c in gen.confidence_trace for x in c)
+    assert len(gen.rounds.confidences) == len(gen.rounds.drafted)
+    assert all(len(c) == d for c, d in zip(gen.rounds.confidences, gen.rounds.drafted, strict=True))
+    assert all(0.0 < x <= 1.0 for c in gen.rounds.confidences for x in c)
 
 
 def test_slem_alignment_after_a_non_canonical_target_token(bpe, char):
@@ -144,7 +144,7 @@ def test_tli_with_oracles_accepts(bpe, char):
     gen = run(target, TLIDrafter(draft, char, bpe, [0], BPE_SIZE), 4, ids, 60)
     assert gen.tokens == want
     # the char drafter can only propose single characters; the target agrees on the 1-char tokens
-    assert sum(gen.accepted_trace) > 0
+    assert sum(gen.rounds.accepted) > 0
 
 
 def test_tli_q_is_a_target_distribution_on_shared_tokens_and_the_model_is_untouched(bpe, char):

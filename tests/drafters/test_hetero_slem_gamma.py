@@ -39,7 +39,7 @@ def _run(target, drafter, gamma, ids, max_new_tokens):
 def _rooms(gen, max_new_tokens: int) -> list[int]:
     """Each round's budget: target tokens it may propose (``max_new_tokens`` − new tokens − 1)."""
     rooms, produced = [], 1  # the prefill's token
-    for accepted in gen.accepted_trace:
+    for accepted in gen.rounds.accepted:
         rooms.append(max_new_tokens - produced - 1)
         produced += accepted + 1
     return rooms
@@ -59,9 +59,9 @@ def test_greedy_output_is_the_targets_under_both_rules(bpe, char, slem_gamma, dr
         want = AutoregressiveRunner(target, [0]).generate(ids, 24).tokens
         gen = _run(target, SLEMDrafter(draft, dtok, ttok, [0], slem_gamma=slem_gamma), gamma, ids, 24)
         assert gen.tokens == want, (prompt, slem_gamma)
-        assert all(d <= room for d, room in zip(gen.drafted_trace, _rooms(gen, 24), strict=True))
+        assert all(d <= room for d, room in zip(gen.rounds.drafted, _rooms(gen, 24), strict=True))
         if slem_gamma == "target_tokens":
-            assert max(gen.drafted_trace) <= gamma
+            assert max(gen.rounds.drafted) <= gamma
 
 
 @pytest.mark.parametrize("gamma", [2, 3])
@@ -78,12 +78,12 @@ def test_the_default_verifies_every_retokenized_token_of_gamma_longer_draft_toke
         draft = Oracle(tiny_model(BPE_SIZE, seed=6), bpe, TEXT, 0)
         gens[rule] = gen = _run(target, SLEMDrafter(draft, bpe, char, [0], slem_gamma=rule), gamma, ids, 60)
         assert gen.tokens == want, rule
-        assert all(d <= room for d, room in zip(gen.drafted_trace, _rooms(gen, 60), strict=True))
+        assert all(d <= room for d, room in zip(gen.rounds.drafted, _rooms(gen, 60), strict=True))
     default, former = gens["draft_tokens"], gens["target_tokens"]
-    assert max(former.drafted_trace) <= gamma
-    assert max(default.drafted_trace) > gamma and max(default.accepted_trace) > gamma
-    assert sum(default.accepted_trace) / len(default.accepted_trace) > sum(former.accepted_trace) / len(former.accepted_trace)
-    assert len(default.accepted_trace) < len(former.accepted_trace)
+    assert max(former.rounds.drafted) <= gamma
+    assert max(default.rounds.drafted) > gamma and max(default.rounds.accepted) > gamma
+    assert sum(default.rounds.accepted) / len(default.rounds.accepted) > sum(former.rounds.accepted) / len(former.rounds.accepted)
+    assert len(default.rounds.accepted) < len(former.rounds.accepted)
 
 
 def test_limits_count_gamma_in_drafter_tokens_only_by_default(bpe, char):

@@ -136,7 +136,7 @@ def test_the_output_law_is_the_targetsprocessed_law(enumerated, toy, order):
 
     def tokens():
         gen = runner.generate(prompt, LENGTH)
-        first.append(gen.drafted_trace[0])
+        first.append(gen.rounds.drafted[0])
         return gen.tokens
 
     got = enumerated(tokens)

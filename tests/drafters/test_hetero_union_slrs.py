@@ -150,7 +150,7 @@ def test_tokens_after_an_outside_token_are_dropped():
 
     out = SpeculativeRunner(target, Fixed(), FixedGamma(3), []).generate(ids, 6)
     assert out.tokens == want
-    assert out.drafted_trace[0] == 2 and out.accepted_trace[0] == 1
+    assert out.rounds.drafted[0] == 2 and out.rounds.accepted[0] == 1
 
 
 # ---------------------------------------------------------------- union and TLI drafters
@@ -212,7 +212,7 @@ def test_union_and_slrs_greedy_equal_target_greedy(bpe, char, direction, gamma):
         for drafter in (UnionDrafter(draft, dtok, ttok, [0], len(ttok)), SLRSDrafter(draft, dtok, ttok, [0], len(ttok))):
             out = SpeculativeRunner(target, drafter, FixedGamma(gamma), [0]).generate(ids, 16)
             assert out.tokens == want, (type(drafter).__name__, prompt)
-            assert out.draft_forwards >= sum(out.drafted_trace) > 0
+            assert out.draft_forwards >= sum(out.rounds.drafted) > 0
 
 
 # ---------------------------------------------------------------- SLRS drafter
@@ -271,7 +271,7 @@ def test_slrs_falls_back_to_tli_past_the_expansion_bound_and_counts_it(bpe, char
     assert a.fallback and not b.fallback
     assert a.tokens == b.tokens and torch.allclose(a.q, b.q, atol=1e-6)
     gen = SpeculativeRunner(target, slrs, FixedGamma(2), [0], sampling=1.0).generate(ids, 12, torch.Generator().manual_seed(1))
-    assert gen.fallback_rounds == sum(1 for d in gen.drafted_trace if d > 0) > 0
+    assert gen.fallback_rounds == sum(1 for d in gen.rounds.drafted if d > 0) > 0
     greedy = SpeculativeRunner(target, slrs, FixedGamma(2), [0]).generate(ids, 12)
     assert greedy.fallback_rounds == 0  # greedy SLRS needs no ψ
     assert greedy.tokens == AutoregressiveRunner(target, [0]).generate(ids, 12).tokens

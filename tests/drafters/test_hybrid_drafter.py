@@ -55,9 +55,9 @@ def test_model_rounds_are_capped_and_lookup_rounds_are_not(pair):
     target, draft, prompts = pair
     hybrid = _hybrid(draft, max_model_tokens=2)
     out = SpeculativeRunner(target, hybrid, _ReadsConfidence(6), []).generate(prompts[0], 40)
-    with_confidences = [d for d, c in zip(out.drafted_trace, out.confidence_trace) if c]  # model rounds
+    with_confidences = [d for d, c in zip(out.rounds.drafted, out.rounds.confidences) if c]  # model rounds
     assert with_confidences and max(with_confidences) <= 2
-    assert hybrid.lookup_rounds > 0 and max(out.drafted_trace) > 2
+    assert hybrid.lookup_rounds > 0 and max(out.rounds.drafted) > 2
     assert out.draft_forwards == sum(with_confidences)  # lookup rounds cost no draft-model forward
 
 

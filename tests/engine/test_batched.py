@@ -59,7 +59,7 @@ def _runner(pair, kind, mode, policy, gamma=4, rows=4, eos=(), **kw):
 def test_every_row_equals_its_own_autoregressive_output(pair, refs, kind, policy, mode):
     out = _runner(pair, kind, mode, policy).generate(pair.prompts, NEW)
     assert [g.tokens for g in out.rows] == refs
-    assert all(g.drafted_trace and sum(g.drafted_trace) > 0 for g in out.rows)
+    assert all(g.rounds.drafted and sum(g.rounds.drafted) > 0 for g in out.rows)
     assert out.tokens == sum(len(r) for r in refs)
 
 
@@ -74,18 +74,18 @@ def test_per_row_policies_run_exactly_their_batch_one_rounds(pair, policy):
     out = _runner(pair, "model", "per_row", policy, gamma=3).generate(pair.prompts, NEW)
     for prompt, row in zip(pair.prompts, out.rows):
         alone = SpeculativeRunner(pair.target, ModelDrafter(pair.draft, []), build_policy(policy, 3), []).generate(prompt, NEW)
-        assert (row.gamma_trace, row.drafted_trace, row.accepted_trace, row.confidence_trace) == (
-            alone.gamma_trace, alone.drafted_trace, alone.accepted_trace, alone.confidence_trace)
+        assert (row.rounds.gamma, row.rounds.drafted, row.rounds.accepted, row.rounds.confidences) == (
+            alone.rounds.gamma, alone.rounds.drafted, alone.rounds.accepted, alone.rounds.confidences)
 
 
 def test_a_shared_gamma_is_one_length_per_round_for_every_row(pair, refs):
     out = _runner(pair, "model", "shared", "gammatune", gamma=2).generate(pair.prompts, NEW)
-    traces = [g.gamma_trace for g in out.rows]
+    traces = [g.rounds.gamma for g in out.rows]
     for k in range(max(map(len, traces))):
         assert len({t[k] for t in traces if k < len(t)}) == 1
     assert len({t[k] for t in traces for k in range(len(t))}) > 1  # GammaTune moved it
     per_row = _runner(pair, "model", "per_row", "gammatune", gamma=2).generate(pair.prompts, NEW)
-    assert [g.gamma_trace for g in per_row.rows] != traces  # the two modes are different policies
+    assert [g.rounds.gamma for g in per_row.rows] != traces  # the two modes are different policies
 
 
 def test_rows_stopping_at_eos_leave_the_batch_and_stay_lossless(pair, refs):
@@ -151,7 +151,7 @@ def test_a_sliding_window_sees_each_rows_own_last_tokens(monkeypatch):
     assert [g.tokens for g in out.rows] == refs
     for prompt, row in zip(prompts, out.rows):
         alone = SpeculativeRunner(target, ModelDrafter(draft, []), build_policy("fixed", 4), []).generate(prompt, 30)
-        assert row.accepted_trace == alone.accepted_trace
+        assert row.rounds.accepted == alone.rounds.accepted
     monkeypatch.setattr(ragged.RaggedCache, "repack", lambda self: None)
     assert [g.tokens for g in run().rows] != refs
 

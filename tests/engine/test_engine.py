@@ -32,20 +32,20 @@ def test_greedy_speculative_equals_target_greedy(pair, gamma):
         assert out.tokens == ref.tokens
         assert len(out.tokens) == 40
         # traces are per round and consistent with the output length
-        assert len(out.gamma_trace) == len(out.drafted_trace) == len(out.accepted_trace)
-        assert 1 + sum(out.accepted_trace) + len(out.accepted_trace) == len(out.tokens)
-        assert all(0 <= a <= d <= gamma for a, d in zip(out.accepted_trace, out.drafted_trace))
+        assert len(out.rounds.gamma) == len(out.rounds.drafted) == len(out.rounds.accepted)
+        assert 1 + sum(out.rounds.accepted) + len(out.rounds.accepted) == len(out.tokens)
+        assert all(0 <= a <= d <= gamma for a, d in zip(out.rounds.accepted, out.rounds.drafted))
 
 
 @pytest.mark.parametrize("gamma", [1, 4, 8])
 def test_identical_draft_accepts_everything(pair, gamma):
     _, target, _, prompts = pair
     out = SpeculativeRunner(target, ModelDrafter(target, []), FixedGamma(gamma), eos_token_ids=[]).generate(prompts[0], 33)
-    assert sum(out.drafted_trace) > 0
-    assert out.accepted_trace == out.drafted_trace
+    assert sum(out.rounds.drafted) > 0
+    assert out.rounds.accepted == out.rounds.drafted
     # every round drafted exactly gamma, capped by the remaining budget minus the target's own token
     produced = 1
-    for drafted, accepted in zip(out.drafted_trace, out.accepted_trace):
+    for drafted, accepted in zip(out.rounds.drafted, out.rounds.accepted):
         assert drafted == min(gamma, 33 - produced - 1)
         produced += accepted + 1
     assert produced == 33
@@ -102,10 +102,10 @@ def test_policy_is_told_every_round_and_gamma_trace_is_before_capping(pair):
     policy = _RecordingPolicy([3, 1, 7])
     out = SpeculativeRunner(target, ModelDrafter(draft, []), policy, []).generate(prompts[0], 25)
     assert policy.prompts == 1
-    assert [o.accepted for o in policy.seen] == out.accepted_trace
-    assert [o.drafted for o in policy.seen] == out.drafted_trace
-    assert [o.gamma for o in policy.seen] == out.gamma_trace
-    assert out.gamma_trace[:3] == [3, 1, 7]
+    assert [o.accepted for o in policy.seen] == out.rounds.accepted
+    assert [o.drafted for o in policy.seen] == out.rounds.drafted
+    assert [o.gamma for o in policy.seen] == out.rounds.gamma
+    assert out.rounds.gamma[:3] == [3, 1, 7]
     assert out.tokens == AutoregressiveRunner(target, []).generate(prompts[0], 25).tokens
 
 
@@ -123,7 +123,7 @@ class _StopBelow(FixedGamma):
 def test_confidence_stop_cuts_drafting_and_stays_lossless(pair):
     _, target, draft, prompts = pair
     out = SpeculativeRunner(target, ModelDrafter(draft, []), _StopBelow(8, 1.1), []).generate(prompts[0], 20)
-    assert max(out.drafted_trace) == 1  # every token is below 1.1: one token per round
+    assert max(out.rounds.drafted) == 1  # every token is below 1.1: one token per round
     ref = AutoregressiveRunner(target, []).generate(prompts[0], 20)
     assert out.tokens == ref.tokens
 

@@ -55,9 +55,9 @@ def ours(target, draft, policy, eos=()):
 
 
 def assert_same_rounds(o, h):
-    assert h.gamma_trace == o.gamma_trace
-    assert h.drafted_trace == o.drafted_trace
-    assert h.accepted_trace == o.accepted_trace
+    assert h.rounds.gamma == o.rounds.gamma
+    assert h.rounds.drafted == o.rounds.drafted
+    assert h.rounds.accepted == o.rounds.accepted
 
 
 @pytest.mark.parametrize("gamma", [1, 3, 5, 8])
@@ -71,16 +71,16 @@ def test_specdecode_identical(pair, gamma):
         assert o.tokens == direct.tokens == ref.tokens
         # direct: transformers' rounds cover every new token (no prefill token); its first
         # round drafts from the prompt with the same budget rule
-        assert sum(direct.accepted_trace) + len(direct.accepted_trace) == N
-        assert direct.drafted_trace[0] == min(gamma, N - 1)
-        assert set(direct.gamma_trace) == {gamma}
+        assert sum(direct.rounds.accepted) + len(direct.rounds.accepted) == N
+        assert direct.rounds.drafted[0] == min(gamma, N - 1)
+        assert set(direct.rounds.gamma) == {gamma}
         assert 0 < direct.ttft_ms <= direct.wall_ms
         # ours: the prefill emits one token, then the rounds
-        assert 1 + sum(o.accepted_trace) + len(o.accepted_trace) == N
+        assert 1 + sum(o.rounds.accepted) + len(o.rounds.accepted) == N
         aligned = hf.generate(ids + o.tokens[:1], N - 1)
         assert aligned.tokens == o.tokens[1:]
         assert_same_rounds(o, aligned)
-        assert sum(o.accepted_trace) > 0 and sum(o.accepted_trace) < sum(o.drafted_trace)
+        assert sum(o.rounds.accepted) > 0 and sum(o.rounds.accepted) < sum(o.rounds.drafted)
 
 
 @pytest.mark.parametrize("transient", [False, True])
@@ -101,10 +101,10 @@ def test_hf_heuristic_identical_over_two_prompts(pair, gamma, transient):
         assert aligned.tokens == o.tokens[1:]
         assert_same_rounds(o, aligned)
         if transient:
-            assert o.gamma_trace[0] == gamma and hf.carried_gamma == gamma
+            assert o.rounds.gamma[0] == gamma and hf.carried_gamma == gamma
         else:
             # γ carried from the previous prompt (transformers writes it back to the assistant's config)
-            assert aligned.gamma_trace[0] == carried_before
+            assert aligned.rounds.gamma[0] == carried_before
             assert hf.carried_gamma == policy.gamma
             carried_before = hf.carried_gamma
     if not transient:
@@ -117,7 +117,7 @@ def test_hf_heuristic_identical_over_two_prompts(pair, gamma, transient):
 def test_assistant_threshold_identical(pair, adaptive):
     target, draft, prompts = pair
     probe = ours(target, draft, build_policy("assistant_threshold", 4, {"threshold": 0.0})).generate(prompts[1], N)
-    conf = sorted(c for r in probe.confidence_trace for c in r)
+    conf = sorted(c for r in probe.rounds.confidences for c in r)
     tau = conf[len(conf) // 2]  # the median: a mix of stops and continues
     method = {"name": "assistant_threshold", "policy": "assistant_threshold", "threshold": tau,
               "adaptive_threshold": adaptive}
@@ -128,7 +128,7 @@ def test_assistant_threshold_identical(pair, adaptive):
         aligned = hf.generate(prompts[1] + o.tokens[:1], N - 1)
         assert aligned.tokens == o.tokens[1:]
         assert_same_rounds(o, aligned)
-        assert any(d < min(gamma, N) for d in o.drafted_trace[:-1])  # the stop fired
+        assert any(d < min(gamma, N) for d in o.rounds.drafted[:-1])  # the stop fired
         assert hf.last_generator_class == ("AssistedCandidateGenerator" if adaptive else "_FixedThresholdGenerator")
         if adaptive:
             assert policy.state()["roc_fits"] > 0
@@ -146,7 +146,7 @@ def _eos_case(pair):
             eos = [free[k]]
             for gamma in (2, 3, 4):
                 o = ours(target, draft, _policy(HEURISTIC, gamma), eos).generate(ids, N)
-                if o.stop_reason == "eos" and o.drafted_trace[-1] == o.accepted_trace[-1] >= 1:
+                if o.stop_reason == "eos" and o.rounds.drafted[-1] == o.rounds.accepted[-1] >= 1:
                     return draft, ids, eos, gamma
     raise AssertionError("no prompt/EOS with an accepted drafted EOS in the tiny pair")
 
@@ -162,10 +162,10 @@ def test_drafted_eos_counts(pair):
     aligned = hf.generate(ids + o.tokens[:1], N - 1)
     assert aligned.tokens == o.tokens[1:] and aligned.stop_reason == "eos"
     assert_same_rounds(o, aligned)
-    assert hf.last_num_matches[:-1] == aligned.accepted_trace[:-1]
-    assert hf.last_num_matches[-1] == aligned.accepted_trace[-1] - 1  # transformers' count
+    assert hf.last_num_matches[:-1] == aligned.rounds.accepted[:-1]
+    assert hf.last_num_matches[-1] == aligned.rounds.accepted[-1] - 1  # transformers' count
     # so transformers' heuristic treats that round as a partial acceptance: -1, not +2
-    assert hf.carried_gamma == max(1, aligned.gamma_trace[-1] - 1)
+    assert hf.carried_gamma == max(1, aligned.rounds.gamma[-1] - 1)
 
 
 def test_drafted_eos_carried_gamma_matches_transformers(pair):
@@ -184,7 +184,7 @@ def test_generation_config_restored(pair, monkeypatch):
     config_object = draft.generation_config
     hf = HFAssistedRunner(target, draft, _policy(HEURISTIC, 3), [])
     out = hf.generate(prompts[0], N)
-    assert out.gamma_trace[-1] != 3 and hf.carried_gamma != 3  # transformers did write γ back
+    assert out.rounds.gamma[-1] != 3 and hf.carried_gamma != 3  # transformers did write γ back
     assert draft.generation_config is config_object
     assert draft.generation_config.to_dict() == before
     assert "_get_candidate_generator" not in vars(target)
@@ -207,7 +207,7 @@ def test_sampling_runs_and_leaves_global_rng(pair):
     b = hf.generate(prompts[0], N, torch.Generator().manual_seed(5))
     assert torch.equal(torch.get_rng_state(), state)
     assert a.tokens == b.tokens and len(a.tokens) == N
-    assert sum(a.accepted_trace) + len(a.accepted_trace) == N
+    assert sum(a.rounds.accepted) + len(a.rounds.accepted) == N
 
 
 def test_sampling_processors_reach_transformers(pair):

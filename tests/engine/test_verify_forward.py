@@ -88,8 +88,8 @@ def test_fused_first_round_keeps_the_loop_contract(pair, gamma, max_new):
         out = SpeculativeRunner(target, drafter, FixedGamma(gamma), [], fused_prefill=True).generate(prompts[2], max_new)
         assert out.tokens == refs[tuple(prompts[2])][:max_new]
         # no separate prefill token: every new token comes from a round (accepted + the target's own)
-        assert sum(a + 1 for a in out.accepted_trace) == len(out.tokens) == max_new
-        assert all(d <= min(gamma, max_new - 1) for d in out.drafted_trace)
+        assert sum(a + 1 for a in out.rounds.accepted) == len(out.tokens) == max_new
+        assert all(d <= min(gamma, max_new - 1) for d in out.rounds.drafted)
         assert 0 < out.ttft_ms <= out.wall_ms
 
 
@@ -280,7 +280,7 @@ def test_an_outside_vocabulary_token_is_never_fed_under_the_engine_options(fused
     forward = VerifyForward(target, PAD_ALL, transposed_copy(target, "all"), "all")
     out = SpeculativeRunner(target, Outside(), FixedGamma(3), [], forward=forward, fused_prefill=fused).generate(ids, 8)
     assert out.tokens == want
-    assert out.drafted_trace[0] == 2 and out.accepted_trace[0] == 1
+    assert out.rounds.drafted[0] == 2 and out.rounds.accepted[0] == 1
 
 
 def test_a_short_prompt_padded_in_the_prefill_keeps_only_its_own_positions(pair):

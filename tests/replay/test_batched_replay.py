@@ -98,11 +98,11 @@ def _reference_replay(trace, policy, latency=None, max_new_tokens=None):
             if COSTS in needs:
                 costs = {"draft_ms": draft_ms, "verify_ms": verify_ms, "round_ms": res.round_ms[-1]}
         seen = seen_after(p, t, seen, proposed, accepted, new_t)
-        res.gamma_trace.append(gamma)
-        res.drafted_trace.append(d)
-        res.accepted_trace.append(accepted)
-        res.confidence_trace.append(list(confs))
-        res.discarded_trace.append(proposed - d)
+        res.rounds.gamma.append(gamma)
+        res.rounds.drafted.append(d)
+        res.rounds.accepted.append(accepted)
+        res.rounds.confidences.append([round(c, 6) for c in confs])  # a round record keeps 6 digits
+        res.rounds.discarded.append(proposed - d)
         eos_accepted = any(tok in eos for tok in toks[:accepted])
         policy.observe(RoundOutcome(gamma, d, accepted, tuple(confs), eos_accepted, tuple(steps), **costs,
                                     discarded=proposed - d))
@@ -120,8 +120,7 @@ def _reference_ar_wall_ms(lat, p, n):
     return ms
 
 
-FIELDS = ("new_tokens", "stop_reason", "gamma_trace", "drafted_trace", "accepted_trace", "confidence_trace",
-          "discarded_trace", "round_ms", "ttft_ms", "wall_ms")
+FIELDS = ("new_tokens", "stop_reason", "rounds", "round_ms", "ttft_ms", "wall_ms")
 
 
 def _same(a: ReplayResult, b: ReplayResult) -> bool:
@@ -175,7 +174,7 @@ def test_batch_one_grid_rows_are_todays(traces):
             got = [r for r in rows if r["method"] == method.label and r["gamma_init"] == gamma]
             want = [_reference_replay(tr, p, lat) for p in [method.build(gamma)] for tr in traces]
             assert [(r["gamma_trace"], r["drafted_trace"], r["accepted_trace"], r["wall_ms"], r["ttft_ms"]) for r in got] == [
-                (w.gamma_trace, w.drafted_trace, w.accepted_trace, w.wall_ms, w.ttft_ms) for w in want]
+                (w.rounds.gamma, w.rounds.drafted, w.rounds.accepted, w.wall_ms, w.ttft_ms) for w in want]
             for r, tr in zip(got, traces):
                 assert r["ar_wall_ms"] == _reference_ar_wall_ms(lat, tr.prompt_tokens, r["new_tokens"])
                 assert r["batch_size"] == 1 and r["batch_share_ms"] == r["wall_ms"] and r["batch_rows"] == 1
@@ -209,12 +208,12 @@ def test_per_row_slots_replay_their_prompts_as_a_job_alone(traces, method, batch
     for slot in range(batch_size):
         alone = replay_job(job[slot::batch_size], spec.build(3))
         got = rows[slot::batch_size]
-        assert [(r.gamma_trace, r.drafted_trace, r.accepted_trace) for r in got] == [
-            (a.gamma_trace, a.drafted_trace, a.accepted_trace) for a in alone], (method, slot)
+        assert [(r.rounds.gamma, r.rounds.drafted, r.rounds.accepted) for r in got] == [
+            (a.rounds.gamma, a.rounds.drafted, a.rounds.accepted) for a in alone], (method, slot)
     for batch in batches:
         assert batch.wall_ms == pytest.approx(max(r.wall_ms for r in batch.rows), rel=1e-12)
-        assert all(len(r.round_ms) == len(r.accepted_trace) for r in batch.rows)
-        assert len(batch.round_ms) == max(len(r.accepted_trace) for r in batch.rows)
+        assert all(len(r.round_ms) == len(r.rounds.accepted) for r in batch.rows)
+        assert len(batch.round_ms) == max(len(r.rounds.accepted) for r in batch.rows)
     assert pooled_batches(batches) == pytest.approx(
         sum(r.new_tokens for r in rows) / sum(b.wall_ms for b in batches) * 1000)
 
@@ -280,7 +279,7 @@ def test_shared_gamma_on_a_hand_made_batch():
         ("next_gamma",), ("stop_drafting", 1, 7), ("verify_count", 1), ("observe", 2, 1, 1, 2.5, 12.0, 15.0)]
     assert out.ttft_ms == 15.5 and out.round_ms == pytest.approx([29.95, 15.0])
     ra, rb = out.rows
-    assert (ra.accepted_trace, rb.accepted_trace, rb.drafted_trace) == ([2], [0, 1], [2, 1])
+    assert (ra.rounds.accepted, rb.rounds.accepted, rb.rounds.drafted) == ([2], [0, 1], [2, 1])
     assert ra.wall_ms == pytest.approx(45.45) and rb.wall_ms == pytest.approx(60.45) == out.wall_ms
     assert out.tokens_per_s == pytest.approx(8 / 0.06045)
     # the target alone on the same batch: 15.5, then 3 steps of 2 rows × 1 token at context 5: 16 + 2 + 0.2
@@ -391,9 +390,9 @@ def test_the_oracle_at_a_batch_size(traces):
     mixed = oracle_batches(traces, lat, 2)
     for batch, group in zip(mixed, batches_of(traces, 2)):
         for row, tr in zip(batch.rows, group):
-            assert row.gamma_trace  # its own schedule, charged with its batch mates
+            assert row.rounds.gamma  # its own schedule, charged with its batch mates
             _, ds = oracle_schedule(tr, lat.at_batch(2))
-            assert len(row.gamma_trace) == len(ds)
+            assert len(row.rounds.gamma) == len(ds)
 
 
 # ----------------------------------------------------------------------------- bad input, the CLI, the lab
@@ -510,9 +509,9 @@ def test_compare_reads_batched_records(traces, tmp_path, root):
             records.append({
                 "prompt_id": row.trace.prompt_id, "turn": row.trace.turn, "prompt_tokens": row.trace.prompt_tokens,
                 "new_tokens": row.new_tokens, "wall_ms": 1.25 * row.wall_ms, "ttft_ms": 1.25 * row.ttft_ms,
-                "ar_wall_ms": 1.25 * ar_wall, "gamma_trace": row.gamma_trace, "drafted_trace": row.drafted_trace,
-                "accepted_trace": row.accepted_trace, "accepted": sum(row.accepted_trace),
-                "drafted": sum(row.drafted_trace), "lossless": True, "batch_size": 2, "batch_index": index,
+                "ar_wall_ms": 1.25 * ar_wall, "gamma_trace": row.rounds.gamma, "drafted_trace": row.rounds.drafted,
+                "accepted_trace": row.rounds.accepted, "accepted": sum(row.rounds.accepted),
+                "drafted": sum(row.rounds.drafted), "lossless": True, "batch_size": 2, "batch_index": index,
                 "batch_rows": len(batch.rows), "batch_wall_ms": 1.25 * batch.wall_ms, "batch_tokens": batch.new_tokens,
                 "batch_share_ms": 1.25 * batch.wall_ms / len(batch.rows), "gamma_mode": "shared"})
     records.reverse()  # written as rows finish: the order of the file is not the rows' order

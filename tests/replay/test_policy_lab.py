@@ -42,7 +42,7 @@ from runners.replay.trace import Trace, read_traces, write_traces
 from runners.replay.trace_build import build_trace
 from runners.replay.trace_lookup import LookupTrace, build_lookup_trace
 from specbench.latency import ForwardCost, LatencyModel
-from specbench.records import per_position
+from specbench.rounds import per_position
 
 LAB = ["adaedl", "svip", "max_confidence", "logit_margin", "tapout", "banditspec", "banditspec_exp3", "smartspec",
        "cost_aware"]
@@ -90,7 +90,7 @@ def test_features_are_computed_only_when_asked(noisy_pair, monkeypatch):
         assert policy.steps and all(s.budget >= s.position >= 1 for s in policy.steps)
         for name in ("confidence", "entropy", "margin"):
             assert all((getattr(s, name) is not None) == (name in needs) for s in policy.steps), (needs, name)
-        assert bool(out.confidence_trace[0]) == ("confidence" in needs)  # records hold what was computed
+        assert bool(out.rounds.confidences[0]) == ("confidence" in needs)  # records hold what was computed
         timed = [o.round_ms is not None for o in policy.outcomes]
         assert all(timed) if COSTS in needs else not any(timed)
         for o in policy.outcomes:
@@ -106,8 +106,8 @@ def test_gamma_zero_is_a_plain_target_step(noisy_pair):
     policy = ScriptedPolicy([0, 0, 3, 0, 5] + [2] * 40)
     out = SpeculativeRunner(target, ModelDrafter(draft, []), policy, []).generate(prompts[1], 30)
     assert out.tokens == AutoregressiveRunner(target, []).generate(prompts[1], 30).tokens
-    assert out.gamma_trace[:5] == [0, 0, 3, 0, 5] and out.drafted_trace[0] == out.drafted_trace[1] == 0
-    assert out.accepted_trace[0] == 0
+    assert out.rounds.gamma[:5] == [0, 0, 3, 0, 5] and out.rounds.drafted[0] == out.rounds.drafted[1] == 0
+    assert out.rounds.accepted[0] == 0
 
 
 def test_a_peek_drafts_one_token_and_verifies_none_in_real_runs_and_replay(noisy_pair):
@@ -115,12 +115,12 @@ def test_a_peek_drafts_one_token_and_verifies_none_in_real_runs_and_replay(noisy
     script = [PEEK, 3, PEEK, 0, 2, PEEK] * 10
     out = SpeculativeRunner(target, ModelDrafter(draft, []), ScriptedPolicy(script), []).generate(prompts[2], 30)
     assert out.tokens == AutoregressiveRunner(target, []).generate(prompts[2], 30).tokens
-    assert out.drafted_trace[:4] == [0, out.drafted_trace[1], 0, 0] and out.discarded_trace[:4] == [1, 0, 1, 0]
+    assert out.rounds.drafted[:4] == [0, out.rounds.drafted[1], 0, 0] and out.rounds.discarded[:4] == [1, 0, 1, 0]
     lat = LatencyModel.affine(target=(10.0, 1.0), draft=(2.0, 0.5), round_overhead_ms=0.25)
     tr = build_trace(target, draft, prompts[2], 30, [])
     rep = replay(tr, ScriptedPolicy(script), lat)
-    assert (rep.drafted_trace, rep.accepted_trace, rep.discarded_trace) == (
-        out.drafted_trace, out.accepted_trace, out.discarded_trace)
+    assert (rep.rounds.drafted, rep.rounds.accepted, rep.rounds.discarded) == (
+        out.rounds.drafted, out.rounds.accepted, out.rounds.discarded)
     # a peek costs its draft forward and a one-token verification
     assert rep.round_ms[0] == pytest.approx(lat.draft_ms(tr.prompt_tokens + 1, 0) + lat.verify_ms(1, tr.prompt_tokens)
                                             + 0.25)
@@ -324,7 +324,7 @@ def test_default_traces_never_refuse_a_policy(noisy_pair):
     assert all(tr.gamma_max == 29 for tr in traces)
     for gamma in (29, 100):  # any γ: a round drafts at most remaining − 1 tokens, and the trace holds them
         reps = replay_job(traces, FixedGamma(gamma))
-        assert max(d for r in reps for d in r.drafted_trace) > 20
+        assert max(d for r in reps for d in r.rounds.drafted) > 20
     replay_job(traces, build_policy("hf_heuristic", 60, {"transient": False}))  # γ = 39 was refused with 32
     for name in ("banditspec", "smartspec", "cost_aware", "tapout"):
         replay_job(traces, build_policy(name, 24, {"transient": False}))
@@ -361,10 +361,10 @@ def test_lookup_traces_replay_real_runs_exactly(noisy_pair, tmp_path):
         reps = replay_job(back, policy)
         for ids, rep in zip(prompts, reps):
             out = SpeculativeRunner(target, drafter, real_policy, []).generate(ids, 36)
-            assert (out.gamma_trace, out.drafted_trace, out.accepted_trace) == (
-                rep.gamma_trace, rep.drafted_trace, rep.accepted_trace), (name, gamma)
+            assert (out.rounds.gamma, out.rounds.drafted, out.rounds.accepted) == (
+                rep.rounds.gamma, rep.rounds.drafted, rep.rounds.accepted), (name, gamma)
             assert out.tokens == rep.trace.tokens
-            drafted += sum(out.drafted_trace)
+            drafted += sum(out.rounds.drafted)
     assert drafted > 0
 
 
@@ -454,7 +454,7 @@ def test_adapted_cost_aware_replays_as_the_calibrated_one(noisy_pair, tmp_path):
         for adapt in (False, True):
             policy = CostAware(g, transient=False, latency=path, adapt_costs=adapt)
             reps = replay_job(traces, policy, lat)
-            rows[adapt] = [(p.drafted_trace, p.accepted_trace) for p in reps]
+            rows[adapt] = [(p.rounds.drafted, p.rounds.accepted) for p in reps]
         assert rows[True] == rows[False]
 
 
@@ -632,10 +632,10 @@ def test_compare_separates_the_hosts_drift_from_the_cost_tables_shape(noisy_pair
         "prompt_id": p.trace.prompt_id, "turn": p.trace.turn, "prompt_tokens": p.trace.prompt_tokens,
         "new_tokens": p.new_tokens, "wall_ms": 1.25 * p.wall_ms,
         "ar_wall_ms": 1.25 * lat.ar_wall_ms(p.trace.prompt_tokens, p.new_tokens),
-        "gamma_trace": p.gamma_trace, "drafted_trace": p.drafted_trace, "accepted_trace": p.accepted_trace,
-        "accepted": sum(p.accepted_trace), "drafted": sum(p.drafted_trace), "lossless": True,
-        **{k: 1.25 * v for k, v in predict_parts_ms(lat, p.trace.prompt_tokens, p.new_tokens, p.drafted_trace,
-                                                    p.accepted_trace).items() if k in ("verify_ms", "draft_ms")}})
+        "gamma_trace": p.rounds.gamma, "drafted_trace": p.rounds.drafted, "accepted_trace": p.rounds.accepted,
+        "accepted": sum(p.rounds.accepted), "drafted": sum(p.rounds.drafted), "lossless": True,
+        **{k: 1.25 * v for k, v in predict_parts_ms(lat, p.trace.prompt_tokens, p.new_tokens, p.rounds.drafted,
+                                                    p.rounds.accepted).items() if k in ("verify_ms", "draft_ms")}})
         + "\n" for p in reps))
     assert lab.main(["compare", "--real", str(tmp_path / "real"), "--traces", str(tmp_path / "traces"),
                      "--latency", str(tmp_path / "latency"), "--out", str(tmp_path / "cmp")]) == 0

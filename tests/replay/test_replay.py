@@ -29,7 +29,7 @@ from runners.drafters.model import ModelDrafter
 from runners.engine.speculative import SpeculativeRunner
 from runners.engine.verify import Sampling
 from runners.replay.cli import main
-from runners.replay.grid import BEST_FIXED_TASK, MethodSpec, load_method
+from runners.replay.grid import BEST_FIXED_TASK, MethodSpec, load_method, result_row
 from runners.replay.latency import calibrate, fit_affine
 from runners.replay.oracle import AGREEMENT_ORACLE, ORACLE, agreement_oracle, oracle, oracle_schedule
 from runners.replay.replay import replay, replay_job
@@ -43,6 +43,8 @@ from runners.replay.trace import (
 )
 from runners.replay.trace_build import build_trace
 from specbench.latency import ForwardCost, LatencyModel, round_ms, seen_after
+from specbench.records import RECORD_FIELDS
+from specbench.rounds import SUMMARY_FIELDS, TRACE_FIELDS, Rounds
 
 from helpers import tiny
 
@@ -166,14 +168,33 @@ def test_replay_equals_real_runs_exactly(pair, traces, method, gamma, latency_fi
     replays = replay_job(traces, policy)
     for out, rep, tr in zip(outs, replays, traces):
         assert out.tokens == tr.tokens  # lossless, and the trace's target output
-        assert rep.gamma_trace == out.gamma_trace, (tr.prompt_id, method, gamma)
-        assert rep.drafted_trace == out.drafted_trace, (tr.prompt_id, method, gamma)
-        assert rep.accepted_trace == out.accepted_trace, (tr.prompt_id, method, gamma)
+        assert rep.rounds.gamma == out.rounds.gamma, (tr.prompt_id, method, gamma)
+        assert rep.rounds.drafted == out.rounds.drafted, (tr.prompt_id, method, gamma)
+        assert rep.rounds.accepted == out.rounds.accepted, (tr.prompt_id, method, gamma)
         assert rep.new_tokens == len(out.tokens) and rep.stop_reason == out.stop_reason
-        for a, b in zip(rep.confidence_trace, out.confidence_trace):
+        for a, b in zip(rep.rounds.confidences, out.rounds.confidences):
             assert len(a) == len(b) and all(abs(x - y) <= 1.5e-6 for x, y in zip(a, b))
     # the policies end in the same state (floats: the ROC-adapted τ is a draft confidence, equal up to rounding)
     assert _close(policy.state(), real_policy.state())
+
+
+@pytest.mark.parametrize("method", METHODS + VARIANTS)
+def test_a_record_and_a_replayed_row_serialise_their_rounds_alike(pair, traces, method, latency_file):
+    """One record of rounds (specbench.rounds): the loop and the replay fill a ``Rounds`` from the outcome
+    their policy observes, and a job's record (``runners.jobs.record``: ``gen.rounds.fields()``) and a
+    replayed row (``result_row``) write it the same way: the same keys, the same values."""
+    spec = _with_latency(load_method(method), latency_file)
+    outs, _ = _real_job(pair, spec, 5, MAX_NEW)
+    for out, rep in zip(outs, replay_job(traces, spec.build(5))):
+        record, row = out.rounds.fields(), result_row(rep, method, 5, None)
+        assert set(record) == set(TRACE_FIELDS + SUMMARY_FIELDS) <= set(row) and set(record) <= set(RECORD_FIELDS)
+        for key in record:
+            if key == "confidence_trace":  # the draft's probabilities, computed twice: equal up to float noise
+                assert [len(c) for c in row[key]] == [len(c) for c in record[key]]
+                assert all(abs(x - y) <= 1.5e-6 for a, b in zip(row[key], record[key]) for x, y in zip(a, b))
+            else:
+                assert row[key] == record[key], (method, key)
+        assert Rounds.of(row).schedule == out.rounds.schedule == list(zip(*(record[k] for k in TRACE_FIELDS[:3])))
 
 
 def _close(a, b) -> bool:
@@ -194,8 +215,8 @@ def test_replay_of_shorter_generations_equals_real_runs(pair, traces, method, ma
         outs, _ = _real_job(pair, spec, gamma, max_new)
         reps = replay_job(traces, spec.build(gamma), max_new_tokens=max_new)
         for out, rep in zip(outs, reps):
-            assert (rep.gamma_trace, rep.drafted_trace, rep.accepted_trace) == (
-                out.gamma_trace, out.drafted_trace, out.accepted_trace)
+            assert (rep.rounds.gamma, rep.rounds.drafted, rep.rounds.accepted) == (
+                out.rounds.gamma, out.rounds.drafted, out.rounds.accepted)
             assert rep.new_tokens == len(out.tokens)
 
 
@@ -434,8 +455,8 @@ def test_predicted_wall_adds_up(traces):
     assert res.ttft_ms == lat.target_prefill_ms(traces[1].prompt_tokens)
     assert res.wall_ms == pytest.approx(res.ttft_ms + sum(res.round_ms))
     # every round: one target forward of d+1 tokens, d draft forwards, the overhead
-    drafting = [d for d in res.drafted_trace if d]
-    lo = sum(10.0 + (d + 1) + 0.25 for d in res.drafted_trace) + sum(2.0 + 0.5 * d for d in drafting)
+    drafting = [d for d in res.rounds.drafted if d]
+    lo = sum(10.0 + (d + 1) + 0.25 for d in res.rounds.drafted) + sum(2.0 + 0.5 * d for d in drafting)
     assert res.wall_ms - res.ttft_ms >= lo - 1e-9
 
 
@@ -527,7 +548,7 @@ def test_recorded_jobs_are_replayed_exactly(pair, tmp_path):
         for rec, rep in zip(records, reps):
             assert rec["new_tokens"] == rep.new_tokens
             assert (rec["gamma_trace"], rec["drafted_trace"], rec["accepted_trace"]) == (
-                rep.gamma_trace, rep.drafted_trace, rep.accepted_trace), (method, gamma, rec["prompt_id"])
+                rep.rounds.gamma, rep.rounds.drafted, rep.rounds.accepted), (method, gamma, rec["prompt_id"])
     assert main(["grid", str(results), "--methods", "gammatune", "--gammas", "3", "--cost-ratio", "5"]) == 0
     rows = [json.loads(line) for line in (results / "replay" / "replay.jsonl").read_text().splitlines()]
     replayed = [r for r in rows if r["method"] == "gammatune"]

@@ -43,7 +43,7 @@ def test_greedy_speculative_equals_target_on_the_real_default_pair(gemma, gamma)
         ref = AutoregressiveRunner(target, eos).generate(ids, 24)
         out = SpeculativeRunner(target, ModelDrafter(draft, eos), FixedGamma(gamma), eos).generate(ids, 24)
         assert out.tokens == ref.tokens, (prompt.prompt_id, gamma)
-        assert sum(out.accepted_trace) > 0  # a real draft: it agrees some of the time
+        assert sum(out.rounds.accepted) > 0  # a real draft: it agrees some of the time
 
 
 def test_a_draft_identical_to_the_real_target_accepts_everything(gemma):
@@ -51,4 +51,4 @@ def test_a_draft_identical_to_the_real_target_accepts_everything(gemma):
     eos = eos_ids(target, tok)
     ids = tok("The three primary colours are").input_ids
     out = SpeculativeRunner(target, ModelDrafter(target, eos), FixedGamma(4), eos).generate(ids, 20)
-    assert out.accepted_trace == out.drafted_trace and sum(out.drafted_trace) > 0
+    assert out.rounds.accepted == out.rounds.drafted and sum(out.rounds.drafted) > 0
