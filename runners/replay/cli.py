@@ -41,11 +41,11 @@ from runners.replay.trace import (
     DEFAULT_GAMMA_MAX,
     META_FILE,
     TRACE_FILE,
-    TRACE_VERSION,
     find_trace_files,
     read_traces,
     write_traces,
 )
+from runners.replay.trace_base import TRACE_VERSION
 from runners.replay.trace_build import build_trace
 from specbench.config import JobConfig, compose
 from specbench.latency import LatencyModel

@@ -68,10 +68,8 @@ from pathlib import Path
 from typing import Any
 
 from runners.replay.trace_base import (
-    TRACE_VERSION,
     TraceTooShort,
     TraceViews,
-    check_version,
     pack_conf,
     unpack_conf,
     unpack_confs,
@@ -88,31 +86,13 @@ META_FILE = "meta.json"
 class Trace(TraceViews):
     """One prompt turn's greedy trace (module docstring)."""
 
-    prompt_id: str
-    turn: int
-    prompt_tokens: int
-    max_new_tokens: int
-    gamma_max: int
-    eos: tuple[int, ...]
-    tokens: list[int]
     draft_next: list[int]
     draft_conf: list[float]
     tails: dict[int, tuple[list[int], list[float]]]
-    category: str = ""
-    stop_reason: str = ""
-    pair: str = ""
-    task: str = ""
-    target: str = ""
-    draft: str = ""
-    ar_wall_ms: float | None = None
-    ar_ttft_ms: float | None = None
-    near_ties: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
     # entropy and margin of each draft_next / tail token (None: not traced, e.g. a synthetic trace)
     draft_entropy: list[float] | None = None
     draft_margin: list[float] | None = None
     tail_features: dict[int, tuple[list[float], list[float]]] = field(default_factory=dict)
-    kind = "model"
 
     def __post_init__(self) -> None:
         n = len(self.tokens)
@@ -221,22 +201,7 @@ class Trace(TraceViews):
 
     # ------------------------------------------------------------------ (de)serialisation
     def to_json(self) -> dict[str, Any]:
-        return {
-            "trace_version": TRACE_VERSION,
-            "pair": self.pair,
-            "task": self.task,
-            "target": self.target,
-            "draft": self.draft,
-            "prompt_id": self.prompt_id,
-            "turn": self.turn,
-            "category": self.category,
-            "prompt_tokens": self.prompt_tokens,
-            "max_new_tokens": self.max_new_tokens,
-            "gamma_max": self.gamma_max,
-            "eos": list(self.eos),
-            "new_tokens": self.n,
-            "stop_reason": self.stop_reason,
-            "tokens": self.tokens,
+        return self.head_json({
             "draft_next": self.draft_next,
             "draft_conf": [pack_conf(c) for c in self.draft_conf],
             "agreement": self.agreements,
@@ -245,39 +210,18 @@ class Trace(TraceViews):
             "tails": [[s, toks, [pack_conf(c) for c in confs],
                        *([[pack_conf(c) for c in f] for f in self.tail_features[s]] if s in self.tail_features else [])]
                       for s, (toks, confs) in sorted(self.tails.items())],
-            "ar_wall_ms": self.ar_wall_ms,
-            "ar_ttft_ms": self.ar_ttft_ms,
-            "near_ties": self.near_ties,
-            "extra": self.extra,
-        }
+        })
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> Trace:
-        check_version(obj)
         if obj.get("kind", "model") != "model":
             return LookupTrace.from_json(obj)
         unpack = unpack_confs
         trace = cls(
-            prompt_id=str(obj["prompt_id"]),
-            turn=int(obj.get("turn", 1)),
-            prompt_tokens=int(obj["prompt_tokens"]),
-            max_new_tokens=int(obj["max_new_tokens"]),
-            gamma_max=int(obj["gamma_max"]),
-            eos=tuple(obj.get("eos") or ()),
-            tokens=[int(x) for x in obj["tokens"]],
+            **cls.head_kwargs(obj),
             draft_next=[int(x) for x in obj["draft_next"]],
             draft_conf=[unpack_conf(c) for c in obj["draft_conf"]],
             tails={int(row[0]): ([int(x) for x in row[1]], [unpack_conf(c) for c in row[2]]) for row in obj["tails"]},
-            category=str(obj.get("category") or ""),
-            stop_reason=str(obj.get("stop_reason") or ""),
-            pair=str(obj.get("pair") or ""),
-            task=str(obj.get("task") or ""),
-            target=str(obj.get("target") or ""),
-            draft=str(obj.get("draft") or ""),
-            ar_wall_ms=obj.get("ar_wall_ms"),
-            ar_ttft_ms=obj.get("ar_ttft_ms"),
-            near_ties=int(obj.get("near_ties") or 0),
-            extra=dict(obj.get("extra") or {}),
             draft_entropy=unpack(obj.get("draft_entropy")),
             draft_margin=unpack(obj.get("draft_margin")),
             tail_features={int(row[0]): (unpack(row[3]), unpack(row[4])) for row in obj["tails"] if len(row) >= 5},

@@ -6,6 +6,7 @@ import it and not each other (issue 30: the import cycle ``trace`` <-> ``trace_l
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -31,14 +32,65 @@ def unpack_confs(values: Sequence[float] | None) -> list[float] | None:
     return None if values is None else [unpack_conf(c) for c in values]
 
 
+@dataclass
 class TraceViews:
-    """What every trace (a draft model's, prompt lookup's) answers from ``tokens``, ``prompt_id``,
-    ``turn`` and its agreement runs ``_agree``."""
+    """What every trace (a draft model's, prompt lookup's) holds of its prompt turn, the target's greedy output
+    (``tokens``) and where it came from, written and read alike by both kinds (``head_json``, ``head_kwargs``),
+    and what it answers from ``tokens`` and its agreement runs ``_agree`` (set by the kind's
+    ``__post_init__``). The descriptive fields after ``tokens`` are keyword-only, so each kind's own fields
+    follow ``tokens`` positionally."""
 
-    tokens: list[int]
     prompt_id: str
     turn: int
-    _agree: list[int]
+    prompt_tokens: int
+    max_new_tokens: int
+    gamma_max: int
+    eos: tuple[int, ...]
+    tokens: list[int]
+    _: KW_ONLY
+    category: str = ""
+    stop_reason: str = ""
+    pair: str = ""
+    task: str = ""
+    target: str = ""
+    draft: str = ""
+    ar_wall_ms: float | None = None
+    ar_ttft_ms: float | None = None
+    near_ties: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    _agree: list[int] = field(init=False, repr=False, compare=False, default_factory=list)
+
+    kind = "model"
+
+    def head_json(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """A trace line: the common fields around the kind's own ``body`` (``kind`` named unless ``model``)."""
+        return {
+            "trace_version": TRACE_VERSION, **({} if self.kind == "model" else {"kind": self.kind}),
+            "pair": self.pair, "task": self.task, "target": self.target, "draft": self.draft,
+            "prompt_id": self.prompt_id, "turn": self.turn, "category": self.category,
+            "prompt_tokens": self.prompt_tokens, "max_new_tokens": self.max_new_tokens, "gamma_max": self.gamma_max,
+            "eos": list(self.eos), "new_tokens": self.n, "stop_reason": self.stop_reason, "tokens": self.tokens,
+            **body,
+            "ar_wall_ms": self.ar_wall_ms, "ar_ttft_ms": self.ar_ttft_ms, "near_ties": self.near_ties,
+            "extra": self.extra,
+        }
+
+    @staticmethod
+    def head_kwargs(obj: Mapping[str, Any]) -> dict[str, Any]:
+        """The common fields of a trace line (``head_json``'s), as constructor arguments; the version checked."""
+        check_version(obj)
+        return {
+            "prompt_id": str(obj["prompt_id"]), "turn": int(obj.get("turn", 1)),
+            "prompt_tokens": int(obj["prompt_tokens"]), "max_new_tokens": int(obj["max_new_tokens"]),
+            "gamma_max": int(obj["gamma_max"]), "eos": tuple(obj.get("eos") or ()),
+            "tokens": [int(x) for x in obj["tokens"]],
+            "category": str(obj.get("category") or ""), "stop_reason": str(obj.get("stop_reason") or ""),
+            "pair": str(obj.get("pair") or ""), "task": str(obj.get("task") or ""),
+            "target": str(obj.get("target") or ""), "draft": str(obj.get("draft") or ""),
+            "ar_wall_ms": obj.get("ar_wall_ms"), "ar_ttft_ms": obj.get("ar_ttft_ms"),
+            "near_ties": int(obj.get("near_ties") or 0), "extra": dict(obj.get("extra") or {}),
+        }
 
     @property
     def n(self) -> int:

@@ -22,34 +22,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from runners.replay.trace_base import TRACE_VERSION, TraceViews, check_version, target_pass
+from runners.replay.trace_base import TraceViews, target_pass
 
 
 @dataclass
 class LookupTrace(TraceViews):
     """One prompt turn of a prompt lookup pair (module docstring); the interface of ``Trace``."""
 
-    prompt_id: str
-    turn: int
-    prompt_tokens: int
-    max_new_tokens: int
-    gamma_max: int
-    eos: tuple[int, ...]
-    tokens: list[int]
     proposals: list[list[int]]
-    category: str = ""
-    stop_reason: str = ""
-    pair: str = ""
-    task: str = ""
-    target: str = ""
-    draft: str = ""
-    ar_wall_ms: float | None = None
-    ar_ttft_ms: float | None = None
-    near_ties: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
     kind = "prompt_lookup"
 
     def __post_init__(self) -> None:
@@ -84,28 +67,11 @@ class LookupTrace(TraceViews):
 
     # ------------------------------------------------------------------ (de)serialisation
     def to_json(self) -> dict[str, Any]:
-        return {
-            "trace_version": TRACE_VERSION, "kind": self.kind, "pair": self.pair, "task": self.task,
-            "target": self.target, "draft": self.draft, "prompt_id": self.prompt_id, "turn": self.turn,
-            "category": self.category, "prompt_tokens": self.prompt_tokens, "max_new_tokens": self.max_new_tokens,
-            "gamma_max": self.gamma_max, "eos": list(self.eos), "new_tokens": self.n, "stop_reason": self.stop_reason,
-            "tokens": self.tokens, "proposals": self.proposals, "agreement": self.agreements,
-            "ar_wall_ms": self.ar_wall_ms, "ar_ttft_ms": self.ar_ttft_ms, "near_ties": self.near_ties,
-            "extra": self.extra,
-        }
+        return self.head_json({"proposals": self.proposals, "agreement": self.agreements})
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> LookupTrace:
-        check_version(obj)
-        trace = cls(
-            prompt_id=str(obj["prompt_id"]), turn=int(obj.get("turn", 1)), prompt_tokens=int(obj["prompt_tokens"]),
-            max_new_tokens=int(obj["max_new_tokens"]), gamma_max=int(obj["gamma_max"]), eos=tuple(obj.get("eos") or ()),
-            tokens=[int(x) for x in obj["tokens"]], proposals=[[int(x) for x in p] for p in obj["proposals"]],
-            category=str(obj.get("category") or ""), stop_reason=str(obj.get("stop_reason") or ""),
-            pair=str(obj.get("pair") or ""), task=str(obj.get("task") or ""), target=str(obj.get("target") or ""),
-            draft=str(obj.get("draft") or ""), ar_wall_ms=obj.get("ar_wall_ms"), ar_ttft_ms=obj.get("ar_ttft_ms"),
-            near_ties=int(obj.get("near_ties") or 0), extra=dict(obj.get("extra") or {}),
-        )
+        trace = cls(**cls.head_kwargs(obj), proposals=[[int(x) for x in p] for p in obj["proposals"]])
         stored = obj.get("agreement")
         if stored is not None and list(stored) != trace.agreements:
             raise ValueError(f"{trace.prompt_id}: stored agreement run lengths disagree with the proposals")

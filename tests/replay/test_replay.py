@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import math
 import random
@@ -269,6 +270,25 @@ def test_trace_files_round_trip_exactly(traces, tmp_path):
         assert a.draft_conf == b.draft_conf  # bit-exact through the float32 shortest repr
         assert all(a.tails[s] == b.tails[s] for s in a.tails)
     assert all(unpack_conf(pack_conf(c)) == c for tr in traces for c in tr.draft_conf)
+
+
+def test_both_trace_kinds_write_and_read_one_head(traces):
+    """A draft model's and prompt lookup's traces share their head (``trace_base.TraceViews``): the same
+    fields, written in the same order around each kind's own, read back equal; an equal trace compares equal."""
+    from runners.replay.trace_lookup import LookupTrace
+
+    tr = dataclasses.replace(traces[0], category="coding", pair="p", task="t", near_ties=2, extra={"k": 1},
+                             ar_wall_ms=12.5)
+    look = LookupTrace(tr.prompt_id, tr.turn, tr.prompt_tokens, tr.max_new_tokens, tr.gamma_max, tr.eos, tr.tokens,
+                       [[t] for t in tr.draft_next], category="coding", pair="p", task="t", near_ties=2,
+                       extra={"k": 1}, ar_wall_ms=12.5, stop_reason=tr.stop_reason, ar_ttft_ms=tr.ar_ttft_ms,
+                       target=tr.target, draft=tr.draft)
+    a, b = tr.to_json(), look.to_json()
+    head = [k for k in a if k in b]
+    assert head == [k for k in b if k in a and k != "kind"] and b["kind"] == "prompt_lookup" and "kind" not in a
+    assert {k: a[k] for k in head if k != "agreement"} == {k: b[k] for k in head if k != "agreement"}
+    assert Trace.from_json(a) == tr and Trace.from_json(b) == look  # Trace.from_json reads either kind
+    assert LookupTrace.from_json(b).proposals == look.proposals
 
 
 def test_a_short_trace_says_so(pair):
