@@ -6,8 +6,10 @@ not a test; issue 31).
     .venv/bin/python scripts/bench_batch.py --drafter lookup --gamma 8
     .venv/bin/python scripts/bench_batch.py --task specbench --data-files ../shared/data/spec_bench/question.jsonl
 
-Target: Gemma-3-270M fp32 (``pypi:gemma3-270m``), greedy, our plain loop (no engine options: they are
-batch-1 options). Drafter: its int8-dynamic copy (``--drafter int8``: the batched draft model,
+Target: Gemma-3-270M fp32 (``pypi:gemma3-270m``), greedy, our plain loop (the batch-1 engine options off;
+``--fast-linear all|head`` runs the batched configurations on the transposed kernels of ``engine.fast_linear``,
+``runners.engine.verify_forward.batch_kernels``; ``--fast-linear compare`` adds ``ar@B+fast`` and
+``spec@B+fast`` beside the plain ones, and their ratios to them). Drafter: its int8-dynamic copy (``--drafter int8``: the batched draft model,
 ``runners.drafters.batched_model.BatchedModelDrafter``) or prompt lookup (``lookup``, one drafter per
 row). γ fixed (``--gamma``). The prompts come in blocks of B (the first turn of each); for every block
 four configurations decode the same B prompts — the target alone one prompt after another (``ar@1``)
@@ -34,6 +36,9 @@ from typing import Any
 SCRIPTS = Path(__file__).resolve().parent
 CONFIGS = ("ar@1", "ar@B", "spec@1", "spec@B")
 RATIOS = (("ar@B", "ar@1"), ("spec@B", "spec@1"), ("spec@1", "ar@1"), ("spec@B", "ar@B"))
+FAST = ("ar@B+fast", "spec@B+fast")
+FAST_RATIOS = (("ar@B+fast", "ar@B"), ("spec@B+fast", "spec@B"), ("ar@B+fast", "ar@1"), ("spec@B+fast", "spec@1"),
+               ("spec@B+fast", "ar@B+fast"))
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -49,6 +54,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--cache-dir", default=None)
+    p.add_argument("--fast-linear", choices=("false", "head", "all", "compare"), default="false",
+                   help="the batched configurations' kernels (compare: plain and transposed side by side)")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
     if args.batch_size < 2 or args.n_blocks < 1 or args.repeats < 1 or args.gamma < 1:
@@ -72,9 +79,10 @@ def main(argv: list[str] | None = None) -> int:
     from runners.drafters.model import ModelDrafter
     from runners.drafters.prompt_lookup import PromptLookupDrafter
     from runners.engine.batch_drafters import PerRowDrafters
-    from runners.engine.batched import BatchedAutoregressiveRunner, BatchedSpeculativeRunner
+    from runners.engine.batched import BatchedAutoregressiveRunner, BatchedSpeculativeRunner, BatchKernels
     from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
-    from specbench.config import JobConfig, compose
+    from runners.engine.verify_forward import batch_kernels
+    from specbench.config import EngineConfig, JobConfig, compose
     from specbench.model_cache import load_pair
 
     sys.path.insert(0, str(SCRIPTS))
@@ -99,13 +107,24 @@ def main(argv: list[str] | None = None) -> int:
     batch_drafter = BatchedModelDrafter(draft, eos) if args.drafter == "int8" else PerRowDrafters(one_drafter)
     policies = [FixedGamma(args.gamma) for _ in range(b if args.gamma_mode == "per_row" else 1)]
     ar1, spec1 = AutoregressiveRunner(target, eos), SpeculativeRunner(target, one_drafter(), FixedGamma(args.gamma), eos)
-    arb = BatchedAutoregressiveRunner(target, eos)
-    specb = BatchedSpeculativeRunner(target, batch_drafter, policies, eos, gamma_mode=args.gamma_mode)
+    scope = {"false": False, "head": "head", "all": "all", "compare": "all"}[args.fast_linear]
+    plain, fast = BatchKernels(), batch_kernels(target, EngineConfig(fast_linear=scope))
+    if args.fast_linear != "false" and fast.executor is None:
+        raise SystemExit("the transposed kernels do not fit this target (see the log)")
+    kernels = fast if args.fast_linear in ("head", "all") else plain
+    configs = CONFIGS + (FAST if args.fast_linear == "compare" else ())
+    ratio_pairs = RATIOS + (FAST_RATIOS if args.fast_linear == "compare" else ())
+    batched = {"ar@B": BatchedAutoregressiveRunner(target, eos, fast=kernels),
+               "spec@B": BatchedSpeculativeRunner(target, batch_drafter, policies, eos, gamma_mode=args.gamma_mode,
+                                                  fast=kernels),
+               "ar@B+fast": BatchedAutoregressiveRunner(target, eos, fast=fast),
+               "spec@B+fast": BatchedSpeculativeRunner(target, batch_drafter, policies, eos,
+                                                       gamma_mode=args.gamma_mode, fast=fast)}
 
     def run(name: str, block: list[list[int]]) -> tuple[float, list[list[int]]]:
         """(wall seconds, outputs) of one configuration over one block."""
-        if name.endswith("@B"):
-            gen = (arb if name == "ar@B" else specb).generate(block, args.max_new_tokens)
+        if "@B" in name:
+            gen = batched[name].generate(block, args.max_new_tokens)
             return gen.wall_ms / 1000.0, [g.tokens for g in gen.rows]
         runner = ar1 if name == "ar@1" else spec1
         gens = [runner.generate(ids, args.max_new_tokens) for ids in block]
@@ -113,17 +132,18 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"target gemma3-270m fp32, drafter {args.drafter}, gamma {args.gamma} ({args.gamma_mode}), B={b}, "
           f"{args.n_blocks} blocks x {args.repeats} repeats, task={args.task}, max_new_tokens={args.max_new_tokens}, "
-          f"threads={args.threads} (set-up {time.perf_counter() - t0:.1f} s)")
-    for name in CONFIGS:  # warm-up: the shapes of a batch and of one row
-        run(name, [blocks[0][0][:32]] * (b if name.endswith("@B") else 1))
+          f"threads={args.threads}, batched kernels: {kernels.describe()['fast_linear'] or 'plain'}"
+          f"{' and transposed (+fast)' if args.fast_linear == 'compare' else ''} (set-up {time.perf_counter() - t0:.1f} s)")
+    for name in configs:  # warm-up: the shapes of a batch and of one row
+        run(name, [blocks[0][0][:32]] * (b if "@B" in name else 1))
 
-    seconds = {n: 0.0 for n in CONFIGS}
-    tokens = {n: 0 for n in CONFIGS}
-    ratios: dict[tuple[str, str], list[float]] = {r: [] for r in RATIOS}
+    seconds = {n: 0.0 for n in configs}
+    tokens = {n: 0 for n in configs}
+    ratios: dict[tuple[str, str], list[float]] = {r: [] for r in ratio_pairs}
     identical, loads, k = True, [], 0
     for rep in range(args.repeats):
         for bi, block in enumerate(blocks):
-            order = CONFIGS[k % 4:] + CONFIGS[: k % 4]
+            order = configs[k % len(configs):] + configs[: k % len(configs)]
             k += 1
             loads.append(os.getloadavg()[0])
             tps, outs = {}, {}
@@ -134,20 +154,20 @@ def main(argv: list[str] | None = None) -> int:
                 seconds[name] += s
                 tokens[name] += n_tok
                 tps[name] = n_tok / s
-            same = all(outs[n] == outs["ar@1"] for n in CONFIGS)
+            same = all(outs[n] == outs["ar@1"] for n in configs)
             identical &= same
-            for num, den in RATIOS:
+            for num, den in ratio_pairs:
                 ratios[(num, den)].append(tps[num] / tps[den])
             print(f"repeat {rep} block {bi} (order {' '.join(order)}): "
-                  + "  ".join(f"{n} {tps[n]:.2f} tok/s" for n in CONFIGS) + ("" if same else "  OUTPUT DIFFERS"), flush=True)
-    pooled = {n: tokens[n] / seconds[n] for n in CONFIGS}
+                  + "  ".join(f"{n} {tps[n]:.2f} tok/s" for n in configs) + ("" if same else "  OUTPUT DIFFERS"), flush=True)
+    pooled = {n: tokens[n] / seconds[n] for n in configs}
     print()
     result: dict[str, Any] = {"tokens_per_s": pooled, "ratios": {}}
-    for num, den in RATIOS:
+    for num, den in ratio_pairs:
         key = f"{num} / {den}".replace("@B", f"@{b}")
         value = pooled[num] / pooled[den]
         result["ratios"][key] = {"pooled": value, "per_block": ratios[(num, den)]}
-        print(f"{key:<18} pooled {value:.3f}   per block: {_spread(ratios[(num, den)])}")
+        print(f"{key:<26} pooled {value:.3f}   per block: {_spread(ratios[(num, den)])}")
     print_load_and_identity(loads, identical, "every configuration, block and repeat")
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)

@@ -359,7 +359,8 @@ class JobConfig:
 
     def check_batch(self) -> None:
         """``batch_size`` > 1 runs ``runners.engine.batched``: our loop (not transformers'), the dynamic
-        cache, and none of the batch-1 engine options (``auto`` turns them off there)."""
+        cache; of the engine options only ``fast_linear`` (the batch-1 ``verify_buckets`` and ``fused_prefill``:
+        ``auto`` turns them off there)."""
         method, engine = self.method, self.engine
         why = None
         if method.runner == "hf" or method.ar_loop == "transformers":
@@ -367,7 +368,7 @@ class JobConfig:
         elif method.ar_cache == "offloaded":
             why = "the offloaded KV cache is a batch-1 baseline"
         else:
-            on = [k for k in ("fast_linear", "verify_buckets", "fused_prefill")
+            on = [k for k in ("verify_buckets", "fused_prefill")
                   if getattr(engine, k) not in (False, None, "auto")]
             if on:
                 why = f"engine.{on[0]} is a batch-1 option (set it to auto or false)"

@@ -53,6 +53,22 @@ from specbench.timing import Timer
 GAMMA_MODES = ("per_row", "shared")
 
 
+@dataclass(frozen=True)
+class BatchKernels:
+    """Which kernels the target's batched forwards run on: ``executor`` (a ``verify_forward.transposed_copy``
+    of the target, ``engine.fast_linear``: the same function, ``x·Wᵀ`` computed as ``(W·xᵀ)ᵀ`` for a few rows)
+    or, None, the target itself; ``scope`` names it in the job's summary. The speculative loop and the target
+    alone at the same B take the same kernels, so their ratio compares like with like."""
+
+    executor: Any | None = None
+    scope: str | None = None
+
+    def describe(self) -> dict[str, Any]:
+        """The job summary's ``engine`` of a batched job: the only engine option it takes."""
+        return {"fast_linear": self.scope if self.executor is not None else False, "buckets": {},
+                "fused_prefill": False}
+
+
 def turn_batches(keys: Sequence[tuple[Hashable, Any]], size: int) -> list[list[int]]:
     """Which items decode together at batch ``size``: ``keys[i] = (prompt, turn key)`` of item ``i`` (a turn
     key sorts: a turn, or ``(turn, repeat)``). Consecutive prompts (in first-seen order) in groups of
@@ -157,8 +173,9 @@ class BatchedAutoregressiveRunner:
     """The target alone at batch size ``len(prompts)``: one forward of every active row per token."""
 
     def __init__(self, target: Any, eos_token_ids: Iterable[int], sampling: float | Sampling = 0.0,
-                 pad_id: int = 0) -> None:
+                 pad_id: int = 0, fast: BatchKernels | None = None) -> None:
         self.target = target
+        self.fast = fast or BatchKernels()
         self.eos = set(eos_token_ids)
         self.sampling = Sampling.of(sampling)
         self.device = model_device(target)
@@ -168,7 +185,7 @@ class BatchedAutoregressiveRunner:
     def generate(self, prompts: Sequence[Sequence[int]], max_new_tokens: int, generator: Any = None) -> BatchGeneration:
         _check(prompts, max_new_tokens)
         clock = _BatchClock(self.device)
-        cache = RaggedCache(self.target, len(prompts), self.pad_id)
+        cache = RaggedCache(self.target, len(prompts), self.pad_id, self.fast.executor)
         clock.timer.start()
         ids = _prefill(cache, prompts, self.sampling, generator)
         clock.timer.mark("first")
@@ -194,7 +211,7 @@ class BatchedSpeculativeRunner:
 
     def __init__(self, target: Any, drafter: BatchDrafter, policies: Sequence[GammaPolicy],
                  eos_token_ids: Iterable[int], sampling: float | Sampling = 0.0, gamma_mode: str = "per_row",
-                 pad_id: int = 0) -> None:
+                 pad_id: int = 0, fast: BatchKernels | None = None) -> None:
         if gamma_mode not in GAMMA_MODES:
             raise ValueError(f"gamma_mode must be one of {GAMMA_MODES}, got {gamma_mode!r}")
         if not policies:
@@ -208,6 +225,7 @@ class BatchedSpeculativeRunner:
         self.device = model_device(target)
         self.vocab = logits_width(target)
         self.pad_id = pad_id
+        self.fast = fast or BatchKernels()
 
     def _row_policies(self, rows: int) -> list[GammaPolicy]:
         if self.gamma_mode == "shared":
@@ -226,7 +244,7 @@ class BatchedSpeculativeRunner:
         shared = self.gamma_mode == "shared"
         timed = any(COSTS in policy_needs(p) for p in policies)
         clock = _BatchClock(self.device)
-        cache = RaggedCache(self.target, b, self.pad_id)
+        cache = RaggedCache(self.target, b, self.pad_id, self.fast.executor)
         clock.timer.start()
         ids = _prefill(cache, prompts, self.sampling, generator)
         clock.timer.mark("first")

@@ -63,8 +63,9 @@ def sliding_window(model: Any) -> int | None:
 class RaggedCache:
     """The KV cache of ``rows`` sequences of different lengths (module docstring)."""
 
-    def __init__(self, model: Any, rows: int, pad_id: int = 0) -> None:
+    def __init__(self, model: Any, rows: int, pad_id: int = 0, executor: Any | None = None) -> None:
         self.model = model
+        self.executor = executor if executor is not None else model  # runs the forwards (engine.fast_linear)
         self.device = model_device(model)
         self.cache = new_cache(model)
         self.valid = torch.zeros(rows, 0, dtype=torch.bool)  # on the CPU: [rows, columns]
@@ -112,11 +113,11 @@ class RaggedCache:
                 new_valid[i, cols] = True
         valid = torch.cat([self.valid, new_valid], dim=1)
         one_column = prefill and keep == 1
-        out = self.model(
+        out = self.executor(
             input_ids=ids.to(self.device),
             attention_mask=valid.to(device=self.device, dtype=torch.long),
             position_ids=pos.to(self.device),
-            **cache_arg(self.model, self.cache),
+            **cache_arg(self.executor, self.cache),
             use_cache=True,
             logits_to_keep=1 if one_column else w,
         )

@@ -41,6 +41,7 @@ from typing import Any
 
 import torch
 
+from runners.engine.batched import BatchKernels
 from runners.engine.kv import cache_arg, crop_to, new_cache
 from specbench.config import EngineConfig
 from specbench.models import model_device
@@ -53,13 +54,17 @@ SCOPES = ("head", "all")
 
 class TransposedLinear(torch.nn.Module):
     """``nn.Linear``'s function, computed as ``(W·xᵀ)ᵀ`` for ``min_rows..max_rows`` rows of ``x``;
-    shares the wrapped layer's ``weight`` and ``bias`` tensors."""
+    shares the wrapped layer's ``weight`` and ``bias`` tensors. ``contiguous``: return the product laid out
+    row by row (a copy; the batched engine's per-row argmax over a 262k-wide strided view cost more: 2026-11-26,
+    B = 4, the rounds' overhead 35–41 ms against 193–217 ms per batch of 64 tokens)."""
 
-    def __init__(self, linear: torch.nn.Linear, min_rows: int = 2, max_rows: int = 16) -> None:
+    def __init__(self, linear: torch.nn.Linear, min_rows: int = 2, max_rows: int = 16,
+                 contiguous: bool = False) -> None:
         super().__init__()
         self.weight = linear.weight
         self.bias = linear.bias
         self.min_rows, self.max_rows = int(min_rows), int(max_rows)
+        self.contiguous = bool(contiguous)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         features = x.shape[-1]
@@ -69,29 +74,33 @@ class TransposedLinear(torch.nn.Module):
         y = torch.mm(self.weight, x.reshape(rows, features).t()).t()
         if self.bias is not None:
             y = y + self.bias
+        if self.contiguous:
+            y = y.contiguous()
         return y.reshape(*x.shape[:-1], self.weight.shape[0])
 
 
-def _swap_linears(model: torch.nn.Module, scope: str) -> int:
+def _swap_linears(model: torch.nn.Module, scope: str, max_rows: int = 16, contiguous: bool = False) -> int:
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     swapped = 0
     for module in list(model.modules()):
         for name, child in list(module.named_children()):
             if type(child) is torch.nn.Linear and (scope == "all" or child is head):
-                setattr(module, name, TransposedLinear(child))
+                setattr(module, name, TransposedLinear(child, max_rows=max_rows, contiguous=contiguous))
                 swapped += 1
     return swapped
 
 
-def transposed_copy(model: Any, scope: str = "all", rtol: float = 1e-4) -> Any | None:
+def transposed_copy(model: Any, scope: str = "all", rtol: float = 1e-4, max_rows: int = 16,
+                    contiguous: bool = False) -> Any | None:
     """A copy of ``model`` sharing its parameters and buffers, with ``TransposedLinear`` layers
-    (module docstring); ``None`` when nothing can be swapped or the copy's logits disagree."""
+    (module docstring; ``max_rows``: the most rows they transpose, ``contiguous``: their outputs laid out row
+    by row); ``None`` when nothing can be swapped or the copy's logits disagree."""
     if scope not in SCOPES:
         raise ValueError(f"scope must be one of {SCOPES}, got {scope!r}")
     memo: dict[int, Any] = {id(t): t for t in (*model.parameters(), *model.buffers())}
     try:
         fast = copy.deepcopy(model, memo)
-        if not _swap_linears(fast, scope):
+        if not _swap_linears(fast, scope, max_rows, contiguous):
             return None
         ids = torch.tensor([[1, 2, 3, 4]], device=model_device(model))
         with torch.inference_mode():
@@ -213,12 +222,39 @@ _EXECUTORS: dict[tuple, Any] = {}
 _PROBED: dict[tuple, tuple[dict[int, float], dict[int, float]]] = {}
 
 
-def fast_executor(model: Any, scope: str) -> Any | None:
-    """``transposed_copy(model, scope)``, built once per process and model."""
-    key = (id(model), scope)
+def fast_executor(model: Any, scope: str, max_rows: int = 16, contiguous: bool = False) -> Any | None:
+    """``transposed_copy(model, scope, max_rows=max_rows, contiguous=contiguous)``, built once per process and
+    model."""
+    key = (id(model), scope, int(max_rows), bool(contiguous))
     if key not in _EXECUTORS:
-        _EXECUTORS[key] = transposed_copy(model, scope)
+        _EXECUTORS[key] = transposed_copy(model, scope, max_rows=max_rows, contiguous=contiguous)
     return _EXECUTORS[key]
+
+
+def fast_scope(model: Any, engine: EngineConfig | None) -> str | None:
+    """``engine.fast_linear`` resolved for ``model``: ``head`` / ``all``, or None (off; ``auto``: ``all`` on
+    a CPU model, off on GPU, where the option is unmeasured)."""
+    scope = (engine or EngineConfig()).fast_linear
+    if scope == "auto":
+        scope = "all" if model_device(model).type == "cpu" else False
+    return scope if scope in SCOPES else None
+
+
+#: the most rows the batched engine's transposed layers take: B rows of an autoregressive step, B × (γ + 1)
+#: of a verification, B of a prefill's LM head. Measured on a 2-core AVX2 EPYC (2026-11-26,
+#: ``scripts/bench_linear_rows.py``, results/committed/policy_lab_batch/bench/linear_rows.log): on Gemma-3-270M's
+#: LM head ``F.linear`` takes 1.03–6.1× the time of ``(W·xᵀ)ᵀ`` from 2 to 96 rows; on its MLP layers 1.0–1.9×,
+#: but for 8 and 12 rows of the up projection (0.82–0.88).
+BATCH_MAX_ROWS = 64
+
+
+def batch_kernels(model: Any, engine: EngineConfig | None) -> BatchKernels:
+    """The kernels of the batched engine (``runners.engine.batched.BatchKernels``) from the typed ``engine``
+    config: ``fast_linear`` as ``fast_scope`` resolves it, transposing up to ``BATCH_MAX_ROWS`` rows; the
+    batch-1 options (``verify_buckets``, ``fused_prefill``) do not apply there."""
+    scope = fast_scope(model, engine)
+    executor = fast_executor(model, scope, BATCH_MAX_ROWS, contiguous=True) if scope is not None else None
+    return BatchKernels(executor, scope if executor is not None else None)
 
 
 def engine_forward(model: Any, engine: EngineConfig | None, gamma: int = 8) -> VerifyForward:
@@ -233,10 +269,8 @@ def engine_forward(model: Any, engine: EngineConfig | None, gamma: int = 8) -> V
     """
     engine = engine or EngineConfig()
     on_cpu = model_device(model).type == "cpu"
-    scope = engine.fast_linear
-    if scope == "auto":
-        scope = "all" if on_cpu else False
-    executor = fast_executor(model, scope) if scope in SCOPES else None
+    scope = fast_scope(model, engine)
+    executor = fast_executor(model, scope) if scope is not None else None
     spec = engine.verify_buckets
     buckets: Buckets = {}
     if isinstance(spec, Mapping):

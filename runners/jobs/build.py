@@ -149,7 +149,8 @@ class Job:
             from runners.engine.verify_forward import engine_options
 
             drafter = self._drafter()
-            engine = engine_options(self.target, config.engine, config.gamma)  # lossless; all off by default
+            # lossless; a batched job's loop takes its own (``_batched``): no batch-1 probe for it
+            engine = engine_options(self.target, config.engine, config.gamma) if config.batch_size == 1 else {}
             self.runner = SpeculativeRunner(self.target, drafter, self.policy, self.eos, self.sampling, **engine)
             if config.hetero_rule is not None:
                 self._overlap(drafter)
@@ -171,9 +172,12 @@ class Job:
         from runners.drafters.batched_model import BatchedModelDrafter
         from runners.engine.batch_drafters import PerRowDrafters
         from runners.engine.batched import BatchedAutoregressiveRunner, BatchedSpeculativeRunner
+        from runners.engine.verify_forward import batch_kernels
 
         config = self.config
-        self.batch_ar = self.batch_runner = BatchedAutoregressiveRunner(self.target, self.eos, self.sampling)
+        self.batch_kernels = batch_kernels(self.target, config.engine)  # the spec loop's and the baseline's alike
+        self.batch_ar = self.batch_runner = BatchedAutoregressiveRunner(self.target, self.eos, self.sampling,
+                                                                        fast=self.batch_kernels)
         if not config.speculative:
             return
         assert self.policy is not None
@@ -182,7 +186,7 @@ class Job:
         drafter = (BatchedModelDrafter(self.draft_model, self.eos) if config.drafter == "model"
                    else PerRowDrafters(self._drafter))
         self.batch_runner = BatchedSpeculativeRunner(self.target, drafter, self.policies, self.eos, self.sampling,
-                                                     config.batch_gamma)
+                                                     config.batch_gamma, fast=self.batch_kernels)
 
     def devices(self) -> list[str]:
         """Every device the job's models have parameters on."""

@@ -274,18 +274,30 @@ def calibrate_main(args: argparse.Namespace) -> int:
     texts = [prompt.turns[0] for prompt in load_task({"name": "embedded", "loader": "embedded"})]
     pool = [i for text in texts for i in tok(text).input_ids]
     draft_pool = pool if dtok is tok else [i for text in texts for i in dtok(text).input_ids]
+    batched = {}
+    fast_scope: str | bool = False
+    if max(args.batch_sizes) > 1:  # above batch 1 the target runs on the batched engine's kernels
+        from runners.engine.verify_forward import batch_kernels
+        from specbench.config import EngineConfig
+
+        kernels = batch_kernels(target, EngineConfig(fast_linear=False if args.fast_linear == "false" else args.fast_linear))
+        fast_scope = kernels.describe()["fast_linear"]
+        if kernels.executor is not None:
+            batched = {"target": kernels.executor}
     if lookup:  # no draft model: its forwards cost nothing; the lookup itself is in the round's overhead
-        model_timer = ModelTimer({"target": target}, {"target": pool})
+        model_timer = ModelTimer({"target": target}, {"target": pool}, batched)
 
         def timer(name: str, k: int, context: int, batch: int = 1) -> float:
             return 0.0 if name == "draft" else model_timer(name, k, context, batch)
     else:
-        timer = ModelTimer({"target": target, "draft": draft}, {"target": pool, "draft": draft_pool})
+        timer = ModelTimer({"target": target, "draft": draft}, {"target": pool, "draft": draft_pool}, batched)
     t0 = time.perf_counter()
     model = calibrate(timer, k_max=args.k_max, draft_k_max=args.draft_k_max, ref_context=args.ref_context,
                       contexts=_ints(args.contexts), prefill_lengths=_ints(args.prefill), warmup=args.warmup,
                       repeats=args.repeats, monotone=args.monotone, batch_sizes=args.batch_sizes,
                       batch_k_max=args.batch_k_max)
+    if max(args.batch_sizes) > 1:
+        model.meta["batch_fast_linear"] = fast_scope  # the kernels the rows > 1 were timed with
     rule = config.hetero_rule  # the pair at temperature 0: auto = SLEM on a draft with another tokenizer
     if not args.no_overheads:
         eos = loaded.eos
@@ -367,6 +379,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--batch-sizes", type=int, nargs="+", default=[1],
                    help="also time forwards of B rows, e.g. 1 2 4 8 (default: batch 1 only)")
     c.add_argument("--batch-k-max", type=int, help="target forwards of 1..K tokens above batch 1 (default: --k-max)")
+    c.add_argument("--fast-linear", choices=("auto", "false", "head", "all"), default="auto",
+                   help="the target's kernels above batch 1, as a batched job's engine.fast_linear runs them "
+                        "(default %(default)s: all on a CPU, off on GPU); batch 1 times the plain forward")
     g = sub.add_parser("grid", help="replay methods × initial γ on traces")
     g.add_argument("dir", help="a results folder holding traces/, a trace folder, or a trace.jsonl")
     g.add_argument("--methods", nargs="+", default=list(PAPER_METHODS),

@@ -171,8 +171,12 @@ class ModelTimer:
     CUDA synchronised; ``batch`` rows, each its own tokens, in one forward). Feeds tokens from ``token_pool`` (cycled): one pool for every model, or one
     per model name (a draft with another tokenizer reads its own ids)."""
 
-    def __init__(self, models: Mapping[str, Any], token_pool: Sequence[int] | Mapping[str, Sequence[int]]) -> None:
+    def __init__(self, models: Mapping[str, Any], token_pool: Sequence[int] | Mapping[str, Sequence[int]],
+                 batch_models: Mapping[str, Any] | None = None) -> None:
         self.models = dict(models)
+        #: what runs a model's forwards of more than one row, as the batched engine runs them (the target's
+        #: ``verify_forward.batch_kernels`` executor); absent: the model itself
+        self.batch_models = dict(batch_models or {})
         pools = token_pool if isinstance(token_pool, Mapping) else {name: token_pool for name in self.models}
         self.pools = {name: list(pools.get(name) or []) for name in self.models}
         for name, pool in self.pools.items():
@@ -195,9 +199,9 @@ class ModelTimer:
 
         from runners.engine.kv import cache_arg, crop_to, new_cache
 
-        model = self.models[name]
-        device = next(model.parameters()).device
         rows = int(batch)
+        model = self.batch_models.get(name, self.models[name]) if rows > 1 else self.models[name]
+        device = next(model.parameters()).device
         # batch 1 as the one-sequence loop calls the model; more rows as the batched engine does: each row
         # its own tokens, a 2-D attention mask of the valid columns and explicit positions
 

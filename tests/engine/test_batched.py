@@ -180,6 +180,37 @@ def test_sampling_is_exact_per_row(monkeypatch):
         assert math.isclose(sum(got.values()), 1.0, abs_tol=1e-9)
 
 
+@pytest.mark.parametrize("kind", ["model", "prompt_lookup"])
+def test_the_transposed_kernels_change_no_row_and_run_every_target_forward(pair, refs, kind, monkeypatch):
+    """``engine.fast_linear`` at B > 1 (``verify_forward.batch_kernels``): the speculative loop and the target
+    alone at B run their target forwards on the transposed copy, up to ``BATCH_MAX_ROWS`` rows, and every row
+    is still its own autoregressive output."""
+    from runners.engine.verify_forward import BATCH_MAX_ROWS, TransposedLinear, batch_kernels
+    from specbench.config import EngineConfig
+
+    fast = batch_kernels(pair.target, EngineConfig(fast_linear="all"))
+    assert fast.executor is not None and fast.describe() == {"fast_linear": "all", "buckets": {}, "fused_prefill": False}
+    layers = [m for m in fast.executor.modules() if isinstance(m, TransposedLinear)]
+    assert layers and all(m.max_rows == BATCH_MAX_ROWS and m.contiguous for m in layers)
+    rows_seen, forward = [], TransposedLinear.forward
+
+    def counted(self, x):
+        rows_seen.append(x.numel() // x.shape[-1])
+        return forward(self, x)
+
+    monkeypatch.setattr(TransposedLinear, "forward", counted)
+    out = _runner(pair, kind, "per_row", "gammatune", fast=fast).generate(pair.prompts, NEW)
+    assert [g.tokens for g in out.rows] == refs
+    spec_rows = list(rows_seen)
+    assert any(16 < r <= BATCH_MAX_ROWS for r in spec_rows)  # 4 rows × a block: past the batch-1 bound of 16
+    rows_seen.clear()
+    ar = BatchedAutoregressiveRunner(pair.target, [], fast=fast).generate(pair.prompts, NEW)
+    assert [g.tokens for g in ar.rows] == refs
+    assert rows_seen and set(rows_seen[len(rows_seen) // 2:]) <= {1, 2, 3, 4}  # decoding steps: a row each
+    off = batch_kernels(pair.target, EngineConfig(fast_linear=False))
+    assert off.executor is None and off.describe()["fast_linear"] is False
+
+
 def test_bad_input_is_a_clear_error(pair):
     with pytest.raises(ValueError, match="gamma_mode"):
         _runner(pair, "model", "diagonal", "fixed")

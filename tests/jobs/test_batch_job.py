@@ -122,6 +122,23 @@ def test_bad_batch_settings_are_one_line_errors_and_leave_nothing(pair_node, tmp
     assert not folder.exists()
 
 
+def test_a_batched_job_takes_fast_linear_and_its_summary_names_the_kernels_it_ran(pair_node, tmp_path):
+    """``engine.fast_linear`` is the one engine option of a batched job; its summary's ``engine`` is the
+    batched loop's (it used to name the unused batch-1 loop's options); the batch-1 ones stay refused."""
+    fast = run_job(_cfg(pair_node, tmp_path, "method=specdecode", "gamma=3", "batch_size=2",
+                        "engine.fast_linear=all"), tmp_path / "fast", progress=False)
+    plain = run_job(_cfg(pair_node, tmp_path, "method=specdecode", "gamma=3", "batch_size=2"), tmp_path / "plain",
+                    progress=False)
+    assert fast["engine"] == {"fast_linear": "all", "buckets": {}, "fused_prefill": False}
+    assert plain["engine"] == {"fast_linear": False, "buckets": {}, "fused_prefill": False}
+    assert all(r["lossless"] for r in _records(tmp_path / "fast"))
+    assert [r["output_ids"] for r in _records(tmp_path / "fast")] == [r["output_ids"] for r in _records(tmp_path / "plain")]
+    with pytest.raises(ConfigError, match="engine.verify_buckets is a batch-1 option"):
+        run_job(_cfg(pair_node, tmp_path, "method=specdecode", "batch_size=2", "engine.verify_buckets=probe"),
+                tmp_path / "buckets", progress=False)
+    assert not (tmp_path / "buckets").exists()
+
+
 def test_the_interleaved_launcher_refuses_a_batched_job(pair_node, tmp_path):
     folder = tmp_path / "job"
     with pytest.raises(ConfigError, match="interleaved launcher"):

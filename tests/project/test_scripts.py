@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 HELP = {
     "bench_batch.py": "--batch-size",
     "bench_interleave.py": "--repeats",
+    "bench_linear_rows.py": "--rows",
     "bench_noise.py": "--threads",
     "bench_speedup.py": "--configs",
     "bench_sweep.py": "--launcher",

@@ -567,6 +567,26 @@ def test_the_model_timer_times_forwards_of_several_rows(noisy_pair):
     assert lat.verify_ms(2, 16, 2) > 0
 
 
+def test_the_model_timer_times_several_rows_on_the_batched_engines_kernels(noisy_pair, monkeypatch):
+    """``calibrate --fast-linear`` (``ModelTimer(batch_models=...)``): forwards of more than one row run on the
+    batched engine's transposed kernels (``verify_forward.batch_kernels``), batch 1 on the plain model."""
+    from runners.engine.verify_forward import TransposedLinear, batch_kernels
+    from runners.replay.latency import ModelTimer
+    from specbench.config import EngineConfig
+
+    _, target, draft, prompts = noisy_pair
+    kernels = batch_kernels(target, EngineConfig(fast_linear="all"))
+    timer = ModelTimer({"target": target, "draft": draft}, [t for ids in prompts for t in ids],
+                       {"target": kernels.executor})
+    calls, forward = [], TransposedLinear.forward
+    monkeypatch.setattr(TransposedLinear, "forward", lambda self, x: calls.append(1) or forward(self, x))
+    timer("target", 4, 16, 1)
+    timer("draft", 1, 16, 3)
+    assert not calls
+    timer("target", 4, 16, 3)
+    assert calls
+
+
 def _turn(prompt_id: str, turn: int) -> Trace:
     return Trace(prompt_id=prompt_id, turn=turn, prompt_tokens=4, max_new_tokens=3, gamma_max=3, eos=(0,),
                  tokens=[1, 2, 3], draft_next=[2, 3], draft_conf=[0.9, 0.9], tails={})
