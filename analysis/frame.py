@@ -172,6 +172,12 @@ def job_rows(
     """Rows of one job: its records completed from its summary (rules in the module doc)."""
     summary = summary or {}
     filled = config_columns(summary.get("config"))
+    ran = summary.get("engine")
+    if int((summary.get("config") or {}).get("batch_size") or 1) > 1 and isinstance(ran, Mapping):
+        # a batched job (ar too): the kernels its batched runner ran, as its summary names them (``auto``
+        # resolved: the same config ran the plain kernels before the batched engine took fast_linear)
+        filled["engine"] = engine_tag({"fast_linear": ran.get("fast_linear") or False, "verify_buckets": False,
+                                       "fused_prefill": False})
     if status is None:
         status = str(summary.get("status") or "incomplete") if summary else "incomplete"
     provenance = summary.get("provenance")

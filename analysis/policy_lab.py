@@ -56,8 +56,6 @@ BATCH = "batch_size"
 SHARED = " (shared γ)"
 
 
-
-
 # ---------------------------------------------------------------------- replay rows and the oracle table
 
 def find_replay_files(root: str | os.PathLike) -> list[Path]:

@@ -79,9 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     from runners.drafters.model import ModelDrafter
     from runners.drafters.prompt_lookup import PromptLookupDrafter
     from runners.engine.batch_drafters import PerRowDrafters
-    from runners.engine.batched import BatchedAutoregressiveRunner, BatchedSpeculativeRunner, BatchKernels
+    from runners.engine.batched import BatchedAutoregressiveRunner, BatchedSpeculativeRunner
     from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
-    from runners.engine.verify_forward import batch_kernels
+    from runners.engine.verify_forward import BatchKernels, batch_kernels
     from specbench.config import EngineConfig, JobConfig, compose
     from specbench.model_cache import load_pair
 

@@ -104,12 +104,15 @@ def _off(value: Any) -> Any:
 class EngineConfig:
     """How our speculative loop runs the target (``runners.engine.verify_forward``); every option is
     lossless (it changes which kernels compute the same function, or where TTFT ends), and all are off
-    by default. They apply to ``method.runner: speculative`` only (``ar`` and ``hf`` ignore them, and
-    the summary's ``engine`` is null there), so a sweep over ``method=ar,specdecode`` keeps its baseline.
+    by default. At batch 1 they apply to ``method.runner: speculative`` only (``ar`` and ``hf`` ignore
+    them, and the summary's ``engine`` is null there), so a sweep over ``method=ar,specdecode`` keeps its
+    baseline. At ``batch_size`` > 1 only ``fast_linear`` applies, to the batched loop and the target alone
+    at B alike (``ar`` jobs too; ``verify_forward.batch_kernels``).
 
-    * ``fast_linear``: ``false`` | ``head`` | ``all`` | ``auto`` — blocks of 2..16 tokens through a
-      private copy of the target whose ``nn.Linear`` layers compute ``(W·xᵀ)ᵀ`` (``head``: the LM head
-      only; ``auto``: ``all`` on CPU, off on GPU, where it is unmeasured);
+    * ``fast_linear``: ``false`` | ``head`` | ``all`` | ``auto`` — blocks of 2..16 tokens (at B > 1: up to
+      ``verify_forward.BATCH_MAX_ROWS`` rows) through a private copy of the target whose ``nn.Linear``
+      layers compute ``(W·xᵀ)ᵀ`` (``head``: the LM head only; ``auto``: ``all`` on CPU, off on GPU, where it
+      is unmeasured);
     * ``verify_buckets``: ``false`` | ``auto`` (probe once per process on CPU, off on GPU) | ``probe``
       (probe on any device) | ``{n: [m, r]}`` (pad an ``n``-token block to ``m`` tokens, LM head on
       ``r`` rows, ``n <= r <= m``);

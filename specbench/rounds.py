@@ -110,7 +110,9 @@ class Rounds:
 
     @classmethod
     def of(cls, row: Mapping[str, Any]) -> Rounds:
-        """The rounds of a record or a replayed row (``fields`` read back; a trace it lacks: none kept)."""
+        """The rounds of a record or a replayed row (``fields`` read back; no ``confidence_trace`` /
+        ``discarded_trace``: none, nothing discarded). ``ValueError`` when its traces are not one per round
+        (an old record without ``gamma_trace``, a grid cell keeping only its full rounds)."""
         accepted = list(row.get("accepted_trace") or [])
         return cls(list(row.get("gamma_trace") or []), list(row.get("drafted_trace") or []), accepted,
                    [list(c) for c in row.get("confidence_trace") or []], list(row.get("discarded_trace") or []))

@@ -46,27 +46,12 @@ from runners.engine.base import Draft, Generation
 from runners.engine.batch_drafters import BatchDrafter
 from runners.engine.ragged import RaggedCache, is_sampled
 from runners.engine.verify import Sampling, greedy_token, probs, sample, verify_greedy, verify_sampling
+from runners.engine.verify_forward import BatchKernels
 from specbench.latency import check_batch_size
 from specbench.models import logits_width, model_device
 from specbench.timing import Timer
 
 GAMMA_MODES = ("per_row", "shared")
-
-
-@dataclass(frozen=True)
-class BatchKernels:
-    """Which kernels the target's batched forwards run on: ``executor`` (a ``verify_forward.transposed_copy``
-    of the target, ``engine.fast_linear``: the same function, ``x·Wᵀ`` computed as ``(W·xᵀ)ᵀ`` for a few rows)
-    or, None, the target itself; ``scope`` names it in the job's summary. The speculative loop and the target
-    alone at the same B take the same kernels, so their ratio compares like with like."""
-
-    executor: Any | None = None
-    scope: str | None = None
-
-    def describe(self) -> dict[str, Any]:
-        """The job summary's ``engine`` of a batched job: the only engine option it takes."""
-        return {"fast_linear": self.scope if self.executor is not None else False, "buckets": {},
-                "fused_prefill": False}
 
 
 def turn_batches(keys: Sequence[tuple[Hashable, Any]], size: int) -> list[list[int]]:

@@ -13,7 +13,8 @@ both lossless (they change which kernels compute the same function, not the func
   slower for 2–9 rows than ``torch.mm(W, x.T)``), while one row (an autoregressive step) and
   long blocks (a prefill) keep ``F.linear``. Rounding differs at the 1e-6 level, as it already
   does between a 1-row and a k-row ``F.linear``. ``scope="head"`` swaps the LM head only,
-  ``"all"`` every ``nn.Linear``. The copy is checked against the model on a short input (the
+  ``"all"`` every ``nn.Linear``. The batched engine takes a copy of its own (``batch_kernels``: up to
+  ``BATCH_MAX_ROWS`` rows, outputs made contiguous). The copy is checked against the model on a short input (the
   logits must agree) and refused otherwise; quantized or custom linear modules are left alone.
 * **shape-aware verification** (``buckets``: ``{n: (m, r)}``): a block of ``n`` tokens is
   padded to ``m ≥ n`` tokens (copies of its last token) and the LM head is applied to
@@ -37,11 +38,11 @@ import copy
 import logging
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from runners.engine.batched import BatchKernels
 from runners.engine.kv import cache_arg, crop_to, new_cache
 from specbench.config import EngineConfig
 from specbench.models import model_device
@@ -240,6 +241,22 @@ def fast_scope(model: Any, engine: EngineConfig | None) -> str | None:
     return scope if scope in SCOPES else None
 
 
+@dataclass(frozen=True)
+class BatchKernels:
+    """Which kernels the target's batched forwards run on: ``executor`` (a ``transposed_copy``
+    of the target, ``engine.fast_linear``: the same function, ``x·Wᵀ`` computed as ``(W·xᵀ)ᵀ`` for a few rows)
+    or, None, the target itself; ``scope`` names it in the job's summary. The speculative loop and the target
+    alone at the same B take the same kernels, so their ratio compares like with like."""
+
+    executor: Any | None = None
+    scope: str | None = None
+
+    def describe(self) -> dict[str, Any]:
+        """The job summary's ``engine`` of a batched job: the only engine option it takes."""
+        return {"fast_linear": self.scope if self.executor is not None else False, "buckets": {},
+                "fused_prefill": False}
+
+
 #: the most rows the batched engine's transposed layers take: B rows of an autoregressive step, B × (γ + 1)
 #: of a verification, B of a prefill's LM head. Measured on a 2-core AVX2 EPYC (2026-11-26,
 #: ``scripts/bench_linear_rows.py``, results/committed/policy_lab_batch/bench/linear_rows.log): on Gemma-3-270M's
@@ -249,7 +266,7 @@ BATCH_MAX_ROWS = 64
 
 
 def batch_kernels(model: Any, engine: EngineConfig | None) -> BatchKernels:
-    """The kernels of the batched engine (``runners.engine.batched.BatchKernels``) from the typed ``engine``
+    """The kernels of the batched engine (``runners.engine.verify_forward.BatchKernels``) from the typed ``engine``
     config: ``fast_linear`` as ``fast_scope`` resolves it, transposing up to ``BATCH_MAX_ROWS`` rows; the
     batch-1 options (``verify_buckets``, ``fused_prefill``) do not apply there."""
     scope = fast_scope(model, engine)

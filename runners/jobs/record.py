@@ -210,7 +210,7 @@ def batch_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None
 def engine_summary(job: Job) -> dict[str, Any] | None:
     """The engine options the speculative loop ran with (null for ``ar`` and ``hf`` at batch 1): the
     fast-linear scope, the padding buckets (as probed), ``fused_prefill``; a batched job's (``ar`` too), its
-    batched runner's kernels (``runners.engine.batched.BatchKernels``: ``fast_linear`` only)."""
+    batched runner's kernels (``runners.engine.verify_forward.BatchKernels``: ``fast_linear`` only)."""
     if job.batch_runner is not None:
         return job.batch_runner.fast.describe()
     forward = getattr(job.runner, "forward", None)

@@ -32,7 +32,17 @@ from runners.replay.replay import replay_job
 from runners.replay.trace import find_trace_files, read_traces
 from specbench.markdown import to_markdown
 from specbench.records import pooled_tokens_per_s
+from specbench.registry import ConfigError
 from specbench.rounds import Rounds, pooled_acceptance
+
+
+def _schedule(record: dict[str, Any]) -> list[tuple[int, int, int]] | None:
+    """A record's ``(γ, drafted, accepted)`` per round; None when its traces do not make one (an old record
+    without ``gamma_trace``): it then counts as not identical."""
+    try:
+        return Rounds.of(record).schedule
+    except ValueError:
+        return None
 
 
 def add_compare_parser(sub: Any) -> argparse.ArgumentParser:
@@ -130,11 +140,17 @@ def compare_rows(real: str | Path, traces_dir: str | Path, latency_dir: str | Pa
                  "method_config": method_label(method.name, method.params), "gamma_init": config.gamma,
                  "prompts": len(records)}
         if any(int(r.get("batch_size") or 1) > 1 for r in records):
+            ran = (summary.get("engine") or {}).get("fast_linear") or False
+            timed = latency.meta.get("batch_fast_linear") or False  # files before the option: plain kernels
+            if ran != timed:
+                raise ConfigError(f"{summary_path.parent.name} ran its batches with fast_linear={ran}, the latency "
+                                  f"file of {key[0]} timed rows above one with {timed}: recalibrate with "
+                                  f"calibrate --fast-linear {'false' if ran is False else ran}")
             rows.append({**ident, **batched_row(records, traces, spec.build, config.gamma, latency,
                                                 summary_path.parent.name)})
             continue
         reps = replay_job(chosen, spec.build(config.gamma), latency)
-        same = sum(Rounds.of(r).schedule == p.rounds.schedule for r, p in zip(records, reps))
+        same = sum(_schedule(r) == p.rounds.schedule for r, p in zip(records, reps))
         real_tps = pooled_tokens_per_s([r["new_tokens"] for r in records], [r["wall_ms"] for r in records])
         rep_wall = sum(p.wall_ms for p in reps)
         rep_tps = pooled_tokens_per_s([p.new_tokens for p in reps], [p.wall_ms for p in reps])
@@ -204,7 +220,7 @@ def batched_row(records: list[dict[str, Any]], traces: list, build: Any, gamma: 
     real_tps = pooled_tokens_per_s(tokens, real_walls)
     rep_tps = pooled_batches(reps)
     pairs = [(r, p) for g, b in zip(groups, reps) for r, p in zip(g, b.rows)]
-    same = sum(Rounds.of(r).schedule == p.rounds.schedule for r, p in pairs)
+    same = sum(_schedule(r) == p.rounds.schedule for r, p in pairs)
     ar_pred = [max(ar_batch_ms(latency, [r["prompt_tokens"] for r in g], [r["new_tokens"] for r in g])[1]) for g in groups]
     ar_real = [max(r["ar_wall_ms"] for r in g) for g in groups] if all(r.get("ar_wall_ms") for r in records) else None
     rep_walls = [b.wall_ms for b in reps]

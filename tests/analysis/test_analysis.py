@@ -697,3 +697,20 @@ def test_analysis_imports_only_specbench(root):
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('runners', 'methods', 'wandb')))")
     out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_batched_jobs_engine_tag_is_the_kernels_it_ran():
+    """At B > 1 ``engine.fast_linear=auto`` ran the plain kernels before the batched engine took the option and
+    the transposed ones after: the tag comes from ``summary.json: engine`` (what ran), for ``ar`` jobs too."""
+    config = {"method": {"name": "specdecode", "runner": "speculative"}, "batch_size": 4,
+              "engine": {"fast_linear": "auto", "verify_buckets": "auto", "fused_prefill": False}}
+    fast = job_rows([{"prompt_id": "a"}], {"config": config, "status": "complete",
+                                           "engine": {"fast_linear": "all", "buckets": {}, "fused_prefill": False}})
+    plain = job_rows([{"prompt_id": "a"}], {"config": config, "status": "complete",
+                                            "engine": {"fast_linear": False, "buckets": {}, "fused_prefill": False}})
+    ar = job_rows([{"prompt_id": "a"}], {"config": {**config, "method": {"name": "ar", "runner": "ar"}},
+                                         "engine": {"fast_linear": "all", "buckets": {}, "fused_prefill": False}})
+    one = job_rows([{"prompt_id": "a"}], {"config": {**config, "batch_size": 1}, "status": "complete"})
+    assert fast[0]["engine"] == "fast_linear=all" and ar[0]["engine"] == "fast_linear=all"
+    assert plain[0].get("engine") is None
+    assert one[0]["engine"] == "fast_linear=auto,verify_buckets=auto"  # batch 1: the config, as before

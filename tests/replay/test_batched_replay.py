@@ -546,6 +546,15 @@ def test_compare_reads_batched_records(traces, tmp_path, root):
 
     with pytest.raises(ValueError, match="batch_rows"):
         compare_rows(tmp_path / "real", tmp_path / "traces", tmp_path / "latency")
+    # a job that ran the transposed kernels against a calibration that timed the plain ones: refused in one line
+    (job / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (job / "summary.json").write_text(json.dumps({"status": "complete", "config": config,
+                                                  "engine": {"fast_linear": "all", "buckets": {}, "fused_prefill": False}}))
+    with pytest.raises(ConfigError, match="fast_linear=all.*timed rows above one with False.*--fast-linear all"):
+        compare_rows(tmp_path / "real", tmp_path / "traces", tmp_path / "latency")
+    lat.meta["batch_fast_linear"] = "all"
+    lat.save(tmp_path / "latency" / "tiny.json")
+    assert compare_rows(tmp_path / "real", tmp_path / "traces", tmp_path / "latency")
 
 
 def test_the_model_timer_times_forwards_of_several_rows(noisy_pair):
