@@ -14,7 +14,7 @@ both lossless (they change which kernels compute the same function, not the func
   long blocks (a prefill) keep ``F.linear``. Rounding differs at the 1e-6 level, as it already
   does between a 1-row and a k-row ``F.linear``. ``scope="head"`` swaps the LM head only,
   ``"all"`` every ``nn.Linear``. The batched engine takes a copy of its own (``batch_kernels``: up to
-  ``BATCH_MAX_ROWS`` rows, outputs made contiguous). The copy is checked against the model on a short input (the
+  ``BATCH_MAX_ROWS`` rows; ``RaggedCache`` lays its logits out row by row). The copy is checked against the model on a short input (the
   logits must agree) and refused otherwise; quantized or custom linear modules are left alone.
 * **shape-aware verification** (``buckets``: ``{n: (m, r)}``): a block of ``n`` tokens is
   padded to ``m ≥ n`` tokens (copies of its last token) and the LM head is applied to
@@ -55,17 +55,14 @@ SCOPES = ("head", "all")
 
 class TransposedLinear(torch.nn.Module):
     """``nn.Linear``'s function, computed as ``(W·xᵀ)ᵀ`` for ``min_rows..max_rows`` rows of ``x``;
-    shares the wrapped layer's ``weight`` and ``bias`` tensors. ``contiguous``: return the product laid out
-    row by row (a copy; the batched engine's per-row argmax over a 262k-wide strided view cost more: 2026-11-26,
-    B = 4, the rounds' overhead 35–41 ms against 193–217 ms per batch of 64 tokens)."""
+    shares the wrapped layer's ``weight`` and ``bias`` tensors. Its output is a strided view (the product's
+    transpose)."""
 
-    def __init__(self, linear: torch.nn.Linear, min_rows: int = 2, max_rows: int = 16,
-                 contiguous: bool = False) -> None:
+    def __init__(self, linear: torch.nn.Linear, min_rows: int = 2, max_rows: int = 16) -> None:
         super().__init__()
         self.weight = linear.weight
         self.bias = linear.bias
         self.min_rows, self.max_rows = int(min_rows), int(max_rows)
-        self.contiguous = bool(contiguous)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         features = x.shape[-1]
@@ -75,33 +72,30 @@ class TransposedLinear(torch.nn.Module):
         y = torch.mm(self.weight, x.reshape(rows, features).t()).t()
         if self.bias is not None:
             y = y + self.bias
-        if self.contiguous:
-            y = y.contiguous()
         return y.reshape(*x.shape[:-1], self.weight.shape[0])
 
 
-def _swap_linears(model: torch.nn.Module, scope: str, max_rows: int = 16, contiguous: bool = False) -> int:
+def _swap_linears(model: torch.nn.Module, scope: str, max_rows: int = 16) -> int:
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     swapped = 0
     for module in list(model.modules()):
         for name, child in list(module.named_children()):
             if type(child) is torch.nn.Linear and (scope == "all" or child is head):
-                setattr(module, name, TransposedLinear(child, max_rows=max_rows, contiguous=contiguous))
+                setattr(module, name, TransposedLinear(child, max_rows=max_rows))
                 swapped += 1
     return swapped
 
 
-def transposed_copy(model: Any, scope: str = "all", rtol: float = 1e-4, max_rows: int = 16,
-                    contiguous: bool = False) -> Any | None:
+def transposed_copy(model: Any, scope: str = "all", rtol: float = 1e-4, max_rows: int = 16) -> Any | None:
     """A copy of ``model`` sharing its parameters and buffers, with ``TransposedLinear`` layers
-    (module docstring; ``max_rows``: the most rows they transpose, ``contiguous``: their outputs laid out row
-    by row); ``None`` when nothing can be swapped or the copy's logits disagree."""
+    (module docstring; ``max_rows``: the most rows they transpose); ``None`` when nothing can be swapped or the
+    copy's logits disagree."""
     if scope not in SCOPES:
         raise ValueError(f"scope must be one of {SCOPES}, got {scope!r}")
     memo: dict[int, Any] = {id(t): t for t in (*model.parameters(), *model.buffers())}
     try:
         fast = copy.deepcopy(model, memo)
-        if not _swap_linears(fast, scope, max_rows, contiguous):
+        if not _swap_linears(fast, scope, max_rows):
             return None
         ids = torch.tensor([[1, 2, 3, 4]], device=model_device(model))
         with torch.inference_mode():
@@ -223,12 +217,11 @@ _EXECUTORS: dict[tuple, Any] = {}
 _PROBED: dict[tuple, tuple[dict[int, float], dict[int, float]]] = {}
 
 
-def fast_executor(model: Any, scope: str, max_rows: int = 16, contiguous: bool = False) -> Any | None:
-    """``transposed_copy(model, scope, max_rows=max_rows, contiguous=contiguous)``, built once per process and
-    model."""
-    key = (id(model), scope, int(max_rows), bool(contiguous))
+def fast_executor(model: Any, scope: str, max_rows: int = 16) -> Any | None:
+    """``transposed_copy(model, scope, max_rows=max_rows)``, built once per process and model."""
+    key = (id(model), scope, int(max_rows))
     if key not in _EXECUTORS:
-        _EXECUTORS[key] = transposed_copy(model, scope, max_rows=max_rows, contiguous=contiguous)
+        _EXECUTORS[key] = transposed_copy(model, scope, max_rows=max_rows)
     return _EXECUTORS[key]
 
 
@@ -253,8 +246,7 @@ class BatchKernels:
 
     def describe(self) -> dict[str, Any]:
         """The job summary's ``engine`` of a batched job: the only engine option it takes."""
-        return {"fast_linear": self.scope if self.executor is not None else False, "buckets": {},
-                "fused_prefill": False}
+        return {"fast_linear": self.scope or False, "buckets": {}, "fused_prefill": False}
 
 
 #: the most rows the batched engine's transposed layers take: B rows of an autoregressive step, B × (γ + 1)
@@ -270,7 +262,7 @@ def batch_kernels(model: Any, engine: EngineConfig | None) -> BatchKernels:
     config: ``fast_linear`` as ``fast_scope`` resolves it, transposing up to ``BATCH_MAX_ROWS`` rows; the
     batch-1 options (``verify_buckets``, ``fused_prefill``) do not apply there."""
     scope = fast_scope(model, engine)
-    executor = fast_executor(model, scope, BATCH_MAX_ROWS, contiguous=True) if scope is not None else None
+    executor = fast_executor(model, scope, BATCH_MAX_ROWS) if scope is not None else None
     return BatchKernels(executor, scope if executor is not None else None)
 
 
