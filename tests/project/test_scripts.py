@@ -26,6 +26,8 @@ HELP = {
     "bench_speedup.py": "--configs",
     "bench_sweep.py": "--launcher",
     "bench_vs_hf.py": "--variants",
+    "compare_paper_costs.py": "folder",
+    "gpu_paper_costs.py": "--tiny",
     "gpu_pairs.py": "--tokens",
     "gpu_smoke.py": "usage",
     "gpu_timing.py": "--repeats",

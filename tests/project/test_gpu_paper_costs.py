@@ -1,0 +1,78 @@
+"""scripts/gpu_paper_costs.py (issue 43) on the CPU with shrunk shapes: what the GPU run does, checked where
+it can be — the lab reads its latency files, the static-cache forward it times (and captures on a GPU) computes
+what our loop's dynamic-cache forward computes, a draft with a smaller vocabulary takes its loop overheads from
+the same target's pair; and scripts/compare_paper_costs.py's reading of SpecDecode-Bench's cost model."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import gpu_paper_costs as gpc  # noqa: E402
+
+from runners.replay import specdecode_bench as sdb  # noqa: E402
+from specbench.latency import LatencyModel  # noqa: E402
+
+
+def test_a_rewound_static_cache_forward_computes_the_dynamic_cache_forward():
+    torch = pytest.importorskip("torch")
+    from transformers import StaticCache
+
+    from runners.engine.kv import cache_arg, new_cache
+
+    for name in ("llama-3.1-8b", "gemma3-270m"):  # full attention; sliding-window layers
+        model = gpc.build(name, "float32", "cpu", small=True)
+        ids = torch.randint(3, model.config.vocab_size, (1, 40), generator=torch.Generator().manual_seed(0))
+        with torch.inference_mode():
+            dynamic = new_cache(model)
+            model(input_ids=ids[:, :32], **cache_arg(model, dynamic), use_cache=True)
+            ref = model(input_ids=ids[:, 32:36], **cache_arg(model, dynamic), use_cache=True, logits_to_keep=4).logits
+            static = StaticCache(config=model.config, max_cache_len=40)
+            model(input_ids=ids[:, :32], **cache_arg(model, static), use_cache=True, logits_to_keep=1)
+            for _ in range(3):  # the timed forward, repeated: each one rewound to the same 32 tokens
+                gpc.rewind(static, 32)
+                out = model(input_ids=ids[:, 32:36], **cache_arg(model, static), use_cache=True, logits_to_keep=4).logits
+                assert torch.equal(out, ref), name
+            # without the rewind the cache moves on: the next forward sits at other positions
+            out = model(input_ids=ids[:, 32:36], **cache_arg(model, static), use_cache=True, logits_to_keep=4).logits
+            assert not torch.equal(out, ref), name
+
+
+def test_the_tiny_run_writes_latency_files_the_lab_reads(tmp_path, capsys):
+    rc = gpc.main(["--out", str(tmp_path), "--device", "cpu", "--tiny", "--dtype", "float32", "--repeats", "1",
+                   "--generate-repeats", "1", "--new-tokens", "4", "--prompt-len", "8", "--k-max", "3",
+                   "--context", "16", "--contexts", "8", "--prefill", "8", "--batch-sizes", "1", "2",
+                   "--batch-k-max", "2", "--widths", "1", "2", "--graph-repeats", "1"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    results = json.loads((tmp_path / "paper_costs.json").read_text())
+    assert set(results["generate"]) == set(gpc.GENERATE)
+    assert set(results["calibrate"]) == {f"{t}_{d}" for t, d in gpc.PAIRS}
+    assert {"gemma3-270m_float32", "llama-3.1-8b_bfloat16"} <= set(results["graphs"])
+    eagle = LatencyModel.load(tmp_path / "latency_llama-3.1-8b_eagle-like-8b.json")
+    one_b = LatencyModel.load(tmp_path / "latency_llama-3.1-8b_llama-3.2-1b.json")
+    assert eagle.batch_sizes == [1, 2] and one_b.batch_sizes == [1]
+    assert eagle.meta["random_weights"] and eagle.meta["overheads_from"] == "llama-3.1-8b_llama-3.2-1b"
+    assert eagle.round_overhead_ms == one_b.round_overhead_ms > 0
+    assert one_b.meta["overheads_from"] == "llama-3.1-8b_llama-3.2-1b"
+    assert eagle.verify_ms(2, 16, batch=2) > 0
+
+
+def test_specdecode_bench_costs_and_the_comparison_of_the_committed_run(capsys):
+    # predictor.py: Llama8BH100 at batch 1, 512 tokens in the cache, 1 token fed: 5.886 + 0.021 + 0.020 ms
+    assert sdb.target_forward_ms(512, 1) == pytest.approx(5.9270, abs=1e-4)
+    assert sdb.eagle_draft_ms(512, 5) == pytest.approx(2.1407, abs=1e-4)
+    assert sdb.ngram_draft_ms(10.0) == pytest.approx(0.05875)
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import compare_paper_costs
+
+    folder = ROOT / "results" / "committed" / "gpu_paper_costs"
+    assert compare_paper_costs.main([str(folder)]) == 0
+    printed = capsys.readouterr().out
+    assert printed.strip() == (folder / "compare.log").read_text().strip()  # the committed log is this output
