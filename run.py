@@ -5,7 +5,9 @@
     python run.py -m method=gammatune,gammatune_plus gamma=1,2,4,8
     python run.py -m hydra/launcher=interleaved method=gammatune,gammatune_plus gamma=1,2,4,8   # interleaved
 
-Each job writes ``<results_dir>/<overrides>/records.jsonl`` and ``summary.json``.
+Each job writes ``<results_dir>/<overrides>/records.jsonl`` and ``summary.json``. A sweep of adaptive
+methods also runs ``method=specdecode``, the fixed-γ baseline of Table 2, unless it lists it or says
+``baseline=none`` (``runners.jobs.baselines``).
 """
 
 from __future__ import annotations
@@ -38,4 +40,12 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    from pathlib import Path
+
+    from runners.jobs.baselines import with_baseline
+
+    # a sweep of adaptive methods also runs the fixed-γ SpecDecode it is compared with (Table 2's baseline)
+    sys.argv[1:], note = with_baseline(sys.argv[1:], Path(__file__).resolve().parent / "conf")
+    if note:
+        print(note, file=sys.stderr)
     main()

@@ -1,6 +1,7 @@
-"""Speedup per prompt category (a record's ``category``, from its task's rows: Spec-Bench's 13, SPEED-Bench's
-11, a custom task's ``task.category_field``), per pair, task and method: does a method's gain hold across
-kinds of prompt?
+"""Speedup, throughput and acceptance per prompt category (a record's ``category``, from its task's rows:
+Spec-Bench's 13, SPEED-Bench's 11, a custom task's ``task.category_field``), per pair, task and method, with the
+number of prompt turns behind each: does a method's gain hold across kinds of prompt, and how well does its
+draft guess them (acceptance, SPEED-Bench's primary measure)?
 
 Pure: a records frame in, a ``Table`` out, ``None`` when no task has several categories. The columns are
 the categories the records hold, never a fixed list: a table over several tasks has the union of their
@@ -33,18 +34,47 @@ from analysis.registry import SETTING, artefact
 from analysis.render import Table
 
 
+def _acceptance(records: pd.DataFrame) -> tuple[float, float]:
+    """``(Σ accepted / Σ drafted, (Σ accepted + Σ rounds) / Σ rounds)`` of a cell's records: the acceptance rate
+    (``specbench.records``: ``acceptance_rate``) and the tokens per round (the acceptance length: accepted drafts
+    plus the target's own token, ``mean_accepted_per_round + 1``); NaN where nothing was drafted / no round ran."""
+    total = {k: pd.to_numeric(records[k], errors="coerce").sum() if k in records else 0.0
+             for k in ("accepted", "drafted", "rounds")}
+    rate = total["accepted"] / total["drafted"] if total["drafted"] > 0 else np.nan
+    length = (total["accepted"] + total["rounds"]) / total["rounds"] if total["rounds"] > 0 else np.nan
+    return float(rate), float(length)
+
+
+def _turns(records: pd.DataFrame) -> int:
+    """Distinct prompt turns of a cell's records (its initial γ and repeats decode the same ones)."""
+    keys = [k for k in ("task", "prompt_id", "turn") if k in records]
+    return int(len(records[keys].drop_duplicates())) if keys and not records.empty else 0
+
+
+def _cell(speedup: float, acceptance: float, turns: int, shared: bool) -> str:
+    """A category's cell: ``1.50× (acc 0.62, n 40)`` (speedup, acceptance rate, prompt turns)."""
+    if not np.isfinite(speedup):
+        return ""
+    acc = f"acc {fmt_num(acceptance, 2)}, " if np.isfinite(acceptance) else ""
+    return fmt_num(speedup, 2) + "×" + (SHARED_MARK if shared else "") + f" ({acc}n {turns})"
+
+
 @artefact("tables/category_speedup", "per-category table", scope=SETTING, needs=("records", "pooling"),
-          about="per-category speedup over AR (else SpecDecode), mean over initial γ, for every task with "
-                "several categories (Spec-Bench, SPEED-Bench, ...)")
+          about="per-category speedup over AR (else SpecDecode), mean over initial γ, acceptance and prompt turns, "
+                "for every task with several categories (Spec-Bench, SPEED-Bench, ...)")
 def category_table(df: pd.DataFrame, pooling: str = "pooled") -> Table | None:
-    """Per-category speedup (Spec-Bench's per-category table, for any task): per (pair, task, method)
-    and category, the mean over initial γ of ``T(method, γ, category) / B(category)``.
+    """Per-category speedup (Spec-Bench's per-category table, for any task), throughput and acceptance: per
+    (pair, task, method) and category, the mean over initial γ of ``T(method, γ, category) / B(category)``
+    (``speedup``), of ``T(method, γ, category)`` (``tokens_per_s``), of the acceptance rate Σ accepted / Σ drafted
+    (``acceptance``) and of the tokens per round (``tokens_per_round``, the acceptance length) of each γ's
+    records, and ``n_turns``, the distinct prompt turns behind it (``n_gamma``: the initial γ averaged over).
 
     ``B`` = AR's throughput on the same target, task and category when AR records
     exist for that target and task; otherwise SpecDecode's throughput averaged
     over its initial γ for the same pair, task and category (the GammaTune
     Table 2 baseline); pairs with neither are left out. Column ``All`` = every
-    category pooled. Tasks with a single category are skipped; A/A twins are left out."""
+    category pooled. Tasks with a single category are skipped; A/A twins are left out. A cell reads
+    ``speedup× (acc acceptance, n turns)``; the .data.csv holds every figure."""
     check_pooling(pooling)
     data = df[df["category"].notna() & ~is_aa_twin(df["method"])]
     multi = data.groupby("task")["category"].nunique()
@@ -71,16 +101,20 @@ def category_table(df: pd.DataFrame, pooling: str = "pooled") -> Table | None:
             cells = throughput_by(spec_cat, ["method", "gamma_init"], pooling)
             for method, per_gamma in cells.groupby("method"):
                 mean, std, n = mean_std(per_gamma["tokens_per_s"] / base)
-                shared = shared_device_mismatch(pd.concat([spec_cat[spec_cat["method"] == method], base_cat]))
+                mine = spec_cat[spec_cat["method"] == method]
+                shared = shared_device_mismatch(pd.concat([mine, base_cat]))
+                accept = [_acceptance(g) for _, g in mine.groupby("gamma_init", dropna=False)]
                 long.append({"pair": pair, "task": task, "method": method, "baseline": "ar" if use_ar else "specdecode",
                              "category": "All" if cat is None else cat, "speedup": mean, "std": std, "n_gamma": n,
-                             "shared_device": shared})
+                             "shared_device": shared, "tokens_per_s": mean_std(per_gamma["tokens_per_s"])[0],
+                             "acceptance": mean_std(a for a, _ in accept)[0],
+                             "tokens_per_round": mean_std(t for _, t in accept)[0], "n_turns": _turns(mine)})
     if not long:
         return None
     data_long = pd.DataFrame(long)
     cats = sorted(c for c in data_long["category"].unique() if c != "All") + ["All"]
-    data_long["cell"] = [fmt_num(v, 2) + "×" + (SHARED_MARK if shared else "") if np.isfinite(v) else ""
-                         for v, shared in zip(data_long["speedup"], data_long["shared_device"], strict=True)]
+    data_long["cell"] = [_cell(v, a, n, shared) for v, a, n, shared in zip(
+        data_long["speedup"], data_long["acceptance"], data_long["n_turns"], data_long["shared_device"], strict=True)]
     wide = data_long.pivot_table(index=["pair", "task", "method", "baseline"], columns="category", values="cell",
                                  aggfunc="first").reset_index()
     order = {m: i for i, m in enumerate(ordered_methods(wide["method"]))}
@@ -92,8 +126,9 @@ def category_table(df: pd.DataFrame, pooling: str = "pooled") -> Table | None:
     caption = (
         "Speedup per category: mean over initial γ of the method's throughput in that category over the "
         "baseline's (AR on the same target and task when it was run, else SpecDecode averaged over its "
-        f"initial γ for the same pair); throughput = {POOLINGS[pooling]}. All = every category pooled. "
-        f"The {STD_NOTE} is in the .data.csv."
+        f"initial γ for the same pair); throughput = {POOLINGS[pooling]}. acc = acceptance rate (accepted / "
+        "drafted tokens of each initial γ's records, mean over initial γ); n = prompt turns in the category. "
+        f"All = every category pooled. The throughput, tokens per round and the {STD_NOTE} are in the .data.csv."
     )
     if data_long["shared_device"].any():
         caption += " " + SHARED_NOTE

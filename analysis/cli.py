@@ -1,7 +1,7 @@
 """``python -m analysis``: a results folder (or a W&B project) in, the papers' tables and figures out.
 
     python -m analysis RESULTS_DIR [--out DIR] [--pooling pooled|mean|question] [--min-new-tokens 128]
-                       [--bootstrap 2000] [--bootstrap-seed 0] [--drift-threshold 0.10]
+                       [--drift-threshold 0.10]
     python -m analysis --wandb ENTITY/PROJECT [--out DIR]
     python -m analysis RESULTS_DIR --print-only        # the speedup table(s) to stdout, nothing written
     python -m analysis RESULTS_DIR [RESULTS_DIR ...] [--out DIR]   # several folders as one (e.g. both temperatures)
@@ -36,9 +36,10 @@ GammaTune artefacts (speedup table, throughput table and figure, sensitivity fig
 table, trace, noise floor) are made per (task, temperature) when the folder holds several, with a
 ``-<task>-t<T>`` suffix.
 
-Uncertainty (``analysis.uncertainty``): every compared number carries a 95 % paired bootstrap CI over
-prompt turns (``--bootstrap N`` replicates, default 2000, ``--bootstrap-seed``), and a ranking whose
-neighbours are not resolved (the CI of their paired difference contains 0) is marked ``≈``. Drift
+Uncertainty (``analysis.uncertainty``): every compared number carries a 95 % paired, t-calibrated
+jackknife CI over prompt turns (clusters of them at batch size > 1; deterministic: no replicates or seed
+to set), and a ranking whose neighbours are not resolved (the CI of their paired ratio contains 1 or,
+where an A/A twin ran, reaches into the pair's A/A band) is marked ``≈``. Drift
 and noise floor (``analysis.drift``): the terminal gets the sweep's host drift from ``host_probe_ms``
 (cells whose probe is more than ``--drift-threshold`` (default 0.10) off their target's median are
 named; table ``drift``), a drift-normalised Table 2 under its own name
@@ -68,7 +69,6 @@ from analysis.policy_lab import load_replay
 from analysis.registry import REPLAY, SCENARIO, SETTING, SWEEP, Artefact, Inputs, artefacts, get, listing
 from analysis.render import Table, save_figure, to_markdown, write_table
 from analysis.settings import setting_partitions
-from analysis.uncertainty import N_BOOT, SEED, BootstrapSpec
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -91,10 +91,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trace-gamma", type=int, help="initial γ of the trace (default: the most common)")
     p.add_argument("--trace-prompt", help="prompt id of the trace (default: the first)")
     p.add_argument("--print-only", action="store_true", help="print the speedup table(s), write nothing")
-    p.add_argument("--bootstrap", type=int, default=N_BOOT, metavar="N",
-                   help=f"replicates of the paired bootstrap over prompt turns behind every 95 %% CI (default {N_BOOT})")
-    p.add_argument("--bootstrap-seed", type=int, default=SEED, metavar="S",
-                   help=f"seed of the bootstrap (default {SEED}: the same intervals on every run)")
     p.add_argument("--drift-threshold", type=float, default=DRIFT_THRESHOLD, metavar="SHARE",
                    help="name the cells whose median host_probe_ms differs from their target's sweep median by more "
                         f"than this share (default {DRIFT_THRESHOLD})")
@@ -151,7 +147,6 @@ class Report:
 def options(args: argparse.Namespace) -> Inputs:
     """The inputs every scope shares: the CLI's options and the papers' numbers."""
     return Inputs(paper=None if args.no_paper else load_paper_numbers(), pooling=args.pooling, baseline=args.baseline,
-                  boot=BootstrapSpec(getattr(args, "bootstrap", N_BOOT), getattr(args, "bootstrap_seed", SEED)),
                   drift_threshold=getattr(args, "drift_threshold", DRIFT_THRESHOLD),
                   min_new_tokens=args.min_new_tokens, trace_pair=args.trace_pair, trace_gamma=args.trace_gamma,
                   trace_prompt=args.trace_prompt)

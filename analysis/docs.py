@@ -61,7 +61,7 @@ FIGURE_RE = re.compile(
 
 #: figure-like text allowed outside a block: (a fragment of the line that holds it, why it is no measurement)
 ALLOWED: tuple[tuple[str, str], ...] = (
-    ("95 %", "a confidence level (the analysis' bootstrap intervals), not a measurement"),
+    ("95 %", "a confidence level (the analysis' jackknife intervals), not a measurement"),
     ("(10 %)", "the default of `python -m analysis --drift-threshold`, a setting"),
     ("polling every 10 ms", "hf-bench's streamer design (a protocol fact from its source), not our measurement"),
     ("(target: ≤ 1 %)", "the loop's overhead target (issue 16), a goal, not a measurement"),

@@ -17,20 +17,34 @@ and the noise floor of an A/A pair (a method against its twin).
   rescaled.
 * **noise floor** (``noise_floor_table``): for an A/A twin (``analysis.metrics.aa_original``) and
   the method it copies, per pair and initial γ, ``T(twin, γ) / T(original, γ)`` (throughput under
-  the pooling) with its paired bootstrap CI (``analysis.uncertainty``); over γ, the mean of those
+  the pooling) with its paired jackknife CI (``analysis.uncertainty``); over γ, the mean of those
   ratios (its CI replicate by replicate) and ``max |ratio − 1|``. The two do the same work, so the
-  true ratio is 1: what the table shows is what the sweep's conditions alone make of a comparison.
-* **resolution** (``aa_turn_log_ratios``, the noise floor's last columns): per prompt turn (and
-  repeat) that both ran at the same initial γ, ``log(tokens/s of the twin ÷ the original's)``; its
-  standard deviation σ over all of them is the host's noise on one paired prompt turn. A comparison
-  of two cells over n such turns then resolves a difference of about ``±1.96·σ/√n`` (95 %, the
-  log-ratio of means taken as the mean of log-ratios), and ``(1.96·σ / e)²`` turns (× repeats) resolve
-  ±e: the sample a sweep needs before a difference of that size is a result and not the host.
+  true ratio is 1: what the table shows is what the sweep's conditions alone make of a comparison. A
+  row whose CI excludes 1 is flagged (``AA_FLAG``, in the table, in the comparison tables' captions and
+  in the terminal's noise-floor lines): the sweep's conditions moved a ratio whose true value is 1
+  (or, per row, the one-in-twenty chance of a 95 % interval).
+* **A/A gate** (``aa_bands``): per pair, the twin's mean-over-γ ratio is the statistic the comparison
+  tables compare (a mean over γ of one cell over another, on the same prompt turns), so it says how far
+  from 1 relabelling a method alone reads. Its **band** (log scale) is the larger of its 95 % CI's
+  half-width (what chance moves an A/A comparison of these cells by) and ``|log ratio|`` (what this
+  sweep's twin did read): two rows of that pair are resolved only when the CI of their ratio lies wholly
+  beyond ``e^±band`` (``analysis.uncertainty.resolve``). The Average column of Table 2 takes the band of
+  the twin's ratio averaged over the same pairs; with several twins in a pair, the widest band.
+* **resolution** (``aa_turn_log_ratios``, the noise floor's last columns): per prompt turn and repeat
+  that both ran at the same initial γ, ``log(tokens/s of the twin ÷ the original's)``; its standard
+  deviation σ over all of them is the host's noise on one paired prompt turn. A comparison of two cells
+  over n such turns × repeats then resolves a difference of about ``±t(n − 1)·σ/√n`` (95 %, the
+  log-ratio of means taken as the mean of log-ratios), and ``(1.96·σ / e)²`` turns × repeats resolve ±e:
+  a **lower bound** on the sample a sweep needs before a difference of that size is a result and not the
+  host (it takes repeats of one turn as independent turns, the normal quantile for t's, and the host's
+  noise as the only spread, where the methods' own differences vary from prompt to prompt too).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -38,11 +52,12 @@ import pandas as pd
 from analysis.metrics import POOLINGS, aa_original, check_pooling, fmt_num, method_label
 from analysis.registry import SCENARIO, SWEEP, artefact
 from analysis.render import Table
-from analysis.uncertainty import Bootstrap, BootstrapSpec, Estimate, fmt_ci, mean_of
+from analysis.uncertainty import Estimate, Jackknife, fmt_ci, mean_of, t_quantile
 
 DRIFT_THRESHOLD = 0.10
 RESOLVE_TARGET = 0.03  # the difference the resolution column sizes a sweep for (±3 %)
 Z95 = 1.96
+AA_FLAG = " ≠ 1"  # after a noise-floor interval that excludes 1 (module docstring)
 CELL_KEYS = ["target", "task", "temperature", "pair", "method", "gamma_init", "job_dir"]
 
 
@@ -162,15 +177,16 @@ def aa_twins(df: pd.DataFrame) -> list[str]:
 
 
 def noise_floor_estimates(df: pd.DataFrame, pooling: str = "pooled",
-                          boot: BootstrapSpec | None = None) -> pd.DataFrame:
+                          jackknife: Jackknife | None = None) -> pd.DataFrame:
     """One row per (pair, twin, initial γ) that both the twin and its original ran: ``pair``,
-    ``twin``, ``original``, ``gamma_init``, ``ratio`` (an ``Estimate``: twin ÷ original)."""
+    ``twin``, ``original``, ``gamma_init``, ``ratio`` (an ``Estimate``: twin ÷ original).
+    ``jackknife``: one built on ``df`` (else built here)."""
     check_pooling(pooling)
     twins = aa_twins(df)
     if not twins:
         return pd.DataFrame(columns=["pair", "twin", "original", "gamma_init", "ratio"])
-    bootstrap = Bootstrap(df, pooling, boot)
-    cells = bootstrap.cells(df[df["method"].isin([*twins, *map(aa_original, twins)])], ["pair", "method", "gamma_init"])
+    jackknife = jackknife or Jackknife(df, pooling)
+    cells = jackknife.cells(df[df["method"].isin([*twins, *map(aa_original, twins)])], ["pair", "method", "gamma_init"])
     cells["_gamma"] = cells["gamma_init"].fillna(-1.0)
     rows = []
     for twin in twins:
@@ -183,6 +199,83 @@ def noise_floor_estimates(df: pd.DataFrame, pooling: str = "pooled",
                 rows.append({"pair": pair, "twin": twin, "original": original, "gamma_init": gamma,
                              "ratio": estimate / theirs.loc[(pair, gamma_key)]})
     return pd.DataFrame(rows, columns=["pair", "twin", "original", "gamma_init", "ratio"])
+
+
+def excludes_one(interval: tuple[float, float]) -> bool:
+    """Whether an A/A interval excludes 1, the twin's true ratio (module docstring: flagged)."""
+    lo, hi = interval
+    return bool(np.isfinite(lo) and (lo > 1.0 or hi < 1.0))
+
+
+@dataclass(frozen=True)
+class AABand:
+    """The A/A gate of one column of a comparison table (module docstring, "A/A gate"): the twin
+    and its ratio to its original, mean over γ (averaged over pairs for an Average column)."""
+
+    twin: str
+    ratio: Estimate
+
+    @property
+    def band(self) -> float:
+        """``max(half-width of the log-scale 95 % CI, |log ratio|)`` (module docstring); without an
+        interval, ``|log ratio|``; 0 without a ratio."""
+        point = self.ratio.point
+        deviation = abs(math.log(point)) if np.isfinite(point) and point > 0 else 0.0
+        lo, hi = self.ratio.interval()
+        if np.isfinite(lo) and lo > 0:
+            return max((math.log(hi) - math.log(lo)) / 2.0, deviation)
+        return deviation
+
+    @property
+    def flagged(self) -> bool:
+        return excludes_one(self.ratio.interval())
+
+    def text(self) -> str:
+        """``"±6.1 %"`` (the band as a ratio, ``exp(band) − 1``), with ``AA_FLAG`` when the twin's CI excludes 1."""
+        return f"±{100 * math.expm1(self.band):.1f} %" + (AA_FLAG if self.flagged else "")
+
+    def describe(self, where: str) -> str:
+        """One sentence for a caption or the terminal: the twin's ratio, its CI, the band, the flag."""
+        ratio = self.ratio
+        return (f"{where}: {method_label(self.twin)} ÷ {method_label(aa_original(self.twin))} = {ratio.point:.3f} "
+                f"{fmt_ci(ratio.interval(), 3)}, band {self.text()}")
+
+
+def aa_bands(df: pd.DataFrame, pooling: str = "pooled", jackknife: Jackknife | None = None) -> dict[str, AABand]:
+    """Per pair that ran an A/A twin and its original, the gate of its comparisons (module docstring,
+    "A/A gate"): the widest of its twins' bands. Empty without a twin."""
+    per_gamma = noise_floor_estimates(df, pooling, jackknife)
+    bands: dict[str, AABand] = {}
+    for (pair, twin), group in per_gamma.groupby(["pair", "twin"], sort=True):
+        candidate = AABand(twin, mean_of(group["ratio"]))
+        if pair not in bands or candidate.band > bands[pair].band:
+            bands[pair] = candidate
+    return bands
+
+
+def average_band(bands: dict[str, AABand], pairs: list[str]) -> AABand | None:
+    """The gate of an Average column over ``pairs``: the band of the twins' ratio averaged over those
+    pairs, replicate by replicate (as the column averages its pair cells); None unless every pair has one."""
+    if not pairs or any(p not in bands for p in pairs):
+        return None
+    return AABand(bands[pairs[0]].twin, mean_of(bands[p].ratio for p in pairs))
+
+
+def gate_note(bands: Mapping[str, AABand | None]) -> str:
+    """The comparison tables' caption sentence on the A/A gate of their columns (by name: a pair, or
+    "Average"); "" without a twin."""
+    shown = {name: band for name, band in bands.items() if band is not None}
+    if not shown:
+        return ""
+    flagged = [name for name, band in shown.items() if band.flagged]
+    text = ("A/A gate (analysis.drift, noise_floor): a ranking step is also marked ≈ when the 95 % CI of the two "
+            "rows' ratio reaches into the column's A/A band, the larger of its twin's CI half-width and its "
+            "deviation from 1 (mean over γ): "
+            + "; ".join(band.describe(name) for name, band in shown.items()) + ".")
+    if flagged:
+        text += (f" {AA_FLAG.strip()}: the twin's interval excludes 1 ({', '.join(flagged)}): this sweep's "
+                 "conditions alone moved a comparison whose true ratio is 1.")
+    return text
 
 
 def aa_turn_log_ratios(df: pd.DataFrame) -> pd.DataFrame:
@@ -204,23 +297,27 @@ def aa_turn_log_ratios(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def resolution(log_ratios: pd.Series, n_turns: int) -> tuple[float, float, float]:
-    """(σ, the ± a cell of ``n_turns`` paired turns resolves, the turns ±``RESOLVE_TARGET`` needs) from
-    per-turn A/A log-ratios (module docstring); NaNs below two ratios."""
+    """(σ, the ± a cell of ``n_turns`` paired turns × repeats resolves, the turns × repeats ±``RESOLVE_TARGET``
+    needs at least) from per-turn A/A log-ratios (module docstring, "resolution"); NaNs below two ratios
+    (the second one below two turns)."""
     values = pd.to_numeric(log_ratios, errors="coerce").dropna()
     if len(values) < 2 or n_turns < 1:
         return math.nan, math.nan, math.nan
     sigma = float(values.std(ddof=1))
-    return sigma, math.expm1(Z95 * sigma / math.sqrt(n_turns)), math.ceil((Z95 * sigma / RESOLVE_TARGET) ** 2)
+    resolves = math.expm1(t_quantile(n_turns - 1) * sigma / math.sqrt(n_turns)) if n_turns > 1 else math.nan
+    return sigma, resolves, math.ceil((Z95 * sigma / RESOLVE_TARGET) ** 2)
 
 
-@artefact("tables/noise_floor", "noise floor table", scope=SCENARIO, needs=("records", "pooling", "boot"),
+@artefact("tables/noise_floor", "noise floor table", scope=SCENARIO, needs=("records", "pooling"),
           when=lambda inputs: bool(aa_twins(inputs.records)), terminal=True,
           lines=lambda table, inputs: noise_floor_lines(table, inputs.suffix),
-          about="the A/A noise floor: each twin's throughput over its original's, 95 % CI, and the resolution")
-def noise_floor_table(df: pd.DataFrame, pooling: str = "pooled", boot: BootstrapSpec | None = None) -> Table | None:
+          about="the A/A noise floor: each twin's throughput over its original's, 95 % CI, band, and the resolution")
+def noise_floor_table(df: pd.DataFrame, pooling: str = "pooled") -> Table | None:
     """The noise floor (module docstring): per pair and twin, one row per initial γ and one over γ
-    (``gamma_init`` NaN, ``scope`` "mean over γ", with ``max_abs_deviation``); None without an A/A pair."""
-    per_gamma = noise_floor_estimates(df, pooling, boot)
+    (``gamma_init`` NaN, ``scope`` "mean over γ", with ``max_abs_deviation`` and the A/A ``band``);
+    ``excludes_one`` flags a row whose CI excludes 1. None without an A/A pair."""
+    jackknife = Jackknife(df, pooling)
+    per_gamma = noise_floor_estimates(df, pooling, jackknife)
     if per_gamma.empty:
         return None
     turns = aa_turn_log_ratios(df)
@@ -237,53 +334,65 @@ def noise_floor_table(df: pd.DataFrame, pooling: str = "pooled", boot: Bootstrap
             whole = ratio is overall
             rows.append({"pair": pair, "twin": twin, "original": group["original"].iloc[0], "gamma_init": gamma,
                          "scope": "mean over γ" if whole else "γ", "ratio": ratio.point, "ci_lo": lo,
-                         "ci_hi": hi, "max_abs_deviation": deviation if whole else math.nan,
+                         "ci_hi": hi, "excludes_one": excludes_one((lo, hi)),
+                         "band": AABand(twin, ratio).band if whole else math.nan,
+                         "max_abs_deviation": deviation if whole else math.nan,
                          "n_gamma": len(ratios) if whole else 1, "pooling": pooling,
                          "turn_sigma": sigma if whole else math.nan, "turns_per_cell": n_cell if whole else math.nan,
                          "cell_resolves": resolves if whole else math.nan,
                          "turns_for_target": needed if whole else math.nan})
     data = pd.DataFrame(rows)
-    spec = boot or BootstrapSpec()
+    target = f"±{100 * RESOLVE_TARGET:.0f} %"
     display = pd.DataFrame({
         "Pair": data["pair"],
         "A/A": [f"{method_label(t)} ÷ {method_label(o)}" for t, o in zip(data["twin"], data["original"], strict=True)],
         "γ": [fmt_num(g, 0) if s == "γ" else f"mean over {n}" for g, s, n in
               zip(data["gamma_init"], data["scope"], data["n_gamma"], strict=True)],
         "Ratio": data["ratio"].map(lambda v: fmt_num(v, 3)),
-        "95 % CI": [fmt_ci((lo, hi), 3) for lo, hi in zip(data["ci_lo"], data["ci_hi"], strict=True)],
+        "95 % CI": [fmt_ci((lo, hi), 3) + (AA_FLAG if flag else "") for lo, hi, flag in
+                    zip(data["ci_lo"], data["ci_hi"], data["excludes_one"], strict=True)],
+        "A/A band": [f"±{100 * math.expm1(v):.1f} %" if np.isfinite(v) else "" for v in data["band"]],
         "max |ratio − 1|": data["max_abs_deviation"].map(lambda v: fmt_num(v, 3)),
         "per-turn σ": data["turn_sigma"].map(lambda v: fmt_num(v, 3)),
-        "a cell resolves": [f"±{100 * v:.1f} % ({int(n)} turns)" if np.isfinite(v) else "" for v, n in
+        "a cell resolves": [f"±{100 * v:.1f} % ({int(n)} turns × repeats)" if np.isfinite(v) else "" for v, n in
                             zip(data["cell_resolves"], data["turns_per_cell"].fillna(0), strict=True)],
-        f"turns for ±{100 * RESOLVE_TARGET:.0f} %": data["turns_for_target"].map(
+        f"turns × repeats for {target} (lower bound)": data["turns_for_target"].map(
             lambda v: "" if not np.isfinite(v) else str(int(v))),
     })
     caption = (
         "Noise floor: an A/A twin does exactly the work of the method it copies under another label, so the true "
         f"ratio of their throughputs is 1. Ratio = twin's throughput ÷ the original's at the same initial γ "
         f"({POOLINGS[pooling]}); 'mean over N' = the mean of those ratios, with max |ratio − 1| over γ. "
-        f"[lo, hi]: {spec.note()}. A difference between methods no larger than this is within what the host and "
-        "the order of the runs alone produce. The twin is no row of the comparison tables. Per-turn σ = the standard "
-        "deviation of log(twin ÷ original) over paired prompt turns (all γ); a cell of n turns resolves about "
-        f"±1.96·σ/√n; 'turns for ±{100 * RESOLVE_TARGET:.0f} %' = (1.96·σ / {RESOLVE_TARGET})², prompt turns × repeats "
-        "per cell (analysis.drift, 'resolution')."
+        f"[lo, hi]: {jackknife.note()}. {AA_FLAG.strip()}: the interval excludes 1, the true ratio: the sweep's "
+        "conditions alone moved it (or, for one row among many, the one-in-twenty chance of a 95 % interval). "
+        "A/A band = the larger of the mean-over-γ interval's half-width and the ratio's deviation from 1 (log "
+        "scale, shown as exp(band) − 1): the comparison tables mark two rows of this pair resolved only when the "
+        "95 % CI of their ratio lies wholly beyond it (analysis.drift, 'A/A gate'). The twin is no row of the "
+        "comparison tables. Per-turn σ = the standard "
+        "deviation of log(twin ÷ original) over paired prompt turns × repeats (all γ); a cell of n turns × "
+        f"repeats resolves about ±t(n − 1)·σ/√n; 'turns × repeats for {target}' = (1.96·σ / {RESOLVE_TARGET})², "
+        "a lower bound: it takes repeats as independent turns and the host's noise as the only spread "
+        "(analysis.drift, 'resolution')."
     )
     return Table("noise_floor", caption, display, data)
 
 
 def noise_floor_lines(table: Table | None, tag: str = "") -> list[str]:
-    """One terminal line per pair and twin of a ``noise_floor_table``."""
+    """One terminal line per pair and twin of a ``noise_floor_table``, saying when its interval excludes 1."""
     if table is None:
         return []
     overall = table.data[table.data["scope"] == "mean over γ"]
     return [f"noise floor{tag} ({r['pair']}): {r['twin']} ÷ {r['original']} = {r['ratio']:.3f} "
             f"{fmt_ci((r['ci_lo'], r['ci_hi']), 3)} (mean over {r['n_gamma']} initial γ; max |ratio − 1| over γ = "
-            f"{r['max_abs_deviation']:.3f})" + _resolution_note(r) for _, r in overall.iterrows()]
+            f"{r['max_abs_deviation']:.3f}; A/A band ±{100 * math.expm1(r['band']):.1f} %)"
+            + (" — EXCLUDES 1: the sweep's conditions alone moved this pair's comparisons" if r["excludes_one"] else "")
+            + _resolution_note(r) for _, r in overall.iterrows()]
 
 
 def _resolution_note(row: pd.Series) -> str:
-    if not np.isfinite(row.get("cell_resolves", math.nan)):
+    if not np.isfinite(row.get("turns_for_target", math.nan)):
         return ""
-    return (f"; per-turn σ {row['turn_sigma']:.3f}: a cell of {int(row['turns_per_cell'])} turns resolves "
-            f"±{100 * row['cell_resolves']:.1f} %, ±{100 * RESOLVE_TARGET:.0f} % needs {int(row['turns_for_target'])} "
-            "turns × repeats")
+    resolves = (f"a cell of {int(row['turns_per_cell'])} turns × repeats resolves ±{100 * row['cell_resolves']:.1f} %, "
+                if np.isfinite(row["cell_resolves"]) else "")
+    return (f"; per-turn σ {row['turn_sigma']:.3f}: {resolves}±{100 * RESOLVE_TARGET:.0f} % needs at least "
+            f"{int(row['turns_for_target'])} turns × repeats")

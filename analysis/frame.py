@@ -13,14 +13,15 @@ folder at any depth and adds a few columns from the job's summary:
   ``target``/``draft`` = ``config.pair.{target,draft}.name``, ``max_new_tokens``,
   ``method_params`` (the method's knobs), ``hetero_params`` (the cross-vocabulary algorithm's config node,
   ``config.hetero``), ``engine`` (our loop's speed options that were on,
-  ``fast_linear=all,fused_prefill``; null when none or for AR/transformers jobs), ``ar_cache`` (an AR method's ``cache``, ``dynamic``
+  ``fast_linear=all,fused_prefill``; ``plain`` when none; null for AR/transformers jobs), ``ar_cache`` (an AR method's ``cache``, ``dynamic``
   when older configs had none), and, always from the config, ``target_path`` / ``draft_path``
   (Hub ids: hf-bench's labels are guessed from them) and ``target_quant``;
 * ``method`` becomes its variant key (``analysis.metrics.method_key``: every knob off its default in
   ``conf/method/<name>.yaml``, ``gammatune[eta=0.5]``; ``gammatune[carryover]`` when γ was carried
   over between prompts; the cross-vocabulary algorithm's knobs off ``conf/hetero/<name>.yaml``;
-  ``specdecode[fast_linear=all]`` when an engine option was on), so no table pools two settings,
-  or two engines, under one name;
+  ``specdecode[fast_linear=all]`` when the pair's rows ran more than one engine: an engine every row of the
+  pair shares names no variant, ``shared_engines_dropped``), so no table pools two settings, or two engines,
+  under one name, and a sweep on one engine finds its baseline (``specdecode``);
 * ``job_status``: the summary's ``status`` (``"complete"`` / ``"failed"``), or
   ``"incomplete"`` when there is no summary yet (a running or killed job), or
   ``"unreadable"`` when the summary is not valid JSON;
@@ -103,6 +104,24 @@ def _missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
+#: the engine tag of our loop with every option off (plain transformers kernels; also jobs before issue 16)
+PLAIN = "plain"
+
+
+def shared_engines_dropped(engines: list[str | None], pairs: list[str | None]) -> list[str | None]:
+    """The engine tags with a knob every row of a comparison shares removed (issue 40, item 0): per pair, when
+    every tagged row (our loop's) has the same tag, it names no variant — the sweep ran one engine — and
+    is dropped, so ``specdecode`` is the baseline of ``gammatune`` whatever engine both ran (the default
+    ``fast_linear=auto,verify_buckets=auto`` included); when a pair's rows ran two engines, every row keeps its
+    tag (``specdecode[plain]`` beside ``specdecode[fast_linear=all]``) and no table pools them."""
+    seen: dict[str | None, set[str]] = {}
+    for engine, pair in zip(engines, pairs, strict=True):
+        if engine is not None:
+            seen.setdefault(pair, set()).add(engine)
+    return [None if engine is not None and len(seen[pair]) == 1 else engine
+            for engine, pair in zip(engines, pairs, strict=True)]
+
+
 def engine_tag(node: Any) -> str | None:
     """The engine options that were on (``specbench.config.EngineConfig``), as ``key=value`` items
     joined by ``,`` (``fused_prefill`` alone for a boolean); None when every option is off or the
@@ -155,7 +174,7 @@ def config_columns(config: Mapping[str, Any] | None) -> dict[str, Any]:
         "method_params": params,
         "hetero_params": dict(config["hetero"]) if isinstance(config.get("hetero"), Mapping) else None,
         "ar_cache": (params or {}).get("cache", "dynamic") if ar else None,
-        "engine": engine_tag(config.get("engine")) if runner == "speculative" else None,
+        "engine": (engine_tag(config.get("engine")) or PLAIN) if runner == "speculative" else None,
         "target_path": _dig(config, "pair", "target", "path"),
         "draft_path": None if ar else _dig(config, "pair", "draft", "path"),
         "target_quant": _dig(config, "pair", "target", "quant"),
@@ -177,7 +196,7 @@ def job_rows(
         # a batched job (ar too): the kernels its batched runner ran, as its summary names them (``auto``
         # resolved: the same config ran the plain kernels before the batched engine took fast_linear)
         filled["engine"] = engine_tag({"fast_linear": ran.get("fast_linear") or False, "verify_buckets": False,
-                                       "fused_prefill": False})
+                                       "fused_prefill": False}) or PLAIN
     if status is None:
         status = str(summary.get("status") or "incomplete") if summary else "incomplete"
     provenance = summary.get("provenance")
@@ -224,6 +243,7 @@ def rows_to_frame(rows: list[Mapping[str, Any]]) -> pd.DataFrame:
         df[col] = [None if _missing(v) else str(v) for v in df[col]]
     engines = [None if _missing(v) else str(v) for v in df["engine"]]
     df["engine"] = pd.Series(engines, index=df.index, dtype=object)
+    engines = shared_engines_dropped(engines, list(df["pair"]))
     if "gamma_mode" in df:  # one γ per round for a whole batch: a variant of the method (analysis.settings)
         engines = [",".join(filter(None, [e, "batch_gamma=shared"])) if m == "shared" else e
                    for e, m in zip(engines, df["gamma_mode"], strict=True)]

@@ -55,7 +55,7 @@ from analysis.metrics import (
 from analysis.paper import dataset_key, hetero_rows, model_key
 from analysis.registry import SETTING, artefact
 from analysis.render import Table
-from analysis.uncertainty import Bootstrap, BootstrapSpec, Ranked, fmt_ci, mark, resolve, resolved_note
+from analysis.uncertainty import Jackknife, Ranked, fmt_ci, mark, resolve, resolved_note
 
 HETERO_KEYS = ["target", "task", "temperature", "method", "draft", "gamma_init"]
 PAPER_MIN_NEW_TOKENS = 128  # hf-bench's summarize_results.py: minimum_new_toks
@@ -326,15 +326,15 @@ def hfbench_unfiltered_table(df: pd.DataFrame) -> Table | None:
 
 
 @artefact("tables/hetero_speedup_ours", "heterogeneous-vocabulary table (our definitions)", scope=SETTING,
-          needs=("records", "pooling", "boot"),
+          needs=("records", "pooling"),
           about="Timor et al.'s cells under specbench's definitions: TTFT, TPOT, tokens/s, speedup over AR, 95 % CIs")
-def hetero_table(df: pd.DataFrame, pooling: str = "pooled", boot: BootstrapSpec | None = None) -> Table | None:
+def hetero_table(df: pd.DataFrame, pooling: str = "pooled") -> Table | None:
     """The heterogeneous-vocabulary cells under **our** definitions (``specbench.records``): TTFT
     (ms) = mean per-prompt ``ttft_ms`` (the target's prefill); TPOT (ms) = mean per-prompt
     ``tpot_ms``; tokens/s as ``pooling`` says; speedup = tokens/s over AR's (dynamic KV cache, the
     speculative runs' own) for the same target, task and temperature; none at that temperature:
     empty cell and a footnote. No paper numbers here: they follow hf-bench's definitions
-    (``hfbench_table``). Tok/s and speedup with their paired bootstrap CI (``analysis.uncertainty``),
+    (``hfbench_table``). Tok/s and speedup with their paired jackknife CI (``analysis.uncertainty``),
     ``≈`` on a row not resolved from its neighbour by Tok/s within its target, task and temperature."""
     check_pooling(pooling)
     data = _labelled(df)
@@ -343,7 +343,7 @@ def hetero_table(df: pd.DataFrame, pooling: str = "pooled", boot: BootstrapSpec 
     ar = data[data["method"] == "ar"]
     base = {(r["target"], r["task"], r["temperature"]): r["tokens_per_s"]
             for r in throughput_by(ar, ["target", "task", "temperature"], pooling).to_dict("records")}
-    bootstrap = Bootstrap(data, pooling, boot)
+    jackknife = Jackknife(data, pooling)
     notes = _Notes()
     rows = []
     for values, group in data.groupby(HETERO_KEYS, dropna=False, sort=True):
@@ -352,12 +352,12 @@ def hetero_table(df: pd.DataFrame, pooling: str = "pooled", boot: BootstrapSpec 
         ar_tps = base.get((row["target"], row["task"], row["temperature"]))
         ar_rows = ar[(ar["target"] == row["target"]) & (ar["task"] == row["task"])
                      & (ar["temperature"] == row["temperature"])]
-        estimate = bootstrap.estimate(group)
+        estimate = jackknife.estimate(group)
         row.update(source="measured", hardware=_hardware(group), ttft_ms=float(group["ttft_ms"].mean()),
                    tpot_ms=float(group["tpot_ms"].mean()), tokens_per_s=tps,
                    speedup=tps / ar_tps if ar_tps else math.nan, n_records=len(group), note="",
                    shared_device=row["method"] != "ar" and shared_device_mismatch(pd.concat([group, ar_rows])),
-                   _estimate=estimate, _speedup=estimate / bootstrap.estimate(ar_rows))
+                   _estimate=estimate, _speedup=estimate / jackknife.estimate(ar_rows))
         if not ar_tps:
             row["note"] = notes.mark("No AR run (dynamic cache) at this temperature for this target and task: "
                                      "speedup left empty, never taken from another temperature.")
@@ -392,7 +392,7 @@ def hetero_table(df: pd.DataFrame, pooling: str = "pooled", boot: BootstrapSpec 
         "over prompts; TPOT = (wall − TTFT) / (new tokens − 1), mean over prompts; Tok/s = " + POOLINGS[pooling]
         + "; speedup = Tok/s over AR's Tok/s (dynamic KV cache) for the same target, dataset and temperature. "
         "Unfiltered. Methods are labelled by what ran (SD = one vocabulary). "
-        f"[lo, hi]: {bootstrap.spec.note()}; the speedup's interval carries AR's uncertainty too. "
+        f"[lo, hi]: {jackknife.note()}; the speedup's interval carries AR's uncertainty too. "
         + resolved_note("among the rows of the same target, dataset and T, by Tok/s; their speedups share AR's "
                         "denominator, so the same marks hold for them")
         + notes.caption()

@@ -5,9 +5,9 @@ lm-evaluation-harness's ``lm_eval.api.registry`` registers models where they are
 An artefact is one function, registered where it is defined::
 
     @artefact("tables/gammatune_table2_speedup", "speedup table", scope=SCENARIO,
-              needs=("records", "pooling", "baseline", "paper", "boot"),
+              needs=("records", "pooling", "baseline", "paper"),
               about="GammaTune Table 2: speedup over SpecDecode, mean ± std across initial γ, with 95 % CIs")
-    def speedup_table(df, pooling="pooled", baseline="specdecode", paper=None, boot=None) -> Table | None: ...
+    def speedup_table(df, pooling="pooled", baseline="specdecode", paper=None) -> Table | None: ...
 
 * the key is where it is written under ``--out`` without the extension (``tables/<name>.{md,tex,csv,
   data.csv}``, ``figures/<name>.{png,pdf}``), and a table's ``Table.name`` is that ``<name>`` (the CLI
@@ -78,7 +78,6 @@ class Inputs:
     paper: Any = None  #: the papers' own numbers (``analysis.paper``); None with ``--no-paper``
     pooling: str = "pooled"  #: ``--pooling``
     baseline: str = "specdecode"  #: ``--baseline``
-    boot: Any = None  #: ``--bootstrap`` and ``--bootstrap-seed`` (``analysis.uncertainty.BootstrapSpec``)
     drift_threshold: float | None = None  #: ``--drift-threshold``
     min_new_tokens: int | None = None  #: ``--min-new-tokens``
     trace_pair: str | None = None  #: ``--trace-pair``

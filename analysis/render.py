@@ -32,7 +32,7 @@ class Table:
 _LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
                   "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
 _LATEX_SYMBOLS = {"±": r"$\pm$", "×": r"$\times$", "γ": r"$\gamma$", "—": "---", "→": r"$\rightarrow$",
-                  "≈": r"$\approx$", "÷": r"$\div$", "Δ": r"$\Delta$"}
+                  "≈": r"$\approx$", "÷": r"$\div$", "Δ": r"$\Delta$", "≠": r"$\neq$"}
 
 
 def latex_escape(text: str) -> str:

@@ -13,7 +13,12 @@ threads: ``V(3)`` ≈ 187 ms, ``V(4)`` ≈ 123 ms), which is what a cost-aware p
 calibrate`` through its one reader, ``specbench.latency.LatencyModel.from_json`` (``target.step_ms[k]``
 at ``target.ref_context``, its affine fit ``step_affine`` beyond the table, ``draft.step_ms[1]`` (else
 the draft's affine cost of one token), ``round_overhead_ms``). It ignores the per-context slope (a
-policy is not told the context length; the slope is ~0.01 ms per token here).
+policy is not told the context length; the slope is ~0.01 ms per token here). It does not compare what the
+file was timed on (``specbench.latency.TimedOn``: threads, device, dtype, kernels) with the run: a policy has
+no run to compare with (it is built before the job sets its threads, and a replay has none), and it decides
+by the table's shape, not its scale (``adapt_costs`` corrects the scale to the machine's clock). The readers
+that turn the file into times do compare: a job's prediction (``runners.jobs.predict.find_latency``) and
+``lab compare`` / ``lab confirm`` (the file ``lab confirm`` gives cost-reading policies is the one it checks).
 
 ``CostModel.online()`` starts from ``prior`` (the paper's model: ``V(k) = c`` units, ``D = 1``,
 ``O = 0``, ``c = 5``) and learns from each round's *measured* costs (``RoundOutcome.draft_ms``,

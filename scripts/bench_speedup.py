@@ -19,9 +19,13 @@ run by our loop with ``FixedGamma(GAMMA)`` and the engine options of ``--engine`
 default: the lossless levers on: ``fast_linear=all``, ``verify_buckets=auto`` (probed once, printed),
 ``fused_prefill=true``); ``--plain`` adds every config once more without them. For every prompt
 the target alone (``AutoregressiveRunner``) and every config run back to back in an order that
-rotates from prompt to prompt. Printed per config: pooled speedup (total AR time / total time for
-the same tokens), the median and min/max of per-prompt speedups, acceptance, tokens per round,
-and whether every output equals the target's own, token for token (exit status 1 if not).
+rotates from prompt to prompt. The target alone runs on the kernels of the configs it is compared with
+(issue 40's baseline rule: ``ar`` on ``--engine``'s, ``ar plain`` on the plain ones with ``--plain``), and,
+when no variant is plain, once more on the plain kernels (``ar plain kernels``: the baseline before that
+rule). Printed per config: pooled speedup over the target alone on its own kernels (total AR time / total
+time for the same tokens), the median and min/max of per-prompt speedups, acceptance, tokens per round,
+the pooled speedup over the fastest target alone and over the plain one, and whether every output equals
+the target's own, token for token (exit status 1 if not).
 """
 
 from __future__ import annotations
@@ -114,14 +118,23 @@ def main(argv: list[str] | None = None) -> int:
                              options=pair.draft.options)
         return build_drafter(pair.draft.kind, ctx)
 
-    runners: dict[str, Any] = {"ar": AutoregressiveRunner(target, eos)}
+    runners: dict[str, Any] = {}
     engine_info: dict[str, Any] = {}
     variants = [("", args.engine)] + ([(" plain", EngineConfig())] if args.plain and args.engine.any else [])
     for suffix, engine in variants:
+        # the baseline rule (issue 40): the target alone on the kernels of the configs it is compared with (the
+        # engine's transposed copy and the probe's padding of a 1-token step; the probe of the first config's γ)
+        step = engine_options(target, engine, args.configs[0][1])["forward"].for_step()
+        runners[f"ar{suffix}"] = AutoregressiveRunner(target, eos, forward=step)
+        engine_info[f"ar{suffix}"] = step.describe_step()
         for name, gamma in args.configs:
             opts = engine_options(target, engine, gamma)
             engine_info[f"{name}:{gamma}{suffix}"] = {**opts["forward"].describe(), "fused_prefill": opts["fused_prefill"]}
             runners[f"{name}:{gamma}{suffix}"] = SpeculativeRunner(target, drafter(name), FixedGamma(gamma), eos, **opts)
+    plain_ar = [n for n in runners if n.startswith("ar") and runners[n].describe() == {"fast_linear": False, "step": None}]
+    if not plain_ar:  # the rule before issue 40, for comparison: plain one-row steps whatever the loop ran
+        runners["ar plain kernels"] = AutoregressiveRunner(target, eos)
+        engine_info["ar plain kernels"] = runners["ar plain kernels"].describe()
     print(f"target gemma3-270m fp32, greedy, task={args.task} prompts={len(prompts)} max_new_tokens={args.max_new_tokens} "
           f"repeats={args.repeats} threads={args.threads} (set-up {time.perf_counter() - t0:.1f} s)")
     for key, info in engine_info.items():
@@ -130,6 +143,10 @@ def main(argv: list[str] | None = None) -> int:
         runner.generate(prompts[0][1], 16)
 
     names = list(runners)
+
+    def base_of(name: str) -> str:
+        """The target alone a config divides by: the one on its own kernels (``ar`` or ``ar plain``)."""
+        return "ar plain" if name.endswith(" plain") else "ar" if not name.startswith("ar") else name
     stats: dict[str, dict[str, list]] = {n: {"s": [], "tok": [], "acc": [], "drafted": [], "rounds": []} for n in names}
     per_prompt: dict[str, dict[str, float]] = {n: {} for n in names}
     fastest: dict[str, dict[str, float]] = {n: {} for n in names}  # the fastest repeat per prompt
@@ -155,36 +172,45 @@ def main(argv: list[str] | None = None) -> int:
                 fastest[n][pid] = min(fastest[n].get(pid, float("inf")), gen.wall_ms)
             same = all(outs[n] == outs["ar"] for n in names)
             identical &= same
-            print(f"{pid[:28]:<30}" + " ".join(f"{n}={per_prompt['ar'][pid] / per_prompt[n][pid]:.2f}x"
-                                               for n in names if n != "ar") + ("" if same else "  OUTPUT DIFFERS"),
-                  flush=True)
+            print(f"{pid[:28]:<30}" + " ".join(f"{n}={per_prompt[base_of(n)][pid] / per_prompt[n][pid]:.2f}x"
+                                               for n in names if not n.startswith("ar"))
+                  + ("" if same else "  OUTPUT DIFFERS"), flush=True)
     print()
-    header = f"{'config':<22}{'tok/s':>8}{'pooled':>8}{'median':>8}{'min':>7}{'max':>7}{'acc':>7}{'tok/rd':>8}"
-    print(header + "   (speedups over the target alone, same prompts and tokens)")
+    ars = [n for n in names if n.startswith("ar")]
+    fastest_ar = min(ars, key=lambda n: sum(stats[n]["s"]))
+    header = (f"{'config':<22}{'tok/s':>8}{'pooled':>8}{'median':>8}{'min':>7}{'max':>7}{'acc':>7}{'tok/rd':>8}"
+              f"{'vs fastest AR':>15}{'vs plain AR':>13}")
+    print(header + "   (speedups over the target alone on the same kernels, same prompts and tokens; then over the "
+                   f"fastest target alone, {fastest_ar!r}, and over the plain one, the rule before issue 40)")
     print("-" * len(header))
-    ar_s = sum(stats["ar"]["s"])
+    plain = next(n for n in ars if runners[n].describe() == {"fast_linear": False, "step": None})
     result: dict[str, Any] = {}
     for n in names:
         st = stats[n]
-        speedups = [per_prompt["ar"][p] / per_prompt[n][p] for p in per_prompt[n]]
+        base = base_of(n)
+        speedups = [per_prompt[base][p] / per_prompt[n][p] for p in per_prompt[n]]
         drafted, rounds = sum(st["drafted"]), sum(st["rounds"])
-        row = {"tokens_per_s": sum(st["tok"]) / sum(st["s"]), "pooled_speedup": ar_s / sum(st["s"]),
+        row = {"baseline": base, "tokens_per_s": sum(st["tok"]) / sum(st["s"]),
+               "pooled_speedup": sum(stats[base]["s"]) / sum(st["s"]),
                "median_speedup": statistics.median(speedups), "min_speedup": min(speedups), "max_speedup": max(speedups),
+               "pooled_speedup_vs_fastest_ar": sum(stats[fastest_ar]["s"]) / sum(st["s"]),
+               "pooled_speedup_vs_plain_ar": sum(stats[plain]["s"]) / sum(st["s"]),
                "acceptance": sum(st["acc"]) / drafted if drafted else None,
                "tokens_per_round": (sum(st["acc"]) + rounds) / rounds if rounds else None}
         if args.repeats > 1:  # other processes only ever add time: the fastest repeat per prompt
-            best = [fastest["ar"][p] / fastest[n][p] for p in fastest[n]]
+            best = [fastest[base][p] / fastest[n][p] for p in fastest[n]]
             row.update(median_speedup_fastest=statistics.median(best),
-                       pooled_speedup_fastest=sum(fastest["ar"].values()) / sum(fastest[n].values()))
+                       pooled_speedup_fastest=sum(fastest[base].values()) / sum(fastest[n].values()))
         result[n] = row
         acc = f"{row['acceptance']:.3f}" if row["acceptance"] is not None else "-"
         tpr = f"{row['tokens_per_round']:.2f}" if row["tokens_per_round"] is not None else "-"
         print(f"{n:<22}{row['tokens_per_s']:>8.2f}{row['pooled_speedup']:>8.3f}{row['median_speedup']:>8.3f}"
-              f"{row['min_speedup']:>7.2f}{row['max_speedup']:>7.2f}{acc:>7}{tpr:>8}")
+              f"{row['min_speedup']:>7.2f}{row['max_speedup']:>7.2f}{acc:>7}{tpr:>8}"
+              f"{row['pooled_speedup_vs_fastest_ar']:>15.3f}{row['pooled_speedup_vs_plain_ar']:>13.3f}")
     if args.repeats > 1:
         print(f"from the fastest of {args.repeats} repeats per prompt: " + ", ".join(
             f"{n} median {result[n]['median_speedup_fastest']:.3f} pooled {result[n]['pooled_speedup_fastest']:.3f}"
-            for n in names if n != "ar"))
+            for n in names if not n.startswith("ar")))
     print_load_and_identity(loads, identical, "every config, prompt and repeat")
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)

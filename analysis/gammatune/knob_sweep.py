@@ -35,7 +35,6 @@ from analysis.policy_lab import REFERENCES
 from analysis.registry import REPLAY, artefact
 from analysis.render import Table
 from analysis.settings import KNOB_SYMBOLS, method_defaults
-from analysis.uncertainty import BootstrapSpec
 
 SWEPT = ("gammatune", "gammatune_plus")
 
@@ -84,14 +83,13 @@ def knob_sweep_table(
     knobs: Sequence[str] = ("eta", "delta"),
     pooling: str = "pooled",
     baseline: str = "specdecode",
-    boot: BootstrapSpec | None = None,
     note: str = "",
 ) -> Table | None:
     """The sweep's Table 2 (module docstring); None when the frame holds no baseline or no swept
     method."""
     if frame.empty or not (frame["method"] == baseline).any():
         return None
-    table = speedup_table(frame, pooling, baseline, None, boot or BootstrapSpec(1, 0))  # its CIs are not shown
+    table = speedup_table(frame, pooling, baseline, None)  # its CIs are not shown
     if table is None:
         return None
     cells = table.data[(table.data["source"] == "measured") & (table.data["pair"] != "average")]
@@ -162,7 +160,7 @@ def _equal(a: Any, b: Any) -> bool:
 @artefact("tables/gammatune_table2_knob_sweep", "GammaTune Table 2 across η and δ (replay)", scope=REPLAY,
           needs=("replay",), about="GammaTune Table 2 across a policy's knobs (η, δ), from replayed rows")
 def sweep_from_replay(rows: pd.DataFrame, knobs: Sequence[str] = ("eta", "delta"),
-                      boot: BootstrapSpec | None = None, meta: Mapping[str, Any] | None = None) -> Table | None:
+                      meta: Mapping[str, Any] | None = None) -> Table | None:
     """``knob_sweep_table`` of replay rows, or None when they sweep none of ``knobs`` of GammaTune."""
     if rows is None or rows.empty or "method" not in rows:
         return None
@@ -181,4 +179,4 @@ def sweep_from_replay(rows: pd.DataFrame, knobs: Sequence[str] = ("eta", "delta"
     pairs = sorted((meta or {}).get("latency") or {})
     note = (f"Each pair's rounds are charged by its own calibrated latency table (the replay's meta.json: "
             f"{', '.join(pairs)}).") if pairs else ""
-    return knob_sweep_table(replay_frame(rows), knobs=knobs, boot=boot, note=note)
+    return knob_sweep_table(replay_frame(rows), knobs=knobs, note=note)

@@ -1,5 +1,5 @@
 """GammaTune Table 2: speedup over SpecDecode across initial γ (mean ± sample std across initial γ,
-with each cell's 95 % paired bootstrap CI), and the same table from drift-normalised records.
+with each cell's 95 % paired jackknife CI), and the same table from drift-normalised records.
 
 Definitions in ``speedup_table``'s docstring, repeated in its caption; the Average column is
 ``_average`` (it reproduces the paper's from its pair columns). Pure: a records frame in, a ``Table``
@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.drift import DRIFT_NORMALISED_NOTE
+from analysis.drift import DRIFT_NORMALISED_NOTE, AABand, aa_bands, average_band, gate_note
 from analysis.metrics import (
     POOLINGS,
     SHARED_MARK,
@@ -35,15 +35,16 @@ from analysis.registry import SCENARIO, artefact
 from analysis.render import Table
 from analysis.uncertainty import (
     CI_ROW,
-    Bootstrap,
-    BootstrapSpec,
     Estimate,
+    Jackknife,
     fmt_ci,
     mark,
     mean_of,
     resolve,
     resolved_note,
 )
+
+AA_ROW = "A/A band"  # the Source of the row that shows each column's A/A gate (analysis.drift, "A/A gate")
 
 
 def _average(rows: pd.DataFrame) -> tuple[float, float]:
@@ -59,7 +60,7 @@ def _average(rows: pd.DataFrame) -> tuple[float, float]:
 
 def table2_estimates(cells: pd.DataFrame, baseline: str) -> dict[tuple[str, str], Estimate]:
     """GammaTune Table 2's cells replicate by replicate (``speedup_table``'s definition) from the
-    per-(pair, method, γ) throughput estimates of one ``Bootstrap`` (``Bootstrap.cells``): per pair,
+    per-(pair, method, γ) throughput estimates of one ``Jackknife`` (``Jackknife.cells``): per pair,
     ``B`` = mean over γ of the baseline's; cell = mean over γ of ``T(method, γ) / B``; pairs without
     the baseline are left out. Keyed by (pair, method), with (``"average"``, method) = the mean of
     the pair cells."""
@@ -76,7 +77,7 @@ def table2_estimates(cells: pd.DataFrame, baseline: str) -> dict[tuple[str, str]
 
 
 @artefact("tables/gammatune_table2_speedup", "speedup table", scope=SCENARIO,
-          needs=("records", "pooling", "baseline", "paper", "boot"),
+          needs=("records", "pooling", "baseline", "paper"),
           about="GammaTune Table 2: speedup over SpecDecode, mean ± std across initial γ, 95 % CIs, beside the paper",
           terminal=True, headline=True)
 def speedup_table(
@@ -84,7 +85,6 @@ def speedup_table(
     pooling: str = "pooled",
     baseline: str = "specdecode",
     paper: pd.DataFrame | None = None,
-    boot: BootstrapSpec | None = None,
 ) -> Table | None:
     """GammaTune Table 2: speedup over SpecDecode, mean ± std across initial γ.
 
@@ -96,11 +96,13 @@ def speedup_table(
     (``_average``: reproduces the paper's Average column from its pair columns).
     Pairs without baseline records are left out.
 
-    Under every measured row, a ``95 % CI`` row: each cell's paired bootstrap CI over prompt turns
+    Under every measured row, a ``95 % CI`` row: each cell's paired jackknife CI over prompt turns
     (``analysis.uncertainty``; ``table2_estimates``), marked ``≈`` when the method is not resolved
-    from its neighbour in that column's ranking (``resolve``). A/A twins (``aa_original``) are no
-    rows here (their ratio to their original is the noise floor, ``analysis.drift``), and never the
-    baseline."""
+    from its neighbour in that column's ranking (``resolve``), gated by the column's A/A band where a
+    twin ran (``analysis.drift.aa_bands``; the Average column: ``average_band``), shown in a last row
+    ``A/A band`` (``AA_ROW``) and flagged ``≠ 1`` where the twin's interval excludes 1. A/A twins
+    (``aa_original``) are no method rows here (their ratio to their original is the noise floor,
+    ``analysis.drift``), and never the baseline."""
     check_pooling(pooling)
     if aa_original(baseline):
         raise ValueError(f"{baseline} is an A/A twin: it measures the noise floor and is never a baseline")
@@ -111,16 +113,21 @@ def speedup_table(
         return None
     pairs = sorted(per_gamma["pair"].unique())
     methods = ordered_methods(per_gamma["method"].unique())
-    bootstrap = Bootstrap(df, pooling, boot)
-    estimates = table2_estimates(bootstrap.cells(rows_df[rows_df["pair"].isin(pairs)], ["pair", "method", "gamma_init"]),
+    jackknife = Jackknife(df, pooling)
+    estimates = table2_estimates(jackknife.cells(rows_df[rows_df["pair"].isin(pairs)], ["pair", "method", "gamma_init"]),
                                  baseline)
-    ranks = {p: resolve({m: e for (q, m), e in estimates.items() if q == p}) for p in [*pairs, "average"]}
+    bands = {p: b for p, b in aa_bands(df, pooling, jackknife).items() if p in pairs}
+    gates: dict[str, AABand | None] = {**{p: bands.get(p) for p in pairs}, "average": average_band(bands, pairs)}
+    ranks = {p: resolve({m: e for (q, m), e in estimates.items() if q == p}, band=gate.band if gate else 0.0)
+             for p, gate in gates.items()}
 
     def uncertainty(pair: str, method: str) -> dict[str, Any]:
         lo, hi = estimates[(pair, method)].interval() if (pair, method) in estimates else (math.nan, math.nan)
         ranked = ranks[pair].get(method)
+        gate = gates[pair]
         return {"ci_lo": lo, "ci_hi": hi, "rank": ranked.rank if ranked else None,
-                "resolved": ranked.resolved if ranked else None}
+                "resolved": ranked.resolved if ranked else None, "aa_band": gate.band if gate else math.nan,
+                "aa_excludes_one": gate.flagged if gate else None}
 
     long = []
     for (pair, method), group in per_gamma.groupby(["pair", "method"], sort=True):
@@ -167,6 +174,9 @@ def speedup_table(
             display_rows.append(row)
             if source == "measured":
                 display_rows.append(ci_row)
+    if bands:
+        display_rows.append({"Method": "", "Source": AA_ROW, **{"Average" if p == "average" else p:
+                                                               gate.text() if gate else "" for p, gate in gates.items()}})
     display = pd.DataFrame(display_rows)
     caption = (
         f"Speedup over {method_label(baseline)} (GammaTune Table 2). Per pair, the throughput of each initial γ "
@@ -175,13 +185,16 @@ def speedup_table(
         "pair variances), over the pairs shown for 'measured' rows and over the paper's four pairs for 'paper' "
         "rows (the paper's own Average column, which that formula reproduces). "
         "'measured': this results folder; 'paper': GammaTune Table 2 as published (SpecBench, one H100). "
-        f"± : {STD_NOTE} (the paper's spread). [lo, hi] (rows '{CI_ROW}'): {bootstrap.spec.note()}, of the same "
+        f"± : {STD_NOTE} (the paper's spread). [lo, hi] (rows '{CI_ROW}'): {jackknife.note()}, of the same "
         f"cell, replicate by replicate (Average: the mean of the pair cells); {method_label(baseline)}'s own cell "
         "is 1 in every replicate, the other intervals carry its uncertainty. "
         + resolved_note("within the column, by the cell's point estimate")
     )
     if len(rows_df) < len(df):
         caption += " A/A twins are not rows here: their ratio to the method they copy is the noise floor (noise_floor)."
+    if bands:
+        caption += (f" Row '{AA_ROW}': each column's A/A band (Average: the twins' ratio averaged over the pairs). "
+                    + gate_note({("Average" if p == "average" else p): gate for p, gate in gates.items()}))
     if "shared_device" in data and data["shared_device"].fillna(False).astype(bool).any():
         caption += " " + SHARED_NOTE
     return Table("gammatune_table2_speedup", caption, display, data)
@@ -192,14 +205,14 @@ def _drift_normalised_line(table: Table, inputs: Any) -> list[str]:
 
 
 @artefact("tables/gammatune_table2_speedup_drift_normalised", "drift-normalised speedup table", scope=SCENARIO,
-          needs=("normalised", "pooling", "baseline", "boot"),
+          needs=("normalised", "pooling", "baseline"),
           about="GammaTune Table 2 from drift-normalised records (analysis.drift), beside the measured one",
           when=lambda inputs: inputs.normalised is not None, terminal=True, lines=_drift_normalised_line)
-def drift_normalised_speedup_table(normalised: pd.DataFrame, pooling: str = "pooled", baseline: str = "specdecode",
-                                   boot: BootstrapSpec | None = None) -> Table | None:
+def drift_normalised_speedup_table(normalised: pd.DataFrame, pooling: str = "pooled",
+                                   baseline: str = "specdecode") -> Table | None:
     """``speedup_table`` of records whose throughput is drift-normalised (``analysis.drift.drift_normalised``),
     under its own name and saying so, never in place of the measured table (and without the paper's rows)."""
-    table = speedup_table(normalised, pooling, baseline, None, boot)
+    table = speedup_table(normalised, pooling, baseline, None)
     if table is not None:
         table.name += "_drift_normalised"
         table.caption = DRIFT_NORMALISED_NOTE + table.caption

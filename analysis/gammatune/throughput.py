@@ -1,6 +1,6 @@
 """GammaTune Figure 1 (throughput per method and pair, as a table with speedup over AR and as a bar
 chart) and the sensitivity of throughput to the initial γ (a figure), each number with its 95 %
-paired bootstrap CI over prompt turns (``analysis.uncertainty``).
+paired jackknife CI over prompt turns (``analysis.uncertainty``).
 
 Pure: a records frame in, a ``Table`` or a matplotlib ``Figure`` (Agg backend; ``analysis.render.
 save_figure`` writes PNG and PDF) out, ``None`` when the inputs are absent.
@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from analysis.drift import aa_bands, gate_note
 from analysis.metrics import (
     POOLINGS,
     check_pooling,
@@ -32,8 +33,7 @@ from analysis.metrics import (
 from analysis.registry import SCENARIO, artefact
 from analysis.render import Table
 from analysis.uncertainty import (
-    Bootstrap,
-    BootstrapSpec,
+    Jackknife,
     fmt_ci,
     mark,
     mean_of,
@@ -44,9 +44,9 @@ from analysis.uncertainty import (
 
 
 @artefact("tables/gammatune_throughput", "throughput table", scope=SCENARIO,
-          needs=("records", "pooling", "boot"),
+          needs=("records", "pooling"),
           about="GammaTune Figure 1 as a table: tokens/s and speedup over AR per pair and method, 95 % CIs")
-def throughput_table(df: pd.DataFrame, pooling: str = "pooled", boot: BootstrapSpec | None = None) -> Table | None:
+def throughput_table(df: pd.DataFrame, pooling: str = "pooled") -> Table | None:
     """GammaTune Figure 1 as a table, with speedup over AR and the uncertainty of both.
 
     Per pair and method (A/A twins left out): ``Tok/s`` = mean over initial γ of each γ's throughput
@@ -55,24 +55,26 @@ def throughput_table(df: pd.DataFrame, pooling: str = "pooled", boot: BootstrapS
     and ``ar_wall_ms``, the AR decode each record's ``speedup`` divides by: ``ar_source`` paired,
     decoded, cache or self), pooled the same way over the same prompt turns, when every record of the
     cell has one; else the throughput of the pair's AR job (``method`` ar); else empty. Each with its
-    paired bootstrap CI (``analysis.uncertainty``) and ``≈`` when not resolved from its neighbour in
-    the pair's ranking (by Tok/s; by speedup). ``data``: one row per (pair, method) (``scope`` "mean
-    over γ") and per (pair, method, γ) (``scope`` "γ"). None when only AR ran."""
+    paired jackknife CI (``analysis.uncertainty``) and ``≈`` when not resolved from its neighbour in
+    the pair's ranking (by Tok/s; by speedup), gated by the pair's A/A band where a twin ran
+    (``analysis.drift.aa_bands``; ``aa_band`` in ``data``). ``data``: one row per (pair, method)
+    (``scope`` "mean over γ") and per (pair, method, γ) (``scope`` "γ"). None when only AR ran."""
     check_pooling(pooling)
     rows_df = df[df["pair"].notna() & df["method"].notna() & ~is_aa_twin(df["method"])]
     if rows_df.empty or is_ar(rows_df).all():
         return None
-    bootstrap = Bootstrap(df, pooling, boot)
+    jackknife = Jackknife(df, pooling)
+    bands = aa_bands(df, pooling, jackknife)
     keys = ["pair", "method", "gamma_init"]
     ar_jobs = rows_df[rows_df["method"] == "ar"]
     long = []
     for values, group in rows_df.groupby(keys, dropna=False, sort=True):
         pair, method, gamma = values
-        own = bootstrap.estimate(group, ar=True)
+        own = jackknife.estimate(group, ar=True)
         sources = sorted(set(group["ar_source"].dropna().astype(str))) if "ar_source" in group else []
         if not np.isfinite(own.point) and not ar_jobs[ar_jobs["pair"] == pair].empty:
-            own, sources = bootstrap.estimate(ar_jobs[ar_jobs["pair"] == pair]), ["AR job"]
-        tokens = bootstrap.estimate(group)
+            own, sources = jackknife.estimate(ar_jobs[ar_jobs["pair"] == pair]), ["AR job"]
+        tokens = jackknife.estimate(group)
         long.append({"pair": pair, "method": method, "gamma_init": gamma, "scope": "γ",
                      "tokens": tokens, "speedup": tokens / own,
                      "ar_reference": " ".join(sources) if np.isfinite(own.point) else "",
@@ -90,7 +92,9 @@ def throughput_table(df: pd.DataFrame, pooling: str = "pooled", boot: BootstrapS
     for stat in ("tokens", "speedup"):
         ranked = {}
         for pair, rows in means.groupby("pair", sort=True):
-            ranked.update({(pair, k): v for k, v in resolve(dict(zip(rows["method"], rows[stat], strict=True))).items()})
+            band = bands[pair].band if pair in bands else 0.0
+            ranked.update({(pair, k): v for k, v in
+                           resolve(dict(zip(rows["method"], rows[stat], strict=True)), band=band).items()})
         column = "tokens_per_s" if stat == "tokens" else "speedup_vs_ar"
         data[column] = [e.point for e in data[stat]]
         bounds = [e.interval() for e in data[stat]]
@@ -100,6 +104,7 @@ def throughput_table(df: pd.DataFrame, pooling: str = "pooled", boot: BootstrapS
         data[f"{column}_rank"] = pd.array([r.rank if r else None for r in found], dtype="Int64")
         data[f"{column}_resolved"] = [r.resolved if r else None for r in found]
         data[f"_{stat}_mark"] = [mark(r) for r in found]
+    data["aa_band"] = [bands[p].band if p in bands else math.nan for p in data["pair"]]
     order = {m: i for i, m in enumerate(ordered_methods(data["method"]))}
     data = data.sort_values(["pair", "method", "scope", "gamma_init"], key=lambda s: s.map(order) if s.name == "method"
                             else s, na_position="first").reset_index(drop=True)
@@ -121,18 +126,20 @@ def throughput_table(df: pd.DataFrame, pooling: str = "pooled", boot: BootstrapS
         "divides by (column AR reference = their ar_source: paired = timed in the same interleaved round as the "
         "record; decoded / cache = timed once per prompt turn, by this job or another; self = the AR job itself), "
         "else the pair's AR job ('AR job'). "
-        f"[lo, hi]: {bootstrap.spec.note()}. "
+        f"[lo, hi]: {jackknife.note()}. "
         + resolved_note("within the pair, by Tok/s for the Tok/s interval and by speedup for the speedup's")
         + " A/A twins are not rows here (noise_floor)."
     )
+    if bands:
+        caption += " " + gate_note(dict(sorted(bands.items())))
     data = data.drop(columns=["tokens", "speedup", "_tokens_mark", "_speedup_mark"])
     return Table("gammatune_throughput", caption, display.reset_index(drop=True), data)
 
 
-def _cells(df: pd.DataFrame, pooling: str, boot: BootstrapSpec | None) -> pd.DataFrame:
-    """Per (pair, method, γ): ``tokens_per_s`` and its paired bootstrap ``estimate`` (``analysis.uncertainty``)."""
-    cells = Bootstrap(df, pooling, boot).cells(df[df["pair"].notna() & df["method"].notna()],
-                                               ["pair", "method", "gamma_init"])
+def _cells(df: pd.DataFrame, pooling: str) -> pd.DataFrame:
+    """Per (pair, method, γ): ``tokens_per_s`` and its paired jackknife ``estimate`` (``analysis.uncertainty``)."""
+    cells = Jackknife(df, pooling).cells(df[df["pair"].notna() & df["method"].notna()],
+                                         ["pair", "method", "gamma_init"])
     return cells.assign(tokens_per_s=[e.point for e in cells["estimate"]])
 
 
@@ -143,15 +150,15 @@ def _error(point: float, interval: tuple[float, float]) -> tuple[float, float]:
 
 
 @artefact("figures/gammatune_fig1_throughput", "throughput figure", scope=SCENARIO,
-          needs=("records", "pooling", "boot"),
+          needs=("records", "pooling"),
           about="GammaTune Figure 1: average tokens/s per method and pair (95 % CI; std across initial γ)")
-def plot_throughput(df: pd.DataFrame, pooling: str = "pooled", boot: BootstrapSpec | None = None) -> Figure | None:
+def plot_throughput(df: pd.DataFrame, pooling: str = "pooled") -> Figure | None:
     """GammaTune Figure 1: average tokens/s per method and pair; bar = mean over initial γ of each
     job's throughput (``throughput_table``'s Tok/s); black error bar = its 95 % paired
-    bootstrap CI over prompt turns (``analysis.uncertainty``); grey band = sample std (ddof=1) across
+    jackknife CI over prompt turns (``analysis.uncertainty``); grey band = sample std (ddof=1) across
     γ (the paper's error bar). An A/A twin is drawn beside its original, labelled ``(A/A twin)``."""
     check_pooling(pooling)
-    cells = _cells(df, pooling, boot)
+    cells = _cells(df, pooling)
     if cells.empty:
         return None
     pairs = sorted(cells["pair"].unique())
@@ -174,7 +181,7 @@ def plot_throughput(df: pd.DataFrame, pooling: str = "pooled", boot: BootstrapSp
     ax.set_xticks(x)
     ax.set_xticklabels(pairs, rotation=15, ha="right", fontsize=8)
     ax.set_ylabel("tokens/s")
-    ax.set_title("Average throughput (black: 95 % bootstrap CI over prompt turns; grey: std across initial γ)",
+    ax.set_title("Average throughput (black: 95 % jackknife CI over prompt turns; grey: std across initial γ)",
                  fontsize=9)
     ax.legend(fontsize=7, ncol=min(len(methods), 4))
     ax.text(0.0, -0.3, POOLINGS[pooling], transform=ax.transAxes, fontsize=7, va="top")
@@ -182,14 +189,14 @@ def plot_throughput(df: pd.DataFrame, pooling: str = "pooled", boot: BootstrapSp
 
 
 @artefact("figures/gammatune_sensitivity", "sensitivity figure", scope=SCENARIO,
-          needs=("records", "pooling", "boot"),
+          needs=("records", "pooling"),
           about="tokens/s against the initial γ, one panel per pair, one curve per method (95 % CIs)")
-def plot_sensitivity(df: pd.DataFrame, pooling: str = "pooled", boot: BootstrapSpec | None = None) -> Figure | None:
+def plot_sensitivity(df: pd.DataFrame, pooling: str = "pooled") -> Figure | None:
     """Tokens/s against initial γ: one panel per pair, one curve per method, each point with its 95 %
-    paired bootstrap CI over prompt turns (``analysis.uncertainty``); a method without an initial γ
+    paired jackknife CI over prompt turns (``analysis.uncertainty``); a method without an initial γ
     (AR) is a dashed horizontal line in a band (its CI)."""
     check_pooling(pooling)
-    cells = _cells(df, pooling, boot)
+    cells = _cells(df, pooling)
     if cells.empty or cells["gamma_init"].notna().sum() == 0:
         return None
     pairs = sorted(cells["pair"].unique())
@@ -223,7 +230,7 @@ def plot_sensitivity(df: pd.DataFrame, pooling: str = "pooled", boot: BootstrapS
         ax.legend(fontsize=7)
     for ax in axes[len(pairs):]:
         ax.set_visible(False)
-    fig.suptitle(f"Sensitivity to the initial γ ({POOLINGS[pooling]}; error bars: 95 % bootstrap CI over prompt "
+    fig.suptitle(f"Sensitivity to the initial γ ({POOLINGS[pooling]}; error bars: 95 % jackknife CI over prompt "
                  "turns)", fontsize=9)
     fig.tight_layout()
     return fig

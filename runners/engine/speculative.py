@@ -78,11 +78,18 @@ def _first_token(logits: torch.Tensor, sampling: Sampling, generator: Any) -> in
 
 
 class AutoregressiveRunner:
-    """The target alone, one token per forward, with its KV cache (``method=ar``); ``cache``:
-    ``dynamic`` (on the model's device) or ``offloaded`` (on the CPU, prefetched per layer)."""
+    """The target alone, one token per forward, with its KV cache (``method=ar``, and the reference every
+    speculative job is compared with); ``cache``: ``dynamic`` (on the model's device) or ``offloaded`` (on the
+    CPU, prefetched per layer).
+
+    ``forward``: how the target runs a step (``runners.engine.verify_forward.VerifyForward``; None: one plain
+    forward, transformers' kernels). The job gives the target alone the kernels of the method it is compared
+    with (``VerifyForward.for_step``: the same transposed copy and the probe's best padding of a 1-token
+    block), so a speedup does not include a kernel advantage the baseline is denied (issue 40). A padded
+    step's extra positions are cropped from the cache after it, as the speculative loop crops them."""
 
     def __init__(self, target: Any, eos_token_ids: Iterable[int], sampling: Sampling | float = 0.0,
-                 cache: str = "dynamic") -> None:
+                 cache: str = "dynamic", forward: VerifyForward | None = None) -> None:
         if cache not in AR_CACHES:
             raise ValueError(f"cache must be one of {AR_CACHES}, got {cache!r}")
         self.target = target
@@ -90,18 +97,34 @@ class AutoregressiveRunner:
         self.sampling = Sampling.of(sampling)
         self.cache = cache
         self.device = model_device(target)
+        self.forward = forward
+
+    def describe(self) -> dict[str, Any]:
+        """The kernels a step runs on (``VerifyForward.describe_step``; plain: fast_linear false, no padding)."""
+        return self.forward.describe_step() if self.forward is not None else {"fast_linear": False, "step": None}
+
+    def _step(self, cache: Any, feed: list[int], seen: int) -> torch.Tensor:
+        """The last fed position's logits; ``seen``: the tokens the cache holds after this step."""
+        if self.forward is None:
+            inp = torch.tensor([feed], device=self.device)
+            return self.target(input_ids=inp, **cache_arg(self.target, cache), use_cache=True, logits_to_keep=1).logits[0, -1]
+        logits = self.forward(cache, feed, 1)[-1]
+        if self.forward.pads(len(feed)):
+            crop_to(cache, seen)
+        return logits
 
     @torch.inference_mode()
     def generate(self, prompt_ids: list[int], max_new_tokens: int, generator: Any = None) -> Generation:
         timer = Timer(self.device)
         cache = new_cache(self.target, offloading=self.cache == "offloaded")
         timer.start()
-        inp = torch.tensor([prompt_ids], device=self.device)
+        feed = list(prompt_ids)
+        seen = len(feed)
         new: list[int] = []
         while True:
             if new:
                 timer.lap("overhead")
-            logits = self.target(input_ids=inp, **cache_arg(self.target, cache), use_cache=True, logits_to_keep=1).logits[0, -1]
+            logits = self._step(cache, feed, seen)
             if new:
                 timer.lap("verify")
             tok = _first_token(logits, self.sampling, generator)
@@ -110,7 +133,8 @@ class AutoregressiveRunner:
                 timer.mark("first")
             if tok in self.eos or len(new) >= max_new_tokens:
                 break
-            inp = torch.tensor([[tok]], device=self.device)
+            feed = [tok]
+            seen += 1
         timer.lap("overhead", mark="end")
         t = timer.read()
         return Generation(

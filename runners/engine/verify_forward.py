@@ -37,6 +37,7 @@ from __future__ import annotations
 import copy
 import logging
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -137,9 +138,23 @@ class VerifyForward:
         logits = self.executor(input_ids=inp, **cache_arg(self.executor, cache), use_cache=True, logits_to_keep=rows).logits[0]
         return logits[r - keep:] if r > keep else logits
 
+    def pads(self, n: int) -> bool:
+        """Whether a block of ``n`` tokens is padded (its extra positions must be cropped from the cache)."""
+        return self.buckets.get(n, (n, n))[0] > n
+
+    def for_step(self) -> VerifyForward:
+        """The target alone's forward on the same kernels (issue 40's baseline rule): the same executor, and of
+        the buckets only the 1-token block's (an autoregressive step feeds one token)."""
+        one = {1: self.buckets[1]} if 1 in self.buckets else {}
+        return VerifyForward(self.model, one, self.executor if self.executor is not self.model else None, self.scope)
+
     def describe(self) -> dict[str, Any]:
         return {"fast_linear": self.scope or False,
                 "buckets": {str(n): list(mr) for n, mr in sorted(self.buckets.items())}}
+
+    def describe_step(self) -> dict[str, Any]:
+        """What a 1-token step runs on: the fast-linear scope and its padding ``[m, r]`` (None: unpadded)."""
+        return {"fast_linear": self.scope or False, "step": list(self.buckets[1]) if 1 in self.buckets else None}
 
 
 # ---------------------------------------------------------------------- choosing the buckets
@@ -213,16 +228,20 @@ def choose_buckets(body_ms: Mapping[int, float], head_ms: Mapping[int, float], n
     return out
 
 
-_EXECUTORS: dict[tuple, Any] = {}
-_PROBED: dict[tuple, tuple[dict[int, float], dict[int, float]]] = {}
+#: per model, for as long as the model lives (keyed by the model object, not its ``id``: a model evicted from
+#: ``specbench.model_cache`` and freed takes its entries with it, and a new model that reuses its ``id`` never
+#: gets them): its transposed copies by ``(scope, max_rows)``, its probes by ``(executor?, k_max, threads)``
+_EXECUTORS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_PROBED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def fast_executor(model: Any, scope: str, max_rows: int = 16) -> Any | None:
-    """``transposed_copy(model, scope, max_rows=max_rows)``, built once per process and model."""
-    key = (id(model), scope, int(max_rows))
-    if key not in _EXECUTORS:
-        _EXECUTORS[key] = transposed_copy(model, scope, max_rows=max_rows)
-    return _EXECUTORS[key]
+    """``transposed_copy(model, scope, max_rows=max_rows)``, built once per model (for its lifetime)."""
+    built = _EXECUTORS.setdefault(model, {})
+    key = (scope, int(max_rows))
+    if key not in built:
+        built[key] = transposed_copy(model, scope, max_rows=max_rows)
+    return built[key]
 
 
 def fast_scope(model: Any, engine: EngineConfig | None) -> str | None:
@@ -287,18 +306,21 @@ def engine_forward(model: Any, engine: EngineConfig | None, gamma: int = 8) -> V
     elif spec == "probe" or (spec == "auto" and on_cpu):
         k_max = int(engine.bucket_k_max or min(17, max(9, int(gamma) + 1)))
         runs = executor if executor is not None else model
-        key = (id(runs), k_max, torch.get_num_threads())
-        if key not in _PROBED:
-            _PROBED[key] = probe_costs(runs, k_max)
-        buckets = choose_buckets(*_PROBED[key])
+        probed = _PROBED.setdefault(model, {})
+        key = (scope if executor is not None else None, k_max, torch.get_num_threads())
+        if key not in probed:
+            probed[key] = probe_costs(runs, k_max)
+        buckets = choose_buckets(*probed[key])
     return VerifyForward(model, buckets, executor, scope if executor is not None else None)
 
 
-def engine_options(model: Any, engine: EngineConfig | None, gamma: int = 8) -> dict[str, Any]:
+def engine_options(model: Any, engine: EngineConfig | None, gamma: int = 8,
+                   forward: VerifyForward | None = None) -> dict[str, Any]:
     """``SpeculativeRunner`` keyword arguments from the typed ``engine`` config: ``forward``
-    (``engine_forward``) and ``fused_prefill`` (``auto``: on for a CPU model, off on GPU)."""
+    (``engine_forward``, unless the caller built it) and ``fused_prefill`` (``auto``: on for a CPU model, off on GPU)."""
     engine = engine or EngineConfig()
     fused = engine.fused_prefill
     if fused == "auto":
         fused = model_device(model).type == "cpu"
-    return {"forward": engine_forward(model, engine, gamma), "fused_prefill": bool(fused)}
+    return {"forward": forward if forward is not None else engine_forward(model, engine, gamma),
+            "fused_prefill": bool(fused)}

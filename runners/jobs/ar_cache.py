@@ -23,7 +23,11 @@ The key is everything that determines the reference's tokens and its timing:
   give a meaningless speedup;
 * how the CPU ran it: torch's thread count and the CPU capability its kernels were dispatched for
   (``torch.backends.cpu.get_cpu_capability()``: ``ATEN_CPU_CAPABILITY=default`` runs other kernels
-  than AVX2 / AVX-512), so a job under one never divides by a reference timed under another.
+  than AVX2 / AVX-512), so a job under one never divides by a reference timed under another;
+* how the target alone was decoded (issue 40's baseline rule, ``baseline``): the kernels of its step
+  (``AutoregressiveRunner.describe``: our loop's fast-linear scope and the 1-token padding, or plain for
+  transformers' loops) and its untimed warm-ups (``warmup_per_prompt`` decodes of the same prompt turn right
+  before the timed one, as the measured decodes get: ``decode_reference``).
 
 Entries are written atomically (a temporary file in the same folder, fsynced, then renamed), so a
 concurrent job never reads half a file; a decode in progress holds an ``flock`` on
@@ -55,7 +59,8 @@ from specbench.models import model_device
 from specbench.records import write_json_atomic
 
 CACHE_SUBDIR = Path(".specbench") / "ar_cache"
-ENTRY_VERSION = 3  # 2: the KV cache implementation is part of the key; 3: threads and CPU capability
+ENTRY_VERSION = 4  # 2: the KV cache implementation is part of the key; 3: threads and CPU capability; 4: the
+#                    baseline's kernels and warm-ups
 
 
 def hardware(device: str) -> str:
@@ -71,7 +76,8 @@ def hardware(device: str) -> str:
 
 
 def reference_key(spec: ModelSpec, prompt_ids: list[int], max_new_tokens: int, eos_ids: list[int],
-                  device_type: str, cache: str = "dynamic") -> dict[str, Any]:
+                  device_type: str, cache: str = "dynamic",
+                  baseline: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The cache key (module docstring) as a plain mapping."""
     import torch
     import transformers
@@ -90,6 +96,7 @@ def reference_key(spec: ModelSpec, prompt_ids: list[int], max_new_tokens: int, e
         "transformers": transformers.__version__,
         "threads": int(torch.get_num_threads()),
         "cpu_capability": str(torch.backends.cpu.get_cpu_capability()),
+        "baseline": dict(baseline or {"kernels": {"fast_linear": False, "step": None}, "warmup_per_prompt": 0}),
     }
 
 
@@ -144,7 +151,7 @@ class ARCache:
 
 class ReferenceJob(Protocol):
     """What the reference reads of a job (``runners.jobs.build.Job``): its config, its target model and
-    EOS ids, its name, its device registration and the sweep's cache (None: memoised only)."""
+    EOS ids, its name, its device registration, the sweep's cache (None: memoised only) and its AR runner."""
 
     config: JobConfig
     target: Any
@@ -152,6 +159,7 @@ class ReferenceJob(Protocol):
     name: str
     share: DeviceShare | None
     ar_cache: ARCache | None
+    ar: AutoregressiveRunner  # the target alone, on the kernels of the method it is compared with
 
 
 @dataclass(frozen=True)
@@ -167,11 +175,28 @@ class Reference:
 _AR_REFERENCE: dict[str, tuple[Generation, str, int | None]] = {}  # this process's memo, by key hash
 
 
+def baseline(job: ReferenceJob) -> dict[str, Any]:
+    """How ``job``'s reference is decoded (part of its key, module docstring): the kernels of ``job.ar``'s step
+    and the untimed ``warmup_per_prompt`` decodes before the timed one."""
+    return {"kernels": job.ar.describe(), "warmup_per_prompt": int(job.config.warmup_per_prompt)}
+
+
 def job_reference_key(job: ReferenceJob, prompt_ids: list[int], cache: str = "dynamic") -> dict[str, Any]:
     """The cache key of ``prompt_ids`` for ``job``'s target (``reference_key``): a reference is decoded
     with the dynamic cache; an AR job's own decoding is stored under its own ``cache``."""
     return reference_key(job.config.pair.target, prompt_ids, job.config.max_new_tokens, job.eos,
-                         hardware(str(model_device(job.target))), cache)
+                         hardware(str(model_device(job.target))), cache, baseline(job))
+
+
+def decode_reference(job: ReferenceJob, prompt_ids: list[int]) -> Generation:
+    """The target alone on ``prompt_ids``, timed, treated like the measured decodes (issue 40): ``job.ar`` (the
+    kernels of the method compared with it), after the job's ``warmup_per_prompt`` untimed decodes of the same
+    prompt turn (hf-bench's untimed generations, which the measured decode gets in ``JobRun.generate``).
+    Greedy: a reference exists for greedy ``verify_lossless`` only."""
+    assert job.ar.sampling.greedy, "a reference is a greedy decoding"
+    for _ in range(int(job.config.warmup_per_prompt)):
+        job.ar.generate(prompt_ids, job.config.max_new_tokens)
+    return job.ar.generate(prompt_ids, job.config.max_new_tokens)
 
 
 def reference(job: ReferenceJob, prompt_ids: list[int]) -> Reference:
@@ -198,7 +223,7 @@ def reference_entry(job: ReferenceJob, prompt_ids: list[int]) -> tuple[Generatio
             entry = cache.get(key) if cache is not None else None
             if entry is None:
                 jobs_before = job.share.sample()[0] if job.share is not None else None
-                gen = AutoregressiveRunner(job.target, job.eos, 0.0).generate(prompt_ids, job.config.max_new_tokens)
+                gen = decode_reference(job, prompt_ids)
                 jobs_after = job.share.sample()[0] if job.share is not None else None
                 device_jobs = max(j for j in (jobs_before, jobs_after) if j is not None) if job.share else None
                 _AR_REFERENCE[digest] = (gen, "decoded", device_jobs)

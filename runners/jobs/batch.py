@@ -8,8 +8,10 @@ what the records and the summary say about the batch (issue 31).
   whole or not at all: on resume, the records of a batch an interruption cut short (fewer records than its
   ``batch_rows``) are dropped and the batch is decoded again, whole (``drop_partial_batches``), so a batch's
   wall time always covers the rows it has records of.
-* **The baseline at the same B**: with greedy ``verify_lossless``, right after a batch the target alone
-  decodes the same prompt turns **as a batch** (``runners.engine.batched.BatchedAutoregressiveRunner``);
+* **The baseline at the same B**: with greedy ``verify_lossless``, the target alone decodes the same prompt
+  turns **as a batch** (``runners.engine.batched.BatchedAutoregressiveRunner``), on the same kernels
+  (``batch_kernels``), after its own ``warmup_per_prompt`` untimed decodes of the batch, and in alternating
+  order (issue 40): right after the speculative batch when ``batch_index`` is even, right before it when odd;
   every row is compared with its own AR row (losslessness) and divides by it (``speedup``;
   ``ar_source: paired_batch``). An ``ar`` job at B > 1 is its own reference (``self``). Neither goes to
   the sweep's batch-1 AR cache.

@@ -49,7 +49,7 @@ from specbench.models import (
     tokenizers_identical,
 )
 from specbench.registry import ConfigError
-from specbench.tasks import Prompt, encode_turn, load_task
+from specbench.tasks import Prompt, TaskFacts, encode_turn, load_task_facts
 
 
 @dataclass
@@ -60,6 +60,7 @@ class PreparedJob:
     prompts: list[Prompt]
     policy: GammaPolicy | None = None
     positions: int | None = None  # the target's positions, once ``check_inputs`` has read its config
+    task_facts: TaskFacts | None = None  # what loading the task found out (revision, rows left out)
 
 
 def prepare(cfg: Any) -> PreparedJob:
@@ -80,10 +81,10 @@ def prepare(cfg: Any) -> PreparedJob:
         check_drafter(config.drafter, config.pair.draft.options)
     if config.method.ar_cache == "offloaded":
         check_offloading(config)
-    prompts = load_task(config.task)
+    prompts, task_facts = load_task_facts(config.task)
     if not prompts:
         raise ConfigError(f"task {config.task.name!r} selected no prompts")
-    return PreparedJob(config, prompts, policy)
+    return PreparedJob(config, prompts, policy, task_facts=task_facts)
 
 
 def check_offloading(config: JobConfig) -> None:
@@ -120,6 +121,7 @@ class Job:
         config = self.config = prepared.config
         self.policy = prepared.policy
         self.positions = prepared.positions
+        self.task_facts = prepared.task_facts
         self.share: DeviceShare | None = None  # set by JobRun.start while the job decodes
         self.name = ""
         self.ar_cache: ARCache | None = None
@@ -128,12 +130,18 @@ class Job:
         self.draft_model: Any = pair.draft  # the draft model the job drafts with (None: AR, prompt lookup)
         self.draft_tokenizer: Any = pair.draft_tokenizer
         self.sampling = resolve_sampling(config, self.target)
-        self.ar = AutoregressiveRunner(self.target, self.eos, self.sampling, cache=config.method.ar_cache or "dynamic")
+        # our loop's kernels at batch 1 (engine options; a batched job's loop takes its own, ``_batched``: no
+        # batch-1 probe for it), and the baseline rule: the target alone steps on the kernels of the method it is
+        # compared with (``ar_forward``)
+        self.forward = self._engine_forward()
+        native = config.method.ar_loop == "transformers"  # method=hf_native_ar: our AR (dynamic cache) is its reference
+        self.ar = AutoregressiveRunner(self.target, self.eos, self.sampling,
+                                       cache="dynamic" if native else config.method.ar_cache or "dynamic",
+                                       forward=self.ar_forward())
         self.runner: Any = self.ar
-        if config.method.ar_loop == "transformers":  # method=hf_native_ar: generate() is timed; our AR stays the reference
+        if native:  # generate() is timed; our AR stays the reference
             from runners.engine.hf_ar import HFAutoregressiveRunner
 
-            self.ar = AutoregressiveRunner(self.target, self.eos, self.sampling)
             self.runner = HFAutoregressiveRunner(self.target, self.eos, self.sampling, cache=config.method.ar_cache)
         self.vocab_facts: dict[str, Any] = {}
         if self.draft_model is not None:
@@ -149,8 +157,8 @@ class Job:
             from runners.engine.verify_forward import engine_options
 
             drafter = self._drafter()
-            # lossless; a batched job's loop takes its own (``_batched``): no batch-1 probe for it
-            engine = engine_options(self.target, config.engine, config.gamma) if config.batch_size == 1 else {}
+            engine = (engine_options(self.target, config.engine, config.gamma, self.forward)
+                      if self.forward is not None else {})
             self.runner = SpeculativeRunner(self.target, drafter, self.policy, self.eos, self.sampling, **engine)
             if config.hetero_rule is not None:
                 self._overlap(drafter)
@@ -163,6 +171,32 @@ class Job:
         self.batch_ar: Any = None
         if config.batch_size > 1:
             self._batched()
+
+    def _engine_forward(self) -> Any:
+        """Our loop's ``VerifyForward`` at batch 1 (``engine_forward``: the engine options, probed once per model):
+        for a job of our speculative loop or our autoregressive loop; None for transformers' loops (assisted
+        generation, ``method=hf_native_ar``: they run transformers' kernels) and at batch size > 1."""
+        config = self.config
+        ours = config.method.runner == "speculative" or (config.method.runner == "ar" and config.method.ar_loop != "transformers")
+        if config.batch_size != 1 or not ours:
+            return None
+        from runners.engine.verify_forward import engine_forward
+
+        return engine_forward(self.target, config.engine, config.gamma)
+
+    def ar_forward(self) -> Any:
+        """The baseline rule at batch 1 (issue 40): the target alone steps on the kernels of the method it is
+        compared with — our loop's executor and its probe's best padding of a 1-token block
+        (``VerifyForward.for_step``) — and on transformers' plain kernels when the compared method is
+        transformers' own loop. (At batch size > 1 both take ``batch_kernels``, ``_batched``.)"""
+        return self.forward.for_step() if self.forward is not None else None
+
+    def baseline(self) -> dict[str, Any]:
+        """How the target alone that every speedup divides by was decoded (``summary.json: baseline``,
+        ``Record.ar_kernels``): its kernels and its untimed warm-ups, the same as the measured decodes'."""
+        config = self.config
+        kernels = self.batch_kernels.describe() if self.batch_runner is not None else self.ar.describe()
+        return {"kernels": kernels, "warmup": config.warmup, "warmup_per_prompt": config.warmup_per_prompt}
 
     def _batched(self) -> None:
         """The batched runners: the target alone at batch B (an ``ar`` job's runner, else the paired

@@ -4,13 +4,45 @@ A host whose speed drifts (±25 % within the hour a sweep takes on our CPU machi
 job after job into a comparison of minutes: each job is timed in its own block of time. Here the
 sweep's jobs are opened together in one process (their models loaded once per pair, through
 ``specbench.model_cache.MODEL_CACHE``) and decoded in *rounds*: round ``r`` decodes the ``r``-th unit
-(prompt, turn, repeat; ``runners.jobs.record.Unit``) of every job, in an order shuffled per round
-(``random.Random`` seeded by the sweep's seed and the round: recorded in each record's
-``interleave`` and in ``<sweep>/.specbench/interleave.jsonl``), before the next round starts. A drift
-then hits every job of a round alike instead of one job's block.
+(prompt, turn, repeat; ``runners.jobs.record.Unit``) of every job, in an order that balances the
+positions across rounds (below; recorded in each record's ``interleave`` and in
+``<sweep>/.specbench/interleave.jsonl``), before the next round starts. A drift then hits every job of a
+round alike instead of one job's block.
+
+Order (``round_order``, scheme ``latin``): the decodes of a round are *slots* with names that do not
+change from round to round: a job's folder name, and ``ar/<job>`` for a paired AR decode (the reference
+of ``<job>``, the first job of the pair in the sweep's order that divides by it). A round of ``n`` slots
+is a row of a cyclic Latin square: its *block* is ``r // n``, the block's base order is the slots sorted
+by name and shuffled by ``random.Random(round_seed(seed, pair, block · n))`` (the seed of the block's
+first round), and round ``r`` runs the base order rotated left by ``shift = r mod n``. Over the ``n``
+rounds of a block every slot runs at every position exactly once, so a cost tied to the position (the
+first decodes of a round ran ~20 % slower on a GPU, ``results/committed/gpu_mini_gammatune_table2``)
+reaches every slot alike; a new shuffled base per block varies which slot follows which. Independent
+shuffles per round (scheme ``shuffle``, what ran before: ``random.Random(round_seed(seed, pair, r))``
+over the round's decodes) balance positions only on average: in that run they left an A/A pair (one
+method under two names) reading 1.19-1.24.
+
+Uneven rounds (a job that finished or failed, a job resumed with some units done, a round whose jobs
+need more or fewer distinct references) have another slot set: the same rule applies to the slots
+present, ``n`` their number. The order of round ``r`` thus depends on the seed, the pair, ``r`` and the
+names of its slots only, never on earlier rounds: a resumed sweep runs a round in the order the first
+run would have. Every complete block of one slot set is balanced exactly; within a block that a change
+of the slot set cuts short, the rounds of one slot set still never put a slot at one position twice.
+The row of a round in ``interleave.jsonl`` has its ``scheme``, ``seed`` (the block's), ``shift``, the
+``slots`` and the ``order`` it ran in (job names and ``ar:<key hash>``); each record's ``interleave`` has
+``round``, ``position``, ``size``, ``seed`` and ``scheme``.
+
+Warm-up: before the timed decodes of a round, one untimed decode of its prompt turn by the target
+alone (``untimed_target``): the input and job of the round's first paired AR decode, or, in a round
+without one, of its first job in the sweep's order; the job's own AR runner (``job.ar``) with
+``max_new_tokens`` of that job. It brings the round's new shapes (prompt length, KV cache) and caches
+in before anything is timed. It touches no policy (the target alone has none) and writes no record, no
+AR cache entry and no ``ar_paired.jsonl`` row; the round's row says what it decoded (``warmed``: job,
+prompt turn, input and new tokens, its wall time, or the error that stopped it: a failed warm-up is
+logged and the round goes on).
 
 Paired baselines: when records compare with the target alone (greedy ``verify_lossless``), the
-target's own decoding of each round's prompt turn is one more decode inside the same shuffled round,
+target's own decoding of each round's prompt turn is one more decode (a slot) inside the same round,
 and every record of the round divides by it (``ar_source: paired``, ``ar_decode: <key hash>@<round>``;
 its row, with its own host probe, in ``<sweep>/.specbench/ar_paired.jsonl``). It is also written to
 the sweep's AR cache (``runners.jobs.ar_cache``) when the cache has no entry for it yet.
@@ -39,8 +71,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runners.engine.speculative import AutoregressiveRunner
-from runners.jobs.ar_cache import Reference, job_reference_key, key_hash, store_reference
+from runners.engine.base import Generation
+from runners.jobs.ar_cache import Reference, decode_reference, job_reference_key, key_hash, store_reference
+from runners.jobs.build import Job
 from runners.jobs.device_share import DeviceShare
 from runners.jobs.inputs import TurnInput
 from runners.jobs.interrupt import StopAfterCurrentPrompt
@@ -61,6 +94,47 @@ def round_seed(seed: int, group: str, round_index: int) -> int:
     Python processes, unlike ``hash``)."""
     digest = hashlib.sha256(f"{seed}/{group}/{round_index}".encode()).hexdigest()
     return int(digest[:12], 16)
+
+
+SCHEMES = ("latin", "shuffle")  # latin: positions balanced across rounds; shuffle: the earlier independent shuffles
+
+
+@dataclass(frozen=True)
+class RoundOrder:
+    """The order of one round: ``order[p]`` is the index (into the slots given) of the decode at position
+    ``p``; ``seed`` the shuffle's seed (latin: the block's), ``shift`` the base order's rotation (latin)."""
+
+    order: list[int]
+    seed: int
+    scheme: str
+    shift: int | None = None
+
+
+def round_order(slots: Sequence[str], seed: int, group: str, round_index: int, scheme: str = "latin") -> RoundOrder:
+    """The order round ``round_index`` of pair ``group`` decodes its ``slots`` in (module docstring, "Order").
+    ``latin``: a row of a cyclic Latin square over the slots' names (block ``r // n``, base order shuffled by
+    the block's first round's seed, rotated by ``r mod n``), so that the order does not depend on the order
+    ``slots`` are given in; ``shuffle``: ``slots`` as given, shuffled by the round's own seed."""
+    n = len(slots)
+    if scheme == "shuffle":
+        shuffle_seed = round_seed(seed, group, round_index)
+        order = list(range(n))
+        random.Random(shuffle_seed).shuffle(order)
+        return RoundOrder(order, shuffle_seed, scheme)
+    if scheme != "latin":
+        raise ValueError(f"interleave scheme must be one of {SCHEMES}, got {scheme!r}")
+    shift = round_index % n if n else 0
+    block_seed = round_seed(seed, group, round_index - shift)
+    base = sorted(range(n), key=lambda i: slots[i])  # by name (ties: as given), then shuffled
+    random.Random(block_seed).shuffle(base)
+    return RoundOrder(base[shift:] + base[:shift], block_seed, scheme, shift)
+
+
+def untimed_target(job: Job, ids: list[int]) -> Generation:
+    """A round's warm-up (module docstring): the target alone on ``ids``, untimed, with the job's own AR
+    runner and a generator of its own (nothing of the job's random state is drawn on); it has no policy
+    and writes nothing."""
+    return job.ar.generate(ids, job.config.max_new_tokens, job.generator(job.config.seed))
 
 
 @dataclass
@@ -89,6 +163,12 @@ class _Item:
     def name(self) -> str:
         return f"ar:{self.ar_digest[:16]}" if self.ar_digest else self.run.job_dir.name
 
+    @property
+    def slot(self) -> str:
+        """The name the order is drawn over (the same in every round): the job's folder name, or
+        ``ar/<job>`` for the paired AR decode of the first job that divides by it."""
+        return f"ar/{self.run.job_dir.name}" if self.ar_digest else self.run.job_dir.name
+
 
 @dataclass
 class _Shares:
@@ -113,10 +193,13 @@ class InterleavedSweep:
     docstring); ``run()`` returns one ``Outcome`` per job, in the given order."""
 
     def __init__(self, jobs: Sequence[tuple[Any, str | Path]], sweep_dir: str | Path, seed: int = 0,
-                 progress: bool = True, multirun: bool = True) -> None:
+                 progress: bool = True, multirun: bool = True, scheme: str = "latin") -> None:
+        if scheme not in SCHEMES:
+            raise ValueError(f"interleave scheme must be one of {SCHEMES}, got {scheme!r}")
         self.jobs = [(cfg, Path(d)) for cfg, d in jobs]
         self.sweep_dir = Path(sweep_dir)
         self.seed = int(seed)
+        self.scheme = scheme
         self.progress = progress
         self.multirun = multirun
         self.outcomes: dict[Path, Outcome] = {}
@@ -224,7 +307,8 @@ class InterleavedSweep:
             self.outcomes[run.job_dir] = Outcome(run.job_dir, "complete", summary)
 
     def _round(self, pair: str, r: int, todo: list[tuple[JobRun, Unit]], live: list[JobRun], bar: Any) -> None:
-        """One round: each job's unit, plus one paired AR decode per distinct reference, shuffled."""
+        """One round: the untimed warm-up, then each job's unit and one paired AR decode per distinct reference,
+        in the order ``round_order`` gives (module docstring)."""
         items: list[_Item] = []
         refs: dict[str, _Item] = {}
         for run, unit in todo:
@@ -242,16 +326,19 @@ class InterleavedSweep:
                 if digest not in refs:
                     refs[digest] = _Item(run, unit, inp, ar_digest=digest, ar_key=key)
             items.append(item)
-        order = items + list(refs.values())
-        seed = round_seed(self.seed, pair, r)
-        random.Random(seed).shuffle(order)
-        append_line(self.sweep_dir / ORDER_FILE, {"pair": pair, "round": r, "seed": seed,
-                                                  "order": [it.name for it in order], "time": time.time()})
+        slots = items + list(refs.values())  # jobs in the sweep's order (round_order's ties), then the AR decodes
+        plan = round_order([it.slot for it in slots], self.seed, pair, r, self.scheme)
+        order = [slots[i] for i in plan.order]
+        warmed = self._warm_up(list(refs.values()) + items) if slots else None
+        append_line(self.sweep_dir / ORDER_FILE, {
+            "pair": pair, "round": r, "scheme": plan.scheme, "seed": plan.seed, "shift": plan.shift,
+            "slots": [it.slot for it in order], "order": [it.name for it in order], "warmed": warmed,
+            "time": time.time()})
         references: dict[str, Reference] = {}
         pending: list[tuple[_Item, Timed, dict[str, Any]]] = []
         failed_refs: dict[str, BaseException] = {}
         for position, item in enumerate(order):
-            where = {"round": r, "position": position, "size": len(order), "seed": seed}
+            where = {"round": r, "position": position, "size": len(order), "seed": plan.seed, "scheme": plan.scheme}
             if item.ar_digest is not None:
                 try:
                     references[item.ar_digest] = self._paired_ar(item, pair, where)
@@ -266,6 +353,25 @@ class InterleavedSweep:
             pending = self._write_ready(pending, references, failed_refs, live)
             bar.update(0 if item.ar_digest else 1)
         assert not pending, "every decode of a round is written by its end"
+
+    def _warm_up(self, candidates: list[_Item]) -> dict[str, Any]:
+        """The round's untimed decode (module docstring, "Warm-up") on the first candidate's input: what it
+        decoded, for the round's row (a failure is logged there and the round goes on)."""
+        item = candidates[0]
+        job = item.run.job
+        assert job is not None
+        warmed: dict[str, Any] = {"decode": "target", "job": item.run.job_dir.name,
+                                  "prompt_id": item.unit.prompt.prompt_id, "turn": item.unit.turn,
+                                  "repeat": item.unit.repeat, "input_tokens": len(item.inp.ids),
+                                  "max_new_tokens": item.run.config.max_new_tokens}
+        try:
+            gen = untimed_target(job, item.inp.ids)
+        except Exception as exc:  # not a measurement: the round's decodes still run (and fail on their own)
+            log.warning("untimed warm-up of a round failed: %s: %s", type(exc).__name__, exc)
+            warmed["error"] = f"{type(exc).__name__}: {exc}"
+            return warmed
+        warmed.update(new_tokens=len(gen.tokens), wall_ms=gen.wall_ms)
+        return warmed
 
     def _write_ready(self, pending: list[tuple[_Item, Timed, dict[str, Any]]], references: dict[str, Reference],
                      failed_refs: dict[str, BaseException], live: list[JobRun]) -> list[tuple[_Item, Timed, dict]]:
@@ -293,7 +399,7 @@ class InterleavedSweep:
         assert job is not None and item.ar_digest is not None
         probe_ms = run.probe() if run.probe is not None else None
         before = job.share.sample()[0] if job.share is not None else None
-        gen = AutoregressiveRunner(job.target, job.eos, 0.0).generate(item.inp.ids, run.config.max_new_tokens)
+        gen = decode_reference(job, item.inp.ids)  # the job's baseline kernels, after its per-prompt warm-ups
         after = job.share.sample()[0] if job.share is not None else None
         device_jobs = max(before, after) if before is not None and after is not None else None
         decode_id = f"{item.ar_digest[:16]}@{where['round']}"

@@ -309,21 +309,28 @@ class JobRun:
 
     def generate_batch(self, index: int, inps: list[TurnInput]) -> list[tuple[Timed, Reference | None]]:
         """Batch ``index``'s timed generation (``batch_size`` > 1) and, with greedy ``verify_lossless``,
-        the paired AR batch decoded right after it: each row's ``Timed`` and reference (``runners.jobs.batch``)."""
+        the paired AR batch, with its own untimed ``warmup_per_prompt`` decodes, decoded right after it (even
+        ``index``) or right before it (odd): each row's ``Timed`` and reference (``runners.jobs.batch``)."""
         from runners.jobs.batch import batch_fields, references
 
         job, config = self.job, self.config
         assert job is not None and job.batch_runner is not None
         prompts = [inp.ids for inp in inps]
+        verified = config.verify_lossless and config.greedy
+        own = job.batch_runner is job.batch_ar
+        paired = verified and not own  # the target alone decodes the same batch: treated like the measured one
         for k in range(config.warmup_per_prompt):
             job.untimed(prompts, config.max_new_tokens, config.seed + 1 + k)
+            if paired:  # the baseline's own untimed decodes of the batch (issue 40)
+                job.batch_ar.generate(prompts, config.max_new_tokens)
         probe_ms = self.probe() if self.probe is not None else None
+        ar_first = paired and index % 2 == 1  # the order alternates from batch to batch (module docstring)
+        ar = job.batch_ar.generate(prompts, config.max_new_tokens) if ar_first else None
         before = job.share.sample() if job.share is not None else None
         gen = job.batch_runner.generate(prompts, config.max_new_tokens, job.generator(config.seed))
         after = job.share.sample() if job.share is not None else None
-        verified = config.verify_lossless and config.greedy
-        own = job.batch_runner is job.batch_ar
-        ar = job.batch_ar.generate(prompts, config.max_new_tokens) if verified and not own else None
+        if paired and not ar_first:
+            ar = job.batch_ar.generate(prompts, config.max_new_tokens)
         refs = references(gen, ar, index, own) if verified else [None] * len(prompts)
         jobs = max(before[0], after[0]) if before is not None and after is not None else None
         neighbours = sorted(set(before[1]) | set(after[1])) if before is not None and after is not None else None

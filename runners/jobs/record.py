@@ -95,7 +95,8 @@ def make_record(job: Job, unit: Unit, inp: TurnInput, timed: Timed, reference: R
             reference = Reference(gen, "self", device_jobs)
             store_own_reference(job, ids, gen, device_jobs)
         assert reference is not None, "a verified job's record needs its reference"
-        fields.update(ar_source=reference.source, ar_device_jobs=reference.device_jobs, ar_decode=reference.decode_id)
+        fields.update(ar_source=reference.source, ar_device_jobs=reference.device_jobs, ar_decode=reference.decode_id,
+                      ar_baseline=job.baseline())
         ref = reference.gen
         div = first_divergence(gen.tokens, ref.tokens)
         fields.update(lossless=div is None, first_divergence=div)
@@ -109,7 +110,7 @@ def make_record(job: Job, unit: Unit, inp: TurnInput, timed: Timed, reference: R
         fields["speedup"] = timing["tokens_per_s"] / fields["ar_tokens_per_s"]
     stream_ttft = gen.first_round_ms if gen.speculative and gen.first_round_ms is not None else gen.ttft_ms
     fields.update(hfbench_fields(gen.wall_ms, stream_ttft, len(gen.tokens)))
-    fields.update(job.vocab_facts)
+    fields.update(job.vocab_facts, kernels=engine_summary(job))
     output_text = job.tokenizer.decode(gen.tokens, skip_special_tokens=True)
     fmt = inp.prompt_format
     pair = config.pair
@@ -119,7 +120,7 @@ def make_record(job: Job, unit: Unit, inp: TurnInput, timed: Timed, reference: R
         draft=pair.draft.name if pair.draft is not None and config.speculative else None,
         method=config.method.name,
         hetero=config.hetero_rule,
-        task=config.task.name,
+        task=job.task_facts.label if job.task_facts is not None else config.task.name,
         category=prompt.category,
         prompt_id=prompt.prompt_id,
         turn=turn,
@@ -167,8 +168,9 @@ def finished_extra(job: Job, records: list[dict], load_s: float) -> dict[str, An
     """What a complete job's summary adds: load time, the policy's final state, the latency model and
     engine options it ran with, repeats, the host-probe drift, and (cross-vocabulary) ``hetero``."""
     extra = {"load_s": load_s, "policy_state": job.policy.state() if job.policy else None,
-             "latency_model": job.latency_path, "engine": engine_summary(job),
-             "repeats": job.config.repeats, "drift": drift_summary(records), "batch": batch_summary(records)}
+             "latency_model": job.latency_path, "engine": engine_summary(job), "baseline": job.baseline(),
+             "repeats": job.config.repeats, "drift": drift_summary(records), "batch": batch_summary(records),
+             "task": job.task_facts.to_json() if job.task_facts is not None else None}
     hetero = hetero_summary(job, records)
     if hetero is not None:
         extra["hetero"] = hetero
@@ -208,13 +210,16 @@ def batch_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None
 
 
 def engine_summary(job: Job) -> dict[str, Any] | None:
-    """The engine options the speculative loop ran with (null for ``ar`` and ``hf`` at batch 1): the
-    fast-linear scope, the padding buckets (as probed), ``fused_prefill``; a batched job's (``ar`` too), its
-    batched runner's kernels (``runners.engine.verify_forward.BatchKernels``: ``fast_linear`` only)."""
+    """The kernels the job's timed decodes ran on: our speculative loop's engine options (the fast-linear
+    scope, the padding buckets as probed, ``fused_prefill``); our AR loop's step (``AutoregressiveRunner.describe``);
+    a batched job's (``ar`` too) batched runner's kernels (``runners.engine.verify_forward.BatchKernels``:
+    ``fast_linear`` only); null for transformers' loops (assisted generation, ``hf_native_ar``)."""
     if job.batch_runner is not None:
         return job.batch_runner.fast.describe()
+    if job.runner is job.ar:
+        return job.ar.describe()
     forward = getattr(job.runner, "forward", None)
-    if forward is None:
+    if forward is None or not hasattr(forward, "describe"):
         return None
     return {**forward.describe(), "fused_prefill": bool(getattr(job.runner, "fused_prefill", False))}
 

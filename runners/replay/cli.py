@@ -2,8 +2,8 @@
 
     trace      [--results DIR | pair=... task=... max_new_tokens=...] [--gamma-max G] [--out DIR]
                [--reuse-target TRACE_DIR]
-    calibrate  --pair NAME [--hetero RULE] [--out results/latency/NAME.json] [--k-max 33] [--repeats 5]
-               [--batch-sizes 1 2 4 8] [--batch-k-max K] ...
+    calibrate  --pair NAME [OVERRIDES ...] [--threads N] [--hetero RULE] [--out results/latency/NAME.json]
+               [--k-max 33] [--repeats 5] [--batch-sizes 1 2 4 8] [--batch-k-max K] [--fast-linear auto] ...
     grid       RESULTS_OR_TRACE_DIR [--methods specdecode hf_heuristic ...] [--gammas 1,2,...,24]
                (--latency calib.json|DIR | --cost-ratio C) [--out DIR] [--max-new-tokens M]
                [--batch-sizes 1 2 4 8] [--gamma-mode per_row|shared]
@@ -14,7 +14,12 @@ prompt lookup pair) for a composed config, or for every traceable (pair, task, `
 the greedy jobs under a results folder; rollouts are ``max_new_tokens − 1`` long by default, so replay
 never refuses a policy; ``--reuse-target`` takes the target's greedy outputs from another pair's traces
 (same target, task and length) instead of decoding again. ``calibrate`` measures a pair's latency
-model (``runners.replay.latency``; a prompt lookup pair's draft forwards cost 0); ``grid`` replays
+model (``runners.replay.latency``; a prompt lookup pair's draft forwards cost 0) on what a job of the pair would
+run: the config composed from ``pair=NAME`` and ``OVERRIDES`` (Hydra overrides, e.g. ``threads=2`` or
+``pair.target.dtype=bfloat16``), its torch threads those of a job (``runners.jobs.job``: ``threads``, null = torch's
+own choice, which is left alone; ``--threads N`` sets them), and says so in ``meta`` (threads, device, dtype, the
+kernels: ``runners.replay.latency.timed_here``), which a job's prediction and ``lab compare`` check
+(``specbench.latency.check_timed_on``; until issue 40 calibrate pinned 2 threads whatever the jobs ran); ``grid`` replays
 methods × initial γ and writes rows (``runners.replay.grid.write_grid``: ``replay.jsonl``, ``replay.csv``,
 ``meta.json``); ``lab`` is the γ-policy lab (``runners.replay.lab``, its grid ``conf/experiment/policy_lab.yaml``).
 The simulator writes rows; ``python -m analysis`` renders them (the oracle table, the lab's leaderboard).
@@ -254,16 +259,20 @@ def grid_main(args: argparse.Namespace) -> int:
 def calibrate_main(args: argparse.Namespace) -> int:
     import torch
 
-    from runners.replay.latency import ModelTimer, calibrate, measure_overheads
+    from runners.replay.latency import ModelTimer, calibrate, measure_overheads, timed_here
     from specbench.model_cache import load_pair
     from specbench.provenance import provenance
     from specbench.tasks import load_task
 
     if min(args.batch_sizes) < 1 or (args.batch_k_max is not None and args.batch_k_max < 1):
         raise ConfigError(f"--batch-sizes and --batch-k-max need integers >= 1, got {args.batch_sizes}, {args.batch_k_max}")
-    torch.set_num_threads(int(args.threads))
-    overrides = [f"pair={args.pair}"] + ([f"hetero={args.hetero}"] if args.hetero else [])
+    if args.threads is not None and args.threads < 1:
+        raise ConfigError(f"--threads needs an integer >= 1, got {args.threads}")
+    overrides = [f"pair={args.pair}", *args.overrides] + ([f"hetero={args.hetero}"] if args.hetero else [])
     config = JobConfig.from_mapping(compose(overrides))
+    threads = args.threads or config.threads  # a job's: runners.jobs.job sets ``threads`` when given
+    if threads:
+        torch.set_num_threads(int(threads))
     pair = config.pair
     lookup = pair.draft is not None and pair.draft.kind == "prompt_lookup"
     if pair.draft is None or (pair.draft.model is None and not lookup):
@@ -296,8 +305,6 @@ def calibrate_main(args: argparse.Namespace) -> int:
                       contexts=_ints(args.contexts), prefill_lengths=_ints(args.prefill), warmup=args.warmup,
                       repeats=args.repeats, monotone=args.monotone, batch_sizes=args.batch_sizes,
                       batch_k_max=args.batch_k_max)
-    if max(args.batch_sizes) > 1:
-        model.meta["batch_fast_linear"] = fast_scope  # the kernels the rows > 1 were timed with
     rule = config.hetero_rule  # the pair at temperature 0: auto = SLEM on a draft with another tokenizer
     if not args.no_overheads:
         eos = loaded.eos
@@ -325,8 +332,9 @@ def calibrate_main(args: argparse.Namespace) -> int:
             costs.round_overhead_ms, costs.ar_overhead_ms = model.round_overhead_ms, model.ar_overhead_ms
         if model.batches:
             model.meta["batch_overheads"] = "batch 1's: the loops' overheads are measured on the one-sequence loop only"
-    model.meta.update(pair=args.pair, hetero=rule, c=model.c if math.isfinite(model.c) else None,
-                      threads=int(args.threads),
+    # what the forwards ran on: threads, device, dtype, the plain forward at batch 1, the rows > 1's kernels
+    timed = timed_here(target, pair.target.dtype, fast_scope if model.batches else None)
+    model.meta.update(pair=args.pair, hetero=rule, c=model.c if math.isfinite(model.c) else None, **timed.to_meta(),
                       seconds=time.perf_counter() - t0, provenance=provenance(pair.target.device))
     out = Path(args.out) if args.out else Path(config.results_dir) / "latency" / f"{args.pair}.json"
     model.save(out)
@@ -343,6 +351,7 @@ def calibrate_main(args: argparse.Namespace) -> int:
         share = model.meta["loop_overhead_ms"] / model.meta["round_ms"]
         print(f"harness overhead (the loop's own 'overhead' phase): {model.meta['loop_overhead_ms']:.2f} ms per round "
               f"of {model.meta['round_ms']:.1f} ms = {100 * share:.2f} % (γ = 4, fixed; target <= 1 %)")
+    print(f"timed on {', '.join(f'{k}={v}' for k, v in timed.to_meta().items())}")
     print(out)
     return 0
 
@@ -363,6 +372,8 @@ def build_parser() -> argparse.ArgumentParser:
                                           "take their target outputs instead of decoding again")
     c = sub.add_parser("calibrate", help="measure the latency model of a pair on this machine")
     c.add_argument("--pair", required=True, help="conf/pair/NAME.yaml")
+    c.add_argument("overrides", nargs="*", help="Hydra overrides of the jobs it predicts, e.g. threads=2 "
+                                                "pair.target.dtype=bfloat16 (the pair's own by default)")
     c.add_argument("--hetero", help="cross-vocabulary drafter whose overheads are measured, for a draft with another "
                                     "tokenizer (default: the pair's at temperature 0, i.e. slem)")
     c.add_argument("--out", help="output json (default: <results_dir>/latency/<pair>.json)")
@@ -373,7 +384,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--prefill", default="16,64,128,256", help="prompt lengths for the prefill fit")
     c.add_argument("--warmup", type=int, default=2)
     c.add_argument("--repeats", type=int, default=5)
-    c.add_argument("--threads", type=int, default=2)
+    c.add_argument("--threads", type=int, default=None,
+                   help="torch threads (default: a job's, the config's threads; null: torch's own choice, left alone)")
     c.add_argument("--no-overheads", action="store_true", help="skip measuring the loops' own overhead")
     c.add_argument("--monotone", action="store_true", help="force the k table nondecreasing (isotonic fit)")
     c.add_argument("--batch-sizes", type=int, nargs="+", default=[1],

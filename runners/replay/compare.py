@@ -11,7 +11,9 @@ length (a batched job, whose records carry ``batch_size`` > 1: on its own batche
 acceptance rates, the share of prompt turns whose rounds are identical, the host's drift (the target alone,
 measured ÷ predicted) and the cost table's error on the job's own rounds (verification and draft forwards);
 with ``specdecode`` jobs, ``real_vs_best_fixed.csv`` / ``.md`` (each method's real tokens/s over the best
-fixed γ measured for real).
+fixed γ measured for real). A job whose pair's latency file was timed on other torch threads, another device
+or dtype, or (a batched job) other kernels than the job ran on is refused in one line naming both and the
+calibrate command that fixes it (``summary_timed_on``, ``specbench.latency.check_timed_on``).
 
 ``--live`` (``runners.replay.compare_live``): traces a pair's first prompts, runs the real
 ``SpeculativeRunner`` like a job does for every ``METHOD:GAMMA``, replays the same, and prints whether the
@@ -24,15 +26,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from runners.replay.grid import MethodSpec
 from runners.replay.replay import replay_job
 from runners.replay.trace import find_trace_files, read_traces
+from specbench.latency import TimedOn, check_timed_on
 from specbench.markdown import to_markdown
 from specbench.records import pooled_tokens_per_s
-from specbench.registry import ConfigError
 from specbench.rounds import Rounds, pooled_acceptance
 
 
@@ -103,8 +106,21 @@ def real_vs_best_fixed(df):
     return per
 
 
+def summary_timed_on(summary: Mapping[str, Any], config: Any, batched: bool) -> TimedOn:
+    """What a finished job ran its forwards on, from its ``summary.json``: ``threads`` (the config's, else its
+    provenance's ``torch_threads``: torch's own choice, recorded), the target's device type (unstated under a
+    ``device_map``) and dtype, and for a batched job the kernels of its rows (``engine.fast_linear``; plain when
+    the summary names none). Batch 1's kernels are not compared: the replay charges the plain forward, and the
+    table's ``verify_real_over_predicted`` shows what the engine's options save."""
+    provenance = summary.get("provenance") or {}
+    ran = ((summary.get("engine") or {}).get("fast_linear") or False) if batched else None
+    return TimedOn.of_job(config.threads or provenance.get("torch_threads"), config.pair.target, ran)
+
+
 def compare_rows(real: str | Path, traces_dir: str | Path, latency_dir: str | Path) -> list[dict[str, Any]]:
-    """One row per complete speculative job under ``real`` whose pair × task × length was traced."""
+    """One row per complete speculative job under ``real`` whose pair × task × length was traced; a job whose
+    pair's latency file was timed on other threads, device, dtype or (batched) kernels than the job ran on is
+    refused in one line (``specbench.latency.check_timed_on``, ``summary_timed_on``)."""
     from specbench.config import JobConfig
     from specbench.latency import LatencyModel, predict_parts_ms
     from specbench.records import read_records
@@ -132,20 +148,18 @@ def compare_rows(real: str | Path, traces_dir: str | Path, latency_dir: str | Pa
             continue
         by_id = {(t.prompt_id, t.turn): t for t in traces}
         chosen = [by_id[(r["prompt_id"], r["turn"])] for r in records if (r["prompt_id"], r["turn"]) in by_id]
+        lat_path = Path(latency_dir) / f"{key[0]}.json"
         if key[0] not in latencies:
-            latencies[key[0]] = LatencyModel.load(Path(latency_dir) / f"{key[0]}.json")
+            latencies[key[0]] = LatencyModel.load(lat_path)
         latency = latencies[key[0]]
+        batched = any(int(r.get("batch_size") or 1) > 1 for r in records)
+        check_timed_on(latency, summary_timed_on(summary, config, batched), f"job {summary_path.parent.name}",
+                       lat_path, key[0])
         spec = MethodSpec(method.name, str(method.policy), dict(method.params))
         ident = {"pair": key[0], "task": key[1], "method": method.name, "job": summary_path.parent.name,
                  "method_config": method_label(method.name, method.params), "gamma_init": config.gamma,
                  "prompts": len(records)}
-        if any(int(r.get("batch_size") or 1) > 1 for r in records):
-            ran = (summary.get("engine") or {}).get("fast_linear") or False
-            timed = latency.meta.get("batch_fast_linear") or False  # files before the option: plain kernels
-            if ran != timed:
-                raise ConfigError(f"{summary_path.parent.name} ran its batches with fast_linear={ran}, the latency "
-                                  f"file of {key[0]} timed rows above one with {timed}: recalibrate with "
-                                  f"calibrate --fast-linear {'false' if ran is False else ran}")
+        if batched:
             rows.append({**ident, **batched_row(records, traces, spec.build, config.gamma, latency,
                                                 summary_path.parent.name)})
             continue

@@ -11,7 +11,9 @@ like a job does (one untimed warm-up generation, then a fresh policy across the 
 and ``runners.replay.replay.replay_job`` on the traces; print, per run, whether the rounds are equal
 (γ / drafted / accepted traces), the measured and predicted pooled tokens/s and the relative
 error, and the same for the target alone (AR, measured while tracing). Without ``--latency`` (a json, or a
-folder of ``<pair>.json``) a quick calibration (``runners.replay.latency.calibrate``, few repeats) is made first.
+folder of ``<pair>.json``) a quick calibration (``runners.replay.latency.calibrate``, few repeats) is made first;
+a given file timed on other torch threads (``--threads``), another device or dtype, or other batch-1 kernels than
+the runs here (the plain loop) is refused in one line (``specbench.latency.check_timed_on``).
 (``scripts/validate_replay.py`` before issue 30; the pair's models come from ``specbench.model_cache.load_pair``,
 as a job's do; the simulator may not import ``runners.jobs``.)
 
@@ -64,11 +66,11 @@ def live_main(args: argparse.Namespace) -> int:
     from runners.drafters.model import ModelDrafter
     from runners.engine.speculative import SpeculativeRunner
     from runners.replay.grid import load_method
-    from runners.replay.latency import ModelTimer, calibrate, measure_overheads
+    from runners.replay.latency import ModelTimer, calibrate, measure_overheads, timed_here
     from runners.replay.replay import replay_job
     from runners.replay.trace_build import build_trace
     from specbench.config import JobConfig, compose
-    from specbench.latency import LatencyModel
+    from specbench.latency import LatencyModel, check_timed_on
     from specbench.model_cache import load_pair
     from specbench.records import pooled_tokens_per_s
     from specbench.rounds import pooled_acceptance
@@ -90,9 +92,12 @@ def live_main(args: argparse.Namespace) -> int:
     for prompt in prompts:
         ids_list.append(encode_turn(models.tokenizer, [], prompt.turns[0], config.task.prompt_format)[0])
 
+    here = timed_here(models.target, config.pair.target.dtype)  # the runs below: plain forwards, batch 1
     if args.latency:
         path = Path(args.latency)
-        latency = LatencyModel.load(path / f"{config.pair.name}.json" if path.is_dir() else path)
+        path = path / f"{config.pair.name}.json" if path.is_dir() else path
+        latency = LatencyModel.load(path)
+        check_timed_on(latency, here, "lab compare --live", path, config.pair.name)
     else:
         t0 = time.perf_counter()
         pool = [t for ids in ids_list for t in ids]
@@ -101,6 +106,7 @@ def live_main(args: argparse.Namespace) -> int:
                             prefill_lengths=sorted({len(i) for i in ids_list} | {16}), warmup=1, repeats=3)
         over = measure_overheads(models.target, draft, models.eos, ids_list[0], new_tokens=16, repeats=1)
         latency.round_overhead_ms, latency.ar_overhead_ms = over["round_overhead_ms"], over["ar_overhead_ms"]
+        latency.meta.update(pair=config.pair.name, quick=True, **here.to_meta())
         print(f"quick calibration in {time.perf_counter() - t0:.1f} s: target 1 tok "
               f"{latency.target.forward_ms(1, 128):.1f} ms, draft 1 tok {latency.draft.forward_ms(1, 128):.1f} ms, "
               f"c = {latency.c:.2f}, overhead/round {latency.round_overhead_ms:.2f} ms")
@@ -158,6 +164,6 @@ def live_main(args: argparse.Namespace) -> int:
                     print(f"    {t.prompt_id}: first different round {first} of {len(a)}: real (γ, d, A) {a[first:first + 3]}"
                           f" replay {b[first:first + 3]}")
     print(f"\nrounds equal in every run: {all_equal}; worst throughput error {worst:.1%}")
-    meta = {k: latency.meta.get(k) for k in ("kind", "pair", "threads") if latency.meta.get(k) is not None}
-    print(f"latency model: {meta or 'quick calibration'}")
+    meta = {k: latency.meta.get(k) for k in ("kind", "pair", "quick") if latency.meta.get(k) is not None}
+    print(f"latency model: {meta}, timed on {latency.timed_on.to_meta()}")
     return 0 if all_equal else 1

@@ -18,7 +18,10 @@ the confirmation's methods and γ) is ``conf/experiment/policy_lab.yaml`` (``Lab
 used as a *tuning* set disjoint from the evaluation set (``task.per_category=2``: the first two).
 
 ``traces`` builds the greedy traces of every pair × task (``python -m runners.replay trace``); ``confirm``
-runs them for real (``python run.py -m``) and then ``compare``s.
+runs them for real (``python run.py -m``) and then ``compare``s; it first checks each pair's latency file against
+the runs' ``--threads`` and the pair's device and dtype (``check_confirm_latency``), which ``compare`` would
+refuse afterwards. ``replay`` has no run to check a file against: its outputs carry the file (a copy in
+``<out>/latency/``, its ``meta`` saying what it was timed on).
 
 ``replay`` replays ``--methods`` (default: the lab's: the GammaTune paper's set, the field's training-free
 policies, ours) × ``--gammas`` × ``--batch-sizes`` (``replay.batch_sizes``, default ``[1]``: B prompt turns
@@ -57,7 +60,7 @@ from runners.replay.batched import check_batching
 from runners.replay.compare import add_compare_parser, compare_main
 from runners.replay.grid import MethodSpec, load_method, parse_ints, replay_grid, write_grid
 from runners.replay.trace import find_trace_files, read_traces
-from specbench.latency import LatencyModel
+from specbench.latency import LatencyModel, TimedOn, check_timed_on
 from specbench.paths import CONF_DIR, REPO_ROOT
 from specbench.registry import ConfigError
 
@@ -219,6 +222,20 @@ def traces_main(args: argparse.Namespace) -> int:
     return 0
 
 
+def check_confirm_latency(pairs: Sequence[str], latency_dir: Path, threads: int) -> None:
+    """Before an hour of real runs: each pair's latency file (where there is one) must have been timed on what the
+    runs will run on (``threads``, the pair's device and dtype), or ``compare`` would refuse them afterwards
+    (``specbench.latency.check_timed_on``, one line naming the calibrate command)."""
+    from specbench.config import JobConfig, compose
+
+    for pair in pairs:
+        path = latency_dir / f"{pair}.json"
+        if path.is_file():
+            target = JobConfig.from_mapping(compose([f"pair={pair}"])).pair.target
+            check_timed_on(LatencyModel.load(path), TimedOn.of_job(threads, target), f"lab confirm (pair {pair})",
+                           path, pair)
+
+
 def confirm_main(args: argparse.Namespace) -> int:
     """Real runs (``python run.py -m``, ``verify_lossless=true``) of ``--methods`` × ``--gammas`` on every
     ``--pairs`` × ``--tasks`` of the traces, then ``compare`` against their replay. Timing: run it on a
@@ -226,6 +243,11 @@ def confirm_main(args: argparse.Namespace) -> int:
     (job folders are named by their overrides), so the target's AR reference is decoded once per
     pair × task (``runners/jobs/ar_cache.py``), not once per method."""
     real = Path(args.real)
+    try:
+        check_confirm_latency(args.pairs, Path(args.latency), args.threads)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     for pair in args.pairs:
         lat = Path(args.latency) / f"{pair}.json"
         for task in args.tasks:

@@ -19,7 +19,8 @@ At batch sizes (``--batch-sizes 1 2 4 8``): every one of those forwards is also 
 one forward of ``k`` tokens, cropped back; the logits kept as the loops keep them: all ``k``
 for the target's verification, the last one for a prefill and for the draft). ``measure_overheads`` runs the real loops
 once with forward hooks and attributes what the forwards do not explain to the loop.
-The JSON file is ``LatencyModel.to_json()``.
+The JSON file is ``LatencyModel.to_json()``; ``timed_here`` says what its forwards ran on (``meta``: torch threads,
+the target's device type and dtype, the plain forward at batch 1, ``specbench.latency.TimedOn``).
 """
 
 from __future__ import annotations
@@ -30,10 +31,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 # the model's names, re-exported for callers of this module (defined in specbench.latency)
-from specbench.latency import BatchCosts, ForwardCost, LatencyModel
+from specbench.latency import BatchCosts, ForwardCost, LatencyModel, TimedOn
 
 __all__ = ["BatchCosts", "ForwardCost", "LatencyModel", "ModelTimer", "TimeForward", "calibrate", "calibrate_forwards",
-           "calibrate_model", "fit_affine", "interleaved_medians", "isotonic", "measure_overheads"]
+           "calibrate_model", "fit_affine", "interleaved_medians", "isotonic", "measure_overheads", "timed_here"]
 
 
 # ---------------------------------------------------------------------- calibration
@@ -158,6 +159,21 @@ def calibrate(time_forward: TimeForward, k_max: int = 33, draft_k_max: int = 4, 
     meta = {"kind": "calibrated", "sampling": "interleaved", "warmup": warmup, "repeats": repeats, "monotone": monotone,
             **({"batch_sizes": sorted(target)} if batches else {}), "samples": samples}
     return LatencyModel(target[1], draft[1], 0.0, 0.0, meta, batches)
+
+
+def timed_here(target: Any, dtype: str | None = None, batch_fast_linear: str | bool | None = None) -> TimedOn:
+    """What ``ModelTimer`` times ``target``'s forwards on in this process: torch's CPU threads now
+    (``torch.get_num_threads()``), the target's device type, ``dtype`` (its model node's; ``auto`` or None: the
+    loaded weights' dtype), the plain forward at batch 1, and ``batch_fast_linear`` above it (None: no batch
+    tables)."""
+    import torch
+
+    from specbench.models import model_device
+
+    if not dtype or dtype == "auto":
+        dtype = str(next(target.parameters()).dtype)
+    return TimedOn(threads=torch.get_num_threads(), device=model_device(target), dtype=dtype, fast_linear=False,
+                   batch_fast_linear=batch_fast_linear)
 
 
 def _jsonable(obj: Any) -> Any:

@@ -712,5 +712,29 @@ def test_a_batched_jobs_engine_tag_is_the_kernels_it_ran():
                                          "engine": {"fast_linear": "all", "buckets": {}, "fused_prefill": False}})
     one = job_rows([{"prompt_id": "a"}], {"config": {**config, "batch_size": 1}, "status": "complete"})
     assert fast[0]["engine"] == "fast_linear=all" and ar[0]["engine"] == "fast_linear=all"
-    assert plain[0].get("engine") is None
+    assert plain[0].get("engine") == "plain"  # our loop with every option off: a tag of its own (issue 40)
     assert one[0]["engine"] == "fast_linear=auto,verify_buckets=auto"  # batch 1: the config, as before
+
+
+def _engine_rows(method: str, engine: dict | None, gamma: int = 2) -> list[dict]:
+    config = {"pair": "p", "method": {"name": method, "runner": "speculative"}, "gamma": gamma, "batch_size": 1,
+              **({"engine": engine} if engine is not None else {})}
+    return job_rows([{"prompt_id": "a", "turn": 1, "new_tokens": 4, "wall_ms": 10.0, "ttft_ms": 1.0}],
+                    {"config": config, "status": "complete"})
+
+
+def test_an_engine_every_row_of_a_pair_shares_names_no_variant():
+    """Issue 40, item 0: a sweep run on the default engine (``auto``) labelled every row
+    ``specdecode[fast_linear=auto,verify_buckets=auto]``, and Table 2 found no ``specdecode`` baseline. One engine
+    shared by every row of a pair is dropped from the keys; two engines in one pair keep their tags."""
+    auto = {"fast_linear": "auto", "verify_buckets": "auto", "fused_prefill": False}
+    plain = {"fast_linear": False, "verify_buckets": False, "fused_prefill": False}
+    one_engine = rows_to_frame(_engine_rows("specdecode", auto) + _engine_rows("gammatune", auto))
+    assert set(one_engine["method"]) == {"specdecode", "gammatune"}
+    two_engines = rows_to_frame(_engine_rows("specdecode", plain) + _engine_rows("gammatune", auto)
+                                + _engine_rows("specdecode", auto, 4))
+    assert set(two_engines["method"]) == {"specdecode[plain]", "gammatune[fast_linear=auto,verify_buckets=auto]",
+                                          "specdecode[fast_linear=auto,verify_buckets=auto]"}
+    # jobs before issue 16 (no engine node) ran the plain kernels: the same engine as an explicit plain one
+    legacy = rows_to_frame(_engine_rows("specdecode", None) + _engine_rows("gammatune", plain))
+    assert set(legacy["method"]) == {"specdecode", "gammatune"}

@@ -18,12 +18,9 @@ from analysis.gammatune.table2 import speedup_table
 from analysis.hetero import rule_method
 from analysis.metrics import method_key, method_label
 from analysis.settings import method_defaults, setting_partitions
-from analysis.uncertainty import BootstrapSpec
 from specbench.paths import CONF_DIR
 
 from helpers.analysis_fixture import COMMITTED
-
-BOOT = BootstrapSpec(50, 0)
 
 
 def _record(**kw):
@@ -50,7 +47,7 @@ def _sweep(method_params: dict[str, dict], gammas=(2, 4)) -> pd.DataFrame:
 def test_two_values_of_one_knob_are_two_rows():
     df = _sweep({"gammatune#a": {"eta": 0.25}, "gammatune#b": {"eta": 0.5}})
     assert sorted(df["method"].unique()) == ["gammatune", "gammatune[eta=0.5]", "specdecode"]
-    table = speedup_table(df, boot=BOOT)
+    table = speedup_table(df)
     measured = table.data[(table.data["source"] == "measured") & (table.data["pair"] == "p")]
     cells = dict(zip(measured["method"], measured["mean"], strict=True))
     assert cells["gammatune"] == pytest.approx(100 / 80)  # η = 0.25 alone: 10 tokens / 80 ms vs 10 / 100
@@ -221,7 +218,7 @@ def test_a_batched_jobs_throughput_divides_by_the_batchs_wall_not_the_rows_laten
                 ar_wall_ms=1500.0, ar_tokens_per_s=20.0, **batch)])
     for pooling in ("pooled", "question", "mean"):
         assert throughput(df, pooling) == pytest.approx(40.0)  # each row: its tokens ÷ its share, 40 tokens/s
-    boot = Bootstrap(df, "pooled", BOOT)
+    boot = Bootstrap(df, "pooled")
     assert boot.estimate(df).point == pytest.approx(40.0)
     assert boot.estimate(df, ar=True).point == pytest.approx(40 / 1.5)
     single = rows_to_frame([_record(prompt_id="a", new_tokens=10, wall_ms=500.0, tokens_per_s=20.0)])

@@ -1,5 +1,5 @@
-"""Uncertainty in the analysis: the paired bootstrap over prompt turns, resolved rankings, host drift
-(``host_probe_ms``) and the A/A noise floor, on small synthetic records."""
+"""Uncertainty in the analysis: the paired jackknife over prompt turns, resolved rankings, host drift
+(``host_probe_ms``) and the A/A noise floor and its gate, on small synthetic records."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from analysis.frame import DuplicateRecords, load_records, rows_to_frame
 from analysis.gammatune.table2 import speedup_table
 from analysis.gammatune.throughput import throughput_table
 from analysis.metrics import aa_original, method_label, ordered_methods, throughput
-from analysis.uncertainty import UNRESOLVED_MARK, Bootstrap, BootstrapSpec, Estimate, resolve
+from analysis.uncertainty import UNRESOLVED_MARK, Bootstrap, Design, Estimate, Jackknife, resolve, t_quantile
 
 GAMMAS = (2, 4)
 
@@ -47,7 +47,7 @@ def _width(estimate: Estimate) -> float:
     return hi - lo
 
 
-# ---------------------------------------------------------------- the bootstrap
+# ---------------------------------------------------------------- the jackknife
 
 
 def test_ci_contains_the_point_and_shrinks_with_more_prompts():
@@ -80,26 +80,50 @@ def test_repeats_stay_with_their_turn():
     np.testing.assert_allclose(b.estimate(thrice).draws, a.estimate(once).draws)
 
 
-def test_seeded_and_deterministic():
+def test_deterministic_and_the_old_name_still_works():
     df = _frame({"specdecode": 1.0})
-    first = Bootstrap(df, spec=BootstrapSpec(500, 1)).estimate(df).interval()
-    assert Bootstrap(df, spec=BootstrapSpec(500, 1)).estimate(df).interval() == first
-    assert Bootstrap(df, spec=BootstrapSpec(500, 2)).estimate(df).interval() != first
+    first = Jackknife(df).estimate(df).interval()
+    assert Jackknife(df).estimate(df).interval() == first and Bootstrap is Jackknife
+    assert len(Jackknife(df).estimate(df).draws) == 20  # one replicate per prompt turn left out
 
 
-def test_paired_bootstrap_keeps_the_ratio_of_correlated_cells_sharp():
+def test_the_interval_of_a_mean_is_students_t_interval():
+    """For a mean of independent turns the jackknife variance is s²/n, so the interval is Student's
+    (``analysis.uncertainty``, CI), on the log scale for a positive statistic."""
+    x = np.random.default_rng(3).normal(0.0, 0.2, 7)
+    loo = (x.sum() - x) / 6  # the mean of the other six, replicate by replicate
+    lo, hi = Estimate(float(x.mean()), loo).interval()
+    half = t_quantile(6) * x.std(ddof=1) / math.sqrt(7)
+    assert (lo, hi) == pytest.approx((x.mean() - half, x.mean() + half))
+    assert t_quantile(6) == pytest.approx(2.446912, abs=1e-6) and t_quantile(1) == pytest.approx(12.7062, abs=1e-4)
+    lo, hi = Estimate(math.exp(x.mean()), np.exp(loo), log=True).interval()
+    assert (math.log(lo), math.log(hi)) == pytest.approx((x.mean() - half, x.mean() + half))
+    assert all(math.isnan(v) for v in Estimate(1.0, np.array([1.0])).interval())  # one cluster: df 0
+
+
+def test_strata_are_left_out_within_their_task():
+    """Two tasks of 5 and 3 prompt turns: 8 replicates, 6 degrees of freedom, and each task's spread
+    measured around its own replicates' mean."""
+    rows = [_row("specdecode", 2, i, 100.0, 1000.0 + 100.0 * i, task=task)
+            for task, n in (("a", 5), ("b", 3)) for i in range(n)]
+    jackknife = Jackknife(rows_to_frame(rows))
+    assert jackknife.design.df == 6 and sorted(np.bincount(jackknife.design.strata)) == [3, 5]
+    assert Design.single(4).variance(np.array([1.0, 2.0, 3.0, 4.0])) == pytest.approx(3 / 4 * 5.0)
+
+
+def test_paired_jackknife_keeps_the_ratio_of_correlated_cells_sharp():
     """GammaTune 10 % faster than SpecDecode on every prompt, prompts 20× apart in wall time: each
-    cell's own interval is wide, the ratio's is a point. Resampling the cells independently (an
-    unpaired bootstrap) would give the ratio an interval about as wide as the cells'."""
+    cell's own interval is wide, the ratio's is a point. Leaving out different prompts in the two
+    cells (an unpaired resampling) would give the ratio an interval about as wide as the cells'."""
     df = _frame({"specdecode": 1.0, "gammatune": 1.1})
-    boot = Bootstrap(df)
+    boot = Jackknife(df)
     sd, gt = (boot.estimate(df[(df["method"] == m) & (df["gamma_init"] == 2)]) for m in ("specdecode", "gammatune"))
     assert _width(sd) / sd.point > 0.2 and _width(gt) / gt.point > 0.2
     ratio = gt / sd
     assert ratio.point == pytest.approx(1.1) and _width(ratio) < 1e-9
-    rng = np.random.default_rng(0)  # what an unpaired bootstrap would do: another draw for the other cell
-    unpaired = gt.draws / rng.permutation(sd.draws)
-    assert np.percentile(unpaired, 97.5) - np.percentile(unpaired, 2.5) > 0.2
+    rng = np.random.default_rng(0)  # what an unpaired resampling would do: another prompt left out in the other cell
+    unpaired = Estimate(ratio.point, gt.draws / rng.permutation(sd.draws), ratio.design, log=True)
+    assert _width(unpaired) > 0.2
 
     table = speedup_table(df)
     cell = table.data[(table.data["method"] == "gammatune") & (table.data["pair"] == "p")].iloc[0]
@@ -115,17 +139,36 @@ def test_paired_bootstrap_keeps_the_ratio_of_correlated_cells_sharp():
 # ---------------------------------------------------------------- resolved rankings
 
 
-def test_resolve_marks_neighbours_whose_difference_contains_zero():
+def _mean_estimate(values: np.ndarray) -> Estimate:
+    """The mean of per-turn values with its delete-one replicates, as a positive statistic."""
+    n = values.size
+    return Estimate(float(values.mean()), (values.sum() - values) / (n - 1), log=True)
+
+
+def test_resolve_marks_neighbours_whose_ratio_contains_one():
     rng = np.random.default_rng(0)
-    shared = rng.normal(0.0, 0.3, 2000)  # the prompts' spread, common to all three
-    a = Estimate(1.00, 1.00 + shared + rng.normal(0, 0.05, 2000))
-    b = Estimate(1.01, 1.01 + shared + rng.normal(0, 0.05, 2000))
-    c = Estimate(1.50, 1.50 + shared + rng.normal(0, 0.05, 2000))
+    shared = rng.normal(0.0, 0.3, 30)  # the prompts' spread, common to all three
+    a = _mean_estimate(np.exp(shared + rng.normal(0, 0.05, 30)))
+    b = _mean_estimate(np.exp(shared + rng.normal(0, 0.05, 30)) * 1.01)
+    c = _mean_estimate(np.exp(shared + rng.normal(0, 0.05, 30)) * 1.5)
     ranked = resolve({"a": a, "b": b, "c": c})
     assert [ranked[k].rank for k in "cba"] == [1, 2, 3]
-    assert ranked["c"].resolved  # 0.5 apart: resolved from b, its only neighbour
-    assert not ranked["b"].resolved and not ranked["a"].resolved  # 0.01 apart with noise 0.07
+    assert ranked["c"].resolved  # 1.5× apart: resolved from b, its only neighbour
+    assert not ranked["b"].resolved and not ranked["a"].resolved  # 1 % apart with per-turn noise 7 %
     assert resolve({"a": a})["a"].resolved
+
+
+def test_a_ratio_whose_interval_reaches_into_the_aa_band_is_not_resolved():
+    """``resolve``'s band (log scale): resolved only when the whole CI of the paired ratio lies beyond it."""
+    rng = np.random.default_rng(1)
+    shared = rng.normal(0.0, 0.3, 30)
+    a = _mean_estimate(np.exp(shared + rng.normal(0, 0.02, 30)))
+    b = _mean_estimate(np.exp(shared + rng.normal(0, 0.02, 30)) * 1.06)
+    lo, hi = (b / a).interval()
+    assert 1.0 < lo < 1.06 < hi  # the ratio's CI excludes 1 ...
+    assert resolve({"a": a, "b": b})["b"].resolved
+    assert not resolve({"a": a, "b": b}, band=math.log(lo) + 1e-6)["b"].resolved  # ... not a band that high
+    assert resolve({"a": a, "b": b}, band=math.log(lo) - 1e-6)["b"].resolved
 
 
 def test_table2_marks_overlapping_methods_not_resolved():
@@ -139,7 +182,7 @@ def test_table2_marks_overlapping_methods_not_resolved():
     ci_rows = shown[shown["Source"] == "95 % CI"]["p"].tolist()  # order: SpecDecode, HFHeuristic, GammaTune
     assert [v.endswith(UNRESOLVED_MARK) for v in ci_rows] == [True, True, False]
     assert shown[shown["Method"] == "GammaTune"]["p"].iloc[0] == "2.00 ± 0.00×"  # the paper's cell, unchanged
-    assert "± : sample std (ddof=1) across initial γ (the paper's spread)" in table.caption and "bootstrap CI over prompt turns" \
+    assert "± : sample std (ddof=1) across initial γ (the paper's spread)" in table.caption and "jackknife CI over prompt turns" \
         in table.caption and "≈: not resolved" in table.caption
 
 
@@ -227,7 +270,7 @@ def test_cli_prints_noise_floor_and_drift_and_writes_named_alternatives(tmp_path
     df = _probed({**PROBES, ("specdecode_twin", 2): 10.0, ("specdecode_twin", 4): 10.0}, n=6)
     _write(tmp_path / "sweep", df)
     out = tmp_path / "out"
-    assert main([str(tmp_path / "sweep"), "--out", str(out), "--bootstrap", "300"]) == 0
+    assert main([str(tmp_path / "sweep"), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "| GammaTune | measured |" in printed and "| | 95 % CI |" in printed.replace("|  |", "| |")
     assert "noise floor (p): specdecode_twin ÷ specdecode = 1.000 [1.000, 1.000]" in printed

@@ -16,6 +16,7 @@ from analysis.drift import (
     resolution,
 )
 from analysis.frame import rows_to_frame
+from analysis.uncertainty import t_quantile
 
 
 def _rows(sigma: float, n: int, gammas=(2, 4), seed: int = 0) -> list[dict]:
@@ -41,10 +42,12 @@ def test_per_turn_sigma_and_the_turns_a_comparison_needs():
     row = floor.data[floor.data["scope"] == "mean over γ"].iloc[0]
     assert row["turn_sigma"] == pytest.approx(0.10, rel=0.1)
     assert row["turns_per_cell"] == 200
-    assert row["cell_resolves"] == pytest.approx(math.expm1(1.96 * row["turn_sigma"] / math.sqrt(200)))
-    assert row["turns_for_target"] == math.ceil((1.96 * row["turn_sigma"] / RESOLVE_TARGET) ** 2)
+    assert row["cell_resolves"] == pytest.approx(math.expm1(t_quantile(199) * row["turn_sigma"] / math.sqrt(200)))
+    assert row["turns_for_target"] == math.ceil((1.96 * row["turn_sigma"] / RESOLVE_TARGET) ** 2)  # a lower bound
     assert 35 <= row["turns_for_target"] <= 55  # (1.96 * 0.1 / 0.03)^2 = 42.7
-    assert "turns × repeats" in noise_floor_lines(floor)[0]
+    assert "turns × repeats" in noise_floor_lines(floor)[0] and "needs at least" in noise_floor_lines(floor)[0]
+    assert "turns × repeats for ±3 % (lower bound)" in floor.display.columns
+    assert floor.display["a cell resolves"].str.endswith("(200 turns × repeats)").sum() == 1
 
 
 def test_a_quieter_host_resolves_more_with_the_same_turns():

@@ -166,12 +166,13 @@ def test_job_records_and_analysis_show_the_breakdown(pair, tmp_path):
             parts = r["draft_ms"] + r["verify_ms"] + r["overhead_ms"]
             assert parts == pytest.approx(r["wall_ms"] - r["ttft_ms"], abs=1e-6)
             assert r["predicted_wall_ms"] > 0
-    assert summary["engine"] is None  # method=ar: no engine options
+    # method=ar: the target alone steps on the engine's kernels (issue 40's baseline rule), as its summary says
+    assert summary["engine"] == summary["baseline"]["kernels"] and summary["engine"]["fast_linear"] == "all"
     assert analysis_main([str(results), "--out", str(tmp_path / "out")]) == 0
     table = (tmp_path / "out" / "tables" / "time_breakdown.md").read_text()
     assert "SpecDecode" in table and "AR" in table and "overhead ms/round" in table
     # engine options change what a job measures: their job is its own cell, named, never pooled with the plain one
-    assert "| SpecDecode |" in table and "| SpecDecode (fast_linear=all, fused_prefill) |" in table
+    assert "| SpecDecode (plain) |" in table and "| SpecDecode (fast_linear=all, fused_prefill) |" in table
     assert (tmp_path / "out" / "figures" / "time_breakdown.png").stat().st_size > 0
     data = (tmp_path / "out" / "tables" / "time_breakdown.data.csv").read_text()
     assert "predicted_wall_s" in data

@@ -292,3 +292,57 @@ def test_a_short_prompt_padded_in_the_prefill_keeps_only_its_own_positions(pair)
         for forward in (VerifyForward(target, PAD_ALL), VerifyForward(target, PAD_ALL_ROWS)):
             out = SpeculativeRunner(target, ModelDrafter(draft, []), FixedGamma(3), [], forward=forward).generate(ids, 24)
             assert out.tokens == want, ids
+
+
+# ---------------------------------------------------------------------- the baseline rule (issue 40)
+
+@pytest.mark.parametrize("option", OPTIONS)
+def test_the_target_alone_on_the_loops_kernels_decodes_its_own_greedy_tokens(pair, option):
+    """The target alone steps on the kernels of the method it is compared with (``VerifyForward.for_step``): the
+    same tokens as the plain loop, a padded step's positions cropped from the cache after it."""
+    target, _, prompts, refs = pair
+    step = _forwards(target)[option].for_step()
+    for ids in prompts:
+        assert AutoregressiveRunner(target, [], forward=step).generate(ids, 40).tokens == refs[tuple(ids)], option
+
+
+def test_for_step_keeps_the_executor_and_the_one_token_padding_only(pair):
+    target = pair[0]
+    fast = transposed_copy(target, "all")
+    full = VerifyForward(target, {1: (2, 2), 3: (4, 4)}, fast, "all")
+    step = full.for_step()
+    assert step.executor is fast and step.buckets == {1: (2, 2)} and step.pads(1) and not step.pads(3)
+    runner = AutoregressiveRunner(target, [], forward=step)
+    assert runner.describe() == {"fast_linear": "all", "step": [2, 2]}
+    assert AutoregressiveRunner(target, []).describe() == {"fast_linear": False, "step": None}
+    plain = VerifyForward(target, {3: (4, 4)}).for_step()
+    assert plain.executor is target and plain.buckets == {} and plain.describe_step() == {"fast_linear": False,
+                                                                                           "step": None}
+
+
+def test_a_padded_step_leaves_the_cache_at_the_sequence_length(pair):
+    target, _, prompts, _ = pair
+    runner = AutoregressiveRunner(target, [], forward=VerifyForward(target, {1: (3, 1)}))
+    cache = new_cache(target)
+    with torch.inference_mode():
+        runner._step(cache, list(prompts[0]), len(prompts[0]))  # a prompt of several tokens: not padded
+        assert cache_len(cache) == len(prompts[0])
+        runner._step(cache, [5], len(prompts[0]) + 1)  # one token padded to 3, cropped back
+        assert cache_len(cache) == len(prompts[0]) + 1
+
+
+def test_the_executor_and_probe_caches_live_as_long_as_their_model():
+    """Issue 40, item 6: the caches were keyed by ``id(model)``: an evicted model's copy stayed in memory, and a new
+    model that reused the id got a stale copy. Keyed by the model object (weakly), its entries go with it."""
+    import gc
+
+    from runners.engine import verify_forward as vf
+
+    model = tiny.tiny_model(300, seed=3)
+    assert vf.fast_executor(model, "all") is vf.fast_executor(model, "all")  # built once per model
+    engine_forward(model, EngineConfig(fast_linear="all", verify_buckets="probe", bucket_k_max=2))
+    assert model in vf._EXECUTORS and model in vf._PROBED
+    before = len(vf._EXECUTORS), len(vf._PROBED)
+    del model
+    gc.collect()
+    assert (len(vf._EXECUTORS), len(vf._PROBED)) == (before[0] - 1, before[1] - 1)

@@ -68,7 +68,8 @@ def test_every_policy_runs_over_every_cross_vocabulary_algorithm(hetero_conf, tm
 @pytest.mark.slow
 def test_sampling_jobs_run_and_auto_picks_tli(hetero_conf, tmp_path):
     proc = run_sweep(["-m", "method=gammatune", "hetero=auto,union", "pair=tiny_hetero", "temperature=1",
-                      "task.n_prompts=1", "max_new_tokens=10", "warmup=0", "threads=1"], hetero_conf, tmp_path / "a")
+                      "task.n_prompts=1", "max_new_tokens=10", "warmup=0", "threads=1", "baseline=none"],
+                     hetero_conf, tmp_path / "a")
     assert proc.returncode == 0, proc.stderr[-3000:]
     proc = run_sweep(["method=gammatune", "hetero=slrs", "hetero.max_nodes=1", "pair=tiny_hetero", "temperature=1",
                       "task.n_prompts=1", "max_new_tokens=10", "warmup=0", "threads=1"], hetero_conf, tmp_path / "b")

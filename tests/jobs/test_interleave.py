@@ -1,5 +1,6 @@
 """Interleaved execution (``runners.jobs.interleave``, ``hydra/launcher=interleaved``): rounds of one
-prompt turn per job in a recorded shuffled order, paired AR references, repeats, the host probe, and
+prompt turn per job in a recorded order (positions balanced: tests/jobs/test_interleave_balance.py), the
+round's untimed warm-up, paired AR references, repeats, the host probe, and
 the point of it all: a slowdown injected halfway through a sweep reaches identical-work cells alike
 when they are interleaved, and splits them when they run one after another. Tiny seeded models,
 in-process (the Hydra path is in tests/jobs/test_launchers.py)."""
@@ -15,8 +16,9 @@ import torch
 import yaml
 from omegaconf import OmegaConf
 
+from runners.jobs import interleave
 from runners.jobs import job as job_module
-from runners.jobs.interleave import InterleavedSweep, read_order, round_seed
+from runners.jobs.interleave import InterleavedSweep, read_order, round_order, round_seed
 from runners.jobs.job import run_job
 from specbench.records import aggregate, read_records
 
@@ -36,18 +38,39 @@ def _jobs(tiny_conf: Path, results: Path, cells: list[tuple[str, ...]], *common:
 CELLS = [("method=specdecode", "gamma=2"), ("method=gammatune", "gamma=4"), ("method=ar",)]
 
 
-def test_rounds_decode_every_job_once_per_turn_with_the_paired_reference(tiny_conf, tmp_path):
+def _files(folder: Path) -> dict[str, int]:
+    return {str(p.relative_to(folder)): p.stat().st_size for p in folder.rglob("*") if p.is_file()}
+
+
+def test_rounds_decode_every_job_once_per_turn_with_the_paired_reference(tiny_conf, tmp_path, monkeypatch):
     jobs = _jobs(tiny_conf, tmp_path, CELLS)
+    warm_ups = []
+    real_untimed = interleave.untimed_target
+
+    def spy(job, ids):  # the warm-up leaves the folder and the job's policy as they were
+        before, policies = _files(tmp_path), [repr(vars(p)) for p in job.policies]
+        gen = real_untimed(job, ids)
+        warm_ups.append((job.name, _files(tmp_path) == before, [repr(vars(p)) for p in job.policies] == policies))
+        return gen
+
+    monkeypatch.setattr(interleave, "untimed_target", spy)
     outcomes = InterleavedSweep(jobs, tmp_path, seed=3, progress=False).run()
     assert [o.status for o in outcomes] == ["complete"] * 3
     rounds = read_order(tmp_path)
     assert [r["round"] for r in rounds] == [0, 1, 2]  # 3 prompt turns
+    first_spec = jobs[0][1].name
+    assert warm_ups == [(first_spec, True, True)] * 3  # one per round, on the paired AR decode's job
     for r in rounds:  # every job once, plus one paired AR decode for the two speculative jobs
         names = r["order"]
         assert sorted(n for n in names if not n.startswith("ar:")) == sorted(d.name for _, d in jobs)
         assert len([n for n in names if n.startswith("ar:")]) == 1
-        assert r["seed"] == round_seed(3, "tiny", r["round"])
-    assert len({tuple(r["order"]) for r in rounds}) > 1 or len(rounds) < 3  # shuffled per round (3! orders)
+        # a row of the Latin square over the round's slots (4 slots, 3 rounds: one block, shifts 0-2)
+        plan = round_order(r["slots"], 3, "tiny", r["round"])
+        assert r["slots"] == [r["slots"][i] for i in plan.order] and f"ar/{first_spec}" in r["slots"]
+        assert (r["scheme"], r["shift"], r["seed"]) == ("latin", r["round"], round_seed(3, "tiny", 0))
+        assert r["warmed"]["job"] == first_spec and r["warmed"]["new_tokens"] > 0 and "error" not in r["warmed"]
+    assert len({tuple(r["slots"]) for r in rounds}) == 3  # rotated: no slot twice at one position
+    assert all(len({r["slots"][p] for r in rounds}) == 3 for p in range(4))
     paired = [json.loads(line) for line in (tmp_path / ".specbench" / "ar_paired.jsonl").read_text().splitlines()]
     assert len(paired) == 3
     by_job = {d.name: read_records(d / "records.jsonl") for _, d in jobs}
@@ -57,6 +80,7 @@ def test_rounds_decode_every_job_once_per_turn_with_the_paired_reference(tiny_co
         for r in records:
             order = rounds[r["interleave"]["round"]]["order"]
             assert order[r["interleave"]["position"]] == name  # the record says where it ran
+            assert r["interleave"]["scheme"] == "latin" and r["interleave"]["size"] == 4
             assert r["host_probe_ms"] > 0 and r["repeat"] == 0
             if name == "method=ar":
                 assert r["ar_source"] == "self"

@@ -173,3 +173,43 @@ def test_per_prompt_warmups_leave_a_carried_gamma_alone(tiny_conf, tmp_path):
         traces.append([r["gamma_trace"] for r in read_records(tmp_path / f"w{warm}" / "records.jsonl")])
     assert traces[0] == traces[1]
     assert traces[0][1][0] != 6  # the second prompt starts from the carried γ, so carrying is exercised
+
+
+def test_the_baseline_runs_on_the_methods_kernels_with_its_warmups(tiny_conf, tmp_path, monkeypatch):
+    """Issue 40's baseline rule at batch 1: the target alone a speedup divides by steps on the kernels of the
+    method it is compared with (the loop's transposed copy, the probe's padding of a 1-token step) and gets the
+    same untimed per-prompt warm-ups; records and summary name both sides, and the reference's cache key holds
+    them, so a reference decoded on other kernels or warm-ups is never reused."""
+    from runners.engine.speculative import AutoregressiveRunner
+    from runners.jobs import ar_cache
+
+    decodes: list[tuple[str, tuple[int, ...]]] = []
+    plain_generate = AutoregressiveRunner.generate
+
+    def counting(self, prompt_ids, max_new_tokens, generator=None):
+        decodes.append((str(self.describe()["fast_linear"]), tuple(prompt_ids)))
+        return plain_generate(self, prompt_ids, max_new_tokens, generator)
+
+    monkeypatch.setattr(AutoregressiveRunner, "generate", counting)
+    fast = ("engine.fast_linear=all", "engine.verify_buckets={1: [2, 2]}", "warmup_per_prompt=2")
+    summary = run_job(_tiny(tiny_conf, "method=specdecode", *fast), tmp_path / "fast", progress=False)
+    assert summary["baseline"] == {"kernels": {"fast_linear": "all", "step": [2, 2]}, "warmup": 0,
+                                   "warmup_per_prompt": 2}
+    assert summary["engine"]["fast_linear"] == "all" and summary["engine"]["buckets"] == {"1": [2, 2]}
+    records = read_records(tmp_path / "fast" / "records.jsonl")
+    for r in records:
+        assert r["ar_baseline"] == summary["baseline"] and r["kernels"] == summary["engine"]
+        assert r["lossless"] is True and r["schema_version"] == 5
+    # each prompt's reference: its two untimed decodes, then the timed one, all on the loop's kernels
+    assert len(decodes) == 3 * len(records) and {k for k, _ in decodes} == {"all"}
+    entries = [json.loads(p.read_text()) for p in (tmp_path / ".specbench" / "ar_cache").glob("*.json")]
+    assert {json.dumps(e["key"]["baseline"], sort_keys=True) for e in entries} == {
+        json.dumps({"kernels": {"fast_linear": "all", "step": [2, 2]}, "warmup_per_prompt": 2}, sort_keys=True)}
+    # the plain loop's job does not reuse those references: its baseline is another key
+    decodes.clear()
+    plain = run_job(_tiny(tiny_conf, "method=specdecode", "engine.fast_linear=false", "engine.verify_buckets=false"),
+                    tmp_path / "plain", progress=False)
+    assert plain["baseline"]["kernels"] == {"fast_linear": False, "step": None}
+    assert len(decodes) == len(records) and {k for k, _ in decodes} == {"False"}
+    assert all(r["ar_source"] == "decoded" for r in read_records(tmp_path / "plain" / "records.jsonl"))
+    assert ar_cache.ENTRY_VERSION == 4

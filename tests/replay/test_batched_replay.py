@@ -550,7 +550,8 @@ def test_compare_reads_batched_records(traces, tmp_path, root):
     (job / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     (job / "summary.json").write_text(json.dumps({"status": "complete", "config": config,
                                                   "engine": {"fast_linear": "all", "buckets": {}, "fused_prefill": False}}))
-    with pytest.raises(ConfigError, match="fast_linear=all.*timed rows above one with False.*--fast-linear all"):
+    with pytest.raises(ConfigError, match="batch_fast_linear=all, .*timed at batch_fast_linear=False: .*calibrate "
+                                          "--pair tiny --fast-linear all --batch-sizes 1 2 4 --out"):
         compare_rows(tmp_path / "real", tmp_path / "traces", tmp_path / "latency")
     lat.meta["batch_fast_linear"] = "all"
     lat.save(tmp_path / "latency" / "tiny.json")

@@ -143,8 +143,8 @@ def test_offline_without_a_cache_is_one_line_saying_how_to_give_files(monkeypatc
 
 
 def test_task_source_names_the_hub_dataset():
-    assert task_source(cfg(data_files=None)) == "datasets: nvidia/SPEED-Bench qualitative split=test"
-    assert task_source(cfg(data_files=None, subset="throughput_1k")).endswith("throughput_1k split=test")
+    assert task_source(cfg(data_files=None)) == "datasets: nvidia/SPEED-Bench qualitative split=test revision=main"
+    assert task_source(cfg(data_files=None, subset="throughput_1k")).endswith("throughput_1k split=test revision=main")
     assert "local files" in task_source(cfg())
 
 
