@@ -14,7 +14,7 @@ calibrate`` through its one reader, ``specbench.latency.LatencyModel.from_json``
 at ``target.ref_context``, its affine fit ``step_affine`` beyond the table, ``draft.step_ms[1]`` (else
 the draft's affine cost of one token), ``round_overhead_ms``). It ignores the per-context slope (a
 policy is not told the context length; the slope is ~0.01 ms per token here). It does not compare what the
-file was timed on (``specbench.latency.TimedOn``: threads, device, dtype, kernels) with the run: a policy has
+file was timed on (``specbench.timed_on.TimedOn``: threads, device, dtype, kernels) with the run: a policy has
 no run to compare with (it is built before the job sets its threads, and a replay has none), and it decides
 by the table's shape, not its scale (``adapt_costs`` corrects the scale to the machine's clock). The readers
 that turn the file into times do compare: a job's prediction (``runners.jobs.predict.find_latency``) and

@@ -244,12 +244,93 @@ def fast_executor(model: Any, scope: str, max_rows: int = 16) -> Any | None:
     return built[key]
 
 
+#: per model (for its lifetime): whether the transposed copy paid on this machine (``transposed_pays``)
+_PAYS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+#: the blocks ``transposed_pays`` times: an autoregressive step and verifications of γ = 1..7
+PAY_BLOCKS = (1, 2, 4, 6, 8)
+
+
+def _block_ms(runs: Any, cache: Any, context: int, k: int, warmup: bool = False) -> float:
+    """One forward of ``k`` tokens by ``runs`` on ``cache`` (cropped back to ``context`` after it), in ms; one
+    untimed forward first when ``warmup``."""
+    device = model_device(runs)
+    inp = torch.arange(20, 20 + k, device=device)[None]
+
+    def step() -> None:
+        runs(input_ids=inp, **cache_arg(runs, cache), use_cache=True, logits_to_keep=k)
+        crop_to(cache, context)
+
+    def sync() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+
+    return _fastest_ms(step, sync, int(warmup), 1)
+
+
+def transposed_pays(model: Any, blocks: tuple[int, ...] = PAY_BLOCKS, context: int = 64, repeats: int = 3,
+                    margin: float = 0.03) -> bool:
+    """Whether ``transposed_copy(model, "all")`` runs the loop's blocks faster than ``model`` on this machine:
+    one forward of each of ``blocks`` tokens on a cache of ``context`` tokens, the two kernels alternating
+    (the fastest of ``repeats`` each: another process only ever adds time), summed over the blocks; the copy
+    pays when its sum is at least ``margin`` below the plain one. Measured once per model (for its lifetime).
+    Why measure (issue 40): the copy's ``(W·xᵀ)ᵀ`` beat MKL's ``F.linear`` for a few rows on a 2-core AMD EPYC
+    (Gemma-3-270M's LM head, 2 rows: 2.5× faster, 2026-11-25/26) and lost on a 2-core Intel Xeon with AVX-512
+    (2 rows: 2.4× slower, 2026-11-26, ``scripts/bench_linear_rows.py``): the same option sped the loop up on one
+    host and slowed it down on the other, so ``auto`` decides on the host it runs on."""
+    if model in _PAYS:
+        return _PAYS[model]
+    fast = fast_executor(model, "all")
+    if fast is None:
+        _PAYS[model] = False
+        return False
+    device = model_device(model)
+    plain_ms, fast_ms = 0.0, 0.0
+    with torch.inference_mode():
+        cache = new_cache(model)
+        model(input_ids=torch.arange(10, 10 + context, device=device)[None], **cache_arg(model, cache), use_cache=True,
+              logits_to_keep=1)
+        for k in blocks:  # alternating: a drift of the host reaches both kernels alike
+            plain, quick = [], []
+            for r in range(repeats):
+                plain.append(_block_ms(model, cache, context, k, warmup=r == 0))
+                quick.append(_block_ms(fast, cache, context, k, warmup=r == 0))
+            plain_ms += min(plain)
+            fast_ms += min(quick)
+    pays = fast_ms < (1.0 - margin) * plain_ms
+    log.info("engine.fast_linear=auto: the transposed copy %s (%.1f ms against %.1f ms plain, blocks %s)",
+             "pays" if pays else "does not pay", fast_ms, plain_ms, list(blocks))
+    _PAYS[model] = pays
+    return pays
+
+
+def measurements(model: Any) -> dict[str, Any]:
+    """What this process measured of ``model``'s kernels, as JSON: ``transposed_pays`` (None: not measured) and
+    the bucket probes (``"<scope>|<k_max>|<threads>"`` → ``[body_ms, head_ms]``). ``runners.jobs.kernels`` shares
+    them between the jobs of a sweep, so that every job runs the kernels the first one chose."""
+    probes = {f"{scope}|{k}|{threads}": [{str(m): v for m, v in body.items()}, {str(r): v for r, v in head.items()}]
+              for (scope, k, threads), (body, head) in _PROBED.get(model, {}).items()}
+    return {"transposed_pays": _PAYS.get(model), "probes": probes}
+
+
+def seed_measurements(model: Any, data: Mapping[str, Any]) -> None:
+    """Take ``measurements`` made elsewhere (another job of the sweep) as ``model``'s own: what is seeded is not
+    measured again in this process."""
+    if isinstance(data.get("transposed_pays"), bool) and model not in _PAYS:
+        _PAYS[model] = data["transposed_pays"]
+    probed = _PROBED.setdefault(model, {})
+    for key, (body, head) in (data.get("probes") or {}).items():
+        scope, k, threads = key.split("|")
+        probed.setdefault((None if scope == "None" else scope, int(k), int(threads)),
+                          ({int(m): float(v) for m, v in body.items()}, {int(r): float(v) for r, v in head.items()}))
+
+
 def fast_scope(model: Any, engine: EngineConfig | None) -> str | None:
-    """``engine.fast_linear`` resolved for ``model``: ``head`` / ``all``, or None (off; ``auto``: ``all`` on
-    a CPU model, off on GPU, where the option is unmeasured)."""
+    """``engine.fast_linear`` resolved for ``model``: ``head`` / ``all``, or None (off). ``auto``: on a CPU model,
+    ``all`` where the transposed copy is measured to pay on this machine (``transposed_pays``), else off; off on
+    GPU, where the option is unmeasured."""
     scope = (engine or EngineConfig()).fast_linear
     if scope == "auto":
-        scope = "all" if model_device(model).type == "cpu" else False
+        scope = "all" if model_device(model).type == "cpu" and transposed_pays(model) else False
     return scope if scope in SCOPES else None
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -37,6 +38,7 @@ from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
 from runners.engine.verify import DeviceGenerators, Sampling
 from runners.jobs.ar_cache import ARCache
 from runners.jobs.device_share import DeviceShare
+from runners.jobs.kernels import shared_kernels
 from runners.jobs.predict import find_latency
 from specbench.config import CHECKPOINT, JobConfig
 from specbench.model_cache import load_pair
@@ -117,7 +119,7 @@ def resolve_sampling(config: JobConfig, target: Any) -> Sampling:
 class Job:
     """Models, tokenizers, the drafter and the runner of one job (built once, after ``prepare``)."""
 
-    def __init__(self, prepared: PreparedJob) -> None:
+    def __init__(self, prepared: PreparedJob, sweep_dir: str | Path | None = None) -> None:
         config = self.config = prepared.config
         self.policy = prepared.policy
         self.positions = prepared.positions
@@ -133,7 +135,14 @@ class Job:
         # our loop's kernels at batch 1 (engine options; a batched job's loop takes its own, ``_batched``: no
         # batch-1 probe for it), and the baseline rule: the target alone steps on the kernels of the method it is
         # compared with (``ar_forward``)
-        self.forward = self._engine_forward()
+        self.batch_kernels: Any = None  # batch_size > 1: the kernels of the batched loop and its target alone
+        # measured kernel choices (engine options ``auto``) shared with the sweep's other jobs (runners.jobs.kernels)
+        with shared_kernels(self.target, config.pair.target, sweep_dir):
+            self.forward = self._engine_forward()
+            if config.batch_size > 1:
+                from runners.engine.verify_forward import batch_kernels
+
+                self.batch_kernels = batch_kernels(self.target, config.engine)  # the loop's and the baseline's alike
         native = config.method.ar_loop == "transformers"  # method=hf_native_ar: our AR (dynamic cache) is its reference
         self.ar = AutoregressiveRunner(self.target, self.eos, self.sampling,
                                        cache="dynamic" if native else config.method.ar_cache or "dynamic",
@@ -206,10 +215,8 @@ class Job:
         from runners.drafters.batched_model import BatchedModelDrafter
         from runners.engine.batch_drafters import PerRowDrafters
         from runners.engine.batched import BatchedAutoregressiveRunner, BatchedSpeculativeRunner
-        from runners.engine.verify_forward import batch_kernels
 
         config = self.config
-        self.batch_kernels = batch_kernels(self.target, config.engine)  # the spec loop's and the baseline's alike
         self.batch_ar = self.batch_runner = BatchedAutoregressiveRunner(self.target, self.eos, self.sampling,
                                                                         fast=self.batch_kernels)
         if not config.speculative:

@@ -253,7 +253,7 @@ class JobRun:
         if config.threads:
             torch.set_num_threads(config.threads)
         t_load = time.perf_counter()
-        job = self.job = Job(self.prepared)
+        job = self.job = Job(self.prepared, sweep_dir=self.job_dir.parent)  # kernel choices shared by the sweep
         job.name = self.job_dir.name
         self.load_s = time.perf_counter() - t_load
         if config.verify_lossless and config.greedy:

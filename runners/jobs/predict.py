@@ -11,7 +11,7 @@ the engine's lossless options (``runners.engine.verify_forward``) make verificat
 < predicted by about what they save.
 
 A file is used only when it was timed on what the job runs on (``job_timed_on``; the comparison is
-``specbench.latency.check_timed_on``): the job's torch threads (``threads``, else torch's own choice — the
+``specbench.timed_on.check_timed_on``): the job's torch threads (``threads``, else torch's own choice — the
 process's ``torch.get_num_threads()``, as ``runners.jobs.job`` leaves it), the target's device type and dtype.
 A mismatch is refused in one line naming both values and the calibrate command that fixes it: a ``ConfigError``
 for the file ``latency=`` names, a warning for one found in the default places (the search goes on; records
@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from specbench.config import JobConfig
-from specbench.latency import LatencyModel, TimedOn, predict_wall_ms, refusal
+from specbench.latency import LatencyModel, predict_wall_ms
 from specbench.registry import ConfigError
+from specbench.timed_on import TimedOn, refusal
 
 log = logging.getLogger("specbench")
 

@@ -8,6 +8,8 @@
                (--latency calib.json|DIR | --cost-ratio C) [--out DIR] [--max-new-tokens M]
                [--batch-sizes 1 2 4 8] [--gamma-mode per_row|shared]
     lab        questions | traces | replay | confirm | compare ...   (the γ-policy lab: runners.replay.lab)
+    import     specdecode-bench PATH [--proposer eagle|ngram] --out DIR [--draft-length K]   (a peer's acceptance
+               data as traces: runners.replay.import_specdecode_bench)
 
 ``trace`` builds greedy traces (``runners.replay.trace``; ``runners.replay.trace_lookup`` for a
 prompt lookup pair) for a composed config, or for every traceable (pair, task, ``max_new_tokens``) of
@@ -19,7 +21,7 @@ run: the config composed from ``pair=NAME`` and ``OVERRIDES`` (Hydra overrides, 
 ``pair.target.dtype=bfloat16``), its torch threads those of a job (``runners.jobs.job``: ``threads``, null = torch's
 own choice, which is left alone; ``--threads N`` sets them), and says so in ``meta`` (threads, device, dtype, the
 kernels: ``runners.replay.latency.timed_here``), which a job's prediction and ``lab compare`` check
-(``specbench.latency.check_timed_on``; until issue 40 calibrate pinned 2 threads whatever the jobs ran); ``grid`` replays
+(``specbench.timed_on.check_timed_on``; until issue 40 calibrate pinned 2 threads whatever the jobs ran); ``grid`` replays
 methods × initial γ and writes rows (``runners.replay.grid.write_grid``: ``replay.jsonl``, ``replay.csv``,
 ``meta.json``); ``lab`` is the γ-policy lab (``runners.replay.lab``, its grid ``conf/experiment/policy_lab.yaml``).
 The simulator writes rows; ``python -m analysis`` renders them (the oracle table, the lab's leaderboard).
@@ -38,7 +40,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from runners.replay import lab
+from runners.replay import import_specdecode_bench, lab
 from runners.replay.batched import check_batching
 from runners.replay.grid import PAPER_GAMMAS, PAPER_METHODS, load_method, replay_grid, write_grid
 from runners.replay.grid import parse_ints as _ints
@@ -407,6 +409,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="replay the jobs B prompt turns at a time (runners.replay.batched; default: 1)")
     g.add_argument("--gamma-mode", default="per_row", help="batched γ: per_row (a policy per row) or shared")
     lab.add_parser(sub)
+    import_specdecode_bench.add_parser(sub)
     return p
 
 
@@ -420,6 +423,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return calibrate_main(args)
         if args.command == "lab":
             return lab.run(args)
+        if args.command == "import":
+            return import_specdecode_bench.main(args)
         return grid_main(args)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)

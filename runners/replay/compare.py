@@ -13,7 +13,7 @@ measured ÷ predicted) and the cost table's error on the job's own rounds (verif
 with ``specdecode`` jobs, ``real_vs_best_fixed.csv`` / ``.md`` (each method's real tokens/s over the best
 fixed γ measured for real). A job whose pair's latency file was timed on other torch threads, another device
 or dtype, or (a batched job) other kernels than the job ran on is refused in one line naming both and the
-calibrate command that fixes it (``summary_timed_on``, ``specbench.latency.check_timed_on``).
+calibrate command that fixes it (``summary_timed_on``, ``specbench.timed_on.check_timed_on``).
 
 ``--live`` (``runners.replay.compare_live``): traces a pair's first prompts, runs the real
 ``SpeculativeRunner`` like a job does for every ``METHOD:GAMMA``, replays the same, and prints whether the
@@ -33,10 +33,10 @@ from typing import Any
 from runners.replay.grid import MethodSpec
 from runners.replay.replay import replay_job
 from runners.replay.trace import find_trace_files, read_traces
-from specbench.latency import TimedOn, check_timed_on
 from specbench.markdown import to_markdown
 from specbench.records import pooled_tokens_per_s
 from specbench.rounds import Rounds, pooled_acceptance
+from specbench.timed_on import TimedOn, check_timed_on
 
 
 def _schedule(record: dict[str, Any]) -> list[tuple[int, int, int]] | None:
@@ -120,7 +120,7 @@ def summary_timed_on(summary: Mapping[str, Any], config: Any, batched: bool) -> 
 def compare_rows(real: str | Path, traces_dir: str | Path, latency_dir: str | Path) -> list[dict[str, Any]]:
     """One row per complete speculative job under ``real`` whose pair × task × length was traced; a job whose
     pair's latency file was timed on other threads, device, dtype or (batched) kernels than the job ran on is
-    refused in one line (``specbench.latency.check_timed_on``, ``summary_timed_on``)."""
+    refused in one line (``specbench.timed_on.check_timed_on``, ``summary_timed_on``)."""
     from specbench.config import JobConfig
     from specbench.latency import LatencyModel, predict_parts_ms
     from specbench.records import read_records

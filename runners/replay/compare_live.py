@@ -13,7 +13,7 @@ and ``runners.replay.replay.replay_job`` on the traces; print, per run, whether 
 error, and the same for the target alone (AR, measured while tracing). Without ``--latency`` (a json, or a
 folder of ``<pair>.json``) a quick calibration (``runners.replay.latency.calibrate``, few repeats) is made first;
 a given file timed on other torch threads (``--threads``), another device or dtype, or other batch-1 kernels than
-the runs here (the plain loop) is refused in one line (``specbench.latency.check_timed_on``).
+the runs here (the plain loop) is refused in one line (``specbench.timed_on.check_timed_on``).
 (``scripts/validate_replay.py`` before issue 30; the pair's models come from ``specbench.model_cache.load_pair``,
 as a job's do; the simulator may not import ``runners.jobs``.)
 
@@ -70,11 +70,12 @@ def live_main(args: argparse.Namespace) -> int:
     from runners.replay.replay import replay_job
     from runners.replay.trace_build import build_trace
     from specbench.config import JobConfig, compose
-    from specbench.latency import LatencyModel, check_timed_on
+    from specbench.latency import LatencyModel
     from specbench.model_cache import load_pair
     from specbench.records import pooled_tokens_per_s
     from specbench.rounds import pooled_acceptance
     from specbench.tasks import encode_turn, load_task
+    from specbench.timed_on import check_timed_on
 
     drafter_cls = _single_token_catchup_drafter() if args.single_token_catchup else ModelDrafter
     config = JobConfig.from_mapping(compose([f"pair={args.pair}", f"task={args.task}", "method=ar",

@@ -60,9 +60,10 @@ from runners.replay.batched import check_batching
 from runners.replay.compare import add_compare_parser, compare_main
 from runners.replay.grid import MethodSpec, load_method, parse_ints, replay_grid, write_grid
 from runners.replay.trace import find_trace_files, read_traces
-from specbench.latency import LatencyModel, TimedOn, check_timed_on
+from specbench.latency import LatencyModel
 from specbench.paths import CONF_DIR, REPO_ROOT
 from specbench.registry import ConfigError
+from specbench.timed_on import TimedOn, check_timed_on
 
 LAB_FILE = CONF_DIR / "experiment" / "policy_lab.yaml"
 
@@ -225,7 +226,7 @@ def traces_main(args: argparse.Namespace) -> int:
 def check_confirm_latency(pairs: Sequence[str], latency_dir: Path, threads: int) -> None:
     """Before an hour of real runs: each pair's latency file (where there is one) must have been timed on what the
     runs will run on (``threads``, the pair's device and dtype), or ``compare`` would refuse them afterwards
-    (``specbench.latency.check_timed_on``, one line naming the calibrate command)."""
+    (``specbench.timed_on.check_timed_on``, one line naming the calibrate command)."""
     from specbench.config import JobConfig, compose
 
     for pair in pairs:

@@ -20,7 +20,7 @@ one forward of ``k`` tokens, cropped back; the logits kept as the loops keep the
 for the target's verification, the last one for a prefill and for the draft). ``measure_overheads`` runs the real loops
 once with forward hooks and attributes what the forwards do not explain to the loop.
 The JSON file is ``LatencyModel.to_json()``; ``timed_here`` says what its forwards ran on (``meta``: torch threads,
-the target's device type and dtype, the plain forward at batch 1, ``specbench.latency.TimedOn``).
+the target's device type and dtype, the plain forward at batch 1, ``specbench.timed_on.TimedOn``).
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 # the model's names, re-exported for callers of this module (defined in specbench.latency)
-from specbench.latency import BatchCosts, ForwardCost, LatencyModel, TimedOn
+from specbench.latency import BatchCosts, ForwardCost, LatencyModel
+from specbench.timed_on import TimedOn
 
 __all__ = ["BatchCosts", "ForwardCost", "LatencyModel", "ModelTimer", "TimeForward", "calibrate", "calibrate_forwards",
            "calibrate_model", "fit_affine", "interleaved_medians", "isotonic", "measure_overheads", "timed_here"]

@@ -40,6 +40,14 @@ rows' joint schedules, exponential in ``B``; the oracle there is each row's own 
 program under the costs at the batch's row count (``LatencyModel.at_batch``), replayed together: exact for a
 batch of identical rows, **not a bound** otherwise (``runners.replay.batched`` says why). At ``B = 1`` it is
 the oracle above.
+
+A latency model whose ``draft_rule`` bills the draft once per round (issue 41: ``per_round``, ``share``;
+``specbench.latency.batch_round_parts``) has no draft cache to track: a round drafting ``d ≥ 1`` tokens costs
+one draft charge, the verification of ``d + 1`` tokens and the overhead, a round drafting none is a plain
+target step with no draft charge, whatever came before. Its oracle (``once_schedule``) is the same minimum
+over ``V(t) = min(T(t, 0) + V(t + 1), min_d [T(t, d) + V(next(t, d))])``, the rounds charged by
+``specbench.latency.round_ms``, the replay's own rule; a peek (one token drafted, none verified) costs a draft
+charge on top of a plain step and leads to the same state, so it never helps and is not played.
 """
 
 from __future__ import annotations
@@ -50,7 +58,7 @@ from collections.abc import Iterable
 from methods.base import GammaPolicy, RoundOutcome
 from runners.replay.replay import ReplayResult, max_new, replay
 from runners.replay.trace import Trace
-from specbench.latency import LatencyModel
+from specbench.latency import LatencyModel, round_ms
 
 ORACLE = "oracle"
 AGREEMENT_ORACLE = "oracle_agreement"
@@ -121,7 +129,9 @@ def agreement_oracle(trace: Trace, latency: LatencyModel | None = None,
 def oracle_schedule(trace: Trace, latency: LatencyModel, max_new_tokens: int | None = None) -> tuple[float, list[int]]:
     """``(minimum predicted wall ms, the d of each round)`` over every choice of drafted
     prefix lengths, and peeks (``PEEK``: draft one token, verify none) (module docstring).
-    ``O(N² + N·γ)`` with tiny constants."""
+    ``O(N² + N·γ)`` with tiny constants. A ``draft_rule`` other than ``forwards``: ``once_schedule``."""
+    if latency.draft_rule != "forwards":
+        return once_schedule(trace, latency, max_new_tokens)
     m = max_new(trace, max_new_tokens)
     n, p = min(trace.n, m), trace.prompt_tokens
     big = math.inf
@@ -200,6 +210,35 @@ def oracle_schedule(trace: Trace, latency: LatencyModel, max_new_tokens: int | N
         ds.append(d)
     total = latency.target_prefill_ms(p) + (fresh[1] if n > 1 else 0.0)
     return total, ds
+
+
+def once_schedule(trace: Trace, latency: LatencyModel,
+                  max_new_tokens: int | None = None) -> tuple[float, list[int]]:
+    """``oracle_schedule`` under a draft billed once per round (``latency.draft_rule`` ``per_round`` or
+    ``share``; module docstring): ``V(t)`` over positions only, each round ``round_ms(latency, p, t, 0, d)``
+    — EAGLE's one proposal call per step, ``d + 1`` spec tokens (SpecDecode-Bench ``predictor.py:
+    predict_draft_time``), or n-gram's share of the step's verification, 0 when the step verifies one token
+    (``simulator.py: simulate_sd_batch``, ``step_input_lens == 1``); a round drafting nothing is a plain step.
+    ``O(N·γ)``."""
+    m = max_new(trace, max_new_tokens)
+    n, p = min(trace.n, m), trace.prompt_tokens
+    v, choice = [0.0] * (n + 1), [0] * (n + 1)
+    for t in range(n - 1, 0, -1):
+        budget = m - t - 1
+        avail = trace.available(t, budget) if budget > 0 else 0
+        a = trace.agreement(t)
+        best, best_d = round_ms(latency, p, t, 0, 0) + v[t + 1], 0
+        for d in range(1, avail + 1):
+            cost = round_ms(latency, p, t, 0, d) + v[min(t + min(d, a) + 1, n)]
+            if cost < best:
+                best, best_d = cost, d
+        v[t], choice[t] = best, best_d
+    ds: list[int] = []
+    t = 1
+    while t < n:
+        ds.append(choice[t])
+        t = min(t + min(choice[t], trace.agreement(t)) + 1, n)
+    return latency.target_prefill_ms(p) + v[1], ds
 
 
 def oracle(trace: Trace, latency: LatencyModel, max_new_tokens: int | None = None) -> ReplayResult:

@@ -11,12 +11,36 @@ verification input (the drafted tokens + 1), n-gram ``ngram_share ×`` the step'
 (0 when nothing was proposed). Unlike our loop's latency model, the EAGLE draft is one call per round,
 whatever the number of tokens it drafts.
 
-This module only states the coefficients and those formulas (``target_forward_ms``,
-``eagle_draft_ms``, ``ngram_draft_ms``); the repository has no licence file, so none of its data or
-code is copied here.
+This module states the coefficients and those formulas (``target_forward_ms``, ``eagle_draft_ms``,
+``ngram_draft_ms``), and, for the γ-policy lab (issue 41, item 2), the same charges as the lab's latency model
+(``latency_model``: a ``specbench.latency.LatencyModel`` at batch 1 and at batch tables up to 128 rows), whose
+rounds are billed by ``specbench.latency.batch_round_parts``:
+
+* target forward at ``B`` rows of one request duplicated (their ``simulate_like_experiment`` batches): the KV
+  term reads every row's cache, ``B·(p + t)`` tokens (the lab's context ``p + t − 1`` plus the token fed), the
+  compute term every row's ``d + 1`` tokens: ``ForwardCost.affine(c_fixed + B·c_kv, B·c_compute, B·c_kv)``;
+* prefill: ``c_fixed + B·p·c_compute`` plus one ``overhead_per_step`` (``simulate_org_batch`` /
+  ``simulate_sd_batch`` append it after the prefill, with and without speculation);
+* EAGLE: ``draft_rule = "per_round"``, one draft forward of the row's ``d + 1`` tokens at ``B·(p + t)`` KV tokens:
+  ``ForwardCost.affine(e_fixed + B·e_kv, e_spec, B·e_kv)`` (``predict_draft_time``: ``num_spec_tokens`` is the
+  row's verification input, not the batch's);
+* n-gram: ``draft_rule = "share"``, ``draft_share = NGRAM_SHARE``, 0 in a round that proposes nothing (their
+  ``step_input_lens == 1``);
+* ``round_overhead_ms = ar_overhead_ms = OVERHEAD_PER_STEP_MS`` at every batch size.
+
+Every term is linear in ``B``, so ``LatencyModel.costs_at``'s interpolation between two tables is exact at any
+batch size in between. Two things of theirs the lab bills differently (the conformance script,
+``scripts/specdecode_bench_conformance.py``, measures both): their per-request latency adds each request's own
+``draft_time`` (``simulate_sd_batch`` also computes a ``max_draft_time`` over the batch, but only records it),
+the lab bills a batched round's draft once, for the widest proposal (identical for uniform duplicates); their
+EAGLE step bills the draft even when it proposes nothing (``ORACLE`` at ``acc_len = 1``), the lab's round that
+proposes nothing is a plain target step with no draft. The repository has no licence file, so none of its data
+or code is copied here.
 """
 
 from __future__ import annotations
+
+from specbench.latency import BatchCosts, ForwardCost, LatencyModel
 
 #: where the coefficients were read
 SOURCE = "SpecDecode-Bench/simulator@2fdccbd, predictor.py: Llama8BH100 (vLLM, Llama-3.1-8B-Instruct, H100)"
@@ -49,3 +73,33 @@ def eagle_draft_ms(kv_tokens: int, spec_tokens: int) -> float:
 def ngram_draft_ms(verify_ms: float) -> float:
     """One round's n-gram proposal (``TimePredictor.predict_draft_time``, NGRAM)."""
     return verify_ms * NGRAM_SHARE
+
+
+#: the proposers of their data (``acc_eagle`` / ``acc_ngram``) and the lab's draft rule for each
+PROPOSERS = {"eagle": "per_round", "ngram": "share"}
+#: the batch sizes of their ``main.py`` (the lab's tables; in between: exact interpolation)
+BATCH_SIZES = (1, 8, 16, 32, 64, 128)
+
+
+def batch_costs(proposer: str, batch: int) -> BatchCosts:
+    """The target, the draft and the overheads at ``batch`` duplicated rows (module docstring)."""
+    if proposer not in PROPOSERS:
+        raise ValueError(f"proposer {proposer!r} is not one of {', '.join(PROPOSERS)}")
+    b = int(batch)
+    target = ForwardCost.affine(TARGET_FIXED_MS + b * TARGET_MS_PER_KV_TOKEN, b * TARGET_MS_PER_BATCHED_TOKEN,
+                                b * TARGET_MS_PER_KV_TOKEN,
+                                prefill=(TARGET_FIXED_MS + OVERHEAD_PER_STEP_MS, b * TARGET_MS_PER_BATCHED_TOKEN))
+    draft = (ForwardCost.affine(EAGLE_FIXED_MS + b * EAGLE_MS_PER_KV_TOKEN, EAGLE_MS_PER_SPEC_TOKEN,
+                                b * EAGLE_MS_PER_KV_TOKEN) if proposer == "eagle" else ForwardCost.affine(0.0))
+    return BatchCosts(target, draft, OVERHEAD_PER_STEP_MS, OVERHEAD_PER_STEP_MS)
+
+
+def latency_model(proposer: str, batch_sizes: tuple[int, ...] = BATCH_SIZES) -> LatencyModel:
+    """Their cost model of ``proposer`` (``eagle`` / ``ngram``) as the lab's latency model, batch 1 and the
+    tables at ``batch_sizes`` (module docstring); ``meta`` names the source."""
+    one = batch_costs(proposer, 1)
+    return LatencyModel(one.target, one.draft, one.round_overhead_ms, one.ar_overhead_ms,
+                        {"kind": "specdecode_bench", "source": SOURCE, "proposer": proposer, "unit": "ms",
+                         "batch_rows": "one request duplicated (their simulate_like_experiment)"},
+                        {b: batch_costs(proposer, b) for b in batch_sizes if b > 1},
+                        draft_rule=PROPOSERS[proposer], draft_share=NGRAM_SHARE if proposer == "ngram" else 0.0)

@@ -18,6 +18,7 @@ from runners.engine.verify_forward import (
     engine_forward,
     engine_options,
     transposed_copy,
+    transposed_pays,
 )
 from specbench.config import EngineConfig, JobConfig
 from specbench.registry import ConfigError
@@ -191,9 +192,11 @@ def test_bucket_table_is_validated(pair):
 def test_engine_config_builds_the_options(pair):
     target = pair[0]
     assert engine_forward(target, EngineConfig()).describe() == {"fast_linear": False, "buckets": {}}
-    fwd = engine_forward(target, EngineConfig.from_mapping({"fast_linear": "auto", "verify_buckets": {3: [4, 3]}}))
+    fwd = engine_forward(target, EngineConfig.from_mapping({"fast_linear": "all", "verify_buckets": {3: [4, 3]}}))
     assert fwd.describe() == {"fast_linear": "all", "buckets": {"3": [4, 3]}}
     assert fwd.executor is not target
+    auto = engine_forward(target, EngineConfig.from_mapping({"fast_linear": "auto"}))  # measured on this machine
+    assert auto.describe()["fast_linear"] == ("all" if transposed_pays(target) else False)
     probed = engine_forward(target, EngineConfig.from_mapping(
         {"fast_linear": "head", "verify_buckets": "auto", "bucket_k_max": 4}))
     assert all(n <= r <= m <= 4 for n, (m, r) in probed.buckets.items())
@@ -346,3 +349,29 @@ def test_the_executor_and_probe_caches_live_as_long_as_their_model():
     del model
     gc.collect()
     assert (len(vf._EXECUTORS), len(vf._PROBED)) == (before[0] - 1, before[1] - 1)
+
+
+@pytest.mark.parametrize("faster", ["transposed", "plain"])
+def test_auto_takes_the_transposed_copy_only_where_it_is_measured_to_pay(faster, monkeypatch):
+    """``engine.fast_linear=auto`` (issue 40): the copy paid on an AMD EPYC and lost on an Intel Xeon with AVX-512,
+    so ``auto`` times both on the machine it runs on (``transposed_pays``). The timings are faked here (a test
+    never asserts on real time): the decision follows whichever kernel the fake clock says is faster, and is
+    made once per model."""
+    from runners.engine import verify_forward as vf
+
+    model = tiny.tiny_model(300, seed=5)
+    fast = vf.fast_executor(model, "all")
+    calls = []
+
+    def fake_block_ms(runs, cache, context, k, warmup=False):
+        calls.append(runs)
+        return 1.0 if (runs is fast) == (faster == "transposed") else 2.0
+
+    monkeypatch.setattr(vf, "_block_ms", fake_block_ms)
+    scope = vf.fast_scope(model, EngineConfig.from_mapping({"fast_linear": "auto"}))
+    assert scope == ("all" if faster == "transposed" else None)
+    assert {id(c) for c in calls} == {id(model), id(fast)}
+    n = len(calls)
+    vf.fast_scope(model, EngineConfig.from_mapping({"fast_linear": "auto"}))
+    assert len(calls) == n  # measured once per model
+    assert vf.fast_scope(model, EngineConfig.from_mapping({"fast_linear": "all"})) == "all"  # asked for: no measuring

@@ -33,6 +33,7 @@ HELP = {
     "gpu_timing.py": "--repeats",
     "hetero_acceptance.py": "usage",
     "peer_exactness.py": "--rules",
+    "specdecode_bench_conformance.py": "--peer-results",
 }
 #: the package CLIs that were scripts (issue 30): module, arguments, an option their --help must show
 MODULE_HELP = {

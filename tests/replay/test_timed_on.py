@@ -1,6 +1,6 @@
 """Calibrations that say what they measured (issue 40, item 5).
 
-A latency file's ``meta`` says what its forwards were timed on (``specbench.latency.TimedOn``: torch threads, the
+A latency file's ``meta`` says what its forwards were timed on (``specbench.timed_on.TimedOn``: torch threads, the
 target's device type and dtype, the kernels at batch 1 and above); ``check_timed_on`` / ``refusal`` is the one
 comparison, used by a job's prediction (``runners.jobs.predict.find_latency``), ``lab compare`` (job folders and
 ``--live``) and ``lab confirm``; ``calibrate`` times at a job's threads (the config's ``threads``, else torch's own
@@ -19,8 +19,9 @@ from omegaconf import OmegaConf
 from runners.jobs.predict import find_latency, job_timed_on
 from runners.replay.trace import Trace, write_traces
 from specbench.config import JobConfig, compose
-from specbench.latency import ForwardCost, LatencyModel, TimedOn, check_timed_on, refusal
+from specbench.latency import ForwardCost, LatencyModel
 from specbench.registry import ConfigError
+from specbench.timed_on import TimedOn, check_timed_on, refusal
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "results" / "committed"

@@ -1,0 +1,208 @@
+"""The lab against SpecDecode-Bench's own simulator, on its own data (issue 41, item 3).
+
+    # theirs: in a checkout of SpecDecode-Bench/simulator (commit 2fdccbd), outside this repository
+    python main.py --proposer eagle3 --batch-sizes 1 --output-dir results
+    python main.py --proposer ngram --batch-sizes 1 --output-dir results
+    # ours, side by side with theirs
+    python scripts/specdecode_bench_conformance.py --data CHECKOUT/data/llama3.1-8B --peer-results CHECKOUT/results
+
+Ours: every ``combined_<workload>.jsonl`` imported as the lab's traces
+(``runners.replay.import_specdecode_bench.import_traces``: n-gram "no match" drawn once per position, seed 42),
+replayed by the lab (``runners.replay.replay.replay_rows``) with fixed γ = 1, 3, 5 (policy ``fixed``) and the
+per-position oracle (``runners.replay.oracle.AgreementOracle``: draft exactly what will be accepted, their
+``ORACLE``), charged by their cost model as the lab's latency model
+(``runners.replay.specdecode_bench.latency_model``). Their sampling and pooling are matched
+(``simulator.py: SpecSimulator.simulate_like_experiment``): 300 requests drawn by ``random.seed(42)``,
+``random.sample`` over the requests with an ``acc_len``; at ``B`` rows, the request duplicated ``B`` times;
+"speedup by tpt" = the mean over requests of ``B·N / mean row latency`` with speculation over the same mean
+without (``speedup_by_tpt``).
+
+Theirs: the ``speedup`` column of their ``results/<proposer>_<workload>_speedup.csv`` (two decimals), read from
+``--peer-results`` (several folders allowed, e.g. one per batch-size run).
+
+Columns: ``ours`` is the lab's own charge; ``ours, their bill`` adds what their simulator bills and the lab
+does not (``their_extra_ms``): the EAGLE draft of a step that proposes nothing (their ``ORACLE`` at
+``acc_len = 1``), and a step's ``k + 1`` verified tokens (and EAGLE's ``k + 1`` spec tokens) where the lab's
+budget ``min(γ, remaining − 1)`` drafts fewer at the end of a generation.
+
+``--leaderboard DIR`` (issue 41, item 4) instead prints the lab's leaderboard from ``python -m
+runners.replay lab replay`` output on the imported traces (``DIR/<pair>__<task>/replay.jsonl``), pooled over
+every prompt turn (the lab's cells are split by ``max_new_tokens``, one per generation length here): per
+method, the initial γ of the grid with the highest pooled speedup over the target alone (``Σ ar_wall_ms /
+Σ wall_ms``), that speedup, its share of the oracle's and of the best fixed γ in hindsight's throughput, and the mean speedup over the
+grid's initial γ; then the reference rows (``oracle``, ``oracle_agreement``, ``best_fixed_task`` with its γ,
+``best_fixed_prompt``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import random
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from methods.base import GammaPolicy
+from methods.registry import build_policy
+from runners.replay.import_specdecode_bench import import_traces
+from runners.replay.oracle import AgreementOracle
+from runners.replay.replay import ReplayResult, replay_rows
+from runners.replay.specdecode_bench import latency_model
+from runners.replay.trace_lookup import LookupTrace
+from specbench.latency import LatencyModel, ar_batch_ms
+
+WORKLOADS = ("cnn", "gsm8k", "instructcoder", "sharegpt")
+PEER_PROPOSER = {"eagle": "eagle3", "ngram": "ngram"}
+PEER_METHODS = {"fixed 1": "FIXED_1", "fixed 3": "FIXED_3", "fixed 5": "FIXED_5", "oracle": "ORACLE"}
+SAMPLE, SEED = 300, 42
+
+
+def sample(traces: Sequence[LookupTrace]) -> list[LookupTrace]:
+    """Their ``random.seed(42); random.sample(data, k=300)`` (``simulate_like_experiment``), as indices."""
+    return [traces[i] for i in random.Random(SEED).sample(range(len(traces)), min(SAMPLE, len(traces)))]
+
+
+def policy_of(name: str, trace: LookupTrace) -> GammaPolicy:
+    """``fixed k`` (policy ``fixed``) or ``oracle`` (``AgreementOracle``: their ``ORACLE``)."""
+    return AgreementOracle(trace) if name == "oracle" else build_policy("fixed", int(name.split()[1]), {})
+
+
+def their_extra_ms(lat: LatencyModel, res: ReplayResult, name: str, proposer: str, batch: int) -> float:
+    """What their simulator bills a row and the lab does not (module docstring): per round at ``t``, their
+    ``verify_time + draft_time`` (``simulate_sd_batch``) less the lab's, the same rounds taken."""
+    k = None if name == "oracle" else int(name.split()[1])
+    t, n, p, extra = 1, res.new_tokens, res.trace.prompt_tokens, 0.0
+    for d, accepted in zip(res.rounds.drafted, res.rounds.accepted):
+        context = p + t - 1
+        ours_v = lat.verify_ms(d + 1, context, batch)
+        ours = ours_v + (0.0 if d == 0 else lat.draft_ms(d + 1, context, batch) if proposer == "eagle"
+                         else lat.draft_share * ours_v)
+        no_match = proposer == "ngram" and t < n - 1 and not res.trace.proposals[t - 1]
+        drafted = 0 if no_match else d if k is None else k  # their input_len - 1
+        theirs_v = lat.verify_ms(drafted + 1, context, batch)
+        theirs = theirs_v + (lat.draft_ms(drafted + 1, context, batch) if proposer == "eagle"
+                             else 0.0 if drafted == 0 else lat.draft_share * theirs_v)
+        extra += theirs - ours
+        t = min(t + accepted + 1, n)
+    return extra
+
+
+def speedup_by_tpt(traces: Sequence[LookupTrace], name: str, lat: LatencyModel, proposer: str,
+                   batch: int) -> tuple[float, float]:
+    """Their "speedup by tpt" of the lab's replay, and with ``their_extra_ms`` added (module docstring)."""
+    sd, sd_bill, ar = [], [], []
+    for tr in traces:
+        out = replay_rows([tr] * batch, [policy_of(name, tr) for _ in range(batch)], lat)
+        walls = [r.wall_ms for r in out.rows]
+        extra = [their_extra_ms(lat, r, name, proposer, batch) for r in out.rows]
+        tokens = sum(r.new_tokens for r in out.rows)
+        ar_walls = ar_batch_ms(lat, [tr.prompt_tokens] * batch, [tr.n] * batch)[1]
+        sd.append(tokens / (sum(walls) / batch))
+        sd_bill.append(tokens / ((sum(walls) + sum(extra)) / batch))
+        ar.append(tokens / (sum(ar_walls) / batch))
+    mean: Callable[[list[float]], float] = lambda xs: sum(xs) / len(xs)  # noqa: E731
+    return mean(sd) / mean(ar), mean(sd_bill) / mean(ar)
+
+
+def read_peer(folders: Sequence[str]) -> dict[tuple[str, str, int, str], float]:
+    """``(proposer, workload, batch, method) -> speedup`` from their ``<proposer>_<workload>_speedup.csv``."""
+    out = {}
+    back = {v: k for k, v in PEER_PROPOSER.items()}
+    for folder in folders:
+        for path in sorted(Path(folder).glob("*_speedup.csv")):
+            proposer, _, workload = path.stem.removesuffix("_speedup").partition("_")
+            if proposer not in back:
+                continue
+            with open(path, newline="") as fh:
+                for row in csv.DictReader(fh):
+                    out[(back[proposer], workload, int(row["batch_size"]), row["predict_method"])] = float(row["speedup"])
+    return out
+
+
+REFERENCE = ("oracle", "oracle_agreement", "best_fixed_task", "best_fixed_prompt")
+
+
+def pooled_cells(path: Path) -> dict[tuple[str, object], tuple[float, float]]:
+    """``(method, γ_init) -> (Σ wall_ms, Σ ar_wall_ms)`` over a lab ``replay.jsonl``'s cells (``prompt_id *``)
+    at batch 1; a per-prompt γ (``best_fixed_prompt``) is keyed ``None``."""
+    out: dict[tuple[str, object], tuple[float, float]] = {}
+    for line in path.read_text().splitlines():
+        row = json.loads(line)
+        if row.get("prompt_id") != "*" or row.get("batch_size", 1) != 1:
+            continue
+        g = row["gamma_init"] if row["method"] != "best_fixed_prompt" else None
+        wall, ar = out.get((row["method"], g), (0.0, 0.0))
+        out[(row["method"], g)] = (wall + row["wall_ms"], ar + row["ar_wall_ms"])
+    return out
+
+
+def leaderboard(folder: Path) -> list[str]:
+    """The leaderboard's markdown lines (module docstring), one block per ``<pair>__<task>``."""
+    lines = ["| pair | workload | method | best γ_init | speedup | / oracle | / best fixed "
+             "| mean speedup over γ_init |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for path in sorted(folder.glob("*__*/replay.jsonl")):
+        pair, _, task = path.parent.name.partition("__")
+        cells = pooled_cells(path)
+        speed = {k: ar / wall for k, (wall, ar) in cells.items()}
+        oracle = speed[("oracle", None)]
+        best_fixed = next(v for (m, _), v in speed.items() if m == "best_fixed_task")
+        methods = sorted({m for m, _ in speed if m not in REFERENCE})
+        ranked = []
+        for m in methods:
+            by_g = {g: v for (mm, g), v in speed.items() if mm == m}
+            g = max(by_g, key=lambda k: (by_g[k], -(k or 0)))
+            ranked.append((by_g[g], m, g, sum(by_g.values()) / len(by_g)))
+        for v, m, g, mean in sorted(ranked, reverse=True):
+            lines.append(f"| {pair} | {task} | {m} | {g} | {v:.3f} | {v / oracle:.3f} | {v / best_fixed:.3f} "
+                         f"| {mean:.3f} |")
+        for (m, g), v in sorted(((k, v) for k, v in speed.items() if k[0] in REFERENCE),
+                                key=lambda kv: -kv[1]):
+            lines.append(f"| {pair} | {task} | *{m}* | {'' if g is None else g} | {v:.3f} | {v / oracle:.3f} "
+                         f"| {v / best_fixed:.3f} | |")
+    return lines
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", help="their data/llama3.1-8B folder (combined_<workload>.jsonl)")
+    ap.add_argument("--peer-results", nargs="*", default=[], help="folders of their <proposer>_<workload>_speedup.csv")
+    ap.add_argument("--proposers", nargs="+", default=list(PEER_PROPOSER), choices=list(PEER_PROPOSER))
+    ap.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
+    ap.add_argument("--batch-sizes", type=int, nargs="+", default=[1], help="rows per batch (default 1)")
+    ap.add_argument("--tolerance", type=float, default=0.02, help="|ours - theirs| flagged above it")
+    ap.add_argument("--leaderboard", metavar="DIR",
+                    help="print the leaderboard of a lab replay folder instead")
+    args = ap.parse_args(argv)
+    if args.leaderboard:
+        print("\n".join(leaderboard(Path(args.leaderboard))))
+        return 0
+    if not args.data:
+        ap.error("--data is required (unless --leaderboard)")
+    peer = read_peer(args.peer_results)
+    print("| proposer | workload | B | policy | theirs | ours | ours - theirs | ours, their bill | - theirs |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    worst = 0.0
+    for proposer in args.proposers:
+        lat = latency_model(proposer)
+        for workload in args.workloads:
+            traces, _ = import_traces(Path(args.data) / f"combined_{workload}.jsonl", proposer)
+            chosen = sample(traces)
+            for batch in args.batch_sizes:
+                for name, peer_name in PEER_METHODS.items():
+                    ours, billed = speedup_by_tpt(chosen, name, lat, proposer, batch)
+                    theirs = peer.get((proposer, workload, batch, peer_name))
+                    diff = "" if theirs is None else f"{ours - theirs:+.3f}"
+                    diff_b = "" if theirs is None else f"{billed - theirs:+.3f}"
+                    flag = " **" if theirs is not None and abs(ours - theirs) > args.tolerance else ""
+                    worst = max(worst, abs(ours - theirs)) if theirs is not None else worst
+                    print(f"| {proposer} | {workload} | {batch} | {name} | {'' if theirs is None else f'{theirs:.2f}'} "
+                          f"| {ours:.3f} | {diff}{flag} | {billed:.3f} | {diff_b} |", flush=True)
+    print(f"\nlargest |ours - theirs|: {worst:.3f} (tolerance {args.tolerance}; theirs are printed to 2 decimals)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
