@@ -132,11 +132,10 @@ class Job:
         self.draft_model: Any = pair.draft  # the draft model the job drafts with (None: AR, prompt lookup)
         self.draft_tokenizer: Any = pair.draft_tokenizer
         self.sampling = resolve_sampling(config, self.target)
-        # our loop's kernels at batch 1 (engine options; a batched job's loop takes its own, ``_batched``: no
-        # batch-1 probe for it), and the baseline rule: the target alone steps on the kernels of the method it is
-        # compared with (``ar_forward``)
-        self.batch_kernels: Any = None  # batch_size > 1: the kernels of the batched loop and its target alone
-        # measured kernel choices (engine options ``auto``) shared with the sweep's other jobs (runners.jobs.kernels)
+        # the kernels: our loop's at batch 1 (``forward``, the engine options) or at B > 1 (``batch_kernels``), the
+        # target alone on the same (the baseline rule, ``ar_forward``); choices measured on this machine (engine
+        # options ``auto``) are shared with the sweep's other jobs (``runners.jobs.kernels``)
+        self.batch_kernels: Any = None
         with shared_kernels(self.target, config.pair.target, sweep_dir):
             self.forward = self._engine_forward()
             if config.batch_size > 1:
@@ -186,7 +185,8 @@ class Job:
         for a job of our speculative loop or our autoregressive loop; None for transformers' loops (assisted
         generation, ``method=hf_native_ar``: they run transformers' kernels) and at batch size > 1."""
         config = self.config
-        ours = config.method.runner == "speculative" or (config.method.runner == "ar" and config.method.ar_loop != "transformers")
+        ours = config.method.runner == "speculative" or (config.method.runner == "ar"
+                                                         and config.method.ar_loop != "transformers")
         if config.batch_size != 1 or not ours:
             return None
         from runners.engine.verify_forward import engine_forward
@@ -201,8 +201,8 @@ class Job:
         return self.forward.for_step() if self.forward is not None else None
 
     def baseline(self) -> dict[str, Any]:
-        """How the target alone that every speedup divides by was decoded (``summary.json: baseline``,
-        ``Record.ar_kernels``): its kernels and its untimed warm-ups, the same as the measured decodes'."""
+        """How the target alone that every speedup divides by was decoded (``summary.json: baseline``, a record's
+        ``ar_baseline``): its kernels and its untimed warm-ups, the same as the measured decodes'."""
         config = self.config
         kernels = self.batch_kernels.describe() if self.batch_runner is not None else self.ar.describe()
         return {"kernels": kernels, "warmup": config.warmup, "warmup_per_prompt": config.warmup_per_prompt}
