@@ -155,7 +155,8 @@ def time_ms(records: pd.DataFrame, column: str = "wall_ms") -> pd.Series:
     if "batch_share_ms" not in records or records["batch_share_ms"].isna().all():
         return wall
     ar = column == "ar_wall_ms"
-    cols = [c for c in (column, "batch_share_ms", "ar_batch_wall_ms", "batch_tokens", "new_tokens") if c in records]
+    cols = [c for c in (column, "batch_share_ms", "ar_batch_wall_ms", "ar_batch_tokens", "batch_tokens", "new_tokens")
+            if c in records]
     values = [throughput_ms({k: (None if pd.isna(v) else v) for k, v in row.items()}, ar=ar)
               for row in records[cols].to_dict("records")]
     return pd.Series([math.nan if v is None else v for v in values], index=records.index, dtype=float)

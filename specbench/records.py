@@ -234,6 +234,7 @@ class Record:
     batch_share_ms: float | None = None
     gamma_mode: str | None = None
     ar_batch_wall_ms: float | None = None
+    ar_batch_tokens: int | None = None  # the paired AR batch's new tokens over its rows (runners.jobs.batch)
     # what was generated, and where (concurrent launchers)
     output_ids: list[int] = field(default_factory=list)
     device_id: str | None = None
@@ -265,13 +266,16 @@ def throughput_ms(record: Mapping[str, Any], ar: bool = False) -> float | None:
     (``ar``: its AR reference's, ``ar_wall_ms``), except for a row decoded in a batch (``batch_size`` > 1,
     ``runners.jobs.batch``), whose ``wall_ms`` is its latency: there its share of the batch's wall,
     ``batch_share_ms`` (``ar``: the same share, its tokens over ``batch_tokens``, of the paired AR batch's
-    ``ar_batch_wall_ms``). Pooled over a batched job's records this is the batch throughput over all rows;
+    ``ar_batch_wall_ms``, the share by ``ar_batch_tokens``, the AR batch's own tokens: pooled, the AR side is
+    its own tokens over its own wall even where its outputs differ from the row's; ``batch_tokens`` for records
+    without it). Pooled over a batched job's records this is the batch throughput over all rows;
     at batch 1 it is the wall. The one definition: ``aggregate`` and ``analysis.metrics.time_ms`` read it."""
     wall = record.get("ar_wall_ms" if ar else "wall_ms")
     if not ar:
         share = record.get("batch_share_ms")
-    elif record.get("ar_batch_wall_ms") is not None and record.get("batch_tokens"):
-        share = float(record["ar_batch_wall_ms"]) * float(record["new_tokens"]) / float(record["batch_tokens"])
+    elif record.get("ar_batch_wall_ms") is not None and (record.get("ar_batch_tokens") or record.get("batch_tokens")):
+        tokens = record.get("ar_batch_tokens") or record["batch_tokens"]
+        share = float(record["ar_batch_wall_ms"]) * float(record["new_tokens"]) / float(tokens)
     else:
         share = None
     if share is not None and not (isinstance(share, float) and math.isnan(share)):

@@ -20,7 +20,9 @@ what the records and the summary say about the batch (issue 31).
   added repeats, decoded later, are batches of their own), ``batch_rows`` (rows decoded together), ``batch_wall_ms`` (the
   batch's start to its last row's last token), ``batch_tokens`` (new tokens over its rows),
   ``batch_share_ms`` (``batch_wall_ms`` × the row's tokens ÷ ``batch_tokens``: the row's share of the
-  batch's time), ``gamma_mode``, ``ar_batch_wall_ms`` (the paired AR batch's wall time; an ``ar`` job's: its own
+  batch's time), ``gamma_mode``, ``ar_batch_tokens`` (the paired AR batch's own new tokens over its rows: what
+  its throughput counts, issue 40; an ``ar`` job's: its own), ``ar_batch_wall_ms`` (the paired AR batch's wall
+  time; an ``ar`` job's: its own
   batch's). A row's
   ``ttft_ms`` is the batch's prefill and its ``wall_ms`` ends at its own last token (its latency).
 * **Summary** (``runners.jobs.record.batch_summary``): the batch's throughput (tokens over all rows ÷ the batches' wall
@@ -63,7 +65,8 @@ def batch_fields(job_config: Any, index: int, gen: BatchGeneration, row: int,
     return {"batch_size": job_config.batch_size, "batch_index": index, "batch_rows": len(gen.rows),
             "batch_wall_ms": gen.wall_ms, "batch_tokens": tokens, "batch_share_ms": share,
             "gamma_mode": job_config.batch_gamma if job_config.speculative else None,
-            "ar_batch_wall_ms": ar.wall_ms if ar is not None else None}
+            "ar_batch_wall_ms": ar.wall_ms if ar is not None else None,
+            "ar_batch_tokens": ar.tokens if ar is not None else None}
 
 
 def references(gen: BatchGeneration, ar: BatchGeneration | None, index: int, own: bool) -> list[Reference | None]:

@@ -201,8 +201,10 @@ def batch_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None
     tokens = sum(b["batch_tokens"] for b in per_batch.values())
     ar_walls = [b.get("ar_batch_wall_ms") for b in per_batch.values()]
     ar_wall = sum(ar_walls) if all(w is not None for w in ar_walls) else None
+    # the AR side counts its own rows' tokens (records before ``ar_batch_tokens``: the rows', as then)
+    ar_tokens = sum(b.get("ar_batch_tokens") or b["batch_tokens"] for b in per_batch.values())
     tps = tokens / (wall / 1000.0) if wall else None
-    ar_tps = tokens / (ar_wall / 1000.0) if ar_wall else None
+    ar_tps = ar_tokens / (ar_wall / 1000.0) if ar_wall else None
     return {"batch_size": rows[0]["batch_size"], "gamma_mode": rows[0].get("gamma_mode"), "batches": len(per_batch),
             "tokens_per_s": tps, "ar_tokens_per_s": ar_tps,
             "speedup": tps / ar_tps if tps and ar_tps else None,

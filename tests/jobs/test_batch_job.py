@@ -168,3 +168,21 @@ def test_the_summarys_throughput_is_the_batchs_not_the_rows_latencies(pair_node,
     records = _records(folder)
     latency_rate = sum(r["new_tokens"] for r in records) / (sum(r["wall_ms"] for r in records) / 1000.0)
     assert agg["tokens_per_s"] > latency_rate  # rows overlap in time: their latencies are not the job's time
+
+
+def test_the_ar_side_of_a_batched_figure_counts_its_own_rows_tokens():
+    """Issue 40, item 6: the paired AR batch's throughput divided the speculative rows' tokens by the AR batch's
+    wall. Where the AR rows decode other tokens (half precision, a sampled run), its tokens/s was wrong; it now
+    counts the AR batch's own (``ar_batch_tokens``), and records without the field read as before."""
+    from runners.jobs.record import batch_summary
+    from specbench.records import throughput_ms
+
+    rows = [{"batch_size": 2, "batch_index": 0, "batch_rows": 2, "batch_wall_ms": 1000.0, "batch_tokens": 20,
+             "ar_batch_wall_ms": 2000.0, "ar_batch_tokens": 30, "new_tokens": n, "wall_ms": 900.0,
+             "batch_share_ms": 1000.0 * n / 20, "gamma_mode": "per_row"} for n in (8, 12)]
+    summary = batch_summary(rows)
+    assert summary["tokens_per_s"] == pytest.approx(20.0) and summary["ar_tokens_per_s"] == pytest.approx(15.0)
+    # pooled over the rows, each row's AR share gives the AR batch's own rate: 30 tokens in 2 s
+    assert sum(r["new_tokens"] for r in rows) / sum(throughput_ms(r, ar=True) for r in rows) * 1000 == pytest.approx(15.0)
+    old = [{k: v for k, v in r.items() if k != "ar_batch_tokens"} for r in rows]
+    assert batch_summary(old)["ar_tokens_per_s"] == pytest.approx(10.0)  # as before: the rows' tokens
