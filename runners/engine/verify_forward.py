@@ -273,10 +273,11 @@ def transposed_pays(model: Any, blocks: tuple[int, ...] = PAY_BLOCKS, context: i
     one forward of each of ``blocks`` tokens on a cache of ``context`` tokens, the two kernels alternating
     (the fastest of ``repeats`` each: another process only ever adds time), summed over the blocks; the copy
     pays when its sum is at least ``margin`` below the plain one. Measured once per model (for its lifetime).
-    Why measure (issue 40): the copy's ``(W·xᵀ)ᵀ`` beat MKL's ``F.linear`` for a few rows on a 2-core AMD EPYC
-    (Gemma-3-270M's LM head, 2 rows: 2.5× faster, 2026-11-25/26) and lost on a 2-core Intel Xeon with AVX-512
-    (2 rows: 2.4× slower, 2026-11-26, ``scripts/bench_linear_rows.py``): the same option sped the loop up on one
-    host and slowed it down on the other, so ``auto`` decides on the host it runs on."""
+    Why measure (issue 40): on a 2-core AMD EPYC the copy paid (Gemma-3-270M's LM head: 2 rows through ``(W·xᵀ)ᵀ``
+    25.6 ms against 64.9 ms for one row of ``F.linear``, the issue's figures) and on a 2-core Intel Xeon with AVX-512
+    it lost (2 rows: ``F.linear`` 24.6 ms, ``(W·xᵀ)ᵀ`` 59.8 ms, 2026-11-26, ``scripts/bench_linear_rows.py``): the
+    same option sped the loop up on one host and slowed it down on the other, so ``auto`` decides on the host it
+    runs on."""
     if model in _PAYS:
         return _PAYS[model]
     fast = fast_executor(model, "all")
