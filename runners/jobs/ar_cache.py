@@ -75,27 +75,47 @@ def hardware(device: str) -> str:
     return f"cpu:{cpu_name()}"
 
 
+def runtime_key(spec: ModelSpec, device_type: str) -> dict[str, Any]:
+    """What a measurement on ``spec``'s target is valid for, besides its own inputs: the target (its
+    ``ModelSpec`` without the label), the hardware, the torch and transformers versions, torch's threads and the
+    CPU capability its kernels were dispatched for (module docstring). Part of the AR cache's key and of the
+    sweep's kernel choices' (``runners.jobs.kernels``)."""
+    import torch
+    import transformers
+
+    return {"target": {k: v for k, v in asdict(spec).items() if k != "name"}, "hardware": device_type,
+            "torch": torch.__version__, "transformers": transformers.__version__,
+            "threads": int(torch.get_num_threads()), "cpu_capability": str(torch.backends.cpu.get_cpu_capability())}
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` (created, with its folder) while the block runs; on a filesystem
+    without locks the block runs unlocked."""
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 def reference_key(spec: ModelSpec, prompt_ids: list[int], max_new_tokens: int, eos_ids: list[int],
                   device_type: str, cache: str = "dynamic",
                   baseline: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The cache key (module docstring) as a plain mapping."""
-    import torch
-    import transformers
-
-    target = {k: v for k, v in asdict(spec).items() if k != "name"}
     return {
         "version": ENTRY_VERSION,
-        "target": target,
+        **runtime_key(spec, device_type),
         "prompt_ids": list(map(int, prompt_ids)),
         "max_new_tokens": int(max_new_tokens),
         "temperature": 0.0,
         "eos_ids": sorted(map(int, eos_ids)),
         "cache": str(cache),
-        "hardware": device_type,
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "threads": int(torch.get_num_threads()),
-        "cpu_capability": str(torch.backends.cpu.get_cpu_capability()),
         "baseline": dict(baseline or {"kernels": {"fast_linear": False, "step": None}, "warmup_per_prompt": 0}),
     }
 
@@ -132,19 +152,9 @@ class ARCache:
 
     @contextlib.contextmanager
     def claim(self, key: Mapping[str, Any]) -> Iterator[None]:
-        """Hold the key's decode lock (blocking) while decoding it."""
-        import fcntl
-
-        self.folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.folder / f"{key_hash(key)}.lock", os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-            except OSError:
-                pass  # no locks on this filesystem: decode anyway (module docstring)
+        """Hold the key's decode lock (blocking) while decoding it (no locks on this filesystem: decode anyway)."""
+        with locked(self.folder / f"{key_hash(key)}.lock"):
             yield
-        finally:
-            os.close(fd)
 
 
 # --------------------------------------------------------------------------- a job's reference

@@ -20,12 +20,11 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Iterator
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from runners.engine.verify_forward import measurements, seed_measurements
-from runners.jobs.ar_cache import hardware, key_hash
+from runners.jobs.ar_cache import hardware, key_hash, locked, runtime_key
 from specbench.config import ModelSpec
 from specbench.models import model_device
 from specbench.records import write_json_atomic
@@ -34,14 +33,8 @@ KERNELS_SUBDIR = Path(".specbench") / "kernels"
 
 
 def kernels_key(spec: ModelSpec, model: Any) -> dict[str, Any]:
-    """What a kernel measurement of ``model`` is valid for (module docstring)."""
-    import torch
-    import transformers
-
-    return {"target": {k: v for k, v in asdict(spec).items() if k != "name"},
-            "hardware": hardware(str(model_device(model))), "threads": int(torch.get_num_threads()),
-            "cpu_capability": str(torch.backends.cpu.get_cpu_capability()), "torch": torch.__version__,
-            "transformers": transformers.__version__}
+    """What a kernel measurement of ``model`` is valid for (module docstring; ``ar_cache.runtime_key``)."""
+    return runtime_key(spec, hardware(str(model_device(model))))
 
 
 @contextlib.contextmanager
@@ -51,17 +44,10 @@ def shared_kernels(model: Any, spec: ModelSpec, sweep_dir: str | Path | None) ->
     if sweep_dir is None:
         yield
         return
-    import fcntl
-    import os
-
     key = kernels_key(spec, model)
     folder = Path(sweep_dir) / KERNELS_SUBDIR
-    folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{key_hash(key)}.json"
-    fd = os.open(folder / f"{key_hash(key)}.lock", os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        with contextlib.suppress(OSError):  # no locks on this filesystem: measure anyway
-            fcntl.flock(fd, fcntl.LOCK_EX)
+    with locked(folder / f"{key_hash(key)}.lock"):  # no locks on this filesystem: measure anyway
         try:
             entry = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
@@ -70,5 +56,3 @@ def shared_kernels(model: Any, spec: ModelSpec, sweep_dir: str | Path | None) ->
             seed_measurements(model, entry)
         yield
         write_json_atomic(path, {"key": key, **measurements(model)})
-    finally:
-        os.close(fd)
