@@ -52,6 +52,7 @@ from typing import Any
 import pandas as pd
 
 from analysis.metrics import method_key
+from analysis.modeled import attach_modeled
 from analysis.settings import scenarios as split_scenarios
 from specbench.config import EngineConfig
 from specbench.records import RECORD_FIELDS, read_records
@@ -268,7 +269,8 @@ def read_summary(job_dir: Path) -> tuple[dict[str, Any] | None, str | None]:
 def load_records(results_dir: str | Path) -> pd.DataFrame:
     """Every record under ``results_dir`` (any depth), one row each (see module doc).
 
-    An empty frame with the schema's columns when nothing is found."""
+    An empty frame with the schema's columns when nothing is found. The modeled walls of an interleaved
+    sweep's records are attached (``analysis.modeled.attach_modeled``)."""
     root = Path(results_dir)
     rows: list[dict[str, Any]] = []
     for path in sorted(root.rglob("records.jsonl")):
@@ -278,7 +280,7 @@ def load_records(results_dir: str | Path) -> pd.DataFrame:
         records = read_records(path)
         check_unique(records, str(job_dir))
         rows.extend(job_rows(records, summary, job_dir=rel, status=status))
-    return rows_to_frame(rows)
+    return attach_modeled(rows_to_frame(rows), root)
 
 
 def complete_only(df: pd.DataFrame) -> pd.DataFrame:

@@ -30,6 +30,7 @@ from analysis.metrics import (
     ordered_methods,
     shared_device_mismatch,
 )
+from analysis.modeled import MODELED_NOTE, MODELED_ROW, OUTSIDE_MARK, agreement, inside, modeled_frame
 from analysis.paper import gammatune_table2
 from analysis.registry import SCENARIO, artefact
 from analysis.render import Table
@@ -85,6 +86,7 @@ def speedup_table(
     pooling: str = "pooled",
     baseline: str = "specdecode",
     paper: pd.DataFrame | None = None,
+    modeled: bool = True,
 ) -> Table | None:
     """GammaTune Table 2: speedup over SpecDecode, mean ± std across initial γ.
 
@@ -153,6 +155,15 @@ def speedup_table(
         for rec in shown.to_dict("records"):
             long.append({**rec, "source": "paper"})
     data = pd.DataFrame(long)
+    model = _modeled(df, pooling, baseline) if modeled else None
+    if model is not None:
+        measured_rows = data["source"] == "measured"
+        found = [model.get((p, m)) if ok else None for p, m, ok in zip(data["pair"], data["method"], measured_rows,
+                                                                         strict=True)]
+        data["modeled_mean"] = [f[0] if f else math.nan for f in found]
+        data["modeled_std"] = [f[1] if f else math.nan for f in found]
+        data["modeled_inside"] = [inside(f[0], (lo, hi)) if f else None
+                                  for f, lo, hi in zip(found, data["ci_lo"], data["ci_hi"], strict=True)]
     data["n_gamma"] = data["n_gamma"].astype("Int64")
     data["rank"] = data["rank"].astype("Int64")
     display_rows = []
@@ -174,6 +185,9 @@ def speedup_table(
             display_rows.append(row)
             if source == "measured":
                 display_rows.append(ci_row)
+                if model is not None:
+                    display_rows.append({"Method": "", "Source": MODELED_ROW, **{
+                        ("Average" if p == "average" else p): _modeled_cell(cell) for p, cell in cells.items()}})
     if bands:
         display_rows.append({"Method": "", "Source": AA_ROW, **{"Average" if p == "average" else p:
                                                                gate.text() if gate else "" for p, gate in gates.items()}})
@@ -197,7 +211,28 @@ def speedup_table(
                     + gate_note({("Average" if p == "average" else p): gate for p, gate in gates.items()}))
     if "shared_device" in data and data["shared_device"].fillna(False).astype(bool).any():
         caption += " " + SHARED_NOTE
+    if model is not None:
+        caption += f" {MODELED_NOTE} Here: {agreement(list(data['modeled_inside']))}."
     return Table("gammatune_table2_speedup", caption, display, data)
+
+
+def _modeled(df: pd.DataFrame, pooling: str, baseline: str) -> dict[tuple[str, str], tuple[float, float]] | None:
+    """``(mean, std)`` of every (pair, method) cell of the table of the modeled records (``analysis.modeled``),
+    the Average column under pair ``average``; None when no record is modeled."""
+    frame = modeled_frame(df)
+    table = speedup_table(frame, pooling, baseline, None, modeled=False) if frame is not None else None
+    if table is None:
+        return None
+    rows = table.data[table.data["source"] == "measured"]
+    return {(p, m): (mean, std) for p, m, mean, std in zip(rows["pair"], rows["method"], rows["mean"], rows["std"],
+                                                          strict=True)}
+
+
+def _modeled_cell(cell: pd.DataFrame) -> str:
+    if cell.empty or "modeled_mean" not in cell or not np.isfinite(cell["modeled_mean"].iloc[0]):
+        return ""
+    flag = cell["modeled_inside"].iloc[0]
+    return fmt_mean_std(cell["modeled_mean"].iloc[0], cell["modeled_std"].iloc[0]) + (OUTSIDE_MARK if flag is False else "")
 
 
 def _drift_normalised_line(table: Table, inputs: Any) -> list[str]:
@@ -212,7 +247,7 @@ def drift_normalised_speedup_table(normalised: pd.DataFrame, pooling: str = "poo
                                    baseline: str = "specdecode") -> Table | None:
     """``speedup_table`` of records whose throughput is drift-normalised (``analysis.drift.drift_normalised``),
     under its own name and saying so, never in place of the measured table (and without the paper's rows)."""
-    table = speedup_table(normalised, pooling, baseline, None)
+    table = speedup_table(normalised, pooling, baseline, None, modeled=False)
     if table is not None:
         table.name += "_drift_normalised"
         table.caption = DRIFT_NORMALISED_NOTE + table.caption

@@ -30,6 +30,7 @@ from analysis.metrics import (
     method_label,
     ordered_methods,
 )
+from analysis.modeled import MODELED_NOTE, OUTSIDE_MARK, agreement, inside, modeled_frame
 from analysis.registry import SCENARIO, artefact
 from analysis.render import Table
 from analysis.uncertainty import (
@@ -46,7 +47,7 @@ from analysis.uncertainty import (
 @artefact("tables/gammatune_throughput", "throughput table", scope=SCENARIO,
           needs=("records", "pooling"),
           about="GammaTune Figure 1 as a table: tokens/s and speedup over AR per pair and method, 95 % CIs")
-def throughput_table(df: pd.DataFrame, pooling: str = "pooled") -> Table | None:
+def throughput_table(df: pd.DataFrame, pooling: str = "pooled", modeled: bool = True) -> Table | None:
     """GammaTune Figure 1 as a table, with speedup over AR and the uncertainty of both.
 
     Per pair and method (A/A twins left out): ``Tok/s`` = mean over initial γ of each γ's throughput
@@ -58,7 +59,11 @@ def throughput_table(df: pd.DataFrame, pooling: str = "pooled") -> Table | None:
     paired jackknife CI (``analysis.uncertainty``) and ``≈`` when not resolved from its neighbour in
     the pair's ranking (by Tok/s; by speedup), gated by the pair's A/A band where a twin ran
     (``analysis.drift.aa_bands``; ``aa_band`` in ``data``). ``data``: one row per (pair, method)
-    (``scope`` "mean over γ") and per (pair, method, γ) (``scope`` "γ"). None when only AR ran."""
+    (``scope`` "mean over γ") and per (pair, method, γ) (``scope`` "γ"). None when only AR ran.
+
+    Where the records carry modeled walls (``analysis.modeled``), a column ``Speedup modeled``: the same speedup of
+    the modeled records (``modeled=False`` computes it), ``✗`` when outside the measured speedup's 95 % CI;
+    ``data``: ``modeled_speedup_vs_ar``, ``modeled_inside``."""
     check_pooling(pooling)
     rows_df = df[df["pair"].notna() & df["method"].notna() & ~is_aa_twin(df["method"])]
     if rows_df.empty or is_ar(rows_df).all():
@@ -108,6 +113,18 @@ def throughput_table(df: pd.DataFrame, pooling: str = "pooled") -> Table | None:
     order = {m: i for i, m in enumerate(ordered_methods(data["method"]))}
     data = data.sort_values(["pair", "method", "scope", "gamma_init"], key=lambda s: s.map(order) if s.name == "method"
                             else s, na_position="first").reset_index(drop=True)
+    model = None
+    if modeled and (frame := modeled_frame(df)) is not None:
+        inner = throughput_table(frame, pooling, modeled=False)
+        if inner is not None:
+            model = {(p, m, sc, g if np.isfinite(g) else None): v for p, m, sc, g, v in
+                     zip(inner.data["pair"], inner.data["method"], inner.data["scope"], inner.data["gamma_init"],
+                         inner.data["speedup_vs_ar"], strict=True)}
+            data["modeled_speedup_vs_ar"] = [
+                model.get((p, m, sc, g if np.isfinite(g) else None), math.nan) for p, m, sc, g in
+                zip(data["pair"], data["method"], data["scope"], data["gamma_init"], strict=True)]
+            data["modeled_inside"] = [inside(v, (lo, hi)) for v, lo, hi in zip(
+                data["modeled_speedup_vs_ar"], data["speedup_vs_ar_lo"], data["speedup_vs_ar_hi"], strict=True)]
     shown = data[data["scope"] == "mean over γ"]
     display = pd.DataFrame({
         "Pair": shown["pair"], "Method": shown["method"].map(method_label),
@@ -116,6 +133,9 @@ def throughput_table(df: pd.DataFrame, pooling: str = "pooled") -> Table | None:
         "Speedup vs AR": [fmt_mean_std(e.point) for e in shown["speedup"]],
         "Speedup 95 % CI": [fmt_ci(e.interval(), 2, "×") + m for e, m in zip(shown["speedup"], shown["_speedup_mark"],
                                                                              strict=True)],
+        **({"Speedup modeled": [fmt_mean_std(v) + (OUTSIDE_MARK if f is False else "") if np.isfinite(v) else ""
+                                for v, f in zip(shown["modeled_speedup_vs_ar"], shown["modeled_inside"], strict=True)]}
+           if model is not None else {}),
         "AR reference": shown["ar_reference"], "γ values": shown["n_gamma"].astype("Int64"),
         "Prompt turns": shown["n_turns"], "n": shown["n_records"],
     })
@@ -132,6 +152,9 @@ def throughput_table(df: pd.DataFrame, pooling: str = "pooled") -> Table | None:
     )
     if bands:
         caption += " " + gate_note(dict(sorted(bands.items())))
+    if model is not None:
+        caption += (f" Speedup modeled: {MODELED_NOTE} Here: "
+                    f"{agreement(list(data.loc[data['scope'] == 'mean over γ', 'modeled_inside']))}.")
     data = data.drop(columns=["tokens", "speedup", "_tokens_mark", "_speedup_mark"])
     return Table("gammatune_throughput", caption, display.reset_index(drop=True), data)
 

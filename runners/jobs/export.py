@@ -8,7 +8,8 @@ with what the numbers were measured. The side folders a recipe's results may hol
 they are: ``latency/`` (calibrations of ``python -m runners.replay calibrate``, read by the
 analysis' prediction table) and ``stats/`` (``python -m methods.hetero.stats --json``). An interleaved
 sweep's round orders and paired AR decodes (``.specbench/interleave.jsonl``, ``.specbench/ar_paired.jsonl``;
-``runners.jobs.interleave``) are copied as ``interleave.jsonl`` and ``ar_paired.jsonl``.
+``runners.jobs.interleave``) and its per-call costs (``.specbench/costs.jsonl``, ``runners.jobs.sweep_costs``) are
+copied as ``interleave.jsonl``, ``ar_paired.jsonl`` and ``costs.jsonl``.
 (``scripts/export_results.py`` before issue 30: it reads the jobs' folders, so it lives with the jobs.)
 """
 
@@ -22,7 +23,8 @@ from pathlib import Path
 from specbench.records import read_records, write_json_atomic
 
 SIDE_FOLDERS = ("latency", "stats")
-SIDE_FILES = {".specbench/interleave.jsonl": "interleave.jsonl", ".specbench/ar_paired.jsonl": "ar_paired.jsonl"}
+SIDE_FILES = {".specbench/interleave.jsonl": "interleave.jsonl", ".specbench/ar_paired.jsonl": "ar_paired.jsonl",
+              ".specbench/costs.jsonl": "costs.jsonl"}
 
 
 def export(src: Path, dst: Path) -> dict:

@@ -80,6 +80,7 @@ from runners.jobs.interrupt import StopAfterCurrentPrompt
 from runners.jobs.job import JobRun, open_job
 from runners.jobs.record import Timed, Unit
 from runners.jobs.report import INVALID_JOBS, append_line, print_job_line
+from runners.jobs.sweep_costs import COSTS_FILE, round_rows, time_round, widths_for
 from specbench.registry import ConfigError
 
 log = logging.getLogger("specbench")
@@ -193,7 +194,7 @@ class InterleavedSweep:
     docstring); ``run()`` returns one ``Outcome`` per job, in the given order."""
 
     def __init__(self, jobs: Sequence[tuple[Any, str | Path]], sweep_dir: str | Path, seed: int = 0,
-                 progress: bool = True, multirun: bool = True, scheme: str = "latin") -> None:
+                 progress: bool = True, multirun: bool = True, scheme: str = "latin", costs: bool = True) -> None:
         if scheme not in SCHEMES:
             raise ValueError(f"interleave scheme must be one of {SCHEMES}, got {scheme!r}")
         self.jobs = [(cfg, Path(d)) for cfg, d in jobs]
@@ -202,6 +203,8 @@ class InterleavedSweep:
         self.scheme = scheme
         self.progress = progress
         self.multirun = multirun
+        self.costs = costs  # time the per-call costs in every round (runners.jobs.sweep_costs)
+        self._widths: dict[str, list[int]] = {}
         self.outcomes: dict[Path, Outcome] = {}
 
     # ------------------------------------------------------------------ the sweep
@@ -279,6 +282,11 @@ class InterleavedSweep:
             live.append(run)
         if not live:
             return
+        try:
+            self._widths[pair] = widths_for([run.job for run in live if run.job is not None])
+        except Exception as exc:  # the costs are no measurement of any job: never a reason to stop the sweep
+            log.warning("the widths to time the per-call costs at are unknown (%s: %s); k = 1 only", type(exc).__name__, exc)
+            self._widths[pair] = [1]
         units = {id(run): run.units() for run in live}
         n_rounds = max(len(u) for u in units.values())
         from tqdm.auto import tqdm
@@ -330,6 +338,8 @@ class InterleavedSweep:
         plan = round_order([it.slot for it in slots], self.seed, pair, r, self.scheme)
         order = [slots[i] for i in plan.order]
         warmed = self._warm_up(list(refs.values()) + items) if slots else None
+        if self.costs and items:
+            self._time_costs(pair, r, items)
         append_line(self.sweep_dir / ORDER_FILE, {
             "pair": pair, "round": r, "scheme": plan.scheme, "seed": plan.seed, "shift": plan.shift,
             "slots": [it.slot for it in order], "order": [it.name for it in order], "warmed": warmed,
@@ -372,6 +382,22 @@ class InterleavedSweep:
             return warmed
         warmed.update(new_tokens=len(gen.tokens), wall_ms=gen.wall_ms)
         return warmed
+
+    def _time_costs(self, pair: str, r: int, items: list[_Item]) -> None:
+        """The round's per-call costs (``runners.jobs.sweep_costs``) on the input of its first job whose drafter
+        the analysis models (a same-vocabulary draft model, prompt lookup), else of its first job; untimed for
+        the records, after the warm-up. A failure is logged and the round goes on (the analysis then has fewer
+        samples)."""
+        try:
+            item = next((it for it in items if it.run.config.drafter in ("model", "prompt_lookup")), items[0])
+            job = item.run.job
+            samples = time_round(job, item.inp.ids, self._widths.get(pair) or [1], seed=round_seed(self.seed, pair, r))
+            rows = round_rows(job, pair, r, samples)
+        except Exception as exc:  # not a measurement of any job: the round's decodes still run
+            log.warning("timing the round's per-call costs failed: %s: %s", type(exc).__name__, exc)
+            return
+        for row in rows:
+            append_line(self.sweep_dir / COSTS_FILE, row)
 
     def _write_ready(self, pending: list[tuple[_Item, Timed, dict[str, Any]]], references: dict[str, Reference],
                      failed_refs: dict[str, BaseException], live: list[JobRun]) -> list[tuple[_Item, Timed, dict]]:

@@ -35,12 +35,14 @@ PLUGIN_TARGET = f"{PLUGIN_MODULE}.InterleavedLauncher"  # conf/hydra/launcher/in
 
 class InterleavedLauncher(Launcher):
     """Hydra launcher: the sweep's jobs in one process, interleaved prompt turn by prompt turn.
-    ``seed``: the shuffle seed of the rounds (recorded); ``progress``: one progress bar per pair."""
+    ``seed``: the shuffle seed of the rounds (recorded); ``progress``: one progress bar per pair; ``costs``: time the
+    per-call costs in every round (``runners.jobs.sweep_costs``: what the analysis' modeled speedups charge)."""
 
-    def __init__(self, seed: int = 0, progress: bool = True) -> None:
+    def __init__(self, seed: int = 0, progress: bool = True, costs: bool = True) -> None:
         super().__init__()
         self.seed = int(seed)
         self.progress = bool(progress)
+        self.costs = bool(costs)
         self.config: DictConfig | None = None
         self.task_function: TaskFunction | None = None
         self.hydra_context: HydraContext | None = None
@@ -81,7 +83,7 @@ class InterleavedLauncher(Launcher):
             returns.append(run_job(hydra_context=self.hydra_context, task_function=collect, config=sweep_config,
                                    job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir"))
         configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
-        InterleavedSweep(collected, sweep_dir, seed=self.seed, progress=self.progress).run()
+        InterleavedSweep(collected, sweep_dir, seed=self.seed, progress=self.progress, costs=self.costs).run()
         for ret in returns:  # like run.py's jobs in a multirun: a failure is in its summary and the report
             ret.status = JobStatus.COMPLETED
             ret.return_value = None

@@ -113,9 +113,10 @@ class FakeRun:
 
 @pytest.fixture
 def fakes(monkeypatch):
-    """The sweep's seams onto real jobs replaced: opening (the fake is its own config), the reference key
-    (the input ids), the paired AR decode (on the clock, as the AR slot's owner) and the warm-up (logged)."""
+    """The sweep's seams onto real jobs replaced: opening (the fake is its own config), the per-call costs (not
+    timed), the reference key (the input ids), the paired AR decode (on the clock, as the AR slot's owner) and the warm-up (logged)."""
     monkeypatch.setattr(InterleavedSweep, "_open", lambda self, cfg, job_dir: cfg)
+    monkeypatch.setattr(InterleavedSweep, "_time_costs", lambda self, pair, r, items: None)  # no models to time
     monkeypatch.setattr(interleave, "job_reference_key", lambda job, ids: {"ids": list(ids)})
 
     def paired_ar(self, item, pair, where):

@@ -1,0 +1,190 @@
+"""Modeled walls beside measured ones (issue 40, item 3): each record's own work charged with the per-call costs
+its interleaved sweep timed (``specbench.sweep_costs``; timed by ``runners.jobs.sweep_costs``).
+
+``attach_modeled(df, root)`` adds three columns to a records frame: ``modeled_ttft_ms``, ``modeled_wall_ms`` (the
+record's rounds charged with its sweep's costs) and ``modeled_ar_wall_ms`` (its AR reference's tokens — the target
+alone on the same prompt — charged the same way). A record is modeled when its sweep left a ``costs.jsonl``
+(``<sweep>/.specbench/costs.jsonl``, or ``costs.jsonl`` beside an exported sweep's job folders) with samples of
+its pair, and it ran our own loops greedily at batch size 1 with a same-vocabulary draft model, prompt lookup,
+or no draft (the target alone); otherwise the columns are NaN (transformers' loops, the hybrid and
+cross-vocabulary drafters, sampling, batches: the costs of their other work are not timed). The round overhead
+the fit cannot time (the loop's own work, a prompt lookup's search) is the pair's records' measured
+``overhead_ms`` (and a lookup's ``draft_ms``) per round, pooled over the sweep.
+
+``modeled_frame(df)`` is the frame with the measured times replaced by the modeled ones (``wall_ms``,
+``tokens_per_s``, ``ttft_ms``, ``ar_wall_ms``, ``ar_tokens_per_s``, ``speedup``), the modeled records only: any
+table computed on it is the same statistic of the modeled walls. A modeled cell is compared with the measured
+cell's 95 % interval (``inside``): outside, the model is wrong for that cell — the work does not explain the
+measured speedup (a cost the per-call timing misses: kernels that change with state, cache effects, the host's
+drift that the interleaving did not even out) — and the tables flag it (``OUTSIDE_MARK``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from specbench.latency import LatencyModel
+from specbench.sweep_costs import modeled_ms, read_costs, sweep_latency
+
+MODELED_COLUMNS = ("modeled_ttft_ms", "modeled_wall_ms", "modeled_ar_wall_ms")
+MODELED_ROW = "modeled"  # the Source of a table's row of modeled values
+OUTSIDE_MARK = " ✗"  # a modeled value outside the measured cell's 95 % interval
+MODELED_NOTE = (
+    "'modeled': the same statistic of modeled walls — each record's own rounds (drafted, accepted, the forwards' "
+    "widths and contexts) charged with per-call costs the interleaved sweep timed in every round, on the job's "
+    "kernels and threads (analysis.modeled, specbench.sweep_costs); identical work reads identical by construction. "
+    f"'{OUTSIDE_MARK.strip()}': the modeled value lies outside the measured cell's 95 % interval (the per-call "
+    "costs do not explain that measurement)."
+)
+
+
+def _sweeps(root: Path) -> list[tuple[Path, Path]]:
+    """``(sweep folder, costs file)`` of every sweep under ``root`` that timed its costs."""
+    found = []
+    for path in sorted(root.rglob("costs.jsonl")):
+        sweep = path.parent.parent if path.parent.name == ".specbench" else path.parent
+        found.append((sweep, path))
+    return found
+
+
+def drafter_of(config: Mapping[str, Any] | None) -> str | None:
+    """What a job's resolved config drafts with, when its records are modeled (module docstring): ``ar`` (the
+    target alone), ``model`` (a same-vocabulary draft model) or ``prompt_lookup``; None when not modeled."""
+    if not isinstance(config, Mapping):
+        return None
+    method = config.get("method") if isinstance(config.get("method"), Mapping) else {}
+    runner = method.get("runner")
+    if runner not in ("speculative", "ar") or method.get("loop") == "transformers":
+        return None
+    if float(config.get("temperature") or 0.0) != 0.0 or int(config.get("batch_size") or 1) != 1:
+        return None
+    if runner == "ar":
+        return "ar"
+    pair = config.get("pair") if isinstance(config.get("pair"), Mapping) else {}
+    draft = pair.get("draft") if isinstance(pair.get("draft"), Mapping) else {}
+    kind = draft.get("kind", "model") if draft else None  # a model node names no kind (specbench.model_config)
+    return kind if kind in ("model", "prompt_lookup") else None
+
+
+def _configs(root: Path, job_dirs: list[str]) -> dict[str, Mapping[str, Any] | None]:
+    out: dict[str, Mapping[str, Any] | None] = {}
+    for job_dir in job_dirs:
+        try:
+            out[job_dir] = json.loads((root / job_dir / "summary.json").read_text()).get("config")
+        except (OSError, ValueError):
+            out[job_dir] = None
+    return out
+
+
+def _overhead_ms(rows: pd.DataFrame, lookup: bool) -> float:
+    """The loop's own time per round, pooled over the pair's modeled records (module docstring)."""
+    rounds = pd.to_numeric(rows["rounds"], errors="coerce").sum()
+    if not rounds > 0:
+        return 0.0
+    spent = pd.to_numeric(rows["overhead_ms"], errors="coerce").fillna(0.0).sum()
+    if lookup:
+        spent += pd.to_numeric(rows["draft_ms"], errors="coerce").fillna(0.0).sum()
+    return float(spent / rounds)
+
+
+def _fused(record: Mapping[str, Any]) -> bool:
+    kernels = record.get("kernels")
+    return bool(kernels.get("fused_prefill")) if isinstance(kernels, Mapping) else False
+
+
+def _ar_tokens(record: Mapping[str, Any]) -> int | None:
+    rate, wall = record.get("ar_tokens_per_s"), record.get("ar_wall_ms")
+    if rate is None or wall is None or not (np.isfinite(rate) and np.isfinite(wall)):
+        return None
+    return int(round(rate * wall / 1000.0))
+
+
+def attach_modeled(df: pd.DataFrame, root: str | Path) -> pd.DataFrame:
+    """``df`` (the records under ``root``, ``analysis.frame.load_records``) with ``MODELED_COLUMNS`` (module
+    docstring)."""
+    out = df.copy()
+    for col in MODELED_COLUMNS:
+        out[col] = math.nan
+    root = Path(root)
+    if out.empty or "job_dir" not in out:
+        return out
+    configs = _configs(root, sorted({str(j) for j in out["job_dir"].dropna()}))
+    kinds = out["job_dir"].map(lambda j: drafter_of(configs.get(str(j)))).where(out["hetero"].isna())
+    for sweep, path in _sweeps(root):
+        rel = "." if sweep == root else str(sweep.relative_to(root))
+        rows = read_costs(path)
+        in_sweep = out["job_dir"].map(lambda j, rel=rel: rel == "." or str(j) == rel or str(j).startswith(rel + "/"))
+        for pair in sorted({str(r["pair"]) for r in rows}):
+            mine = in_sweep & (out["pair"] == pair) & kinds.notna()
+            if not mine.any():
+                continue
+            spec = out[mine & kinds.isin(["model", "prompt_lookup"])]
+            lookup = bool((kinds[spec.index] == "prompt_lookup").any())
+            latency = sweep_latency([r for r in rows if r["pair"] == pair], _overhead_ms(spec, lookup))
+            for index in out.index[mine]:
+                _charge(out, index, latency, kinds[index] == "model")
+    return out
+
+
+def _charge(out: pd.DataFrame, index: Any, latency: LatencyModel, draft_model: bool) -> None:
+    record = out.loc[index].to_dict()
+    p, n = record.get("prompt_tokens"), record.get("new_tokens")
+    if p is None or n is None or not (np.isfinite(p) and np.isfinite(n)) or n < 1:
+        return
+    drafted, accepted = list(record.get("drafted_trace") or []), list(record.get("accepted_trace") or [])
+    if len(drafted) != len(accepted):
+        return
+    ttft, wall = modeled_ms(latency, int(p), int(n), drafted, accepted, draft_model, _fused(record))
+    out.at[index, "modeled_ttft_ms"], out.at[index, "modeled_wall_ms"] = ttft, wall
+    ar_n = int(n) if not drafted else _ar_tokens(record)
+    if ar_n is not None and ar_n >= 1:
+        out.at[index, "modeled_ar_wall_ms"] = modeled_ms(latency, int(p), ar_n, [], [], False)[1]
+
+
+def has_modeled(df: pd.DataFrame) -> bool:
+    return "modeled_wall_ms" in df and bool(pd.to_numeric(df["modeled_wall_ms"], errors="coerce").notna().any())
+
+
+def modeled_frame(df: pd.DataFrame) -> pd.DataFrame | None:
+    """The modeled records of ``df`` with their measured times replaced by the modeled ones (module docstring);
+    None when none is modeled."""
+    if not has_modeled(df):
+        return None
+    wall = pd.to_numeric(df["modeled_wall_ms"], errors="coerce")
+    keep = wall.notna() & (wall > 0)
+    out = df[keep].copy()
+    wall = wall[keep]
+    tokens = pd.to_numeric(out["new_tokens"], errors="coerce")
+    ar_wall = pd.to_numeric(out["modeled_ar_wall_ms"], errors="coerce")
+    ar_tokens = pd.to_numeric(out["ar_tokens_per_s"], errors="coerce") * pd.to_numeric(out["ar_wall_ms"],
+                                                                                        errors="coerce") / 1000.0
+    ar_tokens = ar_tokens.round()
+    out["wall_ms"] = wall
+    out["ttft_ms"] = pd.to_numeric(out["modeled_ttft_ms"], errors="coerce")
+    out["tokens_per_s"] = tokens * 1000.0 / wall
+    out["ar_wall_ms"] = ar_wall
+    out["ar_tokens_per_s"] = ar_tokens * 1000.0 / ar_wall
+    out["speedup"] = out["tokens_per_s"] / out["ar_tokens_per_s"]
+    return out
+
+
+def inside(point: float, interval: tuple[float, float]) -> bool | None:
+    """Whether a modeled ``point`` lies in a measured 95 % ``interval``: None when either is not finite, or the
+    interval is a point (a baseline's own cell, 1 in every replicate: no test of the model)."""
+    lo, hi = interval
+    if not (np.isfinite(point) and np.isfinite(lo) and np.isfinite(hi)) or hi - lo <= 1e-9 * max(1.0, abs(hi)):
+        return None
+    return bool(lo <= point <= hi)
+
+
+def agreement(flags: list[bool | None]) -> str:
+    """The captions' count: ``modeled inside the measured 95 % CI in N of M cells``."""
+    known = [f for f in flags if f is not None]
+    return f"modeled inside the measured 95 % CI in {sum(known)} of {len(known)} cells" if known else ""
