@@ -62,7 +62,10 @@ Every figure is defined here, once (the README quotes these definitions):
   GammaTune paper's eq. 1, the project's one convention; Leviathan et al.'s ``c`` is the inverse); it ignores the loop's own overheads and the cost of verifying γ + 1 tokens.
 * ``lossless`` for greedy runs with ``verify_lossless``: whether the output equals
   the target's own greedy decoding token for token; ``first_divergence`` is the
-  first new-token index where they differ (null when equal or not verified).
+  first new-token index where they differ (null when equal or not verified). At batch size > 1 that
+  decoding is the paired AR batch's row; ``lossless_alone`` / ``first_divergence_alone`` compare the row with
+  the target alone at batch 1 on the same prompt turn too (``runners.jobs.batch``: padding and batched
+  kernels must not change a row's tokens).
 
 hf-bench's definitions (Timor et al.'s numbers; keyboardAnt/hf-bench ``hf_bench/benchmark.py``,
 ``HFModel.generate_text``; ../shared/notes/hf-bench-evaluation.md Sec. 2), kept under their own
@@ -236,6 +239,8 @@ class Record:
     gamma_mode: str | None = None
     ar_batch_wall_ms: float | None = None
     ar_batch_tokens: int | None = None  # the paired AR batch's new tokens over its rows (runners.jobs.batch)
+    lossless_alone: bool | None = None  # the row equals the target alone at batch 1 on its prompt (runners.jobs.batch)
+    first_divergence_alone: int | None = None
     # what was generated, and where (concurrent launchers)
     output_ids: list[int] = field(default_factory=list)
     device_id: str | None = None
@@ -436,6 +441,9 @@ def aggregate(records: list[Mapping[str, Any]]) -> dict[str, Any]:
         "lossless_checked": len(lossless),
         "lossless_all": all(lossless) if lossless else None,
     }
+    alone = [r["lossless_alone"] for r in records if r.get("lossless_alone") is not None]
+    if alone:  # batched rows against the target alone at batch 1
+        out.update(lossless_alone_checked=len(alone), lossless_alone_all=all(alone))
     if timed:  # the breakdown of the time after the first token, over the records that have it
         after = sum(r["wall_ms"] - r["ttft_ms"] for r in timed)
         for key in ("draft", "verify", "overhead"):

@@ -15,6 +15,12 @@ what the records and the summary say about the batch (issue 31).
   every row is compared with its own AR row (losslessness) and divides by it (``speedup``;
   ``ar_source: paired_batch``). An ``ar`` job at B > 1 is its own reference (``self``). Neither goes to
   the sweep's batch-1 AR cache.
+* **The row alone** (issue 40, item 6): the AR batch is decoded with the same padding and batched kernels as the
+  speculative batch, so a fault they share would pass the check above. With greedy ``verify_lossless`` every
+  row is also compared with the target alone at batch 1 on its prompt turn (``lossless_alone``,
+  ``first_divergence_alone``; ``alone_tokens``): the sweep's AR cache entry when it holds one (a batch-1 job of
+  the sweep decoded it), else an untimed decode by the job's batch-1 AR runner after the batch's timed
+  decodes (not stored: it was not timed like a reference). It costs one batch-1 decode per row.
 * **Record fields** (``batch_fields``; ``specbench.records``): ``batch_size`` (B), ``batch_index`` (the
   batch decoding's number in the job folder: unique, so a resumed batch's missing rows and the batches of
   added repeats, decoded later, are batches of their own), ``batch_rows`` (rows decoded together), ``batch_wall_ms`` (the
@@ -35,8 +41,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from runners.engine.batched import BatchGeneration, turn_batches
-from runners.jobs.ar_cache import Reference
+from runners.jobs.ar_cache import Reference, job_reference_key
 from runners.jobs.record import Unit
+from specbench.records import first_divergence
 
 
 def batches(units: Sequence[Unit], size: int) -> list[list[Unit]]:
@@ -67,6 +74,21 @@ def batch_fields(job_config: Any, index: int, gen: BatchGeneration, row: int,
             "gamma_mode": job_config.batch_gamma if job_config.speculative else None,
             "ar_batch_wall_ms": ar.wall_ms if ar is not None else None,
             "ar_batch_tokens": ar.tokens if ar is not None else None}
+
+
+def alone_tokens(job: Any, ids: list[int], generator: Any) -> list[int]:
+    """The target alone at batch 1 on ``ids`` (module docstring, "The row alone"): the AR cache's tokens, else an
+    untimed decode by ``job.ar``."""
+    entry = job.ar_cache.get(job_reference_key(job, ids)) if job.ar_cache is not None else None
+    if entry is not None:
+        return list(entry["tokens"])
+    return list(job.ar.generate(ids, job.config.max_new_tokens, generator).tokens)
+
+
+def alone_fields(row_tokens: list[int], alone: list[int]) -> dict[str, Any]:
+    """``lossless_alone`` and ``first_divergence_alone`` of a row against the target alone."""
+    div = first_divergence(list(row_tokens), list(alone))
+    return {"lossless_alone": div is None, "first_divergence_alone": div}
 
 
 def references(gen: BatchGeneration, ar: BatchGeneration | None, index: int, own: bool) -> list[Reference | None]:

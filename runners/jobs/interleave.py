@@ -41,6 +41,12 @@ AR cache entry and no ``ar_paired.jsonl`` row; the round's row says what it deco
 prompt turn, input and new tokens, its wall time, or the error that stopped it: a failed warm-up is
 logged and the round goes on).
 
+Per-call costs (``costs``, ``hydra.launcher.costs``; on by default): after the warm-up, still untimed for the
+records, the round's prompt turn is used to time the pair's forwards on the job's kernels and threads — the
+target's prefill and its forwards of ``k = 1 .. γ_max + 1`` tokens, a same-vocabulary draft's prefill and short
+forwards — into ``<sweep>/.specbench/costs.jsonl`` (``runners.jobs.sweep_costs``): what the analysis' modeled
+speedups charge each record's own rounds with (``analysis.modeled``). A failure there is logged; the round goes on.
+
 Paired baselines: when records compare with the target alone (greedy ``verify_lossless``), the
 target's own decoding of each round's prompt turn is one more decode (a slot) inside the same round,
 and every record of the round divides by it (``ar_source: paired``, ``ar_decode: <key hash>@<round>``;

@@ -310,8 +310,9 @@ class JobRun:
     def generate_batch(self, index: int, inps: list[TurnInput]) -> list[tuple[Timed, Reference | None]]:
         """Batch ``index``'s timed generation (``batch_size`` > 1) and, with greedy ``verify_lossless``,
         the paired AR batch, with its own untimed ``warmup_per_prompt`` decodes, decoded right after it (even
-        ``index``) or right before it (odd): each row's ``Timed`` and reference (``runners.jobs.batch``)."""
-        from runners.jobs.batch import batch_fields, references
+        ``index``) or right before it (odd), and each row against the target alone at batch 1 (untimed, last): each
+        row's ``Timed`` and reference (``runners.jobs.batch``)."""
+        from runners.jobs.batch import alone_fields, alone_tokens, batch_fields, references
 
         job, config = self.job, self.config
         assert job is not None and job.batch_runner is not None
@@ -334,8 +335,11 @@ class JobRun:
         refs = references(gen, ar, index, own) if verified else [None] * len(prompts)
         jobs = max(before[0], after[0]) if before is not None and after is not None else None
         neighbours = sorted(set(before[1]) | set(after[1])) if before is not None and after is not None else None
-        return [(Timed(g, probe_ms, jobs, neighbours, batch_fields(config, index, gen, i, gen if own else ar)), ref)
-                for i, (g, ref) in enumerate(zip(gen.rows, refs))]
+        fields = [batch_fields(config, index, gen, i, gen if own else ar) for i in range(len(gen.rows))]
+        if paired:  # each row against the target alone at batch 1, untimed, after the timed decodes
+            for row, g, ids in zip(fields, gen.rows, prompts, strict=True):
+                row.update(alone_fields(g.tokens, alone_tokens(job, ids, job.generator(config.seed))))
+        return [(Timed(g, probe_ms, jobs, neighbours, row), ref) for g, ref, row in zip(gen.rows, refs, fields, strict=True)]
 
     def needs_reference(self) -> bool:
         """Whether records compare with the target alone (greedy ``verify_lossless``, not an AR job)."""

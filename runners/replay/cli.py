@@ -10,6 +10,7 @@
     lab        questions | traces | replay | confirm | compare ...   (the γ-policy lab: runners.replay.lab)
     import     specdecode-bench PATH [--proposer eagle|ngram] --out DIR [--draft-length K]   (a peer's acceptance
                data as traces: runners.replay.import_specdecode_bench)
+               vllm PATH --out DIR [--pair NAME] [--task NAME]   (vLLM's per-step counts: runners.replay.import_vllm)
 
 ``trace`` builds greedy traces (``runners.replay.trace``; ``runners.replay.trace_lookup`` for a
 prompt lookup pair) for a composed config, or for every traceable (pair, task, ``max_new_tokens``) of
@@ -40,7 +41,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from runners.replay import import_specdecode_bench, lab
+from runners.replay import import_specdecode_bench, import_vllm, lab
 from runners.replay.batched import check_batching
 from runners.replay.grid import PAPER_GAMMAS, PAPER_METHODS, load_method, replay_grid, write_grid
 from runners.replay.grid import parse_ints as _ints
@@ -409,7 +410,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="replay the jobs B prompt turns at a time (runners.replay.batched; default: 1)")
     g.add_argument("--gamma-mode", default="per_row", help="batched γ: per_row (a policy per row) or shared")
     lab.add_parser(sub)
-    import_specdecode_bench.add_parser(sub)
+    import_vllm.add_parser(import_specdecode_bench.add_parser(sub))
     return p
 
 
@@ -424,7 +425,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "lab":
             return lab.run(args)
         if args.command == "import":
-            return import_specdecode_bench.main(args)
+            return (import_vllm if args.source == "vllm" else import_specdecode_bench).main(args)
         return grid_main(args)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)

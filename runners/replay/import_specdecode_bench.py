@@ -286,8 +286,9 @@ def write_import(out: str | os.PathLike, traces: Sequence[AcceptanceTrace], meta
     return folder / TRACE_FILE
 
 
-def add_parser(sub: Any) -> None:
-    """``import specdecode-bench PATH ...`` under the simulator's command line (``runners.replay.cli``)."""
+def add_parser(sub: Any) -> Any:
+    """``import specdecode-bench PATH ...`` under the simulator's command line (``runners.replay.cli``); returns the
+    ``import`` command's sources, for the other importers (``runners.replay.import_vllm``)."""
     i = sub.add_parser("import", help="import a peer's acceptance data as traces (issue 41)")
     sources = i.add_subparsers(dest="source", required=True)
     s = sources.add_parser("specdecode-bench", help="SpecDecode-Bench's combined_<workload>.jsonl")
@@ -302,6 +303,7 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--commit", help="the repository's commit the file comes from (recorded in meta.json)")
     s.add_argument("--sample", type=int,
                    help="keep N requests drawn as their simulator draws them (seeded by --seed)")
+    return sources
 
 
 def main(args: Any) -> int:

@@ -54,6 +54,8 @@ def test_a_batched_job_is_lossless_and_divides_by_the_ar_batch(pair_node, tmp_pa
     assert summary["status"] == "complete"
     records = _records(folder)
     assert len(records) == 5 and all(r["lossless"] for r in records)
+    assert all(r["lossless_alone"] is True and r["first_divergence_alone"] is None for r in records)
+    assert summary["aggregates"]["lossless_alone_all"] is True and summary["aggregates"]["lossless_alone_checked"] == 5
     assert [r["batch_index"] for r in records] == [0, 0, 1, 1, 2]
     assert [r["batch_rows"] for r in records] == [2, 2, 2, 2, 1]
     for r in records:
@@ -66,6 +68,26 @@ def test_a_batched_job_is_lossless_and_divides_by_the_ar_batch(pair_node, tmp_pa
     batch = summary["batch"]
     assert batch["batch_size"] == 2 and batch["batches"] == 3 and batch["tokens_per_s"] > 0
     assert batch["speedup"] == pytest.approx(batch["tokens_per_s"] / batch["ar_tokens_per_s"])
+
+
+def test_a_row_that_differs_from_the_target_alone_at_batch_one_says_so(pair_node, tmp_path, monkeypatch):
+    """The AR batch shares the speculative batch's padding and kernels: a fault both had would pass ``lossless``;
+    the row alone at batch 1 (here replaced by a decode that differs from the third token) catches it."""
+    from runners.jobs import batch as batch_module
+
+    real = batch_module.alone_tokens
+
+    def altered(job, ids, generator):
+        tokens = real(job, ids, generator)
+        return tokens[:2] + [(tokens[2] + 1) % 50] + tokens[3:]
+
+    monkeypatch.setattr(batch_module, "alone_tokens", altered)
+    summary = run_job(_cfg(pair_node, tmp_path, "method=specdecode", "gamma=3", "batch_size=2"), tmp_path / "s",
+                      progress=False)
+    records = _records(tmp_path / "s")
+    assert all(r["lossless"] for r in records)  # against the AR batch's rows: the same
+    assert all(r["lossless_alone"] is False and r["first_divergence_alone"] == 2 for r in records)
+    assert summary["aggregates"]["lossless_alone_all"] is False
 
 
 def test_a_batched_ar_job_is_its_own_reference_and_matches_batch_one(pair_node, tmp_path):

@@ -27,6 +27,7 @@ HELP = {
     "bench_sweep.py": "--launcher",
     "bench_vs_hf.py": "--variants",
     "compare_paper_costs.py": "folder",
+    "compare_reruns.py": "second",
     "gpu_paper_costs.py": "--tiny",
     "gpu_pairs.py": "--tokens",
     "gpu_smoke.py": "usage",
