@@ -20,7 +20,7 @@ Shapes (``conf/``), each node typed in its own module:
 * ``hetero`` (``specbench.method_config``): the cross-vocabulary algorithm, its own choice (``auto`` =
   SLEM at temperature 0, TLI above, on pairs whose draft has another tokenizer; nothing on
   same-tokenizer pairs).
-* ``task`` (``specbench.task_config``), ``logger`` and ``engine`` (here), and the scalars (``gamma``,
+* ``task`` (``specbench.tasks.config``), ``logger`` and ``engine`` (here), and the scalars (``gamma``,
   ``temperature``, the sampling processors ``top_k`` / ``top_p`` / ``typical_p``, ``max_new_tokens``, …).
 
 Defaults are written once. The job's scalars have theirs in ``conf/config.yaml`` only: ``JobConfig``
@@ -61,7 +61,7 @@ from specbench.method_config import HeteroConfig, MethodConfig
 from specbench.pair_config import ModelSpec, PairConfig
 from specbench.registry import ConfigError
 from specbench.resources import parse_bytes
-from specbench.task_config import TaskConfig
+from specbench.tasks.config import TaskConfig
 
 # --------------------------------------------------------------------------- logger
 

@@ -169,9 +169,9 @@ def fetch_model(fetch: ModelFetch, cache_dir: str | None = None) -> str:
 
 
 def fetch_task(fetch: TaskFetch) -> int:
-    from specbench.tasks import TASKS
+    from specbench.tasks import read_task
 
-    return len(TASKS.get(fetch.cfg.loader)(fetch.cfg))
+    return len(read_task(fetch.cfg).prompts)  # every row its dataset module read (speed_bench's LoadedRows too)
 
 
 def _offline() -> bool:

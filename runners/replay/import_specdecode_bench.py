@@ -50,7 +50,7 @@ import hashlib
 import json
 import os
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -118,18 +118,23 @@ def parse_request(obj: Any, proposer: str, path: str | os.PathLike = "?", line: 
     return Request(str(obj["id"]), len(ids[0]), tuple(acc), tuple(ids[1]))
 
 
-def read_requests(path: str | os.PathLike, proposer: str) -> list[Request]:
-    """Every line of their file, in order (blank lines skipped)."""
-    out = []
+def json_lines(path: str | os.PathLike, fail: Callable[[str | os.PathLike, int, str], ValueError]
+               ) -> Iterator[tuple[int, Any]]:
+    """``(line number, object)`` of every non-blank line of a JSON-lines file; a line that is not JSON raises
+    ``fail(path, line, "not JSON")`` (each importer's one-line error naming its schema)."""
     with open(path, encoding="utf-8") as fh:
         for i, line in enumerate(fh, start=1):
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line)
+                yield i, json.loads(line)
             except json.JSONDecodeError:
-                raise _fail(path, i, "not JSON") from None
-            out.append(parse_request(obj, proposer, path, i))
+                raise fail(path, i, "not JSON") from None
+
+
+def read_requests(path: str | os.PathLike, proposer: str) -> list[Request]:
+    """Every line of their file, in order (blank lines skipped)."""
+    out = [parse_request(obj, proposer, path, i) for i, obj in json_lines(path, _fail)]
     if not out:
         raise ValueError(f"{path}: no request (expected SpecDecode-Bench's combined_<workload>.jsonl)")
     return out

@@ -58,6 +58,7 @@ from runners.replay.import_specdecode_bench import (
     REJECTED,
     AcceptanceTrace,
     file_sha256,
+    json_lines,
     lab_methods,
     not_replayable,
 )
@@ -178,16 +179,7 @@ def censored_rounds(res: ReplayResult, trace: VllmTrace) -> int:
 def import_traces(path: str | os.PathLike, pair: str = "vllm", task: str | None = None,
                   target: str = "", draft: str = "") -> tuple[list[VllmTrace], dict[str, Any]]:
     """The traces of a file of vLLM responses, in file order, and what ``meta.json`` says of them."""
-    reqs: list[dict[str, Any]] = []
-    with open(path, encoding="utf-8") as fh:
-        for i, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError:
-                raise _fail(path, i, "not JSON") from None
-            reqs += parse_line(obj, path, i)
+    reqs = [req for i, obj in json_lines(path, _fail) for req in parse_line(obj, path, i)]
     if not reqs:
         raise ValueError(f"{path}: no response")
     ks = sorted({r["k"] for r in reqs})

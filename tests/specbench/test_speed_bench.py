@@ -1,7 +1,7 @@
 """SPEED-Bench as a task (issue 31, item 3): its rows, selection, placeholders, offline error, and its
 categories reaching the records and the per-category table.
 
-The fixture ``tests/fixtures/speed_bench_qualitative.jsonl`` holds invented rows in the schema of the
+The fixture ``tests/fixtures/tasks/speed_bench.jsonl`` holds invented rows in the schema of the
 Hub's ``nvidia/SPEED-Bench`` (config ``qualitative``): question_id, category, sub_category, turns,
 source, src_id, difficulty, multiturn.
 """
@@ -17,14 +17,12 @@ from omegaconf import OmegaConf
 
 from analysis.categories import category_table
 from analysis.frame import complete_only, load_records, rows_to_frame
-from specbench import task_config, task_files
 from specbench.registry import ConfigError
-from specbench.task_sources import SPEED_BENCH_PLACEHOLDER
-from specbench.tasks import TASKS, load_task, task_source
+from specbench.tasks import TASKS, files, load_task, speed_bench, task_source
 
 from helpers import compose
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "speed_bench_qualitative.jsonl"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tasks" / "speed_bench.jsonl"
 YAML = Path(__file__).resolve().parents[2] / "conf" / "task" / "speed_bench.yaml"
 ROLEPLAY = "ec2460a4c1ca5bbe3f79d405a1e2e4a5"  # the fixture's three-turn row
 HUMANITIES = "6bacd4bd23daf49675383870b93258e6"  # two turns
@@ -36,7 +34,7 @@ def cfg(**overrides) -> dict:
 
 
 def fixture_rows() -> list[dict]:
-    return task_files.read_rows(FIXTURE)
+    return files.read_rows(FIXTURE)
 
 
 def write_rows(path: Path, rows: list[dict]) -> Path:
@@ -47,7 +45,7 @@ def write_rows(path: Path, rows: list[dict]) -> Path:
 def test_the_task_file_names_its_loader_and_restates_its_defaults():
     node = OmegaConf.to_container(OmegaConf.load(YAML))
     assert node["name"] == node["loader"] == YAML.stem == "speed_bench" and "speed_bench" in TASKS
-    defaults = task_config.LOADER_DEFAULTS["speed_bench"]
+    defaults = speed_bench.DEFAULTS
     assert {k: node[k] for k in defaults} == defaults
     assert defaults["path"] == "nvidia/SPEED-Bench" and defaults["subset"] == "qualitative"
     assert defaults["split"] == "test"
@@ -106,8 +104,8 @@ def test_prepared_files_in_either_schema_read_alike(tmp_path):
 
 def test_rows_still_holding_the_placeholder_are_refused_or_skipped(tmp_path, caplog):
     rows = fixture_rows()
-    masked = [dict(rows[0], question_id="f" * 32, turns=[SPEED_BENCH_PLACEHOLDER + "\n\n{question}"]),
-              dict(rows[2], question_id="e" * 32, turns=[SPEED_BENCH_PLACEHOLDER, "Go on."])]
+    masked = [dict(rows[0], question_id="f" * 32, turns=[speed_bench.PLACEHOLDER + "\n\n{question}"]),
+              dict(rows[2], question_id="e" * 32, turns=[speed_bench.PLACEHOLDER, "Go on."])]
     path = write_rows(tmp_path / "public.jsonl", rows + masked)
     with pytest.raises(ConfigError) as info:
         load_task(cfg(data_files=str(path)))
@@ -115,7 +113,7 @@ def test_rows_still_holding_the_placeholder_are_refused_or_skipped(tmp_path, cap
     assert "\n" not in msg
     assert "2 of 10 rows" in msg and "coding 1, roleplay 1" in msg
     assert "task.data_files=" in msg and "task.unresolved=skip" in msg and "prepare" in msg
-    with caplog.at_level(logging.WARNING, logger="specbench.task_loaders"):
+    with caplog.at_level(logging.WARNING, logger="specbench.tasks.speed_bench"):
         kept = load_task(cfg(data_files=str(path), unresolved="skip"))
     assert [p.prompt_id for p in kept] == [r["question_id"] for r in rows]
     assert any("2 of 10 rows" in r.getMessage() and "8 prompts remain" in r.getMessage() for r in caplog.records)

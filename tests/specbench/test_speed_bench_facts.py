@@ -3,7 +3,7 @@
 (``specbench.tasks.TaskFacts``), and the per-category table's acceptance, throughput and prompt turns.
 
 Offline: ``datasets.load_dataset`` is replaced by a stand-in serving the project's fixture rows; nothing reaches
-the Hub. The fixture ``tests/fixtures/speed_bench_qualitative.jsonl`` holds invented rows in SPEED-Bench's schema.
+the Hub. The fixture ``tests/fixtures/tasks/speed_bench.jsonl`` holds invented rows in SPEED-Bench's schema.
 """
 
 from __future__ import annotations
@@ -16,11 +16,10 @@ from omegaconf import OmegaConf
 
 from analysis.categories import category_table
 from analysis.frame import rows_to_frame
-from specbench import task_config, task_files
-from specbench.task_sources import SPEED_BENCH_PLACEHOLDER, resolved_revision
-from specbench.tasks import TaskFacts, load_task, load_task_facts
+from specbench.tasks import TaskFacts, files, load_task, load_task_facts, speed_bench
+from specbench.tasks.sources import resolved_revision
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "speed_bench_qualitative.jsonl"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tasks" / "speed_bench.jsonl"
 YAML = Path(__file__).resolve().parents[2] / "conf" / "task" / "speed_bench.yaml"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
@@ -30,7 +29,7 @@ def cfg(**overrides) -> dict:
 
 
 def rows() -> list[dict]:
-    return task_files.read_rows(FIXTURE)
+    return files.read_rows(FIXTURE)
 
 
 def write_rows(path: Path, items: list[dict]) -> Path:
@@ -69,8 +68,8 @@ def hub(monkeypatch):
 
 
 def test_the_revision_is_a_named_default_passed_to_datasets_and_the_resolved_commit_is_kept(hub):
-    assert task_config.SPEED_BENCH_REVISION == "main"
-    assert OmegaConf.load(YAML)["revision"] == task_config.LOADER_DEFAULTS["speed_bench"]["revision"] == "main"
+    assert speed_bench.REVISION == "main"
+    assert OmegaConf.load(YAML)["revision"] == speed_bench.DEFAULTS["revision"] == "main"
     prompts, facts = load_task_facts(cfg(data_files=None))
     assert hub == [(("nvidia/SPEED-Bench", "qualitative"), {"split": "test", "revision": "main"})]
     assert [p.prompt_id for p in prompts] == [r["question_id"] for r in rows()]
@@ -97,8 +96,8 @@ def test_the_resolved_commit_is_read_from_the_datasets_cache_folder():
 def _public(tmp_path: Path, front: bool = False) -> Path:
     """The fixture with two rows of the public copy's placeholder (a coding and a roleplay one)."""
     fixture = rows()
-    masked = [dict(fixture[0], question_id="f" * 32, turns=[SPEED_BENCH_PLACEHOLDER + "\n\n{question}"]),
-              dict(fixture[2], question_id="e" * 32, turns=[SPEED_BENCH_PLACEHOLDER, "Go on."])]
+    masked = [dict(fixture[0], question_id="f" * 32, turns=[speed_bench.PLACEHOLDER + "\n\n{question}"]),
+              dict(fixture[2], question_id="e" * 32, turns=[speed_bench.PLACEHOLDER, "Go on."])]
     return write_rows(tmp_path / f"public{'_front' if front else ''}.jsonl", masked + fixture if front else fixture + masked)
 
 

@@ -11,20 +11,14 @@ import pytest
 from hydra import compose
 from omegaconf import OmegaConf
 
-from specbench import task_config, task_files, task_sources, tasks
+from specbench import tasks
 from specbench.registry import ConfigError
-from specbench.tasks import TASKS, Prompt, format_turn, load_task, select
+from specbench.tasks import TASKS, Prompt, files, format_turn, load_task, scrolls, select, sources
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "tasks"  # <name>.jsonl: each dataset's rows
 CONF = Path(__file__).resolve().parents[2] / "conf"
 TASK_NAMES = sorted(p.stem for p in (CONF / "task").glob("*.yaml"))
-FIXTURE_FOR = {
-    "specbench": "spec_bench_question.jsonl",
-    "cnn_dailymail": "cnn_dailymail.jsonl",
-    "humaneval": "openai_humaneval.jsonl",
-    "scrolls": "scrolls_qasper.jsonl",
-    "custom": "custom_prompts.jsonl",
-}
+WITH_FIXTURE = sorted(p.stem for p in FIXTURES.glob("*.jsonl"))
 
 
 def task_yaml(name: str) -> dict:
@@ -33,7 +27,7 @@ def task_yaml(name: str) -> dict:
 
 def fixture_cfg(name: str, **overrides) -> dict:
     cfg = task_yaml(name)
-    cfg["data_files"] = str(FIXTURES / FIXTURE_FOR[name])
+    cfg["data_files"] = str(FIXTURES / f"{name}.jsonl")
     cfg["n_prompts"] = None
     if name == "custom":
         cfg.update(prompt_field="question", id_field="uid", category_field="topic", reference_field="answer")
@@ -60,9 +54,9 @@ def test_task_yaml_composes(hydra_conf, name):
     assert "categories" in t
 
 
-@pytest.mark.parametrize("name", sorted(FIXTURE_FOR))
+@pytest.mark.parametrize("name", WITH_FIXTURE)
 def test_each_task_loads_its_fixture_through_hydra(hydra_conf, name):
-    overrides = [f"task={name}", f"task.data_files={FIXTURES / FIXTURE_FOR[name]}"]
+    overrides = [f"task={name}", f"task.data_files={FIXTURES / f'{name}.jsonl'}"]
     if name == "custom":
         overrides += ["task.prompt_field=question", "task.id_field=uid", "task.category_field=topic"]
     cfg = compose(config_name="config", overrides=overrides)
@@ -71,18 +65,17 @@ def test_each_task_loads_its_fixture_through_hydra(hydra_conf, name):
 
 
 def test_yaml_templates_are_the_loader_defaults():
-    assert task_yaml("cnn_dailymail")["template"] == task_config.CNN_DAILYMAIL_TEMPLATE
-    assert task_yaml("humaneval")["template"] == task_config.HUMANEVAL_TEMPLATE
-    assert task_yaml("scrolls")["template"] == task_config.SCROLLS_TEMPLATE
-    assert task_yaml("specbench")["url"] == task_config.SPECBENCH_URL
+    for name in ("cnn_dailymail", "humaneval", "scrolls"):
+        assert task_yaml(name)["template"] == TASKS.get(name).TEMPLATE == TASKS.get(name).DEFAULTS["template"]
+    assert task_yaml("specbench")["url"] == TASKS.get("specbench").URL
 
 
 @pytest.mark.parametrize("name", TASK_NAMES)
 def test_a_task_file_restates_its_loaders_defaults_never_other_values(name):
-    """A loader's default for a key its config leaves null (``task_config.LOADER_DEFAULTS``) is written once
+    """A loader's default for a key its config leaves null (its module's ``DEFAULTS``) is written once
     in the code; a task file that sets the key writes the same value."""
     node = task_yaml(name)
-    defaults = task_config.LOADER_DEFAULTS.get(node["loader"], {})
+    defaults = TASKS.get(node["loader"]).DEFAULTS
     restated = {k: node[k] for k in defaults if node.get(k) is not None}
     assert restated == {k: defaults[k] for k in restated}, f"conf/task/{name}.yaml"
 
@@ -173,14 +166,14 @@ def test_scrolls_takes_the_first_rows_as_hf_bench():
 
 
 def test_scrolls_zip_layout(tmp_path):
-    rows = (FIXTURES / "scrolls_qasper.jsonl").read_text()
+    rows = (FIXTURES / "scrolls.jsonl").read_text()
     zpath = tmp_path / "qasper.zip"
     with zipfile.ZipFile(zpath, "w") as zf:
         zf.writestr("qasper/test.jsonl", rows)
         zf.writestr("qasper/validation.jsonl", rows)
-    assert len(task_sources.read_scrolls_zip(zpath, "qasper", "test")) == 4
+    assert len(scrolls.read_zip(zpath, "qasper", "test")) == 4
     with pytest.raises(ConfigError, match="validation"):
-        task_sources.read_scrolls_zip(zpath, "qasper", "train")
+        scrolls.read_zip(zpath, "qasper", "train")
 
 
 def test_scrolls_bad_subset():
@@ -219,26 +212,26 @@ def test_parquet_json_array_gz_and_glob(tmp_path):
     pq = pytest.importorskip("pyarrow.parquet")
     import pyarrow as pa
 
-    rows = task_files.read_rows(FIXTURES / "openai_humaneval.jsonl")
+    rows = files.read_rows(FIXTURES / "humaneval.jsonl")
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "he.parquet")
     (tmp_path / "he.json").write_text(json.dumps(rows))
     (tmp_path / "wrapped.json").write_text(json.dumps({"data": rows}))
     with gzip.open(tmp_path / "he.jsonl.gz", "wt") as f:
         f.write("\n".join(json.dumps(r) for r in rows))
     for name in ("he.parquet", "he.json", "wrapped.json", "he.jsonl.gz"):
-        assert task_files.read_rows(tmp_path / name) == rows, name
+        assert files.read_rows(tmp_path / name) == rows, name
     prompts = load_task({"loader": "humaneval", "data_files": str(tmp_path / "he.*")})
     assert len(prompts) == 3 * len(rows)  # the glob matches he.json, he.jsonl.gz and he.parquet
     (tmp_path / "rows.csv").write_text("a,b\n")
     with pytest.raises(ConfigError, match="parquet"):
-        task_files.read_rows(tmp_path / "rows.csv")
+        files.read_rows(tmp_path / "rows.csv")
 
 
 def test_data_files_by_split():
-    files = {"test": str(FIXTURES / "openai_humaneval.jsonl")}
-    assert len(load_task({"loader": "humaneval", "data_files": files, "split": "test"})) == 2
+    by_split = {"test": str(FIXTURES / "humaneval.jsonl")}
+    assert len(load_task({"loader": "humaneval", "data_files": by_split, "split": "test"})) == 2
     with pytest.raises(ConfigError, match="split 'train'"):
-        load_task({"loader": "humaneval", "data_files": files, "split": "train"})
+        load_task({"loader": "humaneval", "data_files": by_split, "split": "train"})
 
 
 def test_missing_local_file_names_the_path(tmp_path):
@@ -273,9 +266,9 @@ def test_humaneval_hub_only_offline_fails_with_the_data_files_hint(monkeypatch):
 def test_specbench_url_reads_the_cache_offline(monkeypatch):
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     cfg = task_yaml("specbench")
-    cached = task_sources.url_cache_path(cfg["url"])
+    cached = sources.url_cache_path(cfg["url"])
     cached.parent.mkdir(parents=True)
-    cached.write_bytes((FIXTURES / "spec_bench_question.jsonl").read_bytes())
+    cached.write_bytes((FIXTURES / "specbench.jsonl").read_bytes())
     assert len(load_task(cfg)) == 7
     assert str(cached) in tasks.task_source(cfg)
 

@@ -1,7 +1,7 @@
 """Task rows from local files: ``task.data_files`` (a path, a glob, a list of them, or a ``{split:
 path}`` mapping) read as rows of ``.json`` / ``.jsonl`` (optionally ``.gz``) or ``.parquet`` files.
 
-Every task but ``embedded`` reads these when ``task.data_files`` is given (``specbench.task_loaders``);
+Every dataset but ``embedded`` reads these when ``task.data_files`` is given (its ``TaskModule.LOCAL_FILES``);
 a file that cannot be read is a ``ConfigError`` naming it and what is wrong, never a traceback.
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from specbench.registry import ConfigError
-from specbench.task_config import TaskConfig
+from specbench.tasks.config import TaskConfig
 
 _GLOB_CHARS = set("*?[")
 

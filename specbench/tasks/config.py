@@ -1,16 +1,25 @@
-"""The task's typed config (``conf/task/*.yaml``): ``TaskConfig`` and the ``task.prompt_format`` values,
-validated at the boundary (``specbench.config.JobConfig.from_mapping``; ``specbench.tasks.load_task``
-validates a plain mapping the same way). What the loaders do with it: ``specbench.tasks``.
+"""The task's typed config (``conf/task/*.yaml``) and the datasets it names.
+
+``TaskConfig`` and the ``task.prompt_format`` values are validated at the boundary
+(``specbench.config.JobConfig.from_mapping``; ``specbench.tasks.load_task`` validates a plain mapping the same
+way). ``TASKS`` is the registry its ``loader`` key names: each dataset's name maps to its module in this package
+(``specbench.tasks.<name>``), imported the first time it is chosen (lm-evaluation-harness's lazy registry). A
+dataset module declares what ``TaskModule`` says: its defaults, its rows' fields, its source and its loader.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import pkgutil
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 from specbench.checks import check_choice, check_int, check_str, field_names, only_known
-from specbench.registry import ConfigError
+from specbench.registry import ConfigError, Registry
+
+if TYPE_CHECKING:  # the loaders' return types; specbench.tasks.base imports nothing of this package
+    from specbench.tasks.base import LoadedRows, Prompt
 
 TRUNCATE = (None, "left", "right")  # a prompt longer than the model's positions: refused, or cut on this side
 UNRESOLVED = (None, "error", "skip")  # rows still holding a source's placeholder text: refused, or left out
@@ -96,40 +105,56 @@ class TaskConfig:
         return cls(**values)
 
     def setting(self, key: str) -> Any:
-        """``key``'s value, or the loader's default (``LOADER_DEFAULTS``) when the config leaves it null
-        (or empty); None when the loader has none."""
-        return getattr(self, key) or LOADER_DEFAULTS.get(self.loader, {}).get(key)
+        """``key``'s value, or the loader's default (its module's ``DEFAULTS``: ``loader_defaults``) when the
+        config leaves it null (or empty); None when the loader has none."""
+        return getattr(self, key) or loader_defaults(self.loader).get(key)
 
 
-# --------------------------------------------------------------------------- each loader's defaults
+# --------------------------------------------------------------------------- the datasets
 
-# The prompt wording of the heterogeneous-vocabularies benchmark (Timor et al. 2025). The paper does not
-# print its prompts; these are the ones of its benchmark code (github.com/keyboardAnt/hf-bench,
-# hf_bench/benchmark.py), which feeds them to the tokenizer as plain text, and takes the first 30 rows of
-# each dataset/split below.
-CNN_DAILYMAIL_TEMPLATE = "Summarize the following article:\n{article}\nSummary:\n"
-HUMANEVAL_TEMPLATE = (
-    "Implement the function so that it passes the tests.\nTests:\n{test}\nFunction:\n{prompt}\n\nYour code:\n"
-)
-SCROLLS_TEMPLATE = "Summarize the following text:\n{input}\nSummary:\n"
-SPECBENCH_URL = "https://raw.githubusercontent.com/hemingkx/Spec-Bench/main/data/spec_bench/question.jsonl"
-SPEED_BENCH_PATH = "nvidia/SPEED-Bench"  # Abramovich et al. 2026; the loader's docstring says where this is read
-#: the Hub revision SPEED-Bench is read at unless ``task.revision`` names another: its default branch, named
-#: (no commit of the dataset could be read where this was written, so none is pinned); a job's summary records
-#: it and the commit ``datasets`` resolved it to (``specbench.tasks.TaskFacts``). Pin a commit with
-#: ``task.revision=<sha>``.
-SPEED_BENCH_REVISION = "main"
 
-#: what a loader takes for a key its task config leaves null (``TaskConfig.setting``): the one place the
-#: code writes them; ``conf/task/<loader>.yaml`` restates them and ``tests/specbench/test_tasks.py`` checks they agree.
-LOADER_DEFAULTS: dict[str, dict[str, str]] = {
-    "specbench": {"url": SPECBENCH_URL},
-    "cnn_dailymail": {"path": "abisee/cnn_dailymail", "subset": "3.0.0", "split": "validation",
-                      "template": CNN_DAILYMAIL_TEMPLATE, "category": "summarization"},
-    "humaneval": {"source": "auto", "path": "openai/openai_humaneval", "subset": "openai_humaneval", "split": "test",
-                  "template": HUMANEVAL_TEMPLATE, "category": "coding"},
-    "scrolls": {"path": "tau/scrolls", "subset": "qasper", "split": "test", "template": SCROLLS_TEMPLATE},
-    "speed_bench": {"path": SPEED_BENCH_PATH, "subset": "qualitative", "split": "test", "revision": SPEED_BENCH_REVISION,
-                    "unresolved": "error"},
-    "custom": {"prompt_field": "prompt", "id_field": "id", "category_field": "category", "category": "custom"},
-}
+class TaskModule(Protocol):
+    """What a dataset's module (``specbench/tasks/<name>.py``) declares, the name being the stem and ``name:`` of
+    ``conf/task/<name>.yaml`` and its test fixture ``tests/fixtures/tasks/<name>.jsonl``:
+
+    * ``DEFAULTS``: what it takes for a key its task config leaves null (``TaskConfig.setting``): the one place
+      the code writes them; its ``conf/task/<name>.yaml`` restates them (``tests/specbench/test_tasks.py`` checks
+      they agree);
+    * ``FIELDS``: the fields its rows hold (named in the error for a source that cannot be read);
+    * ``LOCAL_FILES``: whether ``task.data_files`` replaces its own source (``specbench.tasks.files``);
+    * ``source(cfg)``: a one-line description of its own source (``specbench.tasks.task_source``);
+    * ``load(cfg)``: every prompt of its source, in the source's order, or ``LoadedRows``
+      (``specbench.tasks.load_task`` applies the selections common to every task).
+    """
+
+    DEFAULTS: Mapping[str, str]
+    FIELDS: Sequence[str]
+    LOCAL_FILES: bool
+
+    def source(self, cfg: TaskConfig) -> str: ...
+
+    def load(self, cfg: TaskConfig) -> list[Prompt] | LoadedRows: ...
+
+
+#: the package's modules that are no dataset: what the datasets share. Every other module here is one.
+SHARED_MODULES = frozenset({"base", "config", "files", "formats", "load", "rows", "sources"})
+
+
+def dataset_modules() -> dict[str, str]:
+    """Every dataset of this package by name, found by convention: each ``specbench/tasks/<name>.py`` but the
+    ``SHARED_MODULES``, as the lazy entry ``"specbench.tasks.<name>"`` (listed from the folder, imported only when
+    chosen), so a new dataset is registered by its module alone."""
+    found = pkgutil.iter_modules([str(Path(__file__).resolve().parent)])
+    names = sorted(m.name for m in found if not m.ispkg and m.name not in SHARED_MODULES)
+    return {name: f"{__package__}.{name}" for name in names}
+
+
+#: the datasets by name (``embedded``, ``specbench``, ``speed_bench``, ``cnn_dailymail``, ``humaneval``, ``scrolls``,
+#: ``custom``), each entry its module (``TaskModule``), imported the first time it is chosen
+TASKS: Registry[TaskModule] = Registry("task loader", dataset_modules())
+
+
+def loader_defaults(loader: str) -> Mapping[str, str]:
+    """``loader``'s ``DEFAULTS`` (its module imported on first use); empty for a name ``TASKS`` does not know
+    (``load_task`` refuses it, naming the known ones)."""
+    return TASKS.get(loader).DEFAULTS if loader in TASKS else {}
