@@ -124,28 +124,35 @@ def read_peer(folders: Sequence[str]) -> dict[tuple[str, str, int, str], float]:
 REFERENCE = ("oracle", "oracle_agreement", "best_fixed_task", "best_fixed_prompt")
 
 
-def pooled_cells(path: Path) -> dict[tuple[str, object], tuple[float, float]]:
-    """``(method, γ_init) -> (Σ wall_ms, Σ ar_wall_ms)`` over a lab ``replay.jsonl``'s cells (``prompt_id *``)
-    at batch 1; a per-prompt γ (``best_fixed_prompt``) is keyed ``None``."""
+def pooled_cells(path: Path, batch_size: int = 1) -> dict[tuple[str, object], tuple[float, float]]:
+    """``(method, γ_init) -> (Σ time, Σ AR time)`` over a lab ``replay.jsonl``'s cells (``prompt_id *``) at
+    ``batch_size`` rows: at batch 1 the walls, above it each row's share of its batch's wall (``batch_share_ms``,
+    ``ar_share_ms``: what the grid's throughput divides by, ``runners.replay.grid.cells``); a per-prompt γ
+    (``best_fixed_prompt``) is keyed ``None``."""
     out: dict[tuple[str, object], tuple[float, float]] = {}
     for line in path.read_text().splitlines():
         row = json.loads(line)
-        if row.get("prompt_id") != "*" or row.get("batch_size", 1) != 1:
+        if row.get("prompt_id") != "*" or row.get("batch_size", 1) != batch_size:
             continue
         g = row["gamma_init"] if row["method"] != "best_fixed_prompt" else None
+        time = row.get("batch_share_ms") or row["wall_ms"]
+        ar_time = row.get("ar_share_ms") or row["ar_wall_ms"]
         wall, ar = out.get((row["method"], g), (0.0, 0.0))
-        out[(row["method"], g)] = (wall + row["wall_ms"], ar + row["ar_wall_ms"])
+        out[(row["method"], g)] = (wall + time, ar + ar_time)
     return out
 
 
-def leaderboard(folder: Path) -> list[str]:
-    """The leaderboard's markdown lines (module docstring), one block per ``<pair>__<task>``."""
-    lines = ["| pair | workload | method | best γ_init | speedup | / oracle | / best fixed "
+def leaderboard(folder: Path, batch_size: int = 1) -> list[str]:
+    """The leaderboard's markdown lines (module docstring), one block per ``<pair>__<task>``, at ``batch_size``
+    rows per batch (column ``B``)."""
+    lines = ["| pair | workload | B | method | best γ_init | speedup | / oracle | / best fixed "
              "| mean speedup over γ_init |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for path in sorted(folder.glob("*__*/replay.jsonl")):
         pair, _, task = path.parent.name.partition("__")
-        cells = pooled_cells(path)
+        cells = pooled_cells(path, batch_size)
+        if not cells:
+            continue
         speed = {k: ar / wall for k, (wall, ar) in cells.items()}
         oracle = speed[("oracle", None)]
         best_fixed = next(v for (m, _), v in speed.items() if m == "best_fixed_task")
@@ -156,12 +163,12 @@ def leaderboard(folder: Path) -> list[str]:
             g = max(by_g, key=lambda k: (by_g[k], -(k or 0)))
             ranked.append((by_g[g], m, g, sum(by_g.values()) / len(by_g)))
         for v, m, g, mean in sorted(ranked, reverse=True):
-            lines.append(f"| {pair} | {task} | {m} | {g} | {v:.3f} | {v / oracle:.3f} | {v / best_fixed:.3f} "
-                         f"| {mean:.3f} |")
+            lines.append(f"| {pair} | {task} | {batch_size} | {m} | {g} | {v:.3f} | {v / oracle:.3f} "
+                         f"| {v / best_fixed:.3f} | {mean:.3f} |")
         for (m, g), v in sorted(((k, v) for k, v in speed.items() if k[0] in REFERENCE),
                                 key=lambda kv: -kv[1]):
-            lines.append(f"| {pair} | {task} | *{m}* | {'' if g is None else g} | {v:.3f} | {v / oracle:.3f} "
-                         f"| {v / best_fixed:.3f} | |")
+            lines.append(f"| {pair} | {task} | {batch_size} | *{m}* | {'' if g is None else g} | {v:.3f} "
+                         f"| {v / oracle:.3f} | {v / best_fixed:.3f} | |")
     return lines
 
 
@@ -177,7 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="print the leaderboard of a lab replay folder instead")
     args = ap.parse_args(argv)
     if args.leaderboard:
-        print("\n".join(leaderboard(Path(args.leaderboard))))
+        print("\n".join(leaderboard(Path(args.leaderboard), args.batch_sizes[0])))
         return 0
     if not args.data:
         ap.error("--data is required (unless --leaderboard)")
