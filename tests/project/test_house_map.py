@@ -27,3 +27,15 @@ def test_the_maps_do_not_draw_an_import_the_contracts_forbid():
     assert re.search(r'source_modules = \["runners\.jobs"\]\s*\nforbidden_modules = \["runners\.replay"\]', pyproject)
     for doc in (HOUSE, (ROOT / "README.md").read_text(encoding="utf-8")):
         assert "jobs ─▶ replay" not in doc and "jobs never imports replay" in doc
+
+
+def test_no_test_module_imports_another():
+    """What several test modules share lives in ``tests/helpers/`` (issue 42)."""
+    modules = {p.stem for p in (ROOT / "tests").rglob("test_*.py")}
+    found = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            m = re.match(r"\s*(?:from|import)\s+(test_\w+)", line)
+            if m and m.group(1) in modules:
+                found.append(f"{path.relative_to(ROOT)}: {line.strip()}")
+    assert not found, found

@@ -19,7 +19,6 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_replay import _policy_strategy, affine_latency, synthetic_traces
 
 from methods.base import COSTS, DraftStep, FixedGamma, GammaPolicy, RoundOutcome, policy_needs
 from methods.registry import build_policy
@@ -50,6 +49,8 @@ from specbench.latency import (
     seen_after,
 )
 from specbench.registry import ConfigError
+
+from helpers.replay_strategies import affine_latency, policy_strategy, synthetic_traces
 
 # ----------------------------------------------------------------------------- batch 1 is today
 
@@ -129,7 +130,7 @@ def _same(a: ReplayResult, b: ReplayResult) -> bool:
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(traces=st.lists(synthetic_traces(), min_size=1, max_size=4), lat=affine_latency(),
-       policy=_policy_strategy(), mode=st.sampled_from(["per_row", "shared"]))
+       policy=policy_strategy(), mode=st.sampled_from(["per_row", "shared"]))
 def test_batch_one_is_todays_replay_job_bit_for_bit(traces, lat, policy, mode):
     name, gamma, params = policy
     build = partial(build_policy, name, gamma, params)
