@@ -50,6 +50,7 @@ from runners.replay.trace import (
     META_FILE,
     TRACE_FILE,
     find_trace_files,
+    hybrid_of,
     read_traces,
     write_traces,
 )
@@ -83,8 +84,8 @@ def traceable(config: JobConfig) -> str | None:
         return "temperature > 0 (traces are for greedy decoding)"
     if draft is None:
         return "the pair has no draft"
-    if draft.kind not in ("model", "prompt_lookup"):
-        return f"draft kind {draft.kind!r} is neither a model nor prompt lookup"
+    if draft.kind not in ("model", "prompt_lookup", "hybrid"):
+        return f"draft kind {draft.kind!r} is neither a model, prompt lookup nor the hybrid of both"
     if not config.pair.same_tokenizer or config.hetero_rule is not None:
         return "the draft has another tokenizer"
     if config.method.runner == "hf":
@@ -146,6 +147,13 @@ def trace_config(config: JobConfig, out_dir: str | os.PathLike, gamma_max: int |
         draft = PromptLookupDrafter.from_options(pair.draft.options, eos)
     else:
         draft = loaded.draft
+    hybrid = None
+    if pair.draft.kind == "hybrid":  # the model's rollouts, then the lookup's proposals on the same output
+        from runners.drafters.hybrid import HybridDrafter
+        from runners.drafters.prompt_lookup import PromptLookupDrafter
+
+        lookup_options, own = HybridDrafter._split(pair.draft.options)
+        hybrid = (PromptLookupDrafter.from_options(lookup_options, eos), own)
     path = out / TRACE_FILE
     reused = {tr.key: tr for f in find_trace_files(reuse_target) for tr in read_traces(f)} if reuse_target else {}
     done = {tr.key: tr for tr in read_traces(path)} if path.exists() else {}
@@ -171,6 +179,9 @@ def trace_config(config: JobConfig, out_dir: str | os.PathLike, gamma_max: int |
                 prev = build(target, draft, ids, config.max_new_tokens, eos, gamma_max, mode,
                              prompt_id=prompt.prompt_id, turn=turn, category=prompt.category,
                              reuse=reused.get((prompt.prompt_id, turn)), **names)
+                if hybrid is not None:
+                    prev = hybrid_of(prev, hybrid[0], ids, hybrid[1].get("min_lookup_tokens") or 1,
+                                     hybrid[1].get("max_model_tokens"))
                 write_traces(path, [prev], append=True)
                 if progress:
                     print(f"[trace {k}/{n_turns}] {prompt.prompt_id}/{turn}: {prev.n} tokens, "

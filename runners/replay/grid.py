@@ -219,10 +219,14 @@ def replay_grid(traces: Sequence[Trace], methods: Sequence[MethodSpec], gammas: 
             rows += job_rows(batches, method.label, gamma, latency, gamma_mode, ar, batch_size)
     if latency is None or not traces:
         return rows
-    rows += job_rows(oracle_batches(traces, latency, batch_size, max_new_tokens), ORACLE, None, latency, None, ar,
-                     batch_size)
-    rows += job_rows(agreement_oracle_batches(traces, latency, batch_size, max_new_tokens), AGREEMENT_ORACLE, None,
-                     latency, None, ar, batch_size)
+    if any(getattr(tr, "kind", "model") == "hybrid" for tr in traces):
+        errors.append("oracle: not computed for the hybrid drafter's traces (the oracle chooses among one proposer's "
+                      "drafts; the hybrid switches proposer by its own rule): the best fixed γ rows are the reference")
+    else:
+        rows += job_rows(oracle_batches(traces, latency, batch_size, max_new_tokens), ORACLE, None, latency, None, ar,
+                         batch_size)
+        rows += job_rows(agreement_oracle_batches(traces, latency, batch_size, max_new_tokens), AGREEMENT_ORACLE,
+                         None, latency, None, ar, batch_size)
     fixed = MethodSpec("fixed", "fixed", {})
     by_gamma: dict[int, list[BatchReplay]] = {}
     for gamma in range(1, max(gammas) + 1):

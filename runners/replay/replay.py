@@ -116,7 +116,10 @@ class _Row:
         self.x = trace.tokens[: self.m]
         self.n, self.p, self.eos = len(self.x), trace.prompt_tokens, set(trace.eos)
         self.policy, self.needs = policy, policy_needs(policy)
-        self.asks = getattr(trace, "kind", "model") == "model"  # prompt lookup never asks stop_drafting
+        kind = getattr(trace, "kind", "model")
+        self.asks = kind in ("model", "hybrid")  # prompt lookup never asks stop_drafting
+        self.hybrid = kind == "hybrid"  # a round's proposer is the hybrid's choice (``HybridTrace.source``)
+        self.src = "model"
         self.trace = trace
         self.res = ReplayResult(trace, self.n, "eos" if self.x[-1] in self.eos else "max_new_tokens")
         self.t, self.seen = 1, 0
@@ -131,7 +134,17 @@ class _Row:
         self.toks: list[int] = []
         self.confs: list[float] = []
         self.steps: list[DraftStep] = []
-        self.r_toks, self.r_feats = self.trace.rollout_steps(self.t, self.budget) if self.budget > 0 else ([], [])
+        k = self.budget
+        self.src = "model"
+        if self.hybrid and k > 0:
+            self.src = self.trace.source(self.t, k)
+            if self.src == "lookup":  # the lookup's tokens: no draft forward, no stop asked
+                self.r_toks, self.r_feats = self.trace.lookup[self.t - 1][:k], []
+                self.toks, self.drafting = list(self.r_toks), False
+                return
+            if self.trace.max_model_tokens is not None:
+                k = min(k, self.trace.max_model_tokens)
+        self.r_toks, self.r_feats = self.trace.rollout_steps(self.t, k) if k > 0 else ([], [])
         if not self.asks:
             self.toks = self.r_toks
         self.drafting = self.asks and bool(self.r_toks)
@@ -157,7 +170,9 @@ class _Row:
                 raise ValueError(f"verify_count returned {keep} for {self.proposed} proposed tokens")
             self.toks, self.confs, self.steps = self.toks[:keep], self.confs[:keep], self.steps[:keep]
         self.d = len(self.toks)
-        self.accepted = min(self.d, self.trace.agreement(self.t))
+        agree = self.trace.agreement_of(self.src, self.t) if self.hybrid else self.trace.agreement(self.t)
+        self.accepted = min(self.d, agree)
+        self.model_proposed = 0 if self.src == "lookup" else self.proposed  # what the draft model forwarded
 
     def end_round(self, costs: dict[str, float], round_ms: float | None) -> None:
         """The round's outcome recorded and observed; the row moves on."""
@@ -165,7 +180,7 @@ class _Row:
         new_t = min(self.t + accepted + 1, self.n)
         if round_ms is not None:
             res.round_ms.append(round_ms)
-        self.seen = seen_after(self.p, self.t, self.seen, self.proposed, accepted, new_t)
+        self.seen = seen_after(self.p, self.t, self.seen, self.model_proposed, accepted, new_t)
         eos_accepted = any(tok in self.eos for tok in self.toks[:accepted])
         outcome = RoundOutcome(self.gamma, d, accepted, tuple(self.confs), eos_accepted, tuple(self.steps),
                                **(costs if COSTS in self.needs else {}), discarded=self.proposed - d)
@@ -225,7 +240,7 @@ def replay_rows(traces: Sequence[Trace], policies: Sequence[GammaPolicy], latenc
         costs: dict[str, float] = {}
         round_ms = None
         if latency is not None:
-            draft_ms, verify_ms = batch_round_parts(latency, [RowRound(r.p, r.t, r.seen, r.proposed, r.d)
+            draft_ms, verify_ms = batch_round_parts(latency, [RowRound(r.p, r.t, r.seen, r.model_proposed, r.d)
                                                               for r in active])
             round_ms = verify_ms + latency.round_overhead_at(len(active)) + draft_ms
             out.round_ms.append(round_ms)

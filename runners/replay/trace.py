@@ -51,7 +51,9 @@ value (``unpack_conf`` restores the exact double the drafter passes on).
 
 Version 2 (``TRACE_VERSION``) added the entropy and margin per rollout step; a version-1
 file is refused with the command that rebuilds it. Prompt lookup pairs get a
-``runners.replay.trace_lookup.LookupTrace`` (``kind: prompt_lookup``) in the same files.
+``runners.replay.trace_lookup.LookupTrace`` (``kind: prompt_lookup``) in the same files, and the hybrid drafter's
+``HybridTrace`` (``kind: hybrid``: this trace's model rollouts plus the lookup's proposal at every position;
+``hybrid_of`` builds it; ``runners.replay.replay`` applies the hybrid's rule round by round).
 
 Files: ``<out>/trace.jsonl`` (one line per prompt turn, in the job's prompt order)
 and ``<out>/meta.json`` (pair, task, ``max_new_tokens``, ``gamma_max``, EOS ids,
@@ -63,7 +65,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -214,7 +216,10 @@ class Trace(TraceViews):
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> Trace:
-        if obj.get("kind", "model") != "model":
+        kind = obj.get("kind", "model")
+        if kind == HybridTrace.kind and cls is not HybridTrace:
+            return HybridTrace.from_json(obj)
+        if kind not in ("model", HybridTrace.kind):
             return LookupTrace.from_json(obj)
         unpack = unpack_confs
         trace = cls(
@@ -230,6 +235,67 @@ class Trace(TraceViews):
         if stored is not None and list(stored) != trace.agreements:
             raise ValueError(f"{trace.prompt_id}: stored agreement run lengths disagree with draft_next")
         return trace
+
+
+@dataclass
+class HybridTrace(Trace):
+    """A trace of the hybrid drafter (``runners.drafters.hybrid.HybridDrafter``): the draft model's greedy rollouts
+    (``Trace``'s fields) and, at every position ``t``, the prompt-lookup proposal (``lookup[t − 1]``, as
+    ``LookupTrace`` stores it), with the hybrid's own settings. A round at ``t`` with budget ``b`` is the
+    hybrid's (``source``): the lookup's first ``b`` tokens when they are at least ``min_lookup_tokens`` (no draft
+    forward, no confidences, ``stop_drafting`` not asked), else the model's rollout of ``min(b,
+    max_model_tokens)`` tokens; its acceptance is that proposal's agreement with the output (``agreement_of``)."""
+
+    lookup: list[list[int]] = field(default_factory=list)
+    min_lookup_tokens: int = 1
+    max_model_tokens: int | None = None
+    kind = "hybrid"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if len(self.lookup) != self.n - 1:
+            raise ValueError(f"lookup needs {self.n - 1} proposals (positions 1..N-1)")
+        agree = []
+        for t, prop in enumerate(self.lookup, start=1):
+            a = 0
+            while a < len(prop) and t + a < self.n and prop[a] == self.tokens[t + a]:
+                a += 1
+            agree.append(a)
+        self._lookup_agree = agree + [0]
+
+    def source(self, t: int, budget: int) -> str:
+        """``lookup`` or ``model``: what proposes the round at ``t`` with ``budget`` tokens (the hybrid's rule)."""
+        return "lookup" if len(self.lookup[t - 1][: max(0, budget)]) >= self.min_lookup_tokens else "model"
+
+    def agreement_of(self, source: str, t: int) -> int:
+        if source == "lookup":
+            return self._lookup_agree[t - 1] if t <= self.n else 0
+        return self.agreement(t)
+
+    def to_json(self) -> dict[str, Any]:
+        return {**super().to_json(), "lookup": self.lookup,
+                "hybrid": {"min_lookup_tokens": self.min_lookup_tokens, "max_model_tokens": self.max_model_tokens}}
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> HybridTrace:
+        model = Trace.from_json({k: v for k, v in obj.items() if k != "kind"})
+        own = obj.get("hybrid") or {}
+        return cls(**{f.name: getattr(model, f.name) for f in fields(Trace) if f.init},
+                   lookup=[[int(x) for x in p] for p in obj["lookup"]],
+                   min_lookup_tokens=int(own.get("min_lookup_tokens") or 1), max_model_tokens=own.get("max_model_tokens"))
+
+
+def hybrid_of(trace: Trace, lookup: Any, prompt_ids: list[int], min_lookup_tokens: int = 1,
+              max_model_tokens: int | None = None) -> HybridTrace:
+    """The hybrid drafter's trace from the draft model's ``trace`` of one prompt turn and its prompt-lookup drafter
+    (``runners.drafters.prompt_lookup.PromptLookupDrafter``): the lookup's proposal at every position, as long as
+    any round can ask (``min(gamma_max, max_new_tokens − 1 − t)``, as ``build_lookup_trace`` takes them)."""
+    ids = list(prompt_ids) + list(trace.tokens)
+    p = len(prompt_ids)
+    proposals = [lookup.lookup(ids[: p + t], min(trace.gamma_max, trace.max_new_tokens - 1 - t))
+                 for t in range(1, trace.n)]
+    return HybridTrace(**{f.name: getattr(trace, f.name) for f in fields(Trace) if f.init}, lookup=proposals,
+                       min_lookup_tokens=int(min_lookup_tokens), max_model_tokens=max_model_tokens)
 
 
 # ---------------------------------------------------------------------- files
