@@ -115,9 +115,12 @@ def attach_modeled(df: pd.DataFrame, root: str | Path) -> pd.DataFrame:
     root = Path(root)
     if out.empty or "job_dir" not in out:
         return out
+    sweeps = _sweeps(root)
+    if not sweeps:  # no interleaved sweep timed its costs here: nothing to model, no summary to read
+        return out
     configs = _configs(root, sorted({str(j) for j in out["job_dir"].dropna()}))
     kinds = out["job_dir"].map(lambda j: drafter_of(configs.get(str(j)))).where(out["hetero"].isna())
-    for sweep, path in _sweeps(root):
+    for sweep, path in sweeps:
         rel = "." if sweep == root else str(sweep.relative_to(root))
         rows = read_costs(path)
         in_sweep = out["job_dir"].map(lambda j, rel=rel: rel == "." or str(j) == rel or str(j).startswith(rel + "/"))

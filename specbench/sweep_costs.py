@@ -56,14 +56,18 @@ def _finite(x: Any) -> bool:
     return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
 
 
-def _line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
-    """Least-squares ``(a, b)`` of ``y = a + b·x`` (``b = 0`` for a single distinct x)."""
+def fit_affine(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
+    """Least-squares ``(a, b)`` of ``y = a + b·x`` (``b = 0`` for a single distinct x); the one line fit of the latency
+    model's terms (``runners.replay.latency`` calibrates with it too)."""
     n = len(xs)
+    if n == 0:
+        raise ValueError("nothing to fit")
     mx, my = sum(xs) / n, sum(ys) / n
     sxx = sum((x - mx) ** 2 for x in xs)
     if sxx == 0:
         return my, 0.0
-    return my - (b := sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx) * mx, b
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+    return my - b * mx, b
 
 
 def fit_forward(samples: Iterable[Mapping[str, Any]]) -> ForwardCost:
@@ -87,8 +91,8 @@ def fit_forward(samples: Iterable[Mapping[str, Any]]) -> ForwardCost:
     ref = round(sum(c for _, c, _ in steps) / len(steps)) if steps else 0
     table = {k: sum(m for _, m in pts) / len(pts) - slope * (sum(c for c, _ in pts) / len(pts) - ref)
              for k, pts in sorted(by_k.items())}
-    affine = _line(list(table), list(table.values())) if table else (0.0, 0.0)
-    pre = _line([k for k, _ in prefill], [m for _, m in prefill]) if prefill else affine
+    affine = fit_affine(list(table), list(table.values())) if table else (0.0, 0.0)
+    pre = fit_affine([k for k, _ in prefill], [m for _, m in prefill]) if prefill else affine
     return ForwardCost(table, affine, slope, ref, pre)
 
 

@@ -32,6 +32,7 @@ from typing import Any
 
 # the model's names, re-exported for callers of this module (defined in specbench.latency)
 from specbench.latency import BatchCosts, ForwardCost, LatencyModel
+from specbench.sweep_costs import fit_affine
 from specbench.timed_on import TimedOn
 
 __all__ = ["BatchCosts", "ForwardCost", "LatencyModel", "ModelTimer", "TimeForward", "calibrate", "calibrate_forwards",
@@ -39,19 +40,6 @@ __all__ = ["BatchCosts", "ForwardCost", "LatencyModel", "ModelTimer", "TimeForwa
 
 
 # ---------------------------------------------------------------------- calibration
-
-def fit_affine(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
-    """Least-squares ``(a, b)`` of ``y = a + b·x`` (``b = 0`` for a single distinct x)."""
-    n = len(xs)
-    if n == 0:
-        raise ValueError("nothing to fit")
-    mx, my = sum(xs) / n, sum(ys) / n
-    sxx = sum((x - mx) ** 2 for x in xs)
-    if sxx == 0:
-        return my, 0.0
-    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
-    return my - b * mx, b
-
 
 def isotonic(ys: Sequence[float]) -> list[float]:
     """The nondecreasing sequence closest to ``ys`` in least squares (pool adjacent violators):

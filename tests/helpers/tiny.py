@@ -97,6 +97,16 @@ def noisy_copy(model: LlamaForCausalLM, scale: float, seed: int = 7, relative_to
     return draft
 
 
+def sharp_pair(vocab_size: int) -> tuple[LlamaForCausalLM, LlamaForCausalLM]:
+    """A sharpened tiny target (its LM head × 50: confident, mostly deterministic choices) and a noisy copy as draft
+    (``noisy_copy``, 0.2 × each parameter's mean absolute value): agreement runs of ~1-3 tokens, draft confidences
+    spread over ~0.3-0.9 (the replay's exactness tests)."""
+    target = tiny_model(vocab_size, seed=1, layers=2)
+    with torch.no_grad():
+        target.lm_head.weight.mul_(50.0)
+    return target, noisy_copy(target, 0.2, seed=3, relative_to="abs_mean")
+
+
 def tiny_pair(texts: tuple[str, ...] = ("the quick brown fox",), draft: str = "model", noise: float = 0.2,
               noise_seed: int = 7, relative_to: str = "std", sharpen: float | None = None) -> TinyPair:
     """The one tiny-pair factory: the BPE tokenizer, a 2-layer target (seed 1), and a draft that is either an

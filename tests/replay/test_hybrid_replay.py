@@ -4,11 +4,9 @@ drafter: the same γ, drafted and accepted tokens per round, lookup rounds and m
 
 from __future__ import annotations
 
-import copy
 import json
 
 import pytest
-import torch
 
 from methods.registry import build_policy
 from runners.drafters.hybrid import HybridDrafter
@@ -28,14 +26,7 @@ MAX_NEW = 32
 @pytest.fixture(scope="module")
 def pair():
     tok = tiny.tiny_tokenizer()
-    target = tiny.tiny_model(len(tok), seed=1, layers=2)
-    with torch.no_grad():
-        target.lm_head.weight.mul_(50.0)
-    draft = copy.deepcopy(target)
-    gen = torch.Generator().manual_seed(3)
-    with torch.no_grad():
-        for p in draft.parameters():
-            p.add_(torch.randn(p.shape, generator=gen) * 0.2 * p.abs().mean())
+    target, draft = tiny.sharp_pair(len(tok))
     # repetitive prompts, so that the lookup finds matches in some rounds and not in others
     texts = ("one two three one two three one two", "the cat the cat the dog", "a b c d e f g a b c")
     return target, draft, [tok.encode(t) for t in texts]

@@ -96,15 +96,7 @@ def pair():
     """A sharpened tiny target and a noisy copy as draft: agreement runs of ~1-3 tokens, draft
     confidences spread over ~0.3-0.9, and an EOS that the target emits in one prompt."""
     tok = tiny.tiny_tokenizer()
-    vocab = len(tok)
-    target = tiny.tiny_model(vocab, seed=1, layers=2)
-    with torch.no_grad():
-        target.lm_head.weight.mul_(50.0)
-    draft = copy.deepcopy(target)
-    gen = torch.Generator().manual_seed(3)
-    with torch.no_grad():
-        for p in draft.parameters():
-            p.add_(torch.randn(p.shape, generator=gen) * 0.2 * p.abs().mean())
+    target, draft = tiny.sharp_pair(len(tok))
     texts = ("the quick brown fox", "def add(a, b):", "one two three", "a cat sat on", "translate the sentence")
     prompts = [tok.encode(t) for t in texts]
     from runners.engine.speculative import AutoregressiveRunner
