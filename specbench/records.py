@@ -121,8 +121,8 @@ For sweeps at scale:
   1-token block, ``step: [m, r]``), ``warmup`` and ``warmup_per_prompt`` (the same untimed decodes the
   measured decodes get). Null where there is no reference; records of schema 4 have neither.
 * ``interleave``: where the turn ran in its interleaved round (``round``, ``position`` of ``size``
-  decodes, the ``seed`` of its order and the ordering ``scheme``: ``latin``, positions balanced across rounds,
-  or ``shuffle`` before issue 40; ``runners.jobs.interleave``); null under the other launchers.
+  decodes, the ``seed`` of its order and the ordering ``scheme``: ``balanced``, pairs of mirrored rotations,
+  ``latin`` (a cyclic Latin square) or ``shuffle`` in earlier sweeps; ``runners.jobs.interleave``); null under the other launchers.
 * ``batch_size`` … ``ar_batch_wall_ms``: the batch a row was decoded in when ``batch_size`` > 1 (each
   field defined in ``runners.jobs.batch``); ``ttft_ms`` is then the batch's prefill and ``wall_ms`` ends
   at the row's own last token.

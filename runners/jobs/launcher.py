@@ -36,10 +36,16 @@ PLUGIN_TARGET = f"{PLUGIN_MODULE}.InterleavedLauncher"  # conf/hydra/launcher/in
 class InterleavedLauncher(Launcher):
     """Hydra launcher: the sweep's jobs in one process, interleaved prompt turn by prompt turn.
     ``seed``: the shuffle seed of the rounds (recorded); ``progress``: one progress bar per pair; ``costs``: time the
-    per-call costs in every round (``runners.jobs.sweep_costs``: what the analysis' modeled speedups charge)."""
+    per-call costs in every round (``runners.jobs.sweep_costs``: what the analysis' modeled speedups charge);
+    ``scheme``: the rounds' order (``runners.jobs.interleave.SCHEMES``; ``balanced`` unless re-running an earlier sweep)."""
 
-    def __init__(self, seed: int = 0, progress: bool = True, costs: bool = True) -> None:
+    def __init__(self, seed: int = 0, progress: bool = True, costs: bool = True, scheme: str = "balanced") -> None:
+        from runners.jobs.interleave import SCHEMES
+
         super().__init__()
+        if scheme not in SCHEMES:
+            raise ValueError(f"hydra.launcher.scheme must be one of {', '.join(SCHEMES)}, got {scheme!r}")
+        self.scheme = str(scheme)
         self.seed = int(seed)
         self.progress = bool(progress)
         self.costs = bool(costs)
@@ -60,7 +66,7 @@ class InterleavedLauncher(Launcher):
         configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
-        log.info("Interleaving %d jobs (seed %d)", len(job_overrides), self.seed)
+        log.info("Interleaving %d jobs (seed %d, %s order)", len(job_overrides), self.seed, self.scheme)
         collected: list[tuple[Any, str]] = []
 
         def collect(cfg: DictConfig) -> None:
@@ -83,7 +89,8 @@ class InterleavedLauncher(Launcher):
             returns.append(run_job(hydra_context=self.hydra_context, task_function=collect, config=sweep_config,
                                    job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir"))
         configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
-        InterleavedSweep(collected, sweep_dir, seed=self.seed, progress=self.progress, costs=self.costs).run()
+        InterleavedSweep(collected, sweep_dir, seed=self.seed, progress=self.progress, costs=self.costs,
+                         scheme=self.scheme).run()
         for ret in returns:  # like run.py's jobs in a multirun: a failure is in its summary and the report
             ret.status = JobStatus.COMPLETED
             ret.return_value = None

@@ -18,7 +18,7 @@ from omegaconf import OmegaConf
 
 from runners.jobs import interleave
 from runners.jobs import job as job_module
-from runners.jobs.interleave import InterleavedSweep, read_order, round_order, round_seed
+from runners.jobs.interleave import InterleavedSweep, golden_step, read_order, round_order, round_seed
 from runners.jobs.job import run_job
 from specbench.records import aggregate, read_records
 
@@ -64,13 +64,15 @@ def test_rounds_decode_every_job_once_per_turn_with_the_paired_reference(tiny_co
         names = r["order"]
         assert sorted(n for n in names if not n.startswith("ar:")) == sorted(d.name for _, d in jobs)
         assert len([n for n in names if n.startswith("ar:")]) == 1
-        # a row of the Latin square over the round's slots (4 slots, 3 rounds: one block, shifts 0-2)
+        # a round of the balanced scheme over the round's slots (4 slots, 3 rounds: one block; rounds 0 and 1
+        # a rotation and its mirror, round 2 the next rotation)
         plan = round_order(r["slots"], 3, "tiny", r["round"])
         assert r["slots"] == [r["slots"][i] for i in plan.order] and f"ar/{first_spec}" in r["slots"]
-        assert (r["scheme"], r["shift"], r["seed"]) == ("latin", r["round"], round_seed(3, "tiny", 0))
+        assert (r["scheme"], r["seed"]) == ("balanced", round_seed(3, "tiny", 0))
+        assert (r["shift"], r["reversed"]) == [(0, False), (0, True), (golden_step(4), False)][r["round"]]
         assert r["warmed"]["job"] == first_spec and r["warmed"]["new_tokens"] > 0 and "error" not in r["warmed"]
-    assert len({tuple(r["slots"]) for r in rounds}) == 3  # rotated: no slot twice at one position
-    assert all(len({r["slots"][p] for r in rounds}) == 3 for p in range(4))
+    assert rounds[1]["slots"] == rounds[0]["slots"][::-1]  # mirrored: every slot's positions sum to n - 1
+    assert len({tuple(r["slots"]) for r in rounds}) == 3
     paired = [json.loads(line) for line in (tmp_path / ".specbench" / "ar_paired.jsonl").read_text().splitlines()]
     assert len(paired) == 3
     by_job = {d.name: read_records(d / "records.jsonl") for _, d in jobs}
@@ -80,7 +82,7 @@ def test_rounds_decode_every_job_once_per_turn_with_the_paired_reference(tiny_co
         for r in records:
             order = rounds[r["interleave"]["round"]]["order"]
             assert order[r["interleave"]["position"]] == name  # the record says where it ran
-            assert r["interleave"]["scheme"] == "latin" and r["interleave"]["size"] == 4
+            assert r["interleave"]["scheme"] == "balanced" and r["interleave"]["size"] == 4
             assert r["host_probe_ms"] > 0 and r["repeat"] == 0
             if name == "method=ar":
                 assert r["ar_source"] == "self"
