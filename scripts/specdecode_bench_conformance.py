@@ -32,6 +32,11 @@ method, the initial γ of the grid with the highest pooled speedup over the targ
 Σ wall_ms``), that speedup, its share of the oracle's and of the best fixed γ in hindsight's throughput, and the mean speedup over the
 grid's initial γ; then the reference rows (``oracle``, ``oracle_agreement``, ``best_fixed_task`` with its γ,
 ``best_fixed_prompt``).
+
+``--figure OUT.png TABLE.md ...`` (issue 41, item 4) draws the leaderboard figure from such tables (the committed
+``results/committed/specdecode_bench_lab/leaderboard_b*.md``, so it is re-made from a clean checkout without the
+peer's data): one panel per proposer × workload, each policy's throughput at its best initial γ over the best
+fixed γ in hindsight (column ``/ best fixed``), one bar per batch size, and the oracle's level per batch size.
 """
 
 from __future__ import annotations
@@ -172,6 +177,71 @@ def leaderboard(folder: Path, batch_size: int = 1) -> list[str]:
     return lines
 
 
+def read_leaderboard(paths: Sequence[Path]) -> list[dict[str, object]]:
+    """The rows of leaderboard tables (``leaderboard``'s markdown): pair, workload, B, method (a reference without
+    its italics, ``reference`` true), ``/ best fixed`` and ``/ oracle`` as floats."""
+    rows: list[dict[str, object]] = []
+    for path in paths:
+        lines = [ln for ln in Path(path).read_text(encoding="utf-8").splitlines() if ln.startswith("|")]
+        if not lines:
+            raise ValueError(f"{path}: no leaderboard table in it")
+        header = [c.strip() for c in lines[0].strip("|").split("|")]
+        for line in lines[2:]:
+            cells = dict(zip(header, (c.strip() for c in line.strip("|").split("|"))))
+            method = cells["method"]
+            rows.append({"pair": cells["pair"], "workload": cells["workload"], "B": int(cells["B"]),
+                         "method": method.strip("*"), "reference": method.startswith("*"),
+                         "x_best_fixed": float(cells["/ best fixed"]), "x_oracle": float(cells["/ oracle"])})
+    return rows
+
+
+def plot_leaderboard_tables(rows: Sequence[dict[str, object]], out: Path) -> Path:
+    """The leaderboard figure (module docstring) of ``read_leaderboard`` rows, written to ``out``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    panels = sorted({(str(r["pair"]), str(r["workload"])) for r in rows})
+    sizes = sorted({int(r["B"]) for r in rows})  # type: ignore[call-overload]
+    policies = sorted({str(r["method"]) for r in rows if not r["reference"]})
+    value = {(r["pair"], r["workload"], r["B"], r["method"]): float(r["x_best_fixed"]) for r in rows}  # type: ignore[arg-type]
+    # one order for every panel: by the mean over the panels and batch sizes
+    mean = {m: sum(value.get((p, w, b, m), 0.0) for p, w in panels for b in sizes) / (len(panels) * len(sizes))
+            for m in policies}
+    policies.sort(key=lambda m: mean[m])
+    proposers = sorted({p for p, _ in panels})
+    workloads = sorted({w for _, w in panels})
+    fig = Figure(figsize=(3.2 * len(workloads), 0.22 * len(policies) * len(proposers) + 1.6 * len(proposers)))
+    axes = fig.subplots(len(proposers), len(workloads), squeeze=False, sharex=True)
+    colours = ["#4a78b0", "#e0a040", "#60a060", "#a05070"]
+    height = 0.8 / len(sizes)
+    for i, pair in enumerate(proposers):
+        for j, workload in enumerate(workloads):
+            ax = axes[i][j]
+            for k, b in enumerate(sizes):
+                ys = [n + (k - (len(sizes) - 1) / 2) * height for n in range(len(policies))]
+                xs = [value.get((pair, workload, b, m), float("nan")) for m in policies]
+                ax.barh(ys, xs, height=height, color=colours[k % len(colours)], label=f"B = {b}")
+                oracle = value.get((pair, workload, b, "oracle"))
+                if oracle is not None:
+                    ax.axvline(oracle, color=colours[k % len(colours)], ls="--", lw=0.9, label=f"oracle, B = {b}")
+            ax.axvline(1.0, color="black", lw=0.8, label="best fixed γ in hindsight")
+            ax.set_yticks(range(len(policies)))
+            ax.set_yticklabels(policies if j == 0 else [], fontsize=6)
+            ax.set_xlim(0.5, max(1.3, max(v for v in value.values()) + 0.02))
+            ax.tick_params(axis="x", labelsize=7)
+            ax.set_title(f"{pair.rsplit('_', 1)[-1]} — {workload}", fontsize=8)
+            if i == len(proposers) - 1:
+                ax.set_xlabel("throughput ÷ best fixed γ (best initial γ)", fontsize=7)
+    axes[0][-1].legend(fontsize=6, loc="lower right")
+    fig.suptitle("γ policies on SpecDecode-Bench's Llama-3.1-8B traces at their H100 costs", fontsize=9)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=130)
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", help="their data/llama3.1-8B folder (combined_<workload>.jsonl)")
@@ -182,7 +252,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--tolerance", type=float, default=0.02, help="|ours - theirs| flagged above it")
     ap.add_argument("--leaderboard", metavar="DIR",
                     help="print the leaderboard of a lab replay folder instead")
+    ap.add_argument("--figure", nargs="+", metavar=("OUT.png", "TABLE.md"),
+                    help="draw the leaderboard figure from leaderboard tables instead (module docstring)")
     args = ap.parse_args(argv)
+    if args.figure:
+        if len(args.figure) < 2:
+            ap.error("--figure needs the output file and at least one leaderboard table")
+        try:
+            rows = read_leaderboard([Path(p) for p in args.figure[1:]])
+        except (OSError, ValueError, KeyError) as exc:
+            ap.error(f"cannot read the leaderboard tables: {type(exc).__name__}: {exc}")
+        print(plot_leaderboard_tables(rows, Path(args.figure[0])))
+        return 0
     if args.leaderboard:
         print("\n".join(leaderboard(Path(args.leaderboard), args.batch_sizes[0])))
         return 0

@@ -34,7 +34,7 @@ HELP = {
     "gpu_timing.py": "--repeats",
     "hetero_acceptance.py": "usage",
     "peer_exactness.py": "--rules",
-    "specdecode_bench_conformance.py": "--peer-results",
+    "specdecode_bench_conformance.py": "--figure",
 }
 #: the package CLIs that were scripts (issue 30): module, arguments, an option their --help must show
 MODULE_HELP = {
