@@ -14,7 +14,7 @@ Shared pieces: ``analysis.frame`` reads the records; ``analysis.metrics`` holds 
 table shares (throughput, speedups, mean ± std, method labels, the one number formatter);
 ``analysis.uncertainty`` is the one definition of the 95 % confidence intervals (a paired, t-calibrated
 delete-one-cluster jackknife over prompt turns, batches joined) and of when a ranking is resolved; ``analysis.settings`` says what a row is (every
-method knob off its ``conf/method`` default) and which settings split a scenario, so no table pools
+method knob off its default, as the record's own ``method_key`` says) and which settings split a scenario, so no table pools
 runs whose settings differ; ``analysis.render`` writes Markdown, LaTeX and CSV from the same frame and
 PNG + PDF; ``analysis.paper`` holds the papers' own numbers (``analysis/data/paper_numbers.csv``);
 ``analysis.wandb_source`` rebuilds the frame from a W&B project. Imports only ``specbench``.

@@ -16,11 +16,18 @@ from the file's own ``meta.provenance`` (a calibration JSON, which may predate t
 into), else from the nearest ``provenance.json`` above the file (``python -m runners.jobs.export`` writes one per
 recipe); a folder without one (the policy lab) names them in the marker: ``machine="…" date=YYYY-MM-DD``.
 
-``python -m analysis.docs refresh`` rewrites every block from its file; ``python -m analysis.docs check``
-(and ``tests/project/test_docs.py``) fails when a block differs from what its file renders, when a file is
-missing, or when a measured-looking figure (:data:`FIGURE_RE`) stands outside every block and is not one
-of the explained exceptions of :data:`ALLOWED`. Dated lab notes with no committed file behind them
-belong in ``results/README.md``, the lab notebook, which this rule does not cover.
+The record's field definitions are generated the same way, from their one declaration (``specbench.records``:
+``Record``'s field metadata), one block per group of fields (``render_fields``)::
+
+    <!-- fields: timing -->
+    ...written by ``python -m analysis.docs refresh``...
+    <!-- /fields -->
+
+``python -m analysis.docs refresh`` rewrites every block from its file (a fields block from the declaration);
+``python -m analysis.docs check`` (and ``tests/project/test_docs.py``) fails when a block differs from what its
+file (or the declaration) renders, when a file is missing, or when a measured-looking figure (:data:`FIGURE_RE`)
+stands outside every block and is not one of the explained exceptions of :data:`ALLOWED`. Dated lab notes with no
+committed file behind them belong in ``results/README.md``, the lab notebook, which this rule does not cover.
 """
 
 from __future__ import annotations
@@ -250,17 +257,18 @@ def render(path: str, options: dict[str, str], root: Path = ROOT) -> str:
 
 
 def refresh_text(text: str, root: Path = ROOT) -> str:
-    """The Markdown with every block rewritten from its file."""
+    """The Markdown with every block rewritten from its file, and every fields block from the declaration."""
     out, end = [], 0
     for match in _includes(text):
         path, options = parse_args(match["args"])
         out += [text[end:match.start("body")], render(path, options, root)]
         end = match.end("body")
-    return "".join([*out, text[end:]])
+    return refresh_fields("".join([*out, text[end:]]))
 
 
 def stale_blocks(doc: Path, root: Path = ROOT) -> list[str]:
-    """One line per block of ``doc`` that differs from (or cannot be rendered from) its file."""
+    """One line per block of ``doc`` that differs from (or cannot be rendered from) its file, and per fields block
+    that differs from the record's declaration (``stale_fields``)."""
     problems = []
     for block in blocks(doc):
         try:
@@ -271,7 +279,67 @@ def stale_blocks(doc: Path, root: Path = ROOT) -> list[str]:
         if block.body != expected:
             problems.append(f"{_rel(doc, root)}:{block.line}: the block differs from {block.path} "
                             f"(run `python -m analysis.docs refresh`)")
+    return problems + stale_fields(doc, root)
+
+
+# ---------------------------------------------------------------------- the record's declared fields
+
+#: a block generated from the record's declaration (``specbench.records``: ``Record``'s field metadata), one
+#: per group of fields: ``<!-- fields: GROUP -->`` … ``<!-- /fields -->``; no measured figure, so no file or date
+FIELDS_RE = re.compile(r"(?P<open><!-- fields: (?P<group>\w+) -->\n)(?P<body>.*?)(?P<close><!-- /fields -->)", re.S)
+
+
+def render_fields(group: str) -> str:
+    """A fields block's body: the group's title and what its fields share, then one table row per declared field
+    (its name, unit and definition), in the declaration's order."""
+    from specbench.records import GROUPS, declaration
+
+    if group not in GROUPS:
+        raise ValueError(f"fields: unknown group {group!r} (known: {', '.join(GROUPS)})")
+    title, about = GROUPS[group]
+    lines = ["> Generated from `specbench/records.py` (`Record`'s declared fields). "
+             "Refresh: `python -m analysis.docs refresh`.", "", f"**{title}.** {about}", "",
+             "| field | unit | definition |", "|---|---|---|"]
+    for d in declaration():
+        if d.group == group:
+            lines.append(f"| `{d.name}` | {d.unit or '—'} | {d.doc.replace('|', chr(92) + '|')} |")
+    return "\n".join(lines) + "\n"
+
+
+def _field_blocks(text: str) -> list[re.Match]:
+    return list(FIELDS_RE.finditer(_unfenced(text)))
+
+
+def stale_fields(doc: Path, root: Path = ROOT) -> list[str]:
+    """One line per fields block of ``doc`` that differs from the declaration, and, on a page that has fields
+    blocks, one per group of the declaration none of them shows."""
+    text = doc.read_text(encoding="utf-8")
+    problems, shown = [], set()
+    for match in _field_blocks(text):
+        line = text.count("\n", 0, match.start()) + 1
+        shown.add(match["group"])
+        try:
+            expected = render_fields(match["group"])
+        except ValueError as err:
+            problems.append(f"{_rel(doc, root)}:{line}: {err}")
+            continue
+        if match["body"] != expected:
+            problems.append(f"{_rel(doc, root)}:{line}: the fields block differs from specbench/records.py's "
+                            f"declaration (run `python -m analysis.docs refresh`)")
+    if shown:
+        from specbench.records import GROUPS
+
+        problems += [f"{_rel(doc, root)}: no fields block shows group {g!r}" for g in GROUPS if g not in shown]
     return problems
+
+
+def refresh_fields(text: str) -> str:
+    """The Markdown with every fields block rewritten from the declaration."""
+    out, end = [], 0
+    for match in _field_blocks(text):
+        out += [text[end:match.start("body")], render_fields(match["group"])]
+        end = match.end("body")
+    return "".join([*out, text[end:]])
 
 
 def _outside(text: str) -> str:

@@ -16,12 +16,18 @@ folder at any depth and adds a few columns from the job's summary:
   ``fast_linear=all,fused_prefill``; ``plain`` when none; null for AR/transformers jobs), ``ar_cache`` (an AR method's ``cache``, ``dynamic``
   when older configs had none), and, always from the config, ``target_path`` / ``draft_path``
   (Hub ids: hf-bench's labels are guessed from them) and ``target_quant``;
-* ``method`` becomes its variant key (``analysis.metrics.method_key``: every knob off its default in
-  ``conf/method/<name>.yaml``, ``gammatune[eta=0.5]``; ``gammatune[carryover]`` when γ was carried
-  over between prompts; the cross-vocabulary algorithm's knobs off ``conf/hetero/<name>.yaml``;
-  ``specdecode[fast_linear=all]`` when the pair's rows ran more than one engine: an engine every row of the
+* ``method`` becomes its variant key: the record's own ``method_key`` (written by the job,
+  ``specbench.method_config.method_key``: every knob off its default in the method's YAML at run time,
+  ``gammatune[eta=0.5]``; ``gammatune[carryover]`` when γ was carried over between prompts; the
+  cross-vocabulary algorithm's knobs off theirs), or for a record without one the same rule against the
+  frozen defaults of ``analysis.settings`` (``analysis.metrics.method_key``); then
+  ``specdecode[fast_linear=all]`` when the pair's rows ran more than one engine (an engine every row of the
   pair shares names no variant, ``shared_engines_dropped``), so no table pools two settings, or two engines,
   under one name, and a sweep on one engine finds its baseline (``specdecode``);
+* every column is typed by the record's declaration (``specbench.records.declaration``: numbers numeric,
+  lists as lists, mappings as mappings, text and flags with null as ``None``; ``repeat``, ``batch_size`` and
+  ``schema_version`` of older records as declared, ``absent``), and the columns this module adds by
+  ``FRAME_COLUMNS``, so a table may index any column;
 * ``job_status``: the summary's ``status`` (``"complete"`` / ``"failed"``), or
   ``"incomplete"`` when there is no summary yet (a running or killed job), or
   ``"unreadable"`` when the summary is not valid JSON;
@@ -55,25 +61,32 @@ from analysis.metrics import method_key
 from analysis.modeled import attach_modeled
 from analysis.settings import scenarios as split_scenarios
 from specbench.config import EngineConfig
-from specbench.records import RECORD_FIELDS, read_records
+from specbench.method_config import tagged
+from specbench.record_io import read_records
+from specbench.records import FieldDeclaration, declaration
 from specbench.registry import ConfigError
 
-EXTRA_COLUMNS = ("max_new_tokens", "hetero_params", "engine", "target_path", "draft_path", "target_quant", "job_status", "job_dir", "job_error",
-                 "device", "source")
-COLUMNS = tuple(RECORD_FIELDS) + EXTRA_COLUMNS
-LIST_COLUMNS = ("gamma_trace", "drafted_trace", "accepted_trace", "confidence_trace", "output_ids", "device_neighbours",
-                "drafted_per_pos", "compared_per_pos", "accepted_per_pos")
-IDENTITY_KEYS = ("pair", "method", "task", "target")
-NUMERIC_COLUMNS = (
-    "turn", "gamma_init", "temperature", "seed", "prompt_tokens", "new_tokens", "ttft_ms", "tpot_ms",
-    "tokens_per_s", "wall_ms", "draft_ms", "verify_ms", "overhead_ms", "predicted_wall_ms",
-    "rounds", "drafted", "accepted", "acceptance_rate",
-    "mean_accepted_per_round", "ar_tokens_per_s", "ar_wall_ms", "speedup", "max_new_tokens",
-    "hfbench_ttft_ms", "hfbench_tpot_ms", "hfbench_tokens_per_s", "top_k", "top_p", "typical_p",
-    "target_vocab_size", "draft_vocab_size",
-    "draft_forwards", "fallback_rounds",
-    "device_jobs", "ar_device_jobs", "repeat", "host_probe_ms",
+#: the columns the frame adds to a record's (module docstring), typed as a record's fields are
+FRAME_COLUMNS = (
+    FieldDeclaration("max_new_tokens", "number", True, "tokens", "frame", "The job's `max_new_tokens`.", None),
+    FieldDeclaration("hetero_params", "mapping", True, "", "frame", "The job's `hetero` node.", None),
+    FieldDeclaration("engine", "text", True, "", "frame", "The engine options that were on (`engine_tag`).", None),
+    *(FieldDeclaration(name, "text", True, "", "frame", doc, None) for name, doc in (
+        ("target_path", "The target's source."), ("draft_path", "The draft's source."),
+        ("target_quant", "The target's quantization."), ("job_status", "The summary's status."),
+        ("job_dir", "The job folder."), ("job_error", "The summary's error."), ("device", "The summary's device."),
+        ("source", "Where the row came from.")))
 )
+
+
+def column_types() -> dict[str, FieldDeclaration]:
+    """Every column of the frame and how it is typed: the record's declared fields (``specbench.records``) and
+    ``FRAME_COLUMNS``."""
+    return {d.name: d for d in (*declaration(), *FRAME_COLUMNS)}
+
+
+COLUMNS = tuple(column_types())
+IDENTITY_KEYS = ("pair", "method", "task", "target")
 ALWAYS_FROM_CONFIG = ("target_path", "draft_path", "target_quant", "engine")
 
 
@@ -226,31 +239,48 @@ def job_rows(
     return rows
 
 
+def typed_column(values: pd.Series, declared: FieldDeclaration) -> Any:
+    """A column as its declaration types it (module docstring): numbers numeric (an older record's missing value
+    read as ``absent`` when declared), lists as lists (else empty), mappings as mappings (else empty, or ``None``
+    where the field may be null), text as ``str`` and flags as written, null as ``None``."""
+    kind = declared.kind
+    if kind == "number":
+        numbers = pd.to_numeric(values, errors="coerce")
+        return numbers if declared.absent is None else numbers.fillna(declared.absent).astype(type(declared.absent))
+    if kind == "list":
+        return [v if isinstance(v, list) else [] for v in values]
+    if kind == "mapping":
+        empty = None if declared.nullable else {}
+        return [v if isinstance(v, Mapping) else (dict(empty) if empty is not None else None) for v in values]
+    if kind == "text":
+        return pd.Series([None if _missing(v) else str(v) for v in values], index=values.index, dtype=object)
+    return pd.Series([None if _missing(v) else v for v in values], index=values.index, dtype=object)  # a flag
+
+
+def variant_key(recorded: Any, method: Any, params: Any, engine: str | None, hetero: Any, hetero_params: Any) -> Any:
+    """A row's method key (module docstring): the record's own ``method_key`` when it has one, else the frozen rule
+    (``analysis.metrics.method_key``); then the engine options that name a variant (``engine``)."""
+    if not isinstance(recorded, str) or not recorded:
+        return method_key(method, params, engine, hetero, hetero_params)
+    base, _, tags = recorded.partition("[")
+    return tagged(base, [t for t in tags.rstrip("]").split(",") if t] + (engine.split(",") if engine else []))
+
+
 def rows_to_frame(rows: list[Mapping[str, Any]]) -> pd.DataFrame:
-    """A frame with every schema column present (missing ones all-null), numbers numeric,
-    and the per-round traces as lists (so a table may always index any column)."""
+    """A frame with every column present (missing ones all-null) and typed by the record's declaration
+    (``column_types``), so a table may always index any column; ``method`` keyed (module docstring)."""
     df = pd.DataFrame(list(rows))
-    for col in COLUMNS:
-        if col not in df.columns:
-            df[col] = None
-    for col in NUMERIC_COLUMNS:
-        df[col] = pd.to_numeric(df[col], errors="coerce")
-    df["repeat"] = df["repeat"].fillna(0).astype(int)
-    for col in LIST_COLUMNS:
-        df[col] = [v if isinstance(v, list) else [] for v in df[col]]
-    df["method_params"] = [v if isinstance(v, Mapping) else {} for v in df["method_params"]]
-    for col in ("pair", "method", "hetero", "task", "category", "prompt_id", "target", "draft", "ar_cache",
-                "target_path", "draft_path", "target_quant", "prompt_format"):
-        df[col] = [None if _missing(v) else str(v) for v in df[col]]
-    engines = [None if _missing(v) else str(v) for v in df["engine"]]
-    df["engine"] = pd.Series(engines, index=df.index, dtype=object)
+    for name, declared in column_types().items():
+        df[name] = typed_column(df[name] if name in df.columns else pd.Series(None, index=df.index, dtype=object),
+                                declared)
+    engines = list(df["engine"])
     engines = shared_engines_dropped(engines, list(df["pair"]))
     if "gamma_mode" in df:  # one γ per round for a whole batch: a variant of the method (analysis.settings)
         engines = [",".join(filter(None, [e, "batch_gamma=shared"])) if m == "shared" else e
                    for e, m in zip(engines, df["gamma_mode"], strict=True)]
-    df["hetero_params"] = [v if isinstance(v, Mapping) else None for v in df["hetero_params"]]
-    df["method"] = [method_key(m, p, e, h, hp) for m, p, e, h, hp in
-                    zip(df["method"], df["method_params"], engines, df["hetero"], df["hetero_params"], strict=True)]
+    df["method"] = [variant_key(k, m, p, e, h, hp) for k, m, p, e, h, hp in
+                    zip(df["method_key"], df["method"], df["method_params"], engines, df["hetero"], df["hetero_params"],
+                        strict=True)]
     return df
 
 

@@ -19,8 +19,9 @@ Conventions (stated in every caption that uses them):
   ``summarize_results.py: get_df_summary_of_results``), used only under hf-bench's definitions.
 
 Method keys: a record's ``method`` with a variant tag for every knob that is not at the method's
-default (``method_key``; the rule and the defaults' one place, ``conf/method/<name>.yaml``, are in
-``analysis.settings``): ``gammatune[eta=0.5]``, ``gammatune[carryover]`` (``transient: false``: γ
+default (``method_key``: the job writes it into each record, ``specbench.method_config.method_key``, from the
+method's YAML as it ran; records written before that are keyed by ``analysis.settings``' frozen copy of the
+defaults they ran under, so analysis reads no ``conf/``): ``gammatune[eta=0.5]``, ``gammatune[carryover]`` (``transient: false``: γ
 carried over between prompts), ``gammatune[expand=drafted]``, the cross-vocabulary algorithm's knobs
 off their defaults, and the engine options that were on (``specdecode[fast_linear=all,fused_prefill]``,
 from ``analysis.frame.engine_tag``); ``method_label`` reads them ``GammaTune (η = 0.5)``,

@@ -24,10 +24,10 @@ replay used, not measured. Definitions:
 
 Batch sizes (issue 31; ``runners.replay.batched``): a row may carry ``batch_size`` (none: 1) and
 ``gamma_mode``; every cell, reference and fraction is per batch size (a policy at B against the references
-at the same B), a cell's throughput is over all its rows (``Σ new_tokens / Σ batch_share_ms``: each batch's
-wall once; a row without a share, its own wall), a shared-γ policy is named ``METHOD (shared γ)``. With a
-batch size other than 1 the tables gain a ``B`` column (with batch 1 only they are as before), and
-``plot_batch_sizes`` draws the speedup over AR at the same B of the best fixed γ, each policy and the
+at the same B), a cell's throughput is over all its rows (``Σ new_tokens / Σ throughput_ms``,
+``specbench.records.throughput_ms``: each batch's wall once; a row without a share, its own wall), a
+shared-γ policy is named ``METHOD (shared γ)``. With a batch size other than 1 the tables gain a ``B``
+column (with batch 1 only they are as before), and ``plot_batch_sizes`` draws the speedup over AR at the same B of the best fixed γ, each policy and the
 oracle against B. At B > 1 the oracle is not a bound (``runners.replay.batched``): × oracle may exceed 1.
 
 Leviathan et al.'s prediction beside the replayed and measured fixed-γ speedups is
@@ -36,7 +36,6 @@ Leviathan et al.'s prediction beside the replayed and measured fixed-γ speedups
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from pathlib import Path
@@ -47,7 +46,8 @@ import pandas as pd
 from analysis.metrics import fmt_ratio
 from analysis.registry import REPLAY, artefact
 from analysis.render import Table
-from specbench.records import REPLAY_FILE, pooled_tokens_per_s
+from specbench.record_io import read_records
+from specbench.records import REPLAY_FILE, pooled_tokens_per_s, throughput_ms
 
 REFERENCES = ("oracle", "oracle_agreement", "best_fixed_task", "best_fixed_prompt")
 GROUP = ["pair", "task", "max_new_tokens"]
@@ -67,25 +67,19 @@ def find_replay_files(root: str | os.PathLike) -> list[Path]:
 
 def load_replay(root: str | os.PathLike) -> pd.DataFrame:
     """Every ``replay.jsonl`` row at or under ``root`` (a torn last line is skipped)."""
-    rows = []
-    for path in find_replay_files(root):
-        with open(path, encoding="utf-8") as fh:
-            for line in fh:
-                if line.endswith("\n") and line.strip():
-                    row = json.loads(line)
-                    row["replay_file"] = str(path)
-                    rows.append(row)
+    rows = [{**row, "replay_file": str(path)} for path in find_replay_files(root) for row in read_records(path)]
     return pd.DataFrame(rows)
 
 
-def _time(group: pd.DataFrame, share: str, wall: str) -> pd.Series:
-    """Each row's part of the time its throughput divides by: its share of its batch's wall (``share``),
-    else its own wall (a row decoded alone)."""
-    return group[share].fillna(group[wall]) if share in group else group[wall]
+def _time(group: pd.DataFrame, ar: bool = False) -> list[float]:
+    """Each row's (or cell's) time its throughput divides by, ``specbench.records.throughput_ms``: its share of its
+    batch's wall, else its own wall (a row decoded alone); ``ar``: the AR side's; NaN where there is none."""
+    times = (throughput_ms(row, ar=ar) for row in group.to_dict("records"))
+    return [math.nan if t is None else t for t in times]
 
 
 def _pooled(group: pd.DataFrame) -> float:
-    return pooled_tokens_per_s(group["new_tokens"], _time(group, "batch_share_ms", "wall_ms"))
+    return pooled_tokens_per_s(group["new_tokens"], _time(group))
 
 
 def with_batch(df: pd.DataFrame) -> pd.DataFrame:
@@ -106,7 +100,7 @@ def several_batch_sizes(df: pd.DataFrame | None) -> bool:
 
 def oracle_fractions(df: pd.DataFrame) -> pd.DataFrame | None:
     """One row per pair × task × ``max_new_tokens`` × batch size × method × initial γ: pooled predicted
-    tokens/s over all rows (``Σ new_tokens / Σ batch_share_ms``: each batch's wall once; a row decoded alone,
+    tokens/s over all rows (``Σ new_tokens / Σ throughput_ms``: each batch's wall once; a row decoded alone,
     its wall) and its fractions of the references at the same batch size (module docstring). None without
     timed rows."""
     if df is None or df.empty or "wall_ms" not in df or df["wall_ms"].isna().all():
@@ -128,7 +122,7 @@ def oracle_fractions(df: pd.DataFrame) -> pd.DataFrame | None:
             "tokens_per_s": _pooled(group), "prompts": len(group),
             "acceptance_rate": (group["accepted"].sum() / group["drafted"].sum()) if group["drafted"].sum() else math.nan,
             "mean_accepted_per_round": group["accepted"].sum() / group["rounds"].sum() if group["rounds"].sum() else math.nan,
-            "ar_tokens_per_s": pooled_tokens_per_s(group["new_tokens"], _time(group, "ar_share_ms", "ar_wall_ms"))
+            "ar_tokens_per_s": pooled_tokens_per_s(group["new_tokens"], _time(group, ar=True))
             if "ar_wall_ms" in group and group["ar_wall_ms"].notna().all() else math.nan,
         })
     out = pd.DataFrame(rows)

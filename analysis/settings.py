@@ -3,16 +3,17 @@ pools them.
 
 Two kinds of setting (issue 28, item 1):
 
-* **method knobs** make a row's identity. A record carries the knobs it ran with
-  (``method_params``, ``specbench.records``); their defaults are read from one place, the method's
-  own ``conf/method/<name>.yaml`` (``method_defaults``). Every knob whose value differs from that
-  default becomes a variant tag of the method key (``gammatune[eta=0.5]``) and of its label
-  (``GammaTune (η = 0.5)``); a knob at its default tags nothing, so a sweep at the defaults reads
-  as before. Two legacy spellings are kept: ``transient: false`` (where the default is true) reads
-  ``carryover``, and ``expand_on: X`` reads ``expand=X``. A method without a YAML file (an older
-  name, a policy run by its registry name) has no known defaults: only those two legacy tags apply.
-  The cross-vocabulary algorithm's knobs (``conf/hetero/<name>.yaml``: ``lookbehind``, SLRS's
-  bounds, ...) tag the speculative rows that ran one (``hetero_params``), by the same rule.
+* **method knobs** make a row's identity. A job writes it into every record it makes
+  (``method_key``, ``specbench.method_config.method_key``: every knob off its default in the method's
+  YAML *at run time* and the cross-vocabulary algorithm's knobs off theirs, ``gammatune[eta=0.5]``),
+  so a default changed later relabels no result. ``analysis.frame`` reads that key; this module reads no
+  ``conf/``. A record written before the key existed is keyed by the same rule
+  (``specbench.method_config.variant_tags``) from its own ``method``, ``method_params`` and the job's
+  ``hetero`` node, against ``LEGACY_METHOD_DEFAULTS`` / ``LEGACY_HETERO_DEFAULTS``: a frozen copy of the
+  defaults those records ran under (``conf/method`` and ``conf/hetero`` as they stood when the key was
+  introduced, issue 42), never today's files. A knob at its default tags nothing; the two legacy spellings
+  (``carryover``, ``expand=X``) and the rule for a method without defaults are
+  ``specbench.method_config``'s. A tag reads as a label by ``tag_label`` (``GammaTune (η = 0.5)``).
 * **scenario settings** change *what is measured* (the workload or the sampling law), so every
   artefact that compares rows is made once per value (``scenario_keys``): task, temperature, the
   sampling processors in force (``top_k`` / ``top_p`` / ``typical_p``; they only act when the
@@ -20,23 +21,18 @@ Two kinds of setting (issue 28, item 1):
   ``max_new_tokens``. The cross-vocabulary rule that ran (``hetero``) is part of the row itself
   (the heterogeneous tables' rows, ``analysis.hetero.rule_method``; GammaTune's artefacts use
   one-vocabulary records only).
-
-Imports ``specbench.paths`` (where ``conf/`` is) and PyYAML.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from functools import cache
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from specbench.paths import CONF_DIR
+from specbench.method_config import fmt_value, variant_tags
 
-NOT_KNOBS = ("name", "runner", "policy")
 ENGINE_KEYS = ("fast_linear", "verify_buckets", "fused_prefill")  # ``analysis.frame.engine_tag``'s items
 KNOB_SYMBOLS = {"eta": "η", "delta": "δ", "gamma_min": "γ_min", "gamma_max": "γ_max", "threshold": "τ",
                 "lookbehind": "look-behind"}
@@ -47,98 +43,69 @@ PROCESSORS = ("top_k", "top_p", "typical_p")
 #: method (``analysis.frame``: tag ``batch_gamma=shared``), so an AR job at B stays in its methods' scenario
 SCENARIO_KEYS = ("task", "temperature", *PROCESSORS, "prompt_format", "max_new_tokens", "batch_size")
 
-
-@cache
-def _yaml_knobs(folder: str, name: str) -> tuple[tuple[str, Any], ...] | None:
-    import yaml
-
-    path = Path(folder) / f"{name}.yaml"
-    if not name or "/" in name or not path.is_file():
-        return None
-    node = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    if not isinstance(node, Mapping):
-        return None
-    return tuple((str(k), v) for k, v in node.items() if k not in NOT_KNOBS)
-
-
-def method_defaults(name: str, conf_dir: str | Path | None = None) -> dict[str, Any] | None:
-    """The knobs of ``conf/method/<name>.yaml`` (``name``/``runner``/``policy`` left out), in the
-    file's order; None when there is no such file."""
-    knobs = _yaml_knobs(str(Path(conf_dir or CONF_DIR) / "method"), name)
-    return None if knobs is None else dict(knobs)
-
-
-def hetero_defaults(name: str, conf_dir: str | Path | None = None) -> dict[str, Any] | None:
-    """The knobs of ``conf/hetero/<name>.yaml`` (``name`` left out); None when there is no such file."""
-    knobs = _yaml_knobs(str(Path(conf_dir or CONF_DIR) / "hetero"), name)
-    return None if knobs is None else dict(knobs)
-
-
-def fmt_value(value: Any) -> str:
-    """A knob's value as a tag can hold it (no ``,``, ``[`` or ``]``): ``0.5``, ``true``, lists
-    joined by ``/``, a path by its file name."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return "null"
-    if isinstance(value, float):
-        return f"{value:g}"
-    if isinstance(value, list | tuple):
-        return "/".join(fmt_value(v) for v in value)
-    if isinstance(value, Mapping):
-        return "/".join(f"{k}:{fmt_value(v)}" for k, v in sorted(value.items()))
-    text = str(value)
-    if "/" in text or "\\" in text:
-        text = Path(text).name
-    return text.replace(",", ";").replace("[", "(").replace("]", ")")
+_GAMMATUNE = {"eta": 0.25, "delta": 2, "gamma_min": 1, "gamma_max": 32, "transient": True, "expand_on": "gamma"}
+_THRESHOLD = {"threshold": 0.4, "adaptive_threshold": False, "persist_threshold": False}
+_BANDIT = {"arms": [1, 2, 3, 4, 5, 6, 7, 8], "c": 1.0, "horizon": 200, "seed": 0, "transient": True, "latency": None}
+#: the knobs' defaults of records without ``method_key`` (module docstring): frozen, never edited to follow
+#: ``conf/method`` (a record written since carries its own key)
+LEGACY_METHOD_DEFAULTS: dict[str, dict[str, Any]] = {
+    "adaedl": {"entropy_scale": 0.2, "threshold": 0.7},
+    "ar": {"cache": "dynamic"},
+    "ar_offloaded": {"cache": "offloaded"},
+    "assistant_threshold": _THRESHOLD,
+    "banditspec": {"algorithm": "ucb", **_BANDIT},
+    "banditspec_exp3": {"algorithm": "exp3", **_BANDIT},
+    "cost_aware": {"feature": "confidence", "gamma_max": 32, "prior_weight": 2.0, "rho_prior_rounds": 4.0,
+                   "alpha_prior": 0.6, "peek": True, "decay": 0.98, "probe": 8, "transient": True, "latency": None,
+                   "adapt_costs": False},
+    "gammatune": _GAMMATUNE,
+    "gammatune_plus": {**_GAMMATUNE, **_THRESHOLD},
+    "hf_heuristic": {"transient": True},
+    "hf_heuristic_carryover": {"transient": False},
+    "hf_native_ar": {"cache": "dynamic", "loop": "transformers"},
+    "hf_native_ar_offloaded": {"cache": "offloaded", "loop": "transformers"},
+    "hf_native_assistant_threshold": {**_THRESHOLD, "adaptive_threshold": True},
+    "hf_native_heuristic": {"transient": True},
+    "hf_native_heuristic_carryover": {"transient": False},
+    "hf_native_specdecode": {},
+    "logit_margin": {"threshold": 0.3},
+    "max_confidence": {"threshold": 0.5},
+    "smartspec": {"k_max": 8, "alpha_prior": 0.6, "window": 8, "probe": 4, "transient": True, "latency": None},
+    "specdecode": {},
+    "specdecode_twin": {},
+    "svip": {"threshold": 0.5},
+    "tapout": {"algorithm": "ucb", **_BANDIT, "arms": None},
+}
+LEGACY_HETERO_DEFAULTS: dict[str, dict[str, Any]] = {
+    "auto": {"lookbehind": 10, "slem_gamma": None, "tli_processors": None},
+    "none": {"lookbehind": 10},
+    "slem": {"lookbehind": 10, "slem_gamma": None},
+    "slrs": {"lookbehind": 10, "max_nodes": 32, "max_lookahead": None, "draft_top_k": 8},
+    "tli": {"lookbehind": 10, "tli_processors": None},
+    "union": {"lookbehind": 10},
+}
 
 
-def knob_tag(key: str, value: Any, default: Any) -> str:
-    """The tag of a knob that differs from its default (module docstring)."""
-    if key == "transient" and value is False and default is not False:
-        return "carryover"
-    if key == "expand_on":
-        return f"expand={fmt_value(value)}"
-    return f"{key}={fmt_value(value)}"
+def method_defaults(name: str) -> dict[str, Any] | None:
+    """The knobs' defaults a record of ``name`` without ``method_key`` ran under (``LEGACY_METHOD_DEFAULTS``), in
+    the YAML's order; None for a method that had no YAML file."""
+    defaults = LEGACY_METHOD_DEFAULTS.get(name)
+    return None if defaults is None else dict(defaults)
 
 
-def differing_knobs(params: Mapping[str, Any], defaults: Mapping[str, Any] | None) -> list[tuple[str, Any, Any]]:
-    """``(key, value, default)`` of every knob of ``params`` that is not at its default, in the
-    defaults' order, then any knob the defaults do not know (alphabetically). With no defaults
-    (``None``), only the two legacy tags' knobs: ``transient: false`` and ``expand_on: drafted``."""
-    if defaults is None:
-        legacy = [("transient", False, True), ("expand_on", "drafted", "gamma")]
-        return [(k, v, d) for k, v, d in legacy if k in params and params[k] == v]
-    known = [(k, params[k], d) for k, d in defaults.items() if k in params and not _same(params[k], d)]
-    extra = [(k, params[k], None) for k in sorted(params) if k not in defaults and k not in NOT_KNOBS]
-    return known + extra
-
-
-def _same(value: Any, default: Any) -> bool:
-    if isinstance(value, bool) or isinstance(default, bool):
-        return value is default or (isinstance(value, bool) and isinstance(default, bool) and value == default)
-    if isinstance(value, int | float) and isinstance(default, int | float):
-        return math.isclose(float(value), float(default), rel_tol=0, abs_tol=1e-12)
-    if isinstance(value, list | tuple) and isinstance(default, list | tuple):
-        return len(value) == len(default) and all(_same(a, b) for a, b in zip(value, default, strict=True))
-    return value == default
+def hetero_defaults(name: str) -> dict[str, Any] | None:
+    """The cross-vocabulary algorithm's defaults of records without ``method_key`` (``LEGACY_HETERO_DEFAULTS``)."""
+    defaults = LEGACY_HETERO_DEFAULTS.get(name)
+    return None if defaults is None else dict(defaults)
 
 
 def method_tags(method: str, params: Mapping[str, Any] | None, hetero: str | None = None,
                 hetero_params: Mapping[str, Any] | None = None) -> list[str]:
-    """The variant tags of a record (module docstring): its method's knobs off their defaults, then
-    (for a record that ran a cross-vocabulary algorithm) the algorithm's knobs off theirs."""
-    tags = [knob_tag(k, v, d) for k, v, d in differing_knobs(params or {}, method_defaults(method))]
-    if tags and "carryover" in tags and "carryover" in method:
-        tags.remove("carryover")  # hf_heuristic_carryover's name already says it
-    if isinstance(hetero, str) and hetero and isinstance(hetero_params, Mapping):
-        name = str(hetero_params.get("name") or hetero)
-        knobs = {k: v for k, v in hetero_params.items() if k != "name"}
-        defaults = hetero_defaults(name)
-        if defaults is not None:
-            tags += [knob_tag(k, v, d) for k, v, d in differing_knobs(knobs, defaults)]
-    return tags
-
+    """The variant tags of a record without ``method_key`` (module docstring): its method's knobs off the frozen
+    defaults, then (for a record that ran a cross-vocabulary algorithm) the algorithm's knobs off theirs."""
+    name = str(hetero_params.get("name") or hetero) if isinstance(hetero_params, Mapping) else None
+    knobs = hetero_defaults(name) if name else None
+    return variant_tags(method, params, method_defaults(method), hetero, hetero_params, knobs)
 
 def tag_label(tag: str) -> str:
     """A tag as a label reads it: ``eta=0.5`` -> ``η = 0.5``, ``carryover`` -> ``carry-over``; the

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from specbench.records import read_records
+from specbench.record_io import read_records
 from specbench.speculation_profile import PERCENTILES, profile, rank_disagreements, steps_of
 
 REPLAY_ROWS = "replay_full.jsonl"

@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     from runners.jobs.job import run_job
     from specbench.config import compose, register_resolvers
     from specbench.model_cache import MODEL_CACHE
-    from specbench.records import read_records
+    from specbench.record_io import read_records
 
     register_resolvers()
     common = [f"task.n_prompts={args.n_prompts}", f"max_new_tokens={args.max_new_tokens}", "overwrite=true",

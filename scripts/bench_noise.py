@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from runners.jobs.job import run_job
     from specbench.config import compose, register_resolvers
-    from specbench.records import read_records
+    from specbench.record_io import read_records
 
     register_resolvers()
     timings: dict[int, list[list[tuple[float, float]]]] = {t: [] for t in args.threads}

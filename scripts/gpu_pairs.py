@@ -3,7 +3,7 @@
 
     python scripts/gpu_pairs.py [--out DIR] [--tokens 64]
 
-For each of the three GPU pairs (``conf/pair/gemma3-270m-cuda_*``: Gemma-3-270M with its own copy in bf16,
+For each of the three offline pairs on the GPU (``device=cuda``: Gemma-3-270M with its own copy in bf16,
 with prompt lookup, and with SmolLM2-135M through SLEM) and each target dtype, one greedy job through the real
 job path (``runners.jobs.job.run_job``) on 4 Spec-Bench turns with ``verify_lossless``: every output is
 compared token for token with the target's own greedy decoding in the same dtype; the line reports how
@@ -27,9 +27,10 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-PAIRS = {"gemma3-270m-cuda_gemma3-270m-bf16-cuda": "method=specdecode",
-         "gemma3-270m-cuda_prompt-lookup": "method=specdecode",
-         "gemma3-270m-cuda_smollm2-135m-cuda": "method=specdecode hetero=auto"}
+PAIRS = {"gemma3-270m_gemma3-270m-bf16": "method=specdecode",
+         "gemma3-270m_prompt-lookup": "method=specdecode",
+         "gemma3-270m_smollm2-135m": "method=specdecode hetero=auto"}
+DEVICE = "device=cuda"  # the CPU pairs' files, moved to the GPU (specbench.pair_config.on_device)
 DTYPES = ("float32", "bfloat16", "float16")
 
 
@@ -41,9 +42,9 @@ def jobs(tokens: int) -> list[tuple[str, list[str]]]:
     for pair, method in PAIRS.items():
         for dtype in DTYPES:
             cast = [f"pair.target.dtype={dtype}"] + ([f"pair.draft.dtype={dtype}"] if "smollm2" in pair else [])
-            out.append((f"{pair} target {dtype} T=0", [f"pair={pair}", *method.split(), *cast, *task,
+            out.append((f"{pair} target {dtype} T=0", [f"pair={pair}", DEVICE, *method.split(), *cast, *task,
                                                       "temperature=0.0", "verify_lossless=true"]))
-        out.append((f"{pair} target float32 T=1", [f"pair={pair}", *method.split(), *task, "temperature=1.0",
+        out.append((f"{pair} target float32 T=1", [f"pair={pair}", DEVICE, *method.split(), *task, "temperature=1.0",
                                                   "top_k=50", "seed=0"]))
     return out
 
@@ -59,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from runners.jobs.job import run_job
     from specbench.config import compose
-    from specbench.records import read_records
+    from specbench.record_io import read_records
 
     if not torch.cuda.is_available():
         print("gpu_pairs: no CUDA GPU here; nothing was run", file=sys.stderr)

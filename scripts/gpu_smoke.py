@@ -115,7 +115,7 @@ def run_all(base: Path, device: str) -> int:
 
     from runners.jobs.job import run_job
     from specbench.config import compose
-    from specbench.records import read_records
+    from specbench.record_io import read_records
     from specbench.registry import ConfigError
 
     data = base / "prompts.jsonl"

@@ -54,7 +54,7 @@ def build(args: argparse.Namespace, tmp: Path):
 
         cfg = OmegaConf.to_container(compose(["warmup=0", *args.overrides]), resolve=True)
         job = Job(prepare(cfg))
-        return job.runner, (lambda s: job.tokenizer(s).input_ids), " ".join(args.overrides)
+        return job.loop, (lambda s: job.tokenizer(s).input_ids), " ".join(args.overrides)
     import torch
     from gpu_smoke import save_model, tokenizer
     from transformers import AutoModelForCausalLM

@@ -22,6 +22,8 @@ Shapes (``conf/``), each node typed in its own module:
   same-tokenizer pairs).
 * ``task`` (``specbench.tasks.config``), ``logger`` and ``engine`` (here), and the scalars (``gamma``,
   ``temperature``, the sampling processors ``top_k`` / ``top_p`` / ``typical_p``, ``max_new_tokens``, …).
+* ``device``: null, or where the job moves its pair (``specbench.pair_config.on_device``: the target and the
+  draft's model; ``device=cuda`` runs any pair on a GPU), applied here before the pair is typed.
 
 Defaults are written once. The job's scalars have theirs in ``conf/config.yaml`` only: ``JobConfig``
 has no field defaults, and a mapping without a scalar (a summary written before the key existed) takes
@@ -58,7 +60,7 @@ from specbench.checks import (
     only_known,
 )
 from specbench.method_config import HeteroConfig, MethodConfig
-from specbench.pair_config import ModelSpec, PairConfig
+from specbench.pair_config import ModelSpec, PairConfig, check_device, on_device
 from specbench.registry import ConfigError
 from specbench.resources import parse_bytes
 from specbench.tasks.config import TaskConfig
@@ -184,11 +186,14 @@ NODES = ("pair", "method", "task", "logger", "hetero", "engine")
 #: the job's own settings: their defaults are written once, in ``conf/config.yaml`` (``job_defaults``)
 SCALARS = ("gamma", "temperature", "top_k", "top_p", "typical_p", "max_new_tokens", "seed", "results_dir",
            "verify_lossless", "warmup", "warmup_per_prompt", "threads", "cache_dir", "overwrite", "model_budget",
-           "on_locked", "latency", "repeats", "host_probe", "batch_size", "batch_gamma")
+           "on_locked", "latency", "repeats", "host_probe", "batch_size", "batch_gamma", "device")
 TOP_LEVEL = NODES + SCALARS
 CHECKPOINT = "checkpoint"  # a sampling processor's value from the target checkpoint's generation config
 ON_LOCKED = ("skip", "wait")
-BATCH_GAMMA = ("per_row", "shared")  # = runners.engine.batched.GAMMA_MODES
+#: how a batch chooses γ (config key ``batch_gamma``, record field ``gamma_mode``): ``per_row``, one policy per row;
+#: ``shared``, one γ per round for the whole batch. The one declaration: the batched loop
+#: (``runners.engine.batched``) and the replay (``runners.replay.replay``) check against it.
+GAMMA_MODES = ("per_row", "shared")
 
 
 def check_processor(key: str, value: Any) -> int | float | str | None:
@@ -256,6 +261,7 @@ class JobConfig:
     host_probe: bool  # time a fixed target forward before each timed generation (``runners.jobs.probe``)
     batch_size: int  # prompt turns decoded together (``runners.engine.batched``; 1: the batch-1 loop)
     batch_gamma: str  # batch_size > 1: ``per_row`` (a policy per row) or ``shared`` (one γ per round)
+    device: str | None  # where the pair's models were moved (``pair_config.on_device``); null: their files' own
     resolved: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -266,6 +272,9 @@ class JobConfig:
         if "pair" not in values or "method" not in values or "task" not in values:
             raise ConfigError("the config needs pair, method and task")
         values = {**job_defaults(), **values}
+        device = check_device(values["device"])
+        if device is not None:  # the summary's config names where the models ran
+            values["pair"] = resolved["pair"] = on_device(values["pair"], device)
         scalars = {
             "gamma": check_int("gamma", values["gamma"], 1),
             "temperature": check_number("temperature", values["temperature"], lo=0.0),
@@ -287,7 +296,8 @@ class JobConfig:
             "repeats": check_int("repeats", values["repeats"], 1),
             "host_probe": check_bool("host_probe", values["host_probe"]),
             "batch_size": check_int("batch_size", values["batch_size"], 1),
-            "batch_gamma": check_choice("batch_gamma", values["batch_gamma"], BATCH_GAMMA),
+            "batch_gamma": check_choice("batch_gamma", values["batch_gamma"], GAMMA_MODES),
+            "device": device,
         }
         job = cls(
             pair=PairConfig.from_mapping(values["pair"]),

@@ -307,7 +307,7 @@ class LatencyModel:
                    str(obj.get("draft_rule") or "forwards"), float(obj.get("draft_share") or 0.0))
 
     def save(self, path: str | os.PathLike) -> Path:
-        from specbench.records import write_json_atomic
+        from specbench.record_io import write_json_atomic
 
         write_json_atomic(path, self.to_json())
         return Path(path)

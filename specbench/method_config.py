@@ -6,15 +6,27 @@ Defaults are written once: a node's default is its dataclass field's (``HeteroCo
 its choices (``AR_CACHES``, ``AR_LOOPS``, ``SLEM_GAMMA``, ``TLI_PROCESSORS``); ``from_mapping`` reads a key
 that is absent from there, and the YAML files that restate one are checked against it
 (``tests/specbench/test_config.py``).
+
+A method variant's identity is written once, by the job (``method_key``, into every record): the method's name
+tagged with every knob off its default in ``conf/method/<name>.yaml`` at run time (``gammatune[eta=0.5]``), then the
+cross-vocabulary algorithm's knobs off ``conf/hetero/<name>.yaml``. Two legacy spellings are kept:
+``transient: false`` (where the default is true) reads ``carryover``, ``expand_on: X`` reads ``expand=X``; a
+method with no YAML file (a policy run by its registry name) has no known defaults and only those two tags apply.
+A replayed method spelled ``NAME:key=value`` (``runners.replay.grid.load_method``) is ``NAME`` with those
+overrides, keyed alike. ``analysis`` reads the key from the record and never reads ``conf/``.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
 from typing import Any
 
 from specbench.checks import check_choice, check_int, check_str, field_names, only_known
+from specbench.paths import CONF_DIR
 from specbench.registry import ConfigError
 
 RUNNERS = ("ar", "speculative", "hf")
@@ -135,3 +147,131 @@ def aa_twin_of(method: str) -> str | None:
     if method.endswith(AA_TWIN_SUFFIX) and len(method) > len(AA_TWIN_SUFFIX):
         return method[: -len(AA_TWIN_SUFFIX)]
     return None
+
+
+# ---------------------------------------------------------------------- a variant's identity (module docstring)
+
+NOT_KNOBS = ("name", "runner", "policy")
+
+
+@cache
+def _yaml_knobs(folder: str, name: str) -> tuple[tuple[str, Any], ...] | None:
+    import yaml
+
+    path = Path(folder) / f"{name}.yaml"
+    if not name or "/" in name or not path.is_file():
+        return None
+    node = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    if not isinstance(node, Mapping):
+        return None
+    return tuple((str(k), v) for k, v in node.items() if k not in NOT_KNOBS)
+
+
+def method_defaults(name: str, conf_dir: str | Path | None = None) -> dict[str, Any] | None:
+    """The knobs of ``conf/method/<name>.yaml`` (``name``/``runner``/``policy`` left out), in the file's order;
+    None when there is no such file."""
+    knobs = _yaml_knobs(str(Path(conf_dir or CONF_DIR) / "method"), name)
+    return None if knobs is None else dict(knobs)
+
+
+def hetero_defaults(name: str, conf_dir: str | Path | None = None) -> dict[str, Any] | None:
+    """The knobs of ``conf/hetero/<name>.yaml`` (``name`` left out); None when there is no such file."""
+    knobs = _yaml_knobs(str(Path(conf_dir or CONF_DIR) / "hetero"), name)
+    return None if knobs is None else dict(knobs)
+
+
+def fmt_value(value: Any) -> str:
+    """A knob's value as a tag can hold it (no ``,``, ``[`` or ``]``): ``0.5``, ``true``, lists joined by ``/``,
+    a path by its file name."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, list | tuple):
+        return "/".join(fmt_value(v) for v in value)
+    if isinstance(value, Mapping):
+        return "/".join(f"{k}:{fmt_value(v)}" for k, v in sorted(value.items()))
+    text = str(value)
+    if "/" in text or "\\" in text:
+        text = Path(text).name
+    return text.replace(",", ";").replace("[", "(").replace("]", ")")
+
+
+def knob_tag(key: str, value: Any, default: Any) -> str:
+    """The tag of a knob that differs from its default (module docstring)."""
+    if key == "transient" and value is False and default is not False:
+        return "carryover"
+    if key == "expand_on":
+        return f"expand={fmt_value(value)}"
+    return f"{key}={fmt_value(value)}"
+
+
+def _same(value: Any, default: Any) -> bool:
+    if isinstance(value, bool) or isinstance(default, bool):
+        return value is default or (isinstance(value, bool) and isinstance(default, bool) and value == default)
+    if isinstance(value, int | float) and isinstance(default, int | float):
+        return math.isclose(float(value), float(default), rel_tol=0, abs_tol=1e-12)
+    if isinstance(value, list | tuple) and isinstance(default, list | tuple):
+        return len(value) == len(default) and all(_same(a, b) for a, b in zip(value, default, strict=True))
+    return value == default
+
+
+def differing_knobs(params: Mapping[str, Any], defaults: Mapping[str, Any] | None) -> list[tuple[str, Any, Any]]:
+    """``(key, value, default)`` of every knob of ``params`` that is not at its default, in the defaults' order,
+    then any knob the defaults do not know (alphabetically). With no defaults (``None``), only the two legacy
+    tags' knobs: ``transient: false`` and ``expand_on: drafted``."""
+    if defaults is None:
+        legacy = [("transient", False, True), ("expand_on", "drafted", "gamma")]
+        return [(k, v, d) for k, v, d in legacy if k in params and params[k] == v]
+    known = [(k, params[k], d) for k, d in defaults.items() if k in params and not _same(params[k], d)]
+    extra = [(k, params[k], None) for k in sorted(params) if k not in defaults and k not in NOT_KNOBS]
+    return known + extra
+
+
+def variant_tags(method: str, params: Mapping[str, Any] | None, defaults: Mapping[str, Any] | None,
+                 hetero: str | None = None, hetero_params: Mapping[str, Any] | None = None,
+                 hetero_knobs: Mapping[str, Any] | None = None) -> list[str]:
+    """The variant tags of a method that ran with ``params`` against ``defaults`` (module docstring), then, for a
+    cross-vocabulary algorithm that ran (``hetero``, its config node ``hetero_params``), its knobs off
+    ``hetero_knobs`` (its YAML's; None: no tags)."""
+    tags = [knob_tag(k, v, d) for k, v, d in differing_knobs(params or {}, defaults)]
+    if "carryover" in tags and "carryover" in method:
+        tags.remove("carryover")  # hf_heuristic_carryover's name already says it
+    if isinstance(hetero, str) and hetero and isinstance(hetero_params, Mapping) and hetero_knobs is not None:
+        knobs = {k: v for k, v in hetero_params.items() if k != "name"}
+        tags += [knob_tag(k, v, d) for k, v, d in differing_knobs(knobs, hetero_knobs)]
+    return tags
+
+
+def tagged(method: str, tags: list[str]) -> str:
+    """``method[tag,tag]`` (``method`` alone without tags)."""
+    return f"{method}[{','.join(tags)}]" if tags else method
+
+
+def method_key(method: str, params: Mapping[str, Any] | None, hetero: str | None = None,
+               hetero_params: Mapping[str, Any] | None = None, conf_dir: str | Path | None = None) -> str:
+    """The identity a job writes into its records (``specbench.records.Record.method_key``): ``method`` tagged with
+    its knobs off today's ``conf/method/<method>.yaml`` and the cross-vocabulary algorithm's (``hetero``: the rule
+    that ran, ``hetero_params``: the job's ``hetero`` node) off ``conf/hetero/<name>.yaml`` (module docstring)."""
+    hetero_knobs = None
+    if isinstance(hetero, str) and hetero and isinstance(hetero_params, Mapping):
+        hetero_knobs = hetero_defaults(str(hetero_params.get("name") or hetero), conf_dir)
+    return tagged(method, variant_tags(method, params, method_defaults(method, conf_dir), hetero, hetero_params,
+                                       hetero_knobs))
+
+
+def parse_spelling(spec: str) -> tuple[str, dict[str, Any]]:
+    """``NAME:key=value,key=value`` (the replay's spelling of a method with overrides, values read as YAML) ->
+    ``(NAME, {key: value})``; raises ``ConfigError`` on an item that is not ``key=value``."""
+    import yaml
+
+    name, _, rest = spec.partition(":")
+    overrides = {}
+    for item in filter(None, rest.split(",")):
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"method {spec!r}: {item!r} is not key=value")
+        overrides[key.strip()] = yaml.safe_load(value)
+    return name, overrides

@@ -5,10 +5,15 @@ A model node lives once in ``conf/model/<name>.yaml`` and pairs compose it (``de
 …]``); every model field a file does not set takes ``ModelSpec``'s default, the one place it is written
 (Hydra's ConfigStore holds a ``model/base`` node made from these defaults: ``specbench.config.
 register_resolvers``).
+
+A model file names no device of its own unless the model needs one (the Hub pairs' GPUs): the job's top-level
+``device`` moves a pair (``on_device``: its target and its draft's model), so one pair file serves the CPU and
+a GPU (``python run.py pair=gemma3-270m_prompt-lookup device=cuda``).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,6 +75,33 @@ class ModelSpec:
 
 DRAFT_KINDS = ("model", "prompt_lookup", "hybrid")
 MODEL_DRAFT_KINDS = ("model", "hybrid")  # kinds whose draft node names a model to load (hybrid: lookup, else it)
+
+DEVICE = re.compile(r"cpu|cuda(:\d+)?")
+
+
+def check_device(value: Any) -> str | None:
+    """The job's ``device`` (``conf/config.yaml``): null (each model where its file puts it) or ``cpu`` | ``cuda``
+    | ``cuda:<n>``, where ``on_device`` moves the pair."""
+    if value is None or (isinstance(value, str) and DEVICE.fullmatch(value)):
+        return value
+    raise ConfigError(f"device {value!r} is not one of cpu, cuda, cuda:<n> (null: each model's own)")
+
+
+def on_device(node: Any, device: str) -> Any:
+    """A raw pair node (``conf/pair/*.yaml``, composed) with its models moved to ``device``: ``target.device`` and,
+    for a draft that loads a model (``MODEL_DRAFT_KINDS``; a node without ``kind`` is a model), ``draft.device``;
+    a prompt lookup draft has no device. Nothing else changes (a ``device_map`` still places its model), and
+    ``node`` is left as it was. ``specbench.config.JobConfig.from_mapping`` applies it before the pair is typed,
+    so the job and its summary (config and provenance) name the device it ran on."""
+    if not isinstance(node, Mapping):
+        return node  # typed, and refused in one line, by PairConfig.from_mapping
+    moved = dict(node)
+    if isinstance(node.get("target"), Mapping):
+        moved["target"] = {**node["target"], "device": device}
+    draft = node.get("draft")
+    if isinstance(draft, Mapping) and draft.get("kind", "model") in MODEL_DRAFT_KINDS:
+        moved["draft"] = {**draft, "device": device}
+    return moved
 
 
 @dataclass(frozen=True)

@@ -142,14 +142,15 @@ def _get(node: Any, *keys: str) -> Any:
 
 
 @functools.lru_cache(maxsize=64)
-def _pair_gpus(name: str) -> int | None:
-    """GPUs one job of pair ``name`` needs (0 on CPU), composed through Hydra's search path."""
+def _pair_gpus(name: str, device: str | None = None) -> int | None:
+    """GPUs one job of pair ``name`` needs (0 on CPU), composed through Hydra's search path; ``device``: the
+    sweep's top-level ``device`` (``specbench.pair_config.on_device``), which moves the pair when set."""
     try:
         from hydra import compose
 
         cfg = compose(config_name="config", overrides=[f"pair={name}"])
         pair = cfg.pair
-        device = str(pair.target.get("device") or "cpu")
+        device = str(device or pair.target.get("device") or "cpu")
         if not device.startswith("cuda"):
             return 0
         return int(pair.get("gpus", 1) or 1)
@@ -160,12 +161,14 @@ def _pair_gpus(name: str) -> int | None:
 
 def pair_gpu_counts(root: Any) -> dict[str, int]:
     counts = {}
+    moved = _get(root, "device")  # the top-level ``device``: every pair of the sweep on it (null: their own)
+    moved = str(moved) if moved else None
     for name in sweep_pairs(root):
-        n = _pair_gpus(name)
+        n = _pair_gpus(name, moved)
         if n is not None:
             counts[name] = n
     if not counts:  # compose unavailable: read the primary config's pair
-        device = str(_get(root, "pair", "target", "device") or "cpu")
+        device = str(moved or _get(root, "pair", "target", "device") or "cpu")
         counts[str(_get(root, "pair", "name"))] = int(_get(root, "pair", "gpus") or 1) if device.startswith("cuda") else 0
     return counts
 

@@ -52,7 +52,7 @@ def _average(rows: pd.DataFrame) -> tuple[float, float]:
     """The paper's Average column: the mean of the pair means ± the square root of the mean of the
     pair variances (sqrt(mean(std²))). That reproduces all five of GammaTune Table 2's Average stds
     from its pair stds at two decimals (0.23, 0.12, 0.06, 0.05, 0.03); the mean of the stds gives
-    0.11 for HFHeuristic (``tests/analysis/test_analysis.py``)."""
+    0.11 for HFHeuristic (``tests/analysis/test_analysis_paper.py``)."""
     means = rows["mean"].dropna()
     stds = rows["std"].dropna()
     return (float(means.mean()) if len(means) else math.nan,

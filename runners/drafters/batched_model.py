@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from methods.base import DraftStep, GammaPolicy, policy_needs
+from methods.rules import stop_drafting_after
 from runners.drafters.model import common_prefix_len
 from runners.engine.base import Draft
 from runners.engine.batch_drafters import BatchDrafter
@@ -87,7 +88,7 @@ class BatchedModelDrafter(BatchDrafter):
                 step = DraftStep(len(tokens[i]), tok, budget=budgets[i], **feats)
                 steps[i].append(step)
                 feeds[i] = [tok]
-                if tok in self.eos or policies[i].stop_drafting(step) or len(tokens[i]) >= budgets[i]:
+                if stop_drafting_after(tok, step, policies[i], self.eos, len(tokens[i]), budgets[i]):
                     drafting[i] = False
         return [Draft(tokens[i], torch.stack(qs[i]) if qs[i] else None, confidences[i], steps[i],
                       forwards=len(tokens[i])) for i in range(rows)]

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from methods.base import DraftStep, GammaPolicy, policy_needs
+from methods.rules import stop_drafting_after
 from runners.engine.base import Draft, Drafter
 from runners.engine.features import draft_features
 from runners.engine.kv import cache_arg, crop_to, new_cache
@@ -89,7 +90,7 @@ class ModelDrafter(Drafter):
             feed = [tok]
             step = DraftStep(i + 1, tok, budget=max_tokens, **feats)
             steps.append(step)
-            if tok in self.eos or policy.stop_drafting(step):
+            if stop_drafting_after(tok, step, policy, self.eos, i + 1, max_tokens):  # methods.rules
                 break
         return Draft(tokens, torch.stack(qs) if qs else None, confidences, steps, forwards=len(tokens))
 

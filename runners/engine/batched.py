@@ -11,7 +11,8 @@
    outcome in row order; vLLM's engines use one draft length per step); the drafter proposes for
    every row (``runners.engine.batch_drafters``); the target verifies every row's block — its last
    token plus its draft, right-aligned — in **one** forward; each row accepts its own prefix
-   (``runners.engine.verify``, the batch-1 rules row by row) and keeps the states of its accepted
+   (``runners.engine.verify``, and the batch-1 loop's rules of a round, ``methods.rules``, row by
+   row) and keeps the states of its accepted
    tokens only (``RaggedCache.truncate``);
 3. a row that reaches an EOS or ``max_new_tokens`` **leaves the batch** (its cache rows are dropped,
    ``RaggedCache.select``): the rows still decoding stop paying for it, as a serving engine's
@@ -41,17 +42,17 @@ from typing import Any
 
 import torch
 
-from methods.base import COSTS, GammaPolicy, RoundOutcome, policy_needs
+from methods.base import COSTS, GammaPolicy, policy_needs
+from methods.rules import emitted_tokens, round_outcome, verified_block
 from runners.engine.base import Draft, Generation
 from runners.engine.batch_drafters import BatchDrafter
 from runners.engine.ragged import RaggedCache, is_sampled
 from runners.engine.verify import Sampling, greedy_token, probs, sample, verify_greedy, verify_sampling
 from runners.engine.verify_forward import BatchKernels
+from specbench.config import GAMMA_MODES
 from specbench.latency import check_batch_size
 from specbench.models import logits_width, model_device
 from specbench.timing import Timer
-
-GAMMA_MODES = ("per_row", "shared")
 
 
 def turn_batches(keys: Sequence[tuple[Hashable, Any]], size: int) -> list[list[int]]:
@@ -251,7 +252,9 @@ class BatchedSpeculativeRunner:
             drafts = self.drafter.propose([ids[r] for r in active], asked, [policies[r] for r in active],
                                           self.sampling, generator) if any(asked) else [Draft([]) for _ in active]
             t_drafted = time.perf_counter() if timed else 0.0
-            kept = [self._kept(draft, k, policies[r]) for draft, (_, k), r in zip(drafts, limits, active)]
+            # each row's block by the batch-1 loop's rules (methods.rules: the budget, the vocabulary, verify_count)
+            kept = [verified_block(draft.tokens, k, self.vocab, policies[r])
+                    for draft, (_, k), r in zip(drafts, limits, active)]
             clock.timer.lap("draft")
             blocks = [[ids[r][-1], *fed] for r, (_, fed, _) in zip(active, kept)]
             logits = cache.forward(blocks)
@@ -265,16 +268,10 @@ class BatchedSpeculativeRunner:
                     accepted, next_tok = verify_sampling(tokens, q, row_logits, self.sampling, generator)
                 else:
                     accepted, next_tok = verify_greedy(tokens, row_logits)
-                emitted = tokens[:accepted] + [next_tok]
-                for i, tok in enumerate(emitted):  # an accepted EOS ends the row where the target would
-                    if tok in self.eos:
-                        emitted = emitted[: i + 1]
-                        break
-                ids[r].extend(emitted)
+                ids[r].extend(emitted_tokens(tokens, accepted, next_tok, self.eos))  # cut at an accepted EOS
                 cache.truncate(j, len(ids[r]) - 1)
-                eos_accepted = any(t in self.eos for t in tokens[:accepted])
-                outcome = RoundOutcome(gammas[j], d, accepted, tuple(draft.confidences[:d]), eos_accepted,
-                                       tuple(draft.steps[:d]), discarded=proposed - d)
+                outcome = round_outcome(gammas[j], tokens, accepted, proposed, self.eos, draft.confidences,
+                                        draft.steps)
                 gens[r].add_round(outcome, draft)  # its policy is told the same outcome (with the batch's costs)
                 outcomes.append((r, outcome))
             t_verified = time.perf_counter() if timed else 0.0
@@ -295,20 +292,3 @@ class BatchedSpeculativeRunner:
         result = clock.result(gens)
         result.repacks = cache.repacks
         return result
-
-    def _kept(self, draft: Draft, budget: int, policy: GammaPolicy) -> tuple[list[int], list[int], int]:
-        """``(tokens verified, tokens fed to the target, tokens proposed)`` of one row's draft, by the
-        batch-1 loop's rules (``runners.engine.speculative``): cut to the budget, ended after a token
-        outside the target's vocabulary (never fed), then ``policy.verify_count``."""
-        tokens = draft.tokens[:budget]
-        outside = next((i for i, t in enumerate(tokens) if t >= self.vocab), None)
-        if outside is not None:
-            tokens = tokens[: outside + 1]
-        proposed = len(tokens)
-        if proposed:
-            keep = int(policy.verify_count(proposed))
-            if not 0 <= keep <= proposed:
-                raise ValueError(f"verify_count returned {keep} for {proposed} proposed tokens")
-            tokens = tokens[:keep]
-        fed = tokens if outside is None else tokens[:outside]
-        return tokens, fed, proposed

@@ -31,7 +31,9 @@ generator per device) or a ``torch.Generator`` on the device of the tensors it s
 
 A drafted id outside the target's vocabulary (``>= logits_width(target)``: union's draft-only
 tokens, SLRS's ⊥; ``runners.engine.base``) ends the draft: it is verified (rejected with certainty,
-the replacement sampled from the residual) but never fed to the target.
+the replacement sampled from the residual) but never fed to the target. These rules of a round (the
+budget, the vocabulary, ``verify_count``, the cut at an accepted EOS, the outcome) are written once, in
+``methods.rules``, for this loop, the batched one and the replay.
 
 A policy that ``needs`` ``COSTS`` is told each round's measured ``draft_ms`` (the drafter's
 ``propose``), ``verify_ms`` (the target's forward and the verification) and ``round_ms``
@@ -61,7 +63,8 @@ from typing import Any
 
 import torch
 
-from methods.base import COSTS, GammaPolicy, RoundOutcome, policy_needs
+from methods.base import COSTS, GammaPolicy, policy_needs
+from methods.rules import emitted_tokens, round_outcome, verified_block
 from runners.engine.base import Draft, Drafter, Generation
 from runners.engine.kv import cache_arg, crop_to, new_cache
 from runners.engine.verify import Sampling, greedy_token, probs, sample, verify_greedy, verify_sampling
@@ -211,20 +214,11 @@ class SpeculativeRunner:
                 if asked > 0 and budget > 0 else Draft([])
             )
             t_drafted = time.perf_counter() if timed else 0.0
-            tokens = draft.tokens[:budget]
-            outside = next((i for i, t in enumerate(tokens) if t >= self.vocab), None)
-            if outside is not None:  # the target cannot accept it: nothing after it is verified
-                tokens = tokens[: outside + 1]
-            proposed = len(tokens)
-            if proposed:  # the policy may verify only a prefix (a peek: none)
-                keep = int(self.policy.verify_count(proposed))
-                if not 0 <= keep <= proposed:
-                    raise ValueError(f"verify_count returned {keep} for {proposed} proposed tokens")
-                tokens = tokens[:keep]
+            # the budget, the target's vocabulary, the policy's verify_count (methods.rules)
+            tokens, fed, proposed = verified_block(draft.tokens, budget, self.vocab, self.policy)
             d = len(tokens)
             lap("draft")
             feed = ids[-1:] if len(ids) > n_prompt else ids  # a fused first round feeds the whole prompt
-            fed = tokens if outside is None else tokens[:outside]  # an outside token is never fed
             logits = self.forward(cache, [*feed, *fed], len(fed) + 1)
             lap("verify")
             if self.sampling.greedy:
@@ -233,21 +227,15 @@ class SpeculativeRunner:
                 q = draft.q[:d] if draft.q is not None else None
                 accepted, next_tok = verify_sampling(tokens, q, logits, self.sampling, generator)
             t_verified = time.perf_counter() if timed else 0.0
-            emitted = tokens[:accepted] + [next_tok]
-            for j, tok in enumerate(emitted):  # an accepted EOS ends the sequence where the target would
-                if tok in self.eos:
-                    emitted = emitted[: j + 1]
-                    break
-            ids.extend(emitted)
+            ids.extend(emitted_tokens(tokens, accepted, next_tok, self.eos))  # cut at an accepted EOS
             crop_to(cache, len(ids) - 1)  # states of the accepted tokens stay; rejected (and padded) ones go
             self.drafter.commit(ids)
-            eos_accepted = any(t in self.eos for t in tokens[:accepted])
             costs = {}
             if timed:
                 costs = {"draft_ms": (t_drafted - t_start) * 1e3, "verify_ms": (t_verified - t_drafted) * 1e3,
                          "round_ms": (time.perf_counter() - t_start) * 1e3}
-            outcome = RoundOutcome(gamma, d, accepted, tuple(draft.confidences[:d]), eos_accepted,
-                                   tuple(draft.steps[:d]), **costs, discarded=proposed - d)
+            outcome = round_outcome(gamma, tokens, accepted, proposed, self.eos, draft.confidences, draft.steps,
+                                    **costs)
             gen.add_round(outcome, draft)  # the record of rounds and the policy are told the same outcome
             self.policy.observe(outcome)
             if len(gen.rounds) == 1:  # the first round ends

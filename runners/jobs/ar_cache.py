@@ -56,7 +56,7 @@ from runners.engine.speculative import AutoregressiveRunner
 from runners.jobs.device_share import DeviceShare
 from specbench.config import JobConfig, ModelSpec
 from specbench.models import model_device
-from specbench.records import write_json_atomic
+from specbench.record_io import write_json_atomic
 
 CACHE_SUBDIR = Path(".specbench") / "ar_cache"
 ENTRY_VERSION = 4  # 2: the KV cache implementation is part of the key; 3: threads and CPU capability; 4: the
@@ -169,7 +169,7 @@ class ReferenceJob(Protocol):
     name: str
     share: DeviceShare | None
     ar_cache: ARCache | None
-    ar: AutoregressiveRunner  # the target alone, on the kernels of the method it is compared with
+    alone: AutoregressiveRunner  # the target alone at batch 1, on the kernels of the method it is compared with
 
 
 @dataclass(frozen=True)
@@ -186,9 +186,9 @@ _AR_REFERENCE: dict[str, tuple[Generation, str, int | None]] = {}  # this proces
 
 
 def baseline(job: ReferenceJob) -> dict[str, Any]:
-    """How ``job``'s reference is decoded (part of its key, module docstring): the kernels of ``job.ar``'s step
+    """How ``job``'s reference is decoded (part of its key, module docstring): the kernels of ``job.alone``'s step
     and the untimed ``warmup_per_prompt`` decodes before the timed one."""
-    return {"kernels": job.ar.describe(), "warmup_per_prompt": int(job.config.warmup_per_prompt)}
+    return {"kernels": job.alone.describe(), "warmup_per_prompt": int(job.config.warmup_per_prompt)}
 
 
 def job_reference_key(job: ReferenceJob, prompt_ids: list[int], cache: str = "dynamic") -> dict[str, Any]:
@@ -199,14 +199,14 @@ def job_reference_key(job: ReferenceJob, prompt_ids: list[int], cache: str = "dy
 
 
 def decode_reference(job: ReferenceJob, prompt_ids: list[int]) -> Generation:
-    """The target alone on ``prompt_ids``, timed, treated like the measured decodes (issue 40): ``job.ar`` (the
+    """The target alone on ``prompt_ids``, timed, treated like the measured decodes (issue 40): ``job.alone`` (the
     kernels of the method compared with it), after the job's ``warmup_per_prompt`` untimed decodes of the same
     prompt turn (hf-bench's untimed generations, which the measured decode gets in ``JobRun.generate``).
     Greedy: a reference exists for greedy ``verify_lossless`` only."""
-    assert job.ar.sampling.greedy, "a reference is a greedy decoding"
+    assert job.alone.sampling.greedy, "a reference is a greedy decoding"
     for _ in range(int(job.config.warmup_per_prompt)):
-        job.ar.generate(prompt_ids, job.config.max_new_tokens)
-    return job.ar.generate(prompt_ids, job.config.max_new_tokens)
+        job.alone.generate(prompt_ids, job.config.max_new_tokens)
+    return job.alone.generate(prompt_ids, job.config.max_new_tokens)
 
 
 def reference(job: ReferenceJob, prompt_ids: list[int]) -> Reference:

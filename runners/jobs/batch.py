@@ -43,6 +43,7 @@ from typing import Any
 from runners.engine.batched import BatchGeneration, turn_batches
 from runners.jobs.ar_cache import Reference, job_reference_key
 from runners.jobs.record import Unit
+from specbench import records
 from specbench.records import first_divergence
 
 
@@ -66,23 +67,20 @@ def drop_partial_batches(done: dict[Any, dict[str, Any]]) -> list[dict[str, Any]
 
 def batch_fields(job_config: Any, index: int, gen: BatchGeneration, row: int,
                  ar: BatchGeneration | None) -> dict[str, Any]:
-    """The batch fields of row ``row``'s record (module docstring)."""
-    tokens = gen.tokens
-    share = gen.wall_ms * len(gen.rows[row].tokens) / tokens if tokens else 0.0
-    return {"batch_size": job_config.batch_size, "batch_index": index, "batch_rows": len(gen.rows),
-            "batch_wall_ms": gen.wall_ms, "batch_tokens": tokens, "batch_share_ms": share,
-            "gamma_mode": job_config.batch_gamma if job_config.speculative else None,
-            "ar_batch_wall_ms": ar.wall_ms if ar is not None else None,
-            "ar_batch_tokens": ar.tokens if ar is not None else None}
+    """The batch fields of row ``row``'s record (module docstring), built by the one builder jobs and the replay
+    share (``specbench.records.batch_fields``)."""
+    return records.batch_fields(job_config.batch_size, index, len(gen.rows), gen.wall_ms, gen.tokens,
+                                len(gen.rows[row].tokens), job_config.batch_gamma if job_config.speculative else None,
+                                ar.wall_ms if ar is not None else None, ar.tokens if ar is not None else None)
 
 
 def alone_tokens(job: Any, ids: list[int], generator: Any) -> list[int]:
     """The target alone at batch 1 on ``ids`` (module docstring, "The row alone"): the AR cache's tokens, else an
-    untimed decode by ``job.ar``."""
+    untimed decode by ``job.alone``."""
     entry = job.ar_cache.get(job_reference_key(job, ids)) if job.ar_cache is not None else None
     if entry is not None:
         return list(entry["tokens"])
-    return list(job.ar.generate(ids, job.config.max_new_tokens, generator).tokens)
+    return list(job.alone.generate(ids, job.config.max_new_tokens, generator).tokens)
 
 
 def alone_fields(row_tokens: list[int], alone: list[int]) -> dict[str, Any]:

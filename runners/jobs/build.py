@@ -7,8 +7,11 @@ and raises ``ConfigError`` for anything wrong. Below this module only typed obje
 
 ``Job(prepared)`` then loads the pair (``specbench.model_cache.load_pair``: once per process, within
 ``model_budget``) and wires what decodes: the sampling processors, the runner (autoregressive,
-speculative with its drafter and engine options, or transformers' assisted generation), and for a
-cross-vocabulary algorithm the vocabulary overlap. Protocol settings applied here (README,
+speculative with its drafter and engine options, or transformers' assisted generation; batched at
+``batch_size`` > 1), and for a cross-vocabulary algorithm the vocabulary overlap. Whatever the batch size,
+the job times one runner and compares it with one target alone, both under one contract: prompts in, a
+``BatchGeneration`` out (``runners.engine.contract``; a batch-1 loop behind ``OneAtATime``), so the job
+has one decoding path (``runners.jobs.job.JobRun.generate``). Protocol settings applied here (README,
 "Protocols"):
 
 * sampling processors: ``top_k`` / ``top_p`` / ``typical_p`` (``checkpoint``: the target's
@@ -34,6 +37,7 @@ import torch
 from methods.base import GammaPolicy
 from methods.registry import build_policy
 from runners.drafters import DrafterContext, build_drafter, check_drafter
+from runners.engine.contract import OneAtATime
 from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
 from runners.engine.verify import DeviceGenerators, Sampling
 from runners.jobs.ar_cache import ARCache
@@ -143,14 +147,11 @@ class Job:
 
                 self.batch_kernels = batch_kernels(self.target, config.engine)  # the loop's and the baseline's alike
         native = config.method.ar_loop == "transformers"  # method=hf_native_ar: our AR (dynamic cache) is its reference
-        self.ar = AutoregressiveRunner(self.target, self.eos, self.sampling,
-                                       cache="dynamic" if native else config.method.ar_cache or "dynamic",
-                                       forward=self.ar_forward())
-        self.runner: Any = self.ar
-        if native:  # generate() is timed; our AR stays the reference
-            from runners.engine.hf_ar import HFAutoregressiveRunner
-
-            self.runner = HFAutoregressiveRunner(self.target, self.eos, self.sampling, cache=config.method.ar_cache)
+        # the target alone at batch 1: an AR job's loop, the reference every batch-1 record compares with (the AR
+        # cache, ``runners.jobs.ar_cache``) and a batched row's check alone (``runners.jobs.batch``)
+        self.alone = AutoregressiveRunner(self.target, self.eos, self.sampling,
+                                          cache="dynamic" if native else config.method.ar_cache or "dynamic",
+                                          forward=self.ar_forward())
         self.vocab_facts: dict[str, Any] = {}
         if self.draft_model is not None:
             self.vocab_facts = {
@@ -161,24 +162,42 @@ class Job:
         self.shared_target: torch.Tensor | None = None  # hetero: target ids with a string in the draft vocabulary
         self.vocabulary: dict[str, Any] | None = None
         self.latency, self.latency_path = find_latency(config)  # predicted wall times (runners.jobs.predict)
+        self.policies: list[GammaPolicy] = [self.policy] if self.policy is not None else []
+        # the one runner contract (``runners.engine.contract``): ``runner`` (what is timed) and ``ar`` (the target
+        # alone at the job's batch size, the paired baseline at B > 1) take prompts and return a BatchGeneration;
+        # ``loop`` is the batch-1 loop behind ``runner`` (None at B > 1: no batch-1 loop is built there)
+        self.loop: Any = None
+        if config.batch_size > 1:
+            self.runner, self.ar = self._batched()
+        else:
+            self.loop = self._loop(native)
+            self.ar = OneAtATime(self.alone)
+            self.runner = self.ar if self.loop is self.alone else OneAtATime(self.loop)
+        #: the job's records are their own reference (an ``ar`` job of our loop), chosen once
+        self.own_reference = self.runner is self.ar
+
+    def _loop(self, native: bool) -> Any:
+        """The batch-1 loop the job times: ours (speculative or the target alone) or transformers' (assisted
+        generation, ``generate()`` for ``method=hf_native_ar``)."""
+        config = self.config
         if config.method.runner == "speculative":
             from runners.engine.verify_forward import engine_options
 
             drafter = self._drafter()
             engine = (engine_options(self.target, config.engine, config.gamma, self.forward)
                       if self.forward is not None else {})
-            self.runner = SpeculativeRunner(self.target, drafter, self.policy, self.eos, self.sampling, **engine)
             if config.hetero_rule is not None:
                 self._overlap(drafter)
-        elif config.method.runner == "hf":
+            return SpeculativeRunner(self.target, drafter, self.policy, self.eos, self.sampling, **engine)
+        if config.method.runner == "hf":
             from runners.engine.hf_assisted import HFAssistedRunner
 
-            self.runner = HFAssistedRunner(self.target, self.draft_model, self.policy, self.eos, self.sampling)
-        self.policies: list[GammaPolicy] = [self.policy] if self.policy is not None else []
-        self.batch_runner: Any = None  # batch_size > 1 (runners.jobs.batch)
-        self.batch_ar: Any = None
-        if config.batch_size > 1:
-            self._batched()
+            return HFAssistedRunner(self.target, self.draft_model, self.policy, self.eos, self.sampling)
+        if native:  # generate() is timed; our AR stays the reference
+            from runners.engine.hf_ar import HFAutoregressiveRunner
+
+            return HFAutoregressiveRunner(self.target, self.eos, self.sampling, cache=config.method.ar_cache)
+        return self.alone
 
     def _engine_forward(self) -> Any:
         """Our loop's ``VerifyForward`` at batch 1 (``engine_forward``: the engine options, probed once per model):
@@ -204,30 +223,32 @@ class Job:
         """How the target alone that every speedup divides by was decoded (``summary.json: baseline``, a record's
         ``ar_baseline``): its kernels and its untimed warm-ups, the same as the measured decodes'."""
         config = self.config
-        kernels = self.batch_kernels.describe() if self.batch_runner is not None else self.ar.describe()
+        kernels = self.batch_kernels.describe() if config.batch_size > 1 else self.alone.describe()
         return {"kernels": kernels, "warmup": config.warmup, "warmup_per_prompt": config.warmup_per_prompt}
 
-    def _batched(self) -> None:
-        """The batched runners: the target alone at batch B (an ``ar`` job's runner, else the paired
-        baseline) and, for a speculative job, our loop with a batched draft model (a same-vocabulary
-        model) or one drafter per row (any other); ``per_row``: one policy per row slot, the job's own
-        in slot 0 and copies of it in the others (``shared``: the job's policy alone)."""
+    def _batched(self) -> tuple[Any, Any]:
+        """``(runner, ar)`` at batch size > 1: the target alone at batch B (an ``ar`` job's runner, else the paired
+        baseline) and, for a speculative job, our loop with a batched draft model (a same-vocabulary model) or one
+        drafter per row (any other); ``per_row``: one policy per row slot, the job's own in slot 0 and copies of
+        it in the others (``shared``: the job's policy alone)."""
         from runners.drafters.batched_model import BatchedModelDrafter
         from runners.engine.batch_drafters import PerRowDrafters
         from runners.engine.batched import BatchedAutoregressiveRunner, BatchedSpeculativeRunner
 
         config = self.config
-        self.batch_ar = self.batch_runner = BatchedAutoregressiveRunner(self.target, self.eos, self.sampling,
-                                                                        fast=self.batch_kernels)
+        ar = BatchedAutoregressiveRunner(self.target, self.eos, self.sampling, fast=self.batch_kernels)
         if not config.speculative:
-            return
+            return ar, ar
         assert self.policy is not None
         if config.batch_gamma == "per_row":
             self.policies = [self.policy, *(copy.deepcopy(self.policy) for _ in range(config.batch_size - 1))]
+        if config.hetero_rule is not None:  # the pair's vocabulary overlap, for the summary
+            self._overlap(self._drafter())
         drafter = (BatchedModelDrafter(self.draft_model, self.eos) if config.drafter == "model"
                    else PerRowDrafters(self._drafter))
-        self.batch_runner = BatchedSpeculativeRunner(self.target, drafter, self.policies, self.eos, self.sampling,
-                                                     config.batch_gamma, fast=self.batch_kernels)
+        runner = BatchedSpeculativeRunner(self.target, drafter, self.policies, self.eos, self.sampling,
+                                          config.batch_gamma, fast=self.batch_kernels)
+        return runner, ar
 
     def devices(self) -> list[str]:
         """Every device the job's models have parameters on."""
@@ -260,27 +281,24 @@ class Job:
         """The policy as configured (state carried across prompts, e.g. by the warm-up, is dropped)."""
         for policy in self.policies:
             policy.reset()
-        if hasattr(self.runner, "reset"):
-            self.runner.reset()
+        if hasattr(self.loop, "reset"):
+            self.loop.reset()
 
     def generator(self, seed: int) -> DeviceGenerators:
         """Random numbers for one generation: a generator per device (target and draft may differ)."""
         return DeviceGenerators(seed)
 
-    def untimed(self, ids: list[int], max_new_tokens: int, seed: int) -> None:
-        """A warm-up generation that leaves the policy and the runner as it found them (a carried-over
-        γ or an adapted threshold must come from the timed prompts only): the policy's ``snapshot``
-        before, its ``restore`` after."""
+    def untimed(self, prompts: list[list[int]], max_new_tokens: int, seed: int) -> None:
+        """A warm-up decoding of ``prompts`` (a batch: one prompt at batch size 1) that leaves the policy and the
+        loop as it found them (a carried-over γ or an adapted threshold must come from the timed prompts only):
+        the policy's ``snapshot`` before, its ``restore`` after."""
         saved = [p.snapshot() for p in self.policies]
-        saved_carry = getattr(self.runner, "carried_gamma", None)
-        if self.batch_runner is not None:  # batch_size > 1: ``ids`` is the batch's list of prompt turns
-            self.batch_runner.generate(ids, max_new_tokens, self.generator(seed))
-        else:
-            self.runner.generate(ids, max_new_tokens, self.generator(seed))
+        saved_carry = getattr(self.loop, "carried_gamma", None)
+        self.runner.generate(prompts, max_new_tokens, self.generator(seed))
         for policy, state in zip(self.policies, saved):
             policy.restore(state)
         if saved_carry is not None:
-            self.runner.carried_gamma = saved_carry
+            self.loop.carried_gamma = saved_carry
 
 
 def warm_up(job: Job, prompts: list[Prompt]) -> None:
@@ -290,12 +308,8 @@ def warm_up(job: Job, prompts: list[Prompt]) -> None:
         return
     ids, _ = encode_turn(job.tokenizer, [], prompts[0].turns[0], config.task.prompt_format)
     n_tokens = min(16, config.max_new_tokens)
+    prompts = [ids] * config.batch_size  # the batch's shapes: B copies of the warm-up prompt
     for _ in range(config.warmup):
-        if job.batch_runner is not None:  # the batch's shapes: B copies of the warm-up prompt
-            job.batch_runner.generate([ids] * config.batch_size, n_tokens, job.generator(config.seed))
-            if job.batch_ar is not job.batch_runner and config.verify_lossless and config.greedy:
-                job.batch_ar.generate([ids] * config.batch_size, n_tokens)
-            continue
-        job.runner.generate(ids, n_tokens, job.generator(config.seed))
-        if config.verify_lossless and config.greedy and job.runner is not job.ar:
-            job.ar.generate(ids, n_tokens)
+        job.runner.generate(prompts, n_tokens, job.generator(config.seed))
+        if config.verify_lossless and config.greedy and not job.own_reference:
+            job.ar.generate(prompts, n_tokens)

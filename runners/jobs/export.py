@@ -20,7 +20,7 @@ import json
 import shutil
 from pathlib import Path
 
-from specbench.records import read_records, write_json_atomic
+from specbench.record_io import read_records, write_json_atomic
 
 SIDE_FOLDERS = ("latency", "stats")
 SIDE_FILES = {".specbench/interleave.jsonl": "interleave.jsonl", ".specbench/ar_paired.jsonl": "ar_paired.jsonl",

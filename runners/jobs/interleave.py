@@ -47,7 +47,7 @@ block's), ``shift``, ``reversed``, the
 
 Warm-up: before the timed decodes of a round, one untimed decode of its prompt turn by the target
 alone (``untimed_target``): the input and job of the round's first paired AR decode, or, in a round
-without one, of its first job in the sweep's order; the job's own AR runner (``job.ar``) with
+without one, of its first job in the sweep's order; the job's own batch-1 AR runner (``job.alone``) with
 ``max_new_tokens`` of that job. It brings the round's new shapes (prompt length, KV cache) and caches
 in before anything is timed. It touches no policy (the target alone has none) and writes no record, no
 AR cache entry and no ``ar_paired.jsonl`` row; the round's row says what it decoded (``warmed``: job,
@@ -177,7 +177,7 @@ def untimed_target(job: Job, ids: list[int]) -> Generation:
     """A round's warm-up (module docstring): the target alone on ``ids``, untimed, with the job's own AR
     runner and a generator of its own (nothing of the job's random state is drawn on); it has no policy
     and writes nothing."""
-    return job.ar.generate(ids, job.config.max_new_tokens, job.generator(job.config.seed))
+    return job.alone.generate(ids, job.config.max_new_tokens, job.generator(job.config.seed))
 
 
 @dataclass
@@ -387,7 +387,7 @@ class InterleavedSweep:
             "reversed": plan.reversed, "slots": [it.slot for it in order], "order": [it.name for it in order], "warmed": warmed,
             "time": time.time()})
         references: dict[str, Reference] = {}
-        pending: list[tuple[_Item, Timed, dict[str, Any]]] = []
+        pending: list[tuple[_Item, tuple[Timed, Reference | None], dict[str, Any]]] = []
         failed_refs: dict[str, BaseException] = {}
         for position, item in enumerate(order):
             where = {"round": r, "position": position, "size": len(order), "seed": plan.seed, "scheme": plan.scheme}
@@ -398,7 +398,9 @@ class InterleavedSweep:
                     failed_refs[item.ar_digest] = exc
             elif item.run.job_dir not in self.outcomes:
                 try:
-                    pending.append((item, item.run.generate(item.unit, item.inp), where))
+                    # the job's one generate path, a batch of one; its reference is the round's paired decode
+                    # (or itself, an ``ar`` job)
+                    pending.append((item, item.run.generate([item.inp], reference=False)[0], where))
                 except Exception as exc:
                     self._fail(item.run, exc)
                     live.remove(item.run)
@@ -441,21 +443,22 @@ class InterleavedSweep:
         for row in rows:
             append_line(self.sweep_dir / COSTS_FILE, row)
 
-    def _write_ready(self, pending: list[tuple[_Item, Timed, dict[str, Any]]], references: dict[str, Reference],
-                     failed_refs: dict[str, BaseException], live: list[JobRun]) -> list[tuple[_Item, Timed, dict]]:
+    def _write_ready(self, pending: list[tuple[_Item, tuple[Timed, Reference | None], dict[str, Any]]],
+                     references: dict[str, Reference], failed_refs: dict[str, BaseException],
+                     live: list[JobRun]) -> list[tuple[_Item, tuple[Timed, Reference | None], dict]]:
         """Write the records whose paired reference is decoded (at once: a crash loses at most a round)."""
         left = []
-        for item, timed, where in pending:
+        for item, (timed, own), where in pending:
             digest = item.waits_for
             if digest is not None and digest in failed_refs:
                 self._fail(item.run, RuntimeError(f"the paired AR decode failed: {failed_refs[digest]}"))
                 live.remove(item.run)
                 continue
             if digest is not None and digest not in references:
-                left.append((item, timed, where))
+                left.append((item, (timed, own), where))
                 continue
             try:
-                item.run.write(item.unit, item.inp, timed, references.get(digest) if digest else None, where)
+                item.run.write(item.unit, item.inp, timed, references[digest] if digest else own, where)
             except Exception as exc:
                 self._fail(item.run, exc)
                 live.remove(item.run)

@@ -59,7 +59,7 @@ from specbench.config import JobConfig
 from specbench.job_folders import config_drift
 from specbench.loggers import JobLogger, build_logger
 from specbench.models import logits_width
-from specbench.records import RecordWriter, read_records, write_json_atomic
+from specbench.record_io import RecordWriter, read_records, write_json_atomic
 from specbench.registry import ConfigError
 
 log = logging.getLogger("specbench")
@@ -141,47 +141,23 @@ def run_job(cfg: Any, job_dir: str | Path, progress: bool = True) -> dict:
         if summary is not None:
             return summary
         with StopAfterCurrentPrompt() as stop:
-            if run.config.batch_size > 1:
-                _run_batches(run, stop)
-            for unit in run.units():
-                if run.is_done(unit):
-                    continue
-                if stop.requested and unit.first_of_prompt:
+            for units in run.batches():
+                if stop.requested and any(u.first_of_prompt for u in units):
                     raise KeyboardInterrupt("stopped after the current prompt")
-                inp = run.turn_ids(unit)
-                timed = run.generate(unit, inp)
-                run.write(unit, inp, timed, run.reference(inp.ids))
+                inps = [run.turn_ids(u) for u in units]  # a later turn after the job's own answer to the earlier one
+                for unit, inp, (timed, ref) in zip(units, inps, run.generate(inps), strict=True):
+                    run.write(unit, inp, timed, ref)
             if stop.requested:  # the last prompt finished after Ctrl-C: the job is complete, the sweep stops
                 stop_sweep()
         return run.finish()
 
 
-def _run_batches(run: JobRun, stop: StopAfterCurrentPrompt) -> None:
-    """``batch_size`` > 1: the job's units batch after batch (``runners.jobs.batch``); Ctrl-C once
-    finishes the batch in flight."""
-    from runners.jobs.batch import batches
-
-    # each batch decoding its own number, after those already in the folder (a resumed batch's missing rows,
-    # or the batches of more repeats, are new decodings: never merged with an earlier one under one index)
-    index = 1 + max((int(r["batch_index"]) for r in run.done.values() if r.get("batch_index") is not None), default=-1)
-    for batch in batches(run.units(), run.config.batch_size):
-        todo = [u for u in batch if not run.is_done(u)]
-        if not todo:
-            continue
-        if stop.requested and any(u.first_of_prompt for u in todo):
-            raise KeyboardInterrupt("stopped after the current batch")
-        inps = [run.turn_ids(u) for u in todo]
-        for unit, inp, (timed, ref) in zip(todo, inps, run.generate_batch(index, inps)):
-            run.write(unit, inp, timed, ref)
-        index += 1
-
-
 class JobRun:
     """One job opened for decoding (``open_job``): its folder's lock held; ``start`` checks the folder
-    (resume, drift), loads and warms up the models; then each ``Unit`` is ``turn_ids`` → ``generate``
-    (timed) → ``write`` (its record); ``finish`` writes the summary. ``run_job`` drives one job unit
-    after unit; the interleaved launcher (``runners.jobs.interleave``) drives many, one unit of each per
-    round. Used as a context manager it records a failure or an interruption in ``summary.json``, closes
+    (resume, drift), loads and warms up the models; then each batch of ``Unit``s (``batches``: one unit at
+    batch size 1) is ``turn_ids`` → ``generate`` (one timed decoding, the job's one path at every batch size) →
+    ``write`` (a record per unit); ``finish`` writes the summary. ``run_job`` drives one job batch after
+    batch; the interleaved launcher (``runners.jobs.interleave``) drives many, one unit of each per round. Used as a context manager it records a failure or an interruption in ``summary.json``, closes
     its writer and logger, and releases the lock."""
 
     def __init__(self, prepared: PreparedJob, job_dir: Path, lock: JobLock, progress: bool = True) -> None:
@@ -199,6 +175,7 @@ class JobRun:
         self._bar: Any = None
         self._tokens, self._seconds = 0, 0.0
         self.probe: Any = None
+        self._next_batch = 0  # the index of the job's next batch decoding (batch size > 1)
         self.began = False  # the folder says ``running``: an exception from here on is recorded in it
         self.closed = False
 
@@ -235,6 +212,10 @@ class JobRun:
             if cut:
                 log.warning("%s: %d record(s) of a batch an interruption cut short dropped; that batch is decoded "
                             "again, whole", self.job_dir, len(cut))
+            # each batch decoding its own number, after those already in the folder (a resumed batch's missing
+            # rows, or the batches of more repeats, are new decodings: never merged with an earlier one)
+            self._next_batch = 1 + max((int(r["batch_index"]) for r in self.done.values()
+                                        if r.get("batch_index") is not None), default=-1)
         if not config.overwrite and is_complete(self.job_dir) and not any(not self.is_done(u) for u in self.units()):
             log.info("job %s is complete; skipped (overwrite=true to redo)", self.job_dir)
             self.summary = json.loads((self.job_dir / "summary.json").read_text())
@@ -293,58 +274,70 @@ class JobRun:
         answers = self.answers.get(prompt.prompt_id, [])
         return turn_input(self.job, prompt, unit.turn, list(zip(prompt.turns, answers[: unit.turn - 1])))
 
-    def generate(self, unit: Unit, inp: TurnInput) -> Timed:
-        """The unit's timed generation (after its untimed ``warmup_per_prompt`` ones and the host probe)."""
-        job, config = self.job, self.config
-        assert job is not None
-        for k in range(config.warmup_per_prompt):  # hf-bench: the same call, untimed, before the timed one
-            job.untimed(inp.ids, config.max_new_tokens, config.seed + 1 + k)
-        probe_ms = self.probe() if self.probe is not None else None
-        before = job.share.sample() if job.share is not None else None
-        gen = job.runner.generate(inp.ids, config.max_new_tokens, job.generator(config.seed))
-        after = job.share.sample() if job.share is not None else None
-        if before is None or after is None:
-            return Timed(gen, probe_ms)
-        return Timed(gen, probe_ms, max(before[0], after[0]), sorted(set(before[1]) | set(after[1])))
+    def batches(self) -> list[list[Unit]]:
+        """The units still to decode, batch by batch in decoding order: one unit each at batch size 1, else
+        ``runners.jobs.batch.batches`` (a batch an interruption cut short is decoded again whole)."""
+        if self.config.batch_size == 1:
+            return [[u] for u in self.units() if not self.is_done(u)]
+        from runners.jobs.batch import batches
 
-    def generate_batch(self, index: int, inps: list[TurnInput]) -> list[tuple[Timed, Reference | None]]:
-        """Batch ``index``'s timed generation (``batch_size`` > 1) and, with greedy ``verify_lossless``,
-        the paired AR batch, with its own untimed ``warmup_per_prompt`` decodes, decoded right after it (even
-        ``index``) or right before it (odd), and each row against the target alone at batch 1 (untimed, last): each
-        row's ``Timed`` and reference (``runners.jobs.batch``)."""
-        from runners.jobs.batch import alone_fields, alone_tokens, batch_fields, references
+        todo = [[u for u in batch if not self.is_done(u)] for batch in batches(self.units(), self.config.batch_size)]
+        return [batch for batch in todo if batch]
 
+    def generate(self, inps: list[TurnInput], reference: bool = True) -> list[tuple[Timed, Reference | None]]:
+        """One timed decoding of a batch of prompt turns (one at batch size 1; ``runners.engine.contract``), after
+        its untimed ``warmup_per_prompt`` decodes and the host probe, and each row's ``Timed`` with its reference:
+        itself for an ``ar`` job of our loop; at batch size > 1 with greedy ``verify_lossless`` the paired AR batch,
+        with its own untimed warm-ups, decoded right after the timed batch (even batch index) or right before it
+        (odd), and each row also against the target alone at batch 1 (untimed, last; ``runners.jobs.batch``); at
+        batch size 1 the AR cache's reference (``reference``; ``ar_cache.reference``: memoised, from the sweep's
+        cache, or decoded here after the timed decode), or None when the caller brings its own (the interleaved
+        launcher's paired decode)."""
         job, config = self.job, self.config
-        assert job is not None and job.batch_runner is not None
+        assert job is not None, "start() first"
         prompts = [inp.ids for inp in inps]
+        batched = config.batch_size > 1
         verified = config.verify_lossless and config.greedy
-        own = job.batch_runner is job.batch_ar
-        paired = verified and not own  # the target alone decodes the same batch: treated like the measured one
-        for k in range(config.warmup_per_prompt):
+        paired = batched and verified and not job.own_reference  # the target alone decodes the same batch
+        index = self._next_batch if batched else None
+        for k in range(config.warmup_per_prompt):  # hf-bench: the same call, untimed, before the timed one
             job.untimed(prompts, config.max_new_tokens, config.seed + 1 + k)
             if paired:  # the baseline's own untimed decodes of the batch (issue 40)
-                job.batch_ar.generate(prompts, config.max_new_tokens)
+                job.ar.generate(prompts, config.max_new_tokens)
         probe_ms = self.probe() if self.probe is not None else None
-        ar_first = paired and index % 2 == 1  # the order alternates from batch to batch (module docstring)
-        ar = job.batch_ar.generate(prompts, config.max_new_tokens) if ar_first else None
+        ar_first = paired and index is not None and index % 2 == 1  # the order alternates batch by batch
+        ar = job.ar.generate(prompts, config.max_new_tokens) if ar_first else None
         before = job.share.sample() if job.share is not None else None
-        gen = job.batch_runner.generate(prompts, config.max_new_tokens, job.generator(config.seed))
+        gen = job.runner.generate(prompts, config.max_new_tokens, job.generator(config.seed))
         after = job.share.sample() if job.share is not None else None
         if paired and not ar_first:
-            ar = job.batch_ar.generate(prompts, config.max_new_tokens)
-        refs = references(gen, ar, index, own) if verified else [None] * len(prompts)
-        jobs = max(before[0], after[0]) if before is not None and after is not None else None
-        neighbours = sorted(set(before[1]) | set(after[1])) if before is not None and after is not None else None
-        fields = [batch_fields(config, index, gen, i, gen if own else ar) for i in range(len(gen.rows))]
+            ar = job.ar.generate(prompts, config.max_new_tokens)
+        shared = before is not None and after is not None
+        jobs = max(before[0], after[0]) if shared else None
+        neighbours = sorted(set(before[1]) | set(after[1])) if shared else None
+        if not batched:
+            row = gen.rows[0]
+            if verified and job.own_reference:
+                ref: Reference | None = Reference(row, "self", jobs)
+            else:
+                ref = self.reference(prompts[0]) if reference else None
+            return [(Timed(row, probe_ms, jobs, neighbours), ref)]
+        from runners.jobs.batch import alone_fields, alone_tokens, batch_fields, references
+
+        assert index is not None
+        self._next_batch += 1
+        refs = references(gen, ar, index, job.own_reference) if verified else [None] * len(prompts)
+        fields = [batch_fields(config, index, gen, i, gen if job.own_reference else ar) for i in range(len(gen.rows))]
         if paired:  # each row against the target alone at batch 1, untimed, after the timed decodes
-            for row, g, ids in zip(fields, gen.rows, prompts, strict=True):
-                row.update(alone_fields(g.tokens, alone_tokens(job, ids, job.generator(config.seed))))
-        return [(Timed(g, probe_ms, jobs, neighbours, row), ref) for g, ref, row in zip(gen.rows, refs, fields, strict=True)]
+            for row_fields, g, ids in zip(fields, gen.rows, prompts, strict=True):
+                row_fields.update(alone_fields(g.tokens, alone_tokens(job, ids, job.generator(config.seed))))
+        return [(Timed(g, probe_ms, jobs, neighbours, row_fields), ref)
+                for g, ref, row_fields in zip(gen.rows, refs, fields, strict=True)]
 
     def needs_reference(self) -> bool:
         """Whether records compare with the target alone (greedy ``verify_lossless``, not an AR job)."""
         job = self.job
-        return bool(self.config.verify_lossless and self.config.greedy and job is not None and job.runner is not job.ar)
+        return bool(self.config.verify_lossless and self.config.greedy and job is not None and not job.own_reference)
 
     def reference(self, ids: list[int]) -> Reference | None:
         """The sequential launchers' reference: memoised, from the sweep's cache, or decoded here."""
@@ -354,10 +347,14 @@ class JobRun:
 
     def write(self, unit: Unit, inp: TurnInput, timed: Timed, reference: Reference | None,
               interleave: Mapping[str, Any] | None = None) -> dict:
-        """The unit's record, appended to ``records.jsonl`` at once (crash-safe), logged and counted."""
+        """The unit's record, appended to ``records.jsonl`` at once (crash-safe), logged and counted; then, for an
+        ``ar`` job at batch size 1, its decoding stored as the reference other jobs of the sweep need
+        (``ar_cache.store_own_reference``)."""
         assert self.job is not None and self._writer is not None
         made = make_record(self.job, unit, inp, timed, reference, interleave)
         self._writer.write(made)
+        if reference is not None and reference.source == "self" and self.config.batch_size == 1:
+            ar_cache.store_own_reference(self.job, inp.ids, timed.gen, reference.device_jobs)
         record = asdict(made)
         assert self.logger is not None
         self.logger.log_record(record)

@@ -27,7 +27,7 @@ from runners.engine.verify_forward import measurements, seed_measurements
 from runners.jobs.ar_cache import hardware, key_hash, locked, runtime_key
 from specbench.config import ModelSpec
 from specbench.models import model_device
-from specbench.records import write_json_atomic
+from specbench.record_io import write_json_atomic
 
 KERNELS_SUBDIR = Path(".specbench") / "kernels"
 

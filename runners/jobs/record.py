@@ -3,7 +3,8 @@
 
 Every figure's definition is in ``specbench.records``; this module only gathers a unit's timed
 generation (``Timed``), its input (``runners.jobs.inputs.TurnInput``) and its AR reference
-(``runners.jobs.ar_cache.Reference``) into those fields. Every record says how many jobs shared its
+(``runners.jobs.ar_cache.Reference``) into those fields, with the method's identity as it ran
+(``specbench.method_config.method_key``: what ``analysis`` keys the record by). Every record says how many jobs shared its
 device while it was decoded (``runners.jobs.device_share``) and, for greedy ``verify_lossless``,
 whether it equals the target's own decoding and where that decoding came from (``ar_source``).
 """
@@ -16,11 +17,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from runners.engine.base import Generation
-from runners.jobs.ar_cache import Reference, store_own_reference
+from runners.jobs.ar_cache import Reference
 from runners.jobs.build import Job
 from runners.jobs.inputs import TurnInput
 from runners.jobs.predict import predicted_wall
 from specbench.config import JobConfig
+from specbench.method_config import method_key
 from specbench.model_cache import MODEL_CACHE
 from specbench.provenance import provenance
 from specbench.records import (
@@ -91,10 +93,7 @@ def make_record(job: Job, unit: Unit, inp: TurnInput, timed: Timed, reference: R
         extra["output_tokens_shared"] = sum(
             1 for t in gen.tokens if t < job.shared_target.numel() and bool(job.shared_target[t]))
     if config.verify_lossless and config.greedy:
-        if reference is None and job.runner is job.ar:  # (a batched AR job passes itself, not for the cache)
-            reference = Reference(gen, "self", device_jobs)
-            store_own_reference(job, ids, gen, device_jobs)
-        assert reference is not None, "a verified job's record needs its reference"
+        assert reference is not None, "a verified job's record needs its reference (itself for an ar job)"
         fields.update(ar_source=reference.source, ar_device_jobs=reference.device_jobs, ar_decode=reference.decode_id,
                       ar_baseline=job.baseline())
         ref = reference.gen
@@ -104,7 +103,7 @@ def make_record(job: Job, unit: Unit, inp: TurnInput, timed: Timed, reference: R
         fields.update(ar_tokens_per_s=ref_t["tokens_per_s"], ar_wall_ms=ref.wall_ms)
     timing = timing_fields(gen.wall_ms, gen.ttft_ms, len(gen.tokens))
     predicted = None if timed.batch else predicted_wall(  # a batched round's cost: runners.replay
-        job.latency, config, bool(getattr(job.runner, "fused_prefill", False)), len(ids), gen)
+        job.latency, config, bool(getattr(job.loop, "fused_prefill", False)), len(ids), gen)
     timing.update(breakdown_fields(gen.phase_ms), predicted_wall_ms=predicted)
     if fields.get("ar_tokens_per_s"):
         fields["speedup"] = timing["tokens_per_s"] / fields["ar_tokens_per_s"]
@@ -135,6 +134,8 @@ def make_record(job: Job, unit: Unit, inp: TurnInput, timed: Timed, reference: R
         chat_template="chat" if fmt == "chat_template" else None,
         prompt_format=fmt,
         method_params=dict(config.method.params),
+        method_key=method_key(config.method.name, config.method.params, config.hetero_rule,
+                              config.as_dict().get("hetero")),
         ar_cache=config.method.ar_cache,
         top_k=job.sampling.top_k,
         top_p=job.sampling.top_p,
@@ -216,14 +217,14 @@ def engine_summary(job: Job) -> dict[str, Any] | None:
     scope, the padding buckets as probed, ``fused_prefill``); our AR loop's step (``AutoregressiveRunner.describe``);
     a batched job's (``ar`` too) batched runner's kernels (``runners.engine.verify_forward.BatchKernels``:
     ``fast_linear`` only); null for transformers' loops (assisted generation, ``hf_native_ar``)."""
-    if job.batch_runner is not None:
-        return job.batch_runner.fast.describe()
-    if job.runner is job.ar:
-        return job.ar.describe()
-    forward = getattr(job.runner, "forward", None)
+    if job.loop is None:  # batch size > 1
+        return job.batch_kernels.describe()
+    if job.own_reference:
+        return job.alone.describe()
+    forward = getattr(job.loop, "forward", None)
     if forward is None or not hasattr(forward, "describe"):
         return None
-    return {**forward.describe(), "fused_prefill": bool(getattr(job.runner, "fused_prefill", False))}
+    return {**forward.describe(), "fused_prefill": bool(getattr(job.loop, "fused_prefill", False))}
 
 
 def hetero_summary(job: Job, records: list[dict]) -> dict[str, Any] | None:

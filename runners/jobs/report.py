@@ -192,7 +192,7 @@ class SweepReport(Callback):
         self.started = time.time() - 1.0
         import socket
 
-        from specbench.records import write_json_atomic
+        from specbench.record_io import write_json_atomic
 
         sweep_dir = Path(str(config.hydra.sweep.dir))
         write_json_atomic(sweep_dir / SWEEP_FILE, {"host": socket.gethostname(), "started": self.started})

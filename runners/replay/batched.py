@@ -34,8 +34,9 @@ from collections.abc import Callable, Sequence
 from methods.base import GammaPolicy
 from runners.engine.batched import turn_batches
 from runners.replay.oracle import AgreementOracle, ScriptedPolicy, oracle_schedule
-from runners.replay.replay import GAMMA_MODES, BatchReplay, max_new, replay_rows
+from runners.replay.replay import BatchReplay, max_new, replay_rows
 from runners.replay.trace import Trace
+from specbench.config import GAMMA_MODES
 from specbench.latency import LatencyModel, ar_batch_ms, check_batch_size
 from specbench.records import pooled_tokens_per_s
 from specbench.registry import ConfigError

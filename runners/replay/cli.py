@@ -58,7 +58,7 @@ from runners.replay.trace_base import TRACE_VERSION
 from runners.replay.trace_build import build_trace
 from specbench.config import JobConfig, compose
 from specbench.latency import LatencyModel
-from specbench.records import write_json_atomic
+from specbench.record_io import write_json_atomic
 from specbench.registry import ConfigError
 
 # ---------------------------------------------------------------------- jobs → traces

@@ -123,7 +123,7 @@ def compare_rows(real: str | Path, traces_dir: str | Path, latency_dir: str | Pa
     refused in one line (``specbench.timed_on.check_timed_on``, ``summary_timed_on``)."""
     from specbench.config import JobConfig
     from specbench.latency import LatencyModel, predict_parts_ms
-    from specbench.records import read_records
+    from specbench.record_io import read_records
 
     traces_by_key: dict[tuple, list] = {}
     for path in find_trace_files(traces_dir):

@@ -7,29 +7,32 @@ Best fixed γ in hindsight: the fixed-γ replay (``policy=fixed``) for every γ 
 prompts of the trace, best pooled throughput).
 
 Rows (``result_row``; ``python -m runners.replay grid`` writes them to ``replay.jsonl`` and ``replay.csv``):
-one row per method × initial γ × prompt turn, with ``specbench.records`` field names: pair, method, gamma_init, prompt_id, new_tokens, rounds,
-drafted, accepted, acceptance_rate, gamma_trace, drafted_trace, accepted_trace, confidence_trace,
-discarded_trace, the per-position counts (drafted_per_pos, compared_per_pos, accepted_per_pos): the
-replay's ``specbench.rounds.Rounds`` serialised as a job's record serialises its own; and *predicted*
-ttft_ms, tpot_ms, wall_ms, tokens_per_s, ar_tokens_per_s, speedup; plus ``source = "replay"``),
-and ``meta.json`` into ``--out`` (default ``<DIR>/replay``); ``python -m analysis`` renders the
-oracle table from them (``analysis.replay_table``). Oracle rows have ``method`` ``oracle`` / ``oracle_agreement``; best fixed γ
-rows ``best_fixed_prompt`` / ``best_fixed_task``.
+one row per method × initial γ × prompt turn, each a record (``specbench.records.Record``'s fields, filled by its
+builders) with its source: pair, method (the replay's label, ``NAME`` or ``NAME:key=value``), ``method_key`` (its
+identity as a job run with those overrides writes it, ``MethodSpec.key``), gamma_init, prompt_id, new_tokens, the
+replay's ``specbench.rounds.Rounds`` serialised as a job's record serialises its own; *predicted* ttft_ms,
+tpot_ms, wall_ms, tokens_per_s, ar_tokens_per_s, speedup; plus ``source = "replay"``, ``predicted`` and the
+trace's ``max_new_tokens``), and ``meta.json`` into ``--out`` (default ``<DIR>/replay``); ``python -m analysis``
+renders the oracle table from them (``analysis.replay_table``). Oracle rows have ``method`` ``oracle`` /
+``oracle_agreement``; best fixed γ rows ``best_fixed_prompt`` / ``best_fixed_task``.
 
 At a batch size (``replay_grid(..., batch_size, gamma_mode)``; ``runners.replay.batched``) every row also
-carries its batch (``batch_fields``: ``batch_size``, ``gamma_mode`` (None on reference rows), ``batch_index``,
-``batch_rows``, ``batch_wall_ms``, ``batch_tokens``, ``batch_share_ms``) and the target alone on the same
-batch (``ar_wall_ms``: the row's, ``ar_batch_wall_ms``, ``ar_share_ms``); ``wall_ms``, ``tokens_per_s`` and
-``speedup`` are the row's latency view (batch start → its finish), the throughput over all rows is
-``Σ new_tokens / Σ batch_share_ms``. Batch 1: the rows of ``replay_job``, ``batch_share_ms = wall_ms``. The
-best fixed γ at ``B``: per task the γ of the best throughput over all rows; per prompt, each row plays the γ
-under which it finished first when the whole batch played that γ, and the rows are replayed together.
+carries a record's batch fields (``specbench.records.batch_fields``: ``batch_size``, ``gamma_mode`` (None on
+reference rows), ``batch_index``, ``batch_rows``, ``batch_wall_ms``, ``batch_tokens``, ``batch_share_ms``) and the
+target alone on the same batch (``ar_wall_ms``: the row's, ``ar_batch_wall_ms``, ``ar_batch_tokens``);
+``wall_ms``, ``tokens_per_s`` and ``speedup`` are the row's latency view (batch start → its finish), the
+throughput over all rows divides by ``specbench.records.throughput_ms``. Batch 1: the rows of ``replay_job``,
+``batch_share_ms = wall_ms``. The best fixed γ at ``B``: per task the γ of the best throughput over all rows; per
+prompt, each row plays the γ under which it finished first when the whole batch played that γ, and the rows are
+replayed together.
 
 Cells (``cells``; the policy lab writes them, small enough to commit): one row per pair × task × length ×
-batch size × γ mode × method × initial γ, the sums of its prompt turns' rows (``prompt_id = "*"``, ``prompts``: how many), with the
-per-position counts summed, ``plain_rounds``, and only the rounds that drafted the full initial γ kept in
-``drafted_trace`` / ``accepted_trace`` (enough for Leviathan et al.'s α); ``analysis`` reads rows and cells
-alike (its leaderboard is the same from either). ``write_grid`` writes either shape into one folder.
+batch size × γ mode × method × initial γ, the sums of its prompt turns' rows (``prompt_id = "*"``, ``prompts``:
+how many), with the per-position counts summed, ``batch_share_ms`` and ``ar_share_ms`` the sums of the rows'
+``throughput_ms`` (a cell is no record: ``ar_share_ms`` is its own column), ``plain_rounds``, and only the rounds
+that drafted the full initial γ kept in ``drafted_trace`` / ``accepted_trace`` (enough for Leviathan et al.'s α);
+``analysis`` reads rows and cells alike (its leaderboard is the same from either). ``write_grid`` writes either
+shape into one folder.
 """
 
 from __future__ import annotations
@@ -59,8 +62,10 @@ from runners.replay.oracle import AGREEMENT_ORACLE, ORACLE
 from runners.replay.replay import BatchReplay, ReplayResult
 from runners.replay.trace import Trace, TraceTooShort
 from specbench.latency import LatencyModel
+from specbench.method_config import method_key, parse_spelling
 from specbench.paths import CONF_DIR
-from specbench.records import REPLAY_FILE, pooled_tokens_per_s, write_json_atomic
+from specbench.record_io import write_json_atomic, write_jsonl
+from specbench.records import REPLAY_FILE, batch_fields, pooled_tokens_per_s, throughput_ms, timing_fields
 from specbench.rounds import TRACE_FIELDS
 
 PAPER_METHODS = ("specdecode", "hf_heuristic", "hf_heuristic_carryover", "assistant_threshold", "gammatune",
@@ -96,11 +101,13 @@ class MethodSpec:
 
         return build_policy(self.policy, gamma, dict(self.params))
 
-
-def _parse_value(text: str) -> Any:
-    import yaml
-
-    return yaml.safe_load(text)
+    @property
+    def key(self) -> str:
+        """The method's identity as a job run with the label's overrides writes it
+        (``specbench.method_config.method_key``): ``gammatune:eta=0.5`` is ``gammatune`` with ``method.eta=0.5``,
+        ``gammatune[eta=0.5]``."""
+        name, overrides = parse_spelling(self.label)
+        return method_key(name, overrides)
 
 
 def load_method(spec: str, conf_dir: str | os.PathLike | None = None) -> MethodSpec:
@@ -109,13 +116,7 @@ def load_method(spec: str, conf_dir: str | os.PathLike | None = None) -> MethodS
     from methods.registry import POLICIES
     from specbench.registry import ConfigError
 
-    name, _, rest = spec.partition(":")
-    overrides = {}
-    for item in filter(None, rest.split(",")):
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ConfigError(f"method {spec!r}: {item!r} is not key=value")
-        overrides[key.strip()] = _parse_value(value)
+    name, overrides = parse_spelling(spec)
     path = Path(conf_dir or CONF_DIR / "method") / f"{name}.yaml"
     if path.exists():
         from omegaconf import OmegaConf
@@ -133,13 +134,14 @@ def load_method(spec: str, conf_dir: str | os.PathLike | None = None) -> MethodS
 
 
 def result_row(res: ReplayResult, method: str, gamma_init: int | None, latency: LatencyModel | None,
-               batch: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """A records-like row (``specbench.records`` field names where they apply; times are predicted).
-    ``batch``: the row's batch (``batch_fields``), its AR wall at that batch size (``ar_wall_ms``) among
-    them; None: a row decoded alone (batch 1)."""
+               batch: Mapping[str, Any] | None = None, key: str | None = None) -> dict[str, Any]:
+    """A replayed row: a record (``specbench.records.Record``'s fields, filled by its builders; times predicted)
+    with its source (``source = "replay"``, ``predicted``, the trace's ``max_new_tokens``). ``key``: the method's
+    identity (``MethodSpec.key``; None for the references). ``batch``: the row's batch (``batch_fields``), its AR
+    wall at that batch size (``ar_wall_ms``) among them; None: a row decoded alone (batch 1)."""
     tr = res.trace
     row: dict[str, Any] = {
-        "pair": tr.pair, "target": tr.target, "draft": tr.draft, "method": method, "task": tr.task,
+        "pair": tr.pair, "target": tr.target, "draft": tr.draft, "method": method, "method_key": key, "task": tr.task,
         "category": tr.category, "prompt_id": tr.prompt_id, "turn": tr.turn, "gamma_init": gamma_init,
         "temperature": 0.0, "prompt_tokens": tr.prompt_tokens, "new_tokens": res.new_tokens,
         "stop_reason": res.stop_reason, "max_new_tokens": tr.max_new_tokens,
@@ -147,16 +149,14 @@ def result_row(res: ReplayResult, method: str, gamma_init: int | None, latency: 
         "ttft_ms": res.ttft_ms, "wall_ms": res.wall_ms, "tpot_ms": None, "tokens_per_s": res.tokens_per_s,
         "ar_wall_ms": None, "ar_tokens_per_s": None, "speedup": None, "source": "replay", "predicted": True,
     }
-    if batch is None:
+    if batch is None:  # alone: the batch fields a record at batch 1 would have, its share its own wall
         batch = {"batch_size": 1, "batch_rows": 1, "batch_wall_ms": res.wall_ms, "batch_tokens": res.new_tokens,
                  "batch_share_ms": res.wall_ms}
         if latency is not None and res.wall_ms:
-            ar = latency.ar_wall_ms(tr.prompt_tokens, res.new_tokens)
-            batch = {**batch, "ar_wall_ms": ar, "ar_batch_wall_ms": ar, "ar_share_ms": ar}
+            batch = {**batch, "ar_wall_ms": latency.ar_wall_ms(tr.prompt_tokens, res.new_tokens)}
     row.update(batch)
     if latency is not None and res.wall_ms:
-        if res.new_tokens >= 2:
-            row["tpot_ms"] = (res.wall_ms - res.ttft_ms) / (res.new_tokens - 1)
+        row.update(timing_fields(res.wall_ms, res.ttft_ms, res.new_tokens))
         ar = row["ar_wall_ms"]
         row["ar_tokens_per_s"] = res.new_tokens / (ar / 1000.0) if ar and ar > 0 else None
         if row["ar_tokens_per_s"]:
@@ -164,37 +164,37 @@ def result_row(res: ReplayResult, method: str, gamma_init: int | None, latency: 
     return row
 
 
-def batch_fields(batches: Sequence[BatchReplay], batch_size: int, gamma_mode: str | None,
-                 ar: Sequence[tuple[float, list[float]]] | None) -> list[dict[str, Any]]:
-    """Per row of a job replayed at a batch size, in order: ``batch_size``, ``gamma_mode``, ``batch_index``,
-    ``batch_rows``, ``batch_wall_ms``, ``batch_tokens``, ``batch_share_ms`` (the batch's wall × the row's share
-    of its new tokens, as a real record's, ``runners.jobs.batch``: the shares of a job sum to its batches' walls, so ``Σ new tokens / Σ shares`` is the throughput over all rows)
-    and, with ``ar`` (``runners.replay.batched.ar_batches``), the target alone on the same batch:
-    ``ar_wall_ms`` (the row's), ``ar_batch_wall_ms``, ``ar_share_ms``."""
+def job_batch_fields(batches: Sequence[BatchReplay], batch_size: int, gamma_mode: str | None,
+                     ar: Sequence[tuple[float, list[float]]] | None) -> list[dict[str, Any]]:
+    """Per row of a job replayed at a batch size, in order: a record's batch fields (``specbench.records.batch_fields``,
+    as a job's row gets them: ``batch_share_ms`` is the row's share of its batch's wall, the shares of a job sum to
+    its batches' walls, so ``Σ new tokens / Σ shares`` is the throughput over all rows) and, with ``ar``
+    (``runners.replay.batched.ar_batches``), the target alone on the same batch: ``ar_wall_ms`` (the row's),
+    ``ar_batch_wall_ms`` and ``ar_batch_tokens`` (it decodes the rows' own tokens: the same traces; none at batch 1,
+    as a record at batch 1 has none: the AR side is then the row's own ``ar_wall_ms``)."""
     out = []
     for index, batch in enumerate(batches):
-        rows, wall, tokens = len(batch.rows), batch.wall_ms, batch.new_tokens
+        rows, tokens = len(batch.rows), batch.new_tokens
+        walls = ar[index][1] if ar is not None else None
+        paired = bool(walls) and batch_size > 1
         for i in range(rows):
-            part = batch.rows[i].new_tokens / tokens if tokens else 1.0 / rows
-            fields: dict[str, Any] = {
-                "batch_size": batch_size, "gamma_mode": gamma_mode, "batch_index": index, "batch_rows": rows,
-                "batch_wall_ms": wall, "batch_tokens": tokens,
-                "batch_share_ms": wall * part if wall is not None else None}
-            if ar is not None:
-                walls = ar[index][1]
-                fields.update(ar_wall_ms=walls[i], ar_batch_wall_ms=max(walls), ar_share_ms=max(walls) * part)
+            fields = batch_fields(batch_size, index, rows, batch.wall_ms, tokens, batch.rows[i].new_tokens, gamma_mode,
+                                  max(walls) if paired else None, tokens if paired else None)
+            if walls:
+                fields["ar_wall_ms"] = walls[i]
             out.append(fields)
     return out
 
 
 def job_rows(batches: Sequence[BatchReplay], method: str, gammas: int | Sequence[int | None] | None,
              latency: LatencyModel | None, gamma_mode: str | None, ar: Sequence | None,
-             batch_size: int) -> list[dict[str, Any]]:
-    """``result_row`` of every row of a job replayed at ``batch_size`` (``gammas``: one initial γ, or one per row)."""
+             batch_size: int, key: str | None = None) -> list[dict[str, Any]]:
+    """``result_row`` of every row of a job replayed at ``batch_size`` (``gammas``: one initial γ, or one per row;
+    ``key``: the method's identity, ``MethodSpec.key``)."""
     results = rows_of(batches)
     per_row = gammas if isinstance(gammas, list) else [gammas] * len(results)
-    fields = batch_fields(batches, batch_size, gamma_mode, ar)
-    return [result_row(r, method, g, latency, f) for r, g, f in zip(results, per_row, fields)]
+    fields = job_batch_fields(batches, batch_size, gamma_mode, ar)
+    return [result_row(r, method, g, latency, f, key) for r, g, f in zip(results, per_row, fields)]
 
 
 def replay_grid(traces: Sequence[Trace], methods: Sequence[MethodSpec], gammas: Sequence[int],
@@ -216,7 +216,7 @@ def replay_grid(traces: Sequence[Trace], methods: Sequence[MethodSpec], gammas: 
             except (TraceTooShort, ValueError) as exc:
                 errors.append(f"{method.label} γ={gamma}: {exc}")
                 continue
-            rows += job_rows(batches, method.label, gamma, latency, gamma_mode, ar, batch_size)
+            rows += job_rows(batches, method.label, gamma, latency, gamma_mode, ar, batch_size, method.key)
     if latency is None or not traces:
         return rows
     if any(getattr(tr, "kind", "model") == "hybrid" for tr in traces):
@@ -252,8 +252,7 @@ def replay_grid(traces: Sequence[Trace], methods: Sequence[MethodSpec], gammas: 
 
 # ---------------------------------------------------------------------- cells and the writer
 
-SUM_FIELDS = ("new_tokens", "rounds", "drafted", "accepted", "wall_ms", "ttft_ms", "ar_wall_ms", "batch_share_ms",
-              "ar_share_ms")
+SUM_FIELDS = ("new_tokens", "rounds", "drafted", "accepted", "wall_ms", "ttft_ms", "ar_wall_ms")
 LIST_FIELDS = ("drafted_per_pos", "compared_per_pos", "accepted_per_pos")
 #: the list columns ``replay.csv`` holds as JSON text
 LIST_COLUMNS = (*TRACE_FIELDS, *LIST_FIELDS)
@@ -271,9 +270,15 @@ def cells(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         cell: dict[str, Any] = {"pair": pair, "task": task, "max_new_tokens": m, "batch_size": batch_size,
                                 "gamma_mode": mode, "method": method, "gamma_init": gamma,
                                 "prompt_id": "*", "prompts": len(group), "source": "replay", "predicted": True,
-                                "target": group[0].get("target"), "draft": group[0].get("draft")}
+                                "target": group[0].get("target"), "draft": group[0].get("draft"),
+                                "method_key": group[0].get("method_key")}
         for f in SUM_FIELDS:
             values = [r.get(f) for r in group]
+            cell[f] = sum(values) if all(v is not None for v in values) else None
+        # what the throughput over all rows divides by (``specbench.records.throughput_ms``): each row's share of
+        # its batch's wall (its own wall at batch 1), and the AR side's; a cell states the AR sum as ``ar_share_ms``
+        for f, ar in (("batch_share_ms", False), ("ar_share_ms", True)):
+            values = [throughput_ms(r, ar=ar) for r in group]
             cell[f] = sum(values) if all(v is not None for v in values) else None
         for f in LIST_FIELDS:
             width = max(len(r.get(f) or []) for r in group)
@@ -286,8 +291,7 @@ def cells(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             cell["drafted_trace"] = [gamma] * len(fulls)  # only the full rounds: enough for the α fit
             cell["accepted_trace"] = [a for _, a in fulls]
         cell["acceptance_rate"] = cell["accepted"] / cell["drafted"] if cell.get("drafted") else None
-        # throughput over all rows: the batches' walls (a row's share of its batch), the rows' own at batch 1
-        time, ar_time = cell.get("batch_share_ms") or cell.get("wall_ms"), cell.get("ar_share_ms") or cell.get("ar_wall_ms")
+        time, ar_time = throughput_ms(cell), throughput_ms(cell, ar=True)
         cell["tokens_per_s"] = pooled_tokens_per_s([cell["new_tokens"]], [time]) if time else None
         cell["ar_tokens_per_s"] = pooled_tokens_per_s([cell["new_tokens"]], [ar_time]) if ar_time else None
         cell["speedup"] = (cell["tokens_per_s"] / cell["ar_tokens_per_s"]) if cell.get("ar_tokens_per_s") else None
@@ -310,12 +314,6 @@ def trace_summary(traces: Iterable[Trace]) -> list[dict[str, Any]]:
     return out
 
 
-def _write_jsonl(path: Path, rows: Iterable[Mapping[str, Any]]) -> None:
-    with open(path, "w", encoding="utf-8") as fh:
-        for r in rows:
-            fh.write(json.dumps(r, allow_nan=False) + "\n")
-
-
 def write_grid(folder: str | os.PathLike, rows: list[dict[str, Any]], meta: Mapping[str, Any], *,
                as_cells: bool = False, full: bool = False, traces: Sequence[Trace] | None = None) -> Path:
     """A grid's folder, the one writer of replayed rows: ``replay.jsonl`` (read by ``analysis``) holds the
@@ -327,11 +325,11 @@ def write_grid(folder: str | os.PathLike, rows: list[dict[str, Any]], meta: Mapp
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
     if as_cells:
-        _write_jsonl(out / REPLAY_FILE, cells(rows))
+        write_jsonl(out / REPLAY_FILE, cells(rows))
         if full:
-            _write_jsonl(out / FULL_FILE, rows)
+            write_jsonl(out / FULL_FILE, rows)
     else:
-        _write_jsonl(out / REPLAY_FILE, rows)
+        write_jsonl(out / REPLAY_FILE, rows)
         flat = pd.DataFrame(rows)
         for col in LIST_COLUMNS:
             if col in flat:

@@ -282,7 +282,7 @@ def import_traces(path: str | os.PathLike, proposer: str, draft_length: int | No
 def write_import(out: str | os.PathLike, traces: Sequence[AcceptanceTrace], meta: Mapping[str, Any],
                  proposer: str) -> Path:
     """``trace.jsonl``, ``meta.json`` and ``latency/<pair>.json`` (their cost model) into ``out``."""
-    from specbench.records import write_json_atomic
+    from specbench.record_io import write_json_atomic
 
     folder = Path(out)
     write_traces(folder / TRACE_FILE, traces)

@@ -219,7 +219,7 @@ def main(args: Any) -> int:
     """The ``import vllm`` command: write the traces, say what the data cannot drive."""
     import sys
 
-    from specbench.records import write_json_atomic
+    from specbench.record_io import write_json_atomic
 
     try:
         traces, meta = import_traces(args.path, args.pair, args.task, args.target, args.draft)

@@ -15,7 +15,8 @@ by round on a ``runners.replay.trace.Trace``, with *exactly* its semantics:
   accepted EOS ends the sequence; ``policy.observe(RoundOutcome(γ, d, accepted,
   confidences, eos_accepted, steps, costs))`` — for every round, ``d = 0`` rounds included;
   the costs (``draft_ms``, ``verify_ms``, ``round_ms``) are the latency model's prediction,
-  given only to a policy that ``needs`` ``COSTS`` (``None`` without a latency model);
+  given only to a policy that ``needs`` ``COSTS`` (``None`` without a latency model); the stop, the
+  verified prefix and the outcome are the loop's own functions (``methods.rules``);
 * one policy object is used for all the prompts of a job, in the job's order (state that
   carries across prompts, e.g. ``hf_heuristic``'s γ, carries here too); a job's warm-up is
   followed by a fresh policy, so a replayed job starts from a fresh one.
@@ -48,8 +49,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from methods.base import COSTS, DraftStep, GammaPolicy, RoundOutcome, policy_needs
+from methods.base import COSTS, DraftStep, GammaPolicy, policy_needs
+from methods.rules import round_outcome, stop_drafting_after, verified_block
 from runners.replay.trace import Trace
+from specbench.config import GAMMA_MODES
 from specbench.latency import LatencyModel, RowRound, batch_round_parts, seen_after
 from specbench.records import pooled_tokens_per_s
 from specbench.rounds import Rounds
@@ -158,17 +161,13 @@ class _Row:
             self.confs.append(wanted["confidence"])
         step = DraftStep(i + 1, tok, budget=self.budget, **wanted)
         self.steps.append(step)
-        if tok in self.eos or self.policy.stop_drafting(step) or i + 1 >= len(self.r_toks):
+        if stop_drafting_after(tok, step, self.policy, self.eos, i + 1, len(self.r_toks)):
             self.drafting = False
 
     def verify(self) -> None:
-        """The prefix verified (the policy may verify only a prefix: a peek, none, as in SpeculativeRunner)."""
-        self.proposed = len(self.toks)
-        if self.proposed:
-            keep = int(self.policy.verify_count(self.proposed))
-            if not 0 <= keep <= self.proposed:
-                raise ValueError(f"verify_count returned {keep} for {self.proposed} proposed tokens")
-            self.toks, self.confs, self.steps = self.toks[:keep], self.confs[:keep], self.steps[:keep]
+        """The prefix verified, by ``SpeculativeRunner``'s rules (``methods.rules.verified_block``: the policy may
+        verify only a prefix, a peek none; a trace holds no id outside the target's vocabulary)."""
+        self.toks, _, self.proposed = verified_block(self.toks, self.budget, None, self.policy)
         self.d = len(self.toks)
         agree = self.trace.agreement_of(self.src, self.t) if self.hybrid else self.trace.agreement(self.t)
         self.accepted = min(self.d, agree)
@@ -176,20 +175,16 @@ class _Row:
 
     def end_round(self, costs: dict[str, float], round_ms: float | None) -> None:
         """The round's outcome recorded and observed; the row moves on."""
-        res, d, accepted = self.res, self.d, self.accepted
+        res, accepted = self.res, self.accepted
         new_t = min(self.t + accepted + 1, self.n)
         if round_ms is not None:
             res.round_ms.append(round_ms)
         self.seen = seen_after(self.p, self.t, self.seen, self.model_proposed, accepted, new_t)
-        eos_accepted = any(tok in self.eos for tok in self.toks[:accepted])
-        outcome = RoundOutcome(self.gamma, d, accepted, tuple(self.confs), eos_accepted, tuple(self.steps),
-                               **(costs if COSTS in self.needs else {}), discarded=self.proposed - d)
+        outcome = round_outcome(self.gamma, self.toks, accepted, self.proposed, self.eos, self.confs, self.steps,
+                                **(costs if COSTS in self.needs else {}))
         res.rounds.observe(outcome)  # the record of rounds and the policy are told the same outcome
         self.policy.observe(outcome)
         self.t = new_t
-
-
-GAMMA_MODES = ("per_row", "shared")
 
 
 def replay_rows(traces: Sequence[Trace], policies: Sequence[GammaPolicy], latency: LatencyModel | None = None,

@@ -20,6 +20,10 @@ RECIPES = ["mini_gammatune_table2", "mini_hetero_slem", "mini_hetero_tli", "mini
 #: committed folders of a recipe run again, independently (issue 27: two interleaved runs, seeds 0 and 1)
 RERUNS = {"mini_gammatune_table2_b": "mini_gammatune_table2"}
 FOLDERS = [*RECIPES, *RERUNS]
+#: the GPU recipes ran (issue 32) before a pair moved to the GPU by the top-level ``device`` (issue 42): their
+#: committed folders name the pairs' ``*-cuda`` twins of then, kept as written
+CUDA_TWINS = {"gemma3-270m_gemma3-270m-bf16": "gemma3-270m-cuda_gemma3-270m-bf16-cuda",
+              "gemma3-270m_prompt-lookup": "gemma3-270m-cuda_prompt-lookup"}
 
 
 def _grid(recipe: str) -> list[dict[str, str]]:
@@ -27,7 +31,13 @@ def _grid(recipe: str) -> list[dict[str, str]]:
     params = conf["hydra"]["sweeper"]["params"]
     keys = sorted(params)
     values = [str(params[k]).split(",") for k in keys]
-    return [dict(zip(keys, combo)) for combo in itertools.product(*values)]
+    cells = [dict(zip(keys, combo)) for combo in itertools.product(*values)]
+    if recipe.startswith("gpu_"):
+        assert conf.get("device") == "cuda", recipe
+        for cell in cells:
+            if "pair" in cell:
+                cell["pair"] = CUDA_TWINS[cell["pair"]]
+    return cells
 
 
 def _jobs(folder: str) -> dict[tuple, Path]:

@@ -22,7 +22,7 @@ from runners.drafters.slem import SLEMDrafter
 from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
 from runners.jobs.job import run_job
 from specbench.config import HeteroConfig, JobConfig
-from specbench.records import read_records
+from specbench.record_io import read_records
 from specbench.registry import ConfigError
 
 from helpers import compose, write_tiny_hetero_pair

@@ -27,7 +27,7 @@ from runners.jobs.ar_cache import CACHE_SUBDIR
 from runners.jobs.build import prepare
 from runners.jobs.job import run_job
 from specbench.config import JobConfig
-from specbench.records import read_records
+from specbench.record_io import read_records
 from specbench.registry import ConfigError
 from specbench.timing import Timer
 

@@ -122,7 +122,7 @@ def _record(**kw):
 def test_prediction_table_sets_leviathan_beside_the_measured_speedup(tmp_path):
     from analysis.frame import load_records
     from analysis.leviathan import load_calibrations, prediction_table
-    from specbench.records import RecordWriter
+    from specbench.record_io import RecordWriter
 
     jobs = {
         "ar": [_record(method="ar", new_tokens=100, wall_ms=10_000.0, tokens_per_s=10.0)],

@@ -20,7 +20,8 @@ from runners.jobs import interleave
 from runners.jobs import job as job_module
 from runners.jobs.interleave import InterleavedSweep, golden_step, read_order, round_order, round_seed
 from runners.jobs.job import run_job
-from specbench.records import aggregate, read_records
+from specbench.record_io import read_records
+from specbench.records import aggregate
 
 from helpers import compose
 
@@ -128,11 +129,11 @@ def test_resume_bad_input_and_a_failing_job(tiny_conf, tmp_path, monkeypatch):
     calls = {"n": 0}
     real = job_module.JobRun.generate
 
-    def crash_second_round(self, unit, inp):  # the specdecode job dies on its second prompt turn
-        if self.config.method.name == "specdecode" and unit.index == 1:
+    def crash_second_round(self, inps, reference=True):  # the specdecode job dies on its second prompt turn
+        if self.config.method.name == "specdecode" and len(self.done) == 1:
             calls["n"] += 1
             raise RuntimeError("injected failure")
-        return real(self, unit, inp)
+        return real(self, inps, reference)
 
     monkeypatch.setattr(job_module.JobRun, "generate", crash_second_round)
     outcomes = InterleavedSweep([*jobs, bad], tmp_path, progress=False).run()
@@ -217,8 +218,8 @@ class _Slowdown:
             probe.clock += probe.slow if probe.generations >= probe.switch_after else probe.base
             return real_forward(model, *args, **kwargs)
 
-        def generate(run, unit, inp):
-            out = real_generate(run, unit, inp)
+        def generate(run, inps, reference=True):
+            out = real_generate(run, inps, reference)
             probe.generations += 1
             return out
 

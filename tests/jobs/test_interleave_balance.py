@@ -102,8 +102,9 @@ class FakeRun:
     def needs_reference(self) -> bool:
         return self.reference
 
-    def generate(self, unit: Unit, inp: TurnInput) -> float:
-        return self.clock.decode(unit.index, self.work, self.job_dir.name)
+    def generate(self, inps: list[TurnInput], reference: bool = True) -> list[tuple[float, None]]:
+        assert len(inps) == 1 and not reference  # a batch of one; the round brings the reference
+        return [(self.clock.decode(inps[0].ids[-1], self.work, self.job_dir.name), None)]  # ids end in the round
 
     def write(self, unit: Unit, inp: TurnInput, timed: float, reference: Any, where: dict[str, Any]) -> None:
         assert (reference is not None) == self.reference

@@ -149,9 +149,11 @@ def test_the_slurm_batch_script_follows_the_launcher_config(tmp_path):
                    "hydra.launcher.array_parallelism=4")
     assert "#SBATCH --gpus-per-node=2" in lines
     assert "#SBATCH --array=0-4%4" in lines
-    # a CPU pair asks for no GPU at all
+    # a CPU pair asks for no GPU at all; moved to the GPU by the top-level device, for one per job
     lines = render("method=specdecode", "gamma=1,2")
     assert not [line for line in lines if "gpus" in line]
+    lines = render("pair=gemma3-270m_prompt-lookup", "device=cuda", "method=specdecode", "gamma=1,2")
+    assert "#SBATCH --gpus-per-node=1" in lines
 
 
 def _sweep_config(sweep_dir: Path):

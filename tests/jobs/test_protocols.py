@@ -14,7 +14,7 @@ from runners.jobs.build import prepare
 from runners.jobs.job import run_job
 from specbench.config import JobConfig
 from specbench.job_folders import NON_IDENTITY_KEYS, config_drift, job_dirname
-from specbench.records import read_records
+from specbench.record_io import read_records
 from specbench.registry import ConfigError
 
 from helpers import CONF, compose

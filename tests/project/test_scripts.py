@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 #: every Python script with a command line, and an option its --help must show
 HELP = {
     "bench_batch.py": "--batch-size",
+    "bench_before_after.py": "--before",
     "bench_interleave.py": "--repeats",
     "bench_linear_rows.py": "--rows",
     "bench_noise.py": "--threads",
@@ -136,9 +137,9 @@ def test_gpu_pairs_jobs_each_prepare_on_the_gpu_pairs(monkeypatch):
                      config.verify_lossless))
         assert config.pair.target.device == "cuda" and config.max_new_tokens == 8
     assert len(seen) == 12 and {s[1] for s in seen} == {"float32", "bfloat16", "float16"}
-    assert ("gemma3-270m-cuda_gemma3-270m-bf16-cuda", "float16", "bfloat16", None, True) in seen
-    assert ("gemma3-270m-cuda_smollm2-135m-cuda", "bfloat16", "bfloat16", "slem", True) in seen
-    assert ("gemma3-270m-cuda_smollm2-135m-cuda", "float32", "float32", "tli", True) in seen
+    assert ("gemma3-270m_gemma3-270m-bf16", "float16", "bfloat16", None, True) in seen
+    assert ("gemma3-270m_smollm2-135m", "bfloat16", "bfloat16", "slem", True) in seen
+    assert ("gemma3-270m_smollm2-135m", "float32", "float32", "tli", True) in seen
 
 
 def test_the_synced_timer_reads_both_clocks():

@@ -1,7 +1,9 @@
 """The policy lab at every batch size (issue 31, item 2): the batched cost table, the batched replay, the
 oracle at a batch size, calibration at batch sizes, the lab's batch dimension, compare on batched records.
 
-* batch 1 is today, bit for bit: the replay (against a frozen copy of the one-sequence loop as it was), the
+* the round's rules (``methods.rules``, the loops' and the replay's one copy) on golden rows written by hand,
+  and the replay playing each of them;
+* batch 1 is today, bit for bit: the replay (against the one-sequence loop as it was, on the shared rules), the
   grid's rows, the target alone, a version-1 latency file;
 * ``per_row``: every row slot replays its own prompts exactly as a job of them alone would;
 * ``shared``: the policy's calls in their documented order, and every charge of a hand-made batch by hand;
@@ -13,15 +15,19 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from functools import partial
 
 import pandas as pd
 import pytest
+import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from methods.base import COSTS, DraftStep, FixedGamma, GammaPolicy, RoundOutcome, policy_needs
 from methods.registry import build_policy
+from methods.rules import emitted_tokens, round_outcome, stop_drafting_after, verified_block
+from runners.engine.verify import verify_greedy
 from runners.replay.batched import (
     agreement_oracle_batches,
     ar_batches,
@@ -35,7 +41,7 @@ from runners.replay.batched import (
 from runners.replay.grid import cells, load_method, replay_grid
 from runners.replay.latency import calibrate
 from runners.replay.oracle import agreement_oracle, oracle, oracle_schedule
-from runners.replay.replay import ReplayResult, max_new, replay_job, replay_rows
+from runners.replay.replay import ReplayResult, max_new, replay, replay_job, replay_rows
 from runners.replay.trace import Trace, write_traces
 from runners.replay.trace_build import build_trace
 from specbench.latency import (
@@ -52,11 +58,135 @@ from specbench.registry import ConfigError
 
 from helpers.replay_strategies import affine_latency, policy_strategy, synthetic_traces
 
+# ----------------------------------------------------------------------------- the round's rules: golden rows
+
+EOS, VOCAB, X1, FILLER, OTHER = 0, 50, 1, 2, 49
+
+
+@dataclass(frozen=True)
+class Golden:
+    """One round written by hand. Given: the drafter's ``draft``, the round's ``budget``, what the policy's
+    ``verify_count`` answers (``keep``; None: all), and the target's greedy token at each position it reads
+    (``target[i]``: after its own last token and the first ``i`` tokens fed), with ``VOCAB`` and ``EOS``.
+    Expected: the tokens verified and fed, the accepted count, what the round emits, and the outcome
+    ``(drafted, accepted, eos_accepted, discarded)``."""
+
+    name: str
+    draft: list[int]
+    budget: int
+    keep: int | None
+    target: list[int]
+    verified: list[int]
+    fed: list[int]
+    accepted: int
+    emitted: list[int]
+    outcome: tuple[int, int, bool, int]
+
+
+GOLDEN = [
+    Golden("all accepted, the target's bonus token", [5, 6, 7], 3, None, [5, 6, 7, 8], [5, 6, 7], [5, 6, 7], 3,
+           [5, 6, 7, 8], (3, 3, False, 0)),
+    Golden("a rejection, the target's correction", [5, 6, 7], 3, None, [5, 9, 3, 3], [5, 6, 7], [5, 6, 7], 1,
+           [5, 9], (3, 1, False, 0)),
+    Golden("the budget cuts the draft", [5, 6, 7, 8], 2, None, [5, 6, 11], [5, 6], [5, 6], 2, [5, 6, 11],
+           (2, 2, False, 0)),
+    Golden("an accepted EOS ends the round", [5, 0], 3, None, [5, 0, 7], [5, 0], [5, 0], 2, [5, 0], (2, 2, True, 0)),
+    Golden("a rejected EOS is no end", [5, 0], 3, None, [5, 8, 7], [5, 0], [5, 0], 1, [5, 8], (2, 1, False, 0)),
+    Golden("the target's own EOS", [5, 6], 2, None, [5, 0, 7], [5, 6], [5, 6], 1, [5, 0], (2, 1, False, 0)),
+    Golden("verify_count keeps a prefix", [5, 6, 7], 3, 1, [5, 6], [5], [5], 1, [5, 6], (1, 1, False, 2)),
+    Golden("a peek verifies nothing", [5], 1, 0, [9], [], [], 0, [9], (0, 0, False, 1)),
+    Golden("nothing drafted, a plain target step", [], 0, None, [9], [], [], 0, [9], (0, 0, False, 0)),
+    Golden("an outside id is verified, rejected, never fed", [5, 60, 7], 3, None, [5, 9], [5, 60], [5], 1, [5, 9],
+           (2, 1, False, 0)),
+    Golden("an outside first id, nothing fed", [60, 5], 2, None, [9], [60], [], 0, [9], (1, 0, False, 0)),
+    Golden("the vocabulary's width is outside", [50], 1, None, [4], [50], [], 0, [4], (1, 0, False, 0)),
+    Golden("verify_count before the outside id", [5, 6, 60], 3, 2, [5, 6, 7], [5, 6], [5, 6], 2, [5, 6, 7],
+           (2, 2, False, 1)),
+    Golden("the budget before the outside id", [5, 6, 60], 2, None, [5, 6, 7], [5, 6], [5, 6], 2, [5, 6, 7],
+           (2, 2, False, 0)),
+]
+REPLAYABLE = [row for row in GOLDEN if all(tok < VOCAB for tok in row.draft[: row.budget])]  # a trace has no outside id
+
+
+class _GoldenPolicy(GammaPolicy):
+    """γ = the row's budget in the first round, then 0 (plain target steps); ``verify_count`` answers the row's
+    ``keep``; keeps every outcome it is told."""
+
+    name = "golden"
+
+    def __init__(self, row: Golden) -> None:
+        super().__init__(1)
+        self.row = row
+        self.outcomes: list[RoundOutcome] = []
+
+    def next_gamma(self) -> int:
+        return 0 if self.outcomes else self.row.budget
+
+    def verify_count(self, proposed: int) -> int:
+        return proposed if self.row.keep is None else self.row.keep
+
+    def observe(self, outcome: RoundOutcome) -> None:
+        self.outcomes.append(outcome)
+
+
+@pytest.mark.parametrize("row", GOLDEN, ids=lambda row: row.name)
+def test_golden_rounds_by_the_rules(row):
+    """``methods.rules`` on each golden row, verified as both loops verify (``verify_greedy`` on the target's
+    logits at the positions it is fed)."""
+    verified, fed, proposed = verified_block(row.draft, row.budget, VOCAB, _GoldenPolicy(row))
+    assert (verified, fed) == (row.verified, row.fed)
+    assert len(row.target) == len(fed) + 1  # (the row itself: one target token per position read)
+    logits = torch.full((len(fed) + 1, VOCAB), -1.0)
+    for i, tok in enumerate(row.target):
+        logits[i, tok] = 1.0
+    accepted, next_token = verify_greedy(verified, logits)
+    assert accepted == row.accepted
+    assert emitted_tokens(verified, accepted, next_token, {EOS}) == row.emitted
+    out = round_outcome(row.budget, verified, accepted, proposed, {EOS})
+    assert (out.drafted, out.accepted, out.eos_accepted, out.discarded) == row.outcome
+
+
+def _golden_trace(row: Golden) -> Trace:
+    """A trace whose first round (at t = 1, after the prefill's ``X1``) is ``row``: the draft's rollout there is
+    ``row.draft[: row.budget]``, the target's output ``X1``, the row's emitted tokens, then (no EOS) ``FILLER``
+    tokens, as many as ``max_new_tokens`` allows; the draft proposes ``OTHER`` (never the target's token)
+    anywhere else."""
+    rollout = row.draft[: row.budget]
+    ends = row.emitted[-1] == EOS
+    x = [X1, *row.emitted] + ([] if ends else [FILLER] * (row.budget + 2))
+    draft_next, tails = [OTHER] * (len(x) - 1), {}
+    for j, tok in enumerate(rollout):
+        draft_next[j] = tok
+        if tok != x[j + 1]:  # the first mismatch: the rest of the rollout is its tail
+            tails[j + 1] = (rollout[j:], [0.5] * (len(rollout) - j))
+            break
+    m = max(len(x), row.budget + 2) if ends else len(x)
+    return Trace(prompt_id=row.name, turn=1, prompt_tokens=3, max_new_tokens=m, gamma_max=m, eos=(EOS,), tokens=x,
+                 draft_next=draft_next, draft_conf=[0.5] * (len(x) - 1), tails=tails)
+
+
+@pytest.mark.parametrize("row", REPLAYABLE, ids=lambda row: row.name)
+def test_the_replay_plays_each_golden_round(row):
+    """The replay's first round on the row's trace is the row's outcome, and it emits the row's tokens: every
+    later round (γ = 0) adds one token, so their count says where the first one left the sequence."""
+    trace = _golden_trace(row)
+    if row.budget:
+        assert trace.rollout(1, row.budget)[0] == row.draft[: row.budget]  # (the trace itself)
+    policy = _GoldenPolicy(row)
+    res = replay(trace, policy)
+    first = policy.outcomes[0]
+    assert (first.gamma, first.drafted, first.accepted, first.eos_accepted, first.discarded) == (row.budget, *row.outcome)
+    assert len(res.rounds) == 1 + (trace.n - 1 - len(row.emitted))
+    assert res.rounds.drafted[1:] == [0] * (len(res.rounds) - 1)
+
+
 # ----------------------------------------------------------------------------- batch 1 is today
 
 
-def _reference_replay(trace, policy, latency=None, max_new_tokens=None):
-    """``runners.replay.replay.replay`` as it was before batches (git 61c8a9e), frozen: the one-sequence loop."""
+def _one_sequence_replay(trace, policy, latency=None, max_new_tokens=None):
+    """``runners.replay.replay.replay`` as it was before batches (git 61c8a9e): the one-sequence loop, its
+    latency charges (``round_parts``) and its record of rounds kept as they were; the round's rules are the
+    loops' own (``methods.rules``, pinned by the golden rows above)."""
     m = max_new(trace, max_new_tokens)
     x = trace.tokens[:m]
     n, p = len(x), trace.prompt_tokens
@@ -83,13 +213,10 @@ def _reference_replay(trace, policy, latency=None, max_new_tokens=None):
                     confs.append(wanted["confidence"])
                 step = DraftStep(i + 1, tok, budget=budget, **wanted)
                 steps.append(step)
-                if tok in eos or policy.stop_drafting(step):
+                if stop_drafting_after(tok, step, policy, eos, i + 1, len(r_toks)):
                     break
-        proposed = len(toks)
-        if proposed:
-            keep = int(policy.verify_count(proposed))
-            toks, confs, steps = toks[:keep], confs[:keep], steps[:keep]
-        d = len(toks)
+        verified, _, proposed = verified_block(toks, budget, None, policy)
+        d = len(verified)
         accepted = min(d, trace.agreement(t))
         new_t = min(t + accepted + 1, n)
         costs = {}
@@ -99,14 +226,13 @@ def _reference_replay(trace, policy, latency=None, max_new_tokens=None):
             if COSTS in needs:
                 costs = {"draft_ms": draft_ms, "verify_ms": verify_ms, "round_ms": res.round_ms[-1]}
         seen = seen_after(p, t, seen, proposed, accepted, new_t)
+        outcome = round_outcome(gamma, verified, accepted, proposed, eos, confs, steps, **costs)
         res.rounds.gamma.append(gamma)
         res.rounds.drafted.append(d)
         res.rounds.accepted.append(accepted)
-        res.rounds.confidences.append([round(c, 6) for c in confs])  # a round record keeps 6 digits
+        res.rounds.confidences.append([round(c, 6) for c in outcome.confidences])  # a round record keeps 6 digits
         res.rounds.discarded.append(proposed - d)
-        eos_accepted = any(tok in eos for tok in toks[:accepted])
-        policy.observe(RoundOutcome(gamma, d, accepted, tuple(confs), eos_accepted, tuple(steps), **costs,
-                                    discarded=proposed - d))
+        policy.observe(outcome)
         t = new_t
     if latency is not None:
         res.wall_ms = res.ttft_ms + sum(res.round_ms)
@@ -135,7 +261,7 @@ def test_batch_one_is_todays_replay_job_bit_for_bit(traces, lat, policy, mode):
     name, gamma, params = policy
     build = partial(build_policy, name, gamma, params)
     ref_policy = build()
-    reference = [_reference_replay(tr, ref_policy, lat) for tr in traces]
+    reference = [_one_sequence_replay(tr, ref_policy, lat) for tr in traces]
     today = replay_job(traces, build(), lat)
     batched = replay_job_batched(traces, build, lat, batch_size=1, gamma_mode=mode)
     assert all(len(b.rows) == 1 for b in batched)
@@ -173,7 +299,7 @@ def test_batch_one_grid_rows_are_todays(traces):
     for method in methods:
         for gamma in (1, 3):
             got = [r for r in rows if r["method"] == method.label and r["gamma_init"] == gamma]
-            want = [_reference_replay(tr, p, lat) for p in [method.build(gamma)] for tr in traces]
+            want = [_one_sequence_replay(tr, p, lat) for p in [method.build(gamma)] for tr in traces]
             assert [(r["gamma_trace"], r["drafted_trace"], r["accepted_trace"], r["wall_ms"], r["ttft_ms"]) for r in got] == [
                 (w.rounds.gamma, w.rounds.drafted, w.rounds.accepted, w.wall_ms, w.ttft_ms) for w in want]
             for r, tr in zip(got, traces):
