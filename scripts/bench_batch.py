@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
     from runners.engine.verify_forward import BatchKernels, batch_kernels
     from specbench.config import EngineConfig, JobConfig, compose
-    from specbench.model_cache import load_pair
+    from specbench.models.cache import load_pair
 
     sys.path.insert(0, str(SCRIPTS))
     from bench_vs_hf import load_prompts, print_load_and_identity

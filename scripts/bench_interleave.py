@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     from runners.jobs.interleave import InterleavedSweep
     from runners.jobs.job import run_job
     from specbench.config import compose, register_resolvers
-    from specbench.model_cache import MODEL_CACHE
+    from specbench.models.cache import MODEL_CACHE
     from specbench.record_io import read_records
 
     register_resolvers()

@@ -93,8 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
     from runners.engine.verify_forward import engine_options
     from specbench.config import EngineConfig, JobConfig, compose
-    from specbench.model_cache import load_pair
     from specbench.models import logits_width
+    from specbench.models.cache import load_pair
 
     sys.path.insert(0, str(SCRIPTS))
     from bench_vs_hf import load_prompts, print_load_and_identity

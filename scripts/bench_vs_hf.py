@@ -128,11 +128,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def load_bench_pair(name: str | None, cache_dir: str | None) -> tuple[str, Any, Any, Any]:
-    """(label, target, draft, tokenizer) of ``conf/pair/NAME.yaml`` (``specbench.model_cache.load_pair``)."""
+    """(label, target, draft, tokenizer) of ``conf/pair/NAME.yaml`` (``specbench.models.cache.load_pair``)."""
     import dataclasses
 
     from specbench.config import JobConfig, compose
-    from specbench.model_cache import load_pair
+    from specbench.models.cache import load_pair
     from specbench.registry import ConfigError
 
     config = JobConfig.from_mapping(compose([f"pair={name}"] if name else []))

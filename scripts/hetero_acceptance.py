@@ -52,8 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     from runners.engine.speculative import AutoregressiveRunner
     from runners.engine.verify import probs
     from specbench.config import JobConfig, compose
-    from specbench.model_cache import load_pair
     from specbench.models import logits_width
+    from specbench.models.cache import load_pair
     from specbench.tasks import encode_turn, load_task
 
     config = JobConfig.from_mapping(compose(DEFAULTS + list(args.overrides)))

@@ -100,8 +100,8 @@ class ForcedPrefill(torch.nn.Module):
 
 def load(pair_name: str) -> dict[str, Any]:
     from specbench.config import JobConfig, compose
-    from specbench.model_cache import load_pair
     from specbench.models import logits_width
+    from specbench.models.cache import load_pair
 
     config = JobConfig.from_mapping(compose([f"pair={pair_name}", "hetero=tli", "temperature=1"]))
     pair = config.pair

@@ -229,7 +229,7 @@ def choose_buckets(body_ms: Mapping[int, float], head_ms: Mapping[int, float], n
 
 
 #: per model, for as long as the model lives (keyed by the model object, not its ``id``: a model evicted from
-#: ``specbench.model_cache`` and freed takes its entries with it, and a new model that reuses its ``id`` never
+#: ``specbench.models.cache`` and freed takes its entries with it, and a new model that reuses its ``id`` never
 #: gets them): its transposed copies by ``(scope, max_rows)``, its probes by ``(executor?, k_max, threads)``
 _EXECUTORS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _PROBED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

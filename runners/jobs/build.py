@@ -5,7 +5,7 @@
 options and the cross-vocabulary algorithm, and loads the prompts — all before any model loads —
 and raises ``ConfigError`` for anything wrong. Below this module only typed objects travel.
 
-``Job(prepared)`` then loads the pair (``specbench.model_cache.load_pair``: once per process, within
+``Job(prepared)`` then loads the pair (``specbench.models.cache.load_pair``: once per process, within
 ``model_budget``) and wires what decodes: the sampling processors, the runner (autoregressive,
 speculative with its drafter and engine options, or transformers' assisted generation; batched at
 ``batch_size`` > 1), and for a cross-vocabulary algorithm the vocabulary overlap. Whatever the batch size,
@@ -45,8 +45,6 @@ from runners.jobs.device_share import DeviceShare
 from runners.jobs.kernels import shared_kernels
 from runners.jobs.predict import find_latency
 from specbench.config import CHECKPOINT, JobConfig
-from specbench.model_cache import load_pair
-from specbench.model_sources import check_model_source
 from specbench.models import (
     checkpoint_processors,
     config_vocab_size,
@@ -54,6 +52,8 @@ from specbench.models import (
     model_device,
     tokenizers_identical,
 )
+from specbench.models.cache import load_pair
+from specbench.models.sources import check_model_source
 from specbench.registry import ConfigError
 from specbench.tasks import Prompt, TaskFacts, encode_turn, load_task_facts
 

@@ -25,8 +25,8 @@ from typing import Any
 
 from runners.jobs.build import Job
 from specbench.config import JobConfig
-from specbench.model_cache import MODEL_CACHE
 from specbench.models import max_positions
+from specbench.models.cache import MODEL_CACHE
 from specbench.registry import ConfigError
 from specbench.tasks import Prompt, encode_turn
 

@@ -3,7 +3,7 @@
 A host whose speed drifts (±25 % within the hour a sweep takes on our CPU machine) turns a sweep run
 job after job into a comparison of minutes: each job is timed in its own block of time. Here the
 sweep's jobs are opened together in one process (their models loaded once per pair, through
-``specbench.model_cache.MODEL_CACHE``) and decoded in *rounds*: round ``r`` decodes the ``r``-th unit
+``specbench.models.cache.MODEL_CACHE``) and decoded in *rounds*: round ``r`` decodes the ``r``-th unit
 (prompt, turn, repeat; ``runners.jobs.record.Unit``) of every job, in an order that balances the
 positions across rounds (below; recorded in each record's ``interleave`` and in
 ``<sweep>/.specbench/interleave.jsonl``), before the next round starts. A drift then hits every job of a

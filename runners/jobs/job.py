@@ -2,7 +2,7 @@
 
 ``run_job(cfg, job_dir)`` validates the job (``runners.jobs.build.prepare``), checks its inputs against
 the target (``runners.jobs.inputs``), takes the folder's lock, loads the models (once per process, see
-``specbench.model_cache.MODEL_CACHE``), warms up, resets the policy, decodes every prompt and appends one
+``specbench.models.cache.MODEL_CACHE``), warms up, resets the policy, decodes every prompt and appends one
 record per prompt turn to ``records.jsonl`` as soon as it is done (``runners.jobs.record``), and writes
 ``summary.json`` atomically at the start (``running``) and at the end (``complete``, ``failed`` or
 ``interrupted``). ``run.py`` calls it through ``runners.jobs.cli.run_cli_job`` (exit codes, messages).
@@ -22,7 +22,7 @@ Around that, for sweeps at scale:
   waited for (``on_locked=wait``);
 * a bounded model cache: before loading, ``MODEL_CACHE.make_room`` evicts models this job does not
   use when its own would not fit (``model_budget`` or the device's free memory), or fails the job
-  at once with their sizes (``specbench.model_cache.ModelCache``);
+  at once with their sizes (``specbench.models.cache.ModelCache``);
 * the AR reference of ``verify_lossless`` comes from the sweep's on-disk cache when another job
   already decoded it (``runners.jobs.ar_cache``); an AR job's own greedy decodings fill it;
 * every record says how many jobs shared its device while it was decoded

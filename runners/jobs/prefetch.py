@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from specbench.config import JobConfig, PairConfig, TaskConfig, compose
-from specbench.model_sources import is_hub_id
+from specbench.models.sources import is_hub_id
 from specbench.paths import CONF_DIR as CONF
 from specbench.registry import ConfigError
 

@@ -23,7 +23,7 @@ from runners.jobs.inputs import TurnInput
 from runners.jobs.predict import predicted_wall
 from specbench.config import JobConfig
 from specbench.method_config import method_key
-from specbench.model_cache import MODEL_CACHE
+from specbench.models.cache import MODEL_CACHE
 from specbench.provenance import provenance
 from specbench.records import (
     Record,

@@ -122,7 +122,7 @@ def trace_config(config: JobConfig, out_dir: str | os.PathLike, gamma_max: int |
     import numpy as np
     import torch
 
-    from specbench.model_cache import load_pair
+    from specbench.models.cache import load_pair
     from specbench.provenance import provenance
     from specbench.tasks import encode_turn, load_task
 
@@ -274,7 +274,7 @@ def calibrate_main(args: argparse.Namespace) -> int:
     import torch
 
     from runners.replay.latency import ModelTimer, calibrate, measure_overheads, timed_here
-    from specbench.model_cache import load_pair
+    from specbench.models.cache import load_pair
     from specbench.provenance import provenance
     from specbench.tasks import load_task
 

@@ -14,7 +14,7 @@ error, and the same for the target alone (AR, measured while tracing). Without `
 folder of ``<pair>.json``) a quick calibration (``runners.replay.latency.calibrate``, few repeats) is made first;
 a given file timed on other torch threads (``--threads``), another device or dtype, or other batch-1 kernels than
 the runs here (the plain loop) is refused in one line (``specbench.timed_on.check_timed_on``).
-(``scripts/validate_replay.py`` before issue 30; the pair's models come from ``specbench.model_cache.load_pair``,
+(``scripts/validate_replay.py`` before issue 30; the pair's models come from ``specbench.models.cache.load_pair``,
 as a job's do; the simulator may not import ``runners.jobs``.)
 
 Timings are only meaningful on a quiet machine: run it when nothing else uses the CPU.
@@ -71,7 +71,7 @@ def live_main(args: argparse.Namespace) -> int:
     from runners.replay.trace_build import build_trace
     from specbench.config import JobConfig, compose
     from specbench.latency import LatencyModel
-    from specbench.model_cache import load_pair
+    from specbench.models.cache import load_pair
     from specbench.records import pooled_tokens_per_s
     from specbench.rounds import pooled_acceptance
     from specbench.tasks import encode_turn, load_task

@@ -1,4 +1,4 @@
-"""A bounded model cache (``specbench.model_cache.ModelCache``): a sweep over several pairs under a byte
+"""A bounded model cache (``specbench.models.cache.ModelCache``): a sweep over several pairs under a byte
 budget never holds more than the budget, loads each model once per run of jobs that use it, fails a
 job whose own models cannot fit before loading anything, and writes the same records as without."""
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from specbench.config import ModelSpec
-from specbench.model_cache import ModelCache, ModelsDoNotFit
-from specbench.model_sizes import estimate_bytes, model_bytes
+from specbench.models.cache import ModelCache, ModelsDoNotFit
+from specbench.models.sizes import estimate_bytes, model_bytes
 from specbench.resources import parse_bytes
 
 from helpers import run_sweep, write_tiny_pairs

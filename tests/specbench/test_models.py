@@ -8,8 +8,8 @@ from methods.base import FixedGamma
 from runners.drafters.model import ModelDrafter
 from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
 from specbench.config import ModelSpec
-from specbench.model_cache import ModelCache
 from specbench.models import logits_width
+from specbench.models.cache import ModelCache
 from specbench.registry import ConfigError
 
 from helpers import tiny
@@ -64,7 +64,7 @@ def test_bad_model_specs_are_refused(kwargs, message):
 
 
 def test_unknown_offline_alias_lists_the_known_ones(tmp_path):
-    from specbench.model_sources import resolve
+    from specbench.models.sources import resolve
 
     with pytest.raises(ConfigError, match="pypi:gemma3-270m"):
         resolve(ModelSpec(path="pypi:llama-7b"), tmp_path)

@@ -10,7 +10,7 @@ import pytest
 
 from runners.drafters.prompt_lookup import PromptLookupDrafter
 from specbench.config import JobConfig, PairConfig
-from specbench.model_sources import PYPI_MODELS
+from specbench.models.sources import PYPI_MODELS
 
 from helpers import compose
 

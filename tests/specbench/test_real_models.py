@@ -8,8 +8,8 @@ from methods.base import FixedGamma
 from runners.drafters.model import ModelDrafter
 from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
 from specbench.config import ModelSpec
-from specbench.model_cache import MODEL_CACHE
 from specbench.models import eos_ids
+from specbench.models.cache import MODEL_CACHE
 from specbench.tasks import load_task
 
 pytestmark = pytest.mark.slow

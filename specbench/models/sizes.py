@@ -1,5 +1,5 @@
 """How many bytes a model takes: measured once loaded (``model_bytes``), estimated before loading
-from its safetensors headers (``estimate_bytes``). ``specbench.model_cache.ModelCache`` plans with both.
+from its safetensors headers (``estimate_bytes``). ``specbench.models.cache.ModelCache`` plans with both.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from specbench.config import ModelSpec
-from specbench.model_sources import PYPI_MODELS, cache_root, is_hub_id
+from specbench.models.sources import PYPI_MODELS, cache_root, is_hub_id
 
 _BYTES_PER = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int8": 1, "uint8": 1}
 _ST_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1,

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from specbench.config import JobConfig, ModelSpec
-from specbench.model_sizes import estimate_bytes, model_bytes
 from specbench.models import apply_transform, eos_ids, load_model, load_tokenizer
+from specbench.models.sizes import estimate_bytes, model_bytes
 
 log = logging.getLogger("specbench.models")
 

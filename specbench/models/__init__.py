@@ -1,10 +1,10 @@
 """Loading models and tokenizers, and the facts a job reads off a loaded model.
 
 A model is named by a ``specbench.config.ModelSpec`` (``conf/model/*.yaml``, composed into
-``pair.target`` / ``pair.draft``): where its weights come from (``specbench.model_sources``), its
+``pair.target`` / ``pair.draft``): where its weights come from (``specbench.models.sources``), its
 dtype, device, placement, optimum-quanto weight quantization (``int8`` / ``int4``) and, for
 drafts, the ``int8_dynamic`` transform. ``load_model`` loads one, uncached; a job loads its pair
-through ``specbench.model_cache`` (``MODEL_CACHE``, ``load_pair``).
+through ``specbench.models.cache`` (``MODEL_CACHE``, ``load_pair``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import os
 from typing import Any
 
 from specbench.config import ModelSpec
-from specbench.model_sources import resolve
+from specbench.models.sources import resolve
 from specbench.registry import ConfigError
 
 
