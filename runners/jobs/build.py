@@ -45,6 +45,7 @@ from runners.jobs.device_share import DeviceShare
 from runners.jobs.kernels import shared_kernels
 from runners.jobs.predict import find_latency
 from specbench.config import CHECKPOINT, JobConfig
+from specbench.method_config import method_key
 from specbench.models import (
     checkpoint_processors,
     config_vocab_size,
@@ -163,6 +164,10 @@ class Job:
         self.vocabulary: dict[str, Any] | None = None
         self.latency, self.latency_path = find_latency(config)  # predicted wall times (runners.jobs.predict)
         self.policies: list[GammaPolicy] = [self.policy] if self.policy is not None else []
+        #: the method's identity as it ran, written into every record (``specbench.method_config.method_key``; read
+        #: once per job: it reads the method's YAML and the job's whole config)
+        self.method_key = method_key(config.method.name, config.method.params, config.hetero_rule,
+                                     config.as_dict().get("hetero"))
         # the one runner contract (``runners.engine.contract``): ``runner`` (what is timed) and ``ar`` (the target
         # alone at the job's batch size, the paired baseline at B > 1) take prompts and return a BatchGeneration;
         # ``loop`` is the batch-1 loop behind ``runner`` (None at B > 1: no batch-1 loop is built there)

@@ -4,7 +4,7 @@
 Every figure's definition is in ``specbench.records``; this module only gathers a unit's timed
 generation (``Timed``), its input (``runners.jobs.inputs.TurnInput``) and its AR reference
 (``runners.jobs.ar_cache.Reference``) into those fields, with the method's identity as it ran
-(``specbench.method_config.method_key``: what ``analysis`` keys the record by). Every record says how many jobs shared its
+(``Job.method_key``, from ``specbench.method_config.method_key``: what ``analysis`` keys the record by). Every record says how many jobs shared its
 device while it was decoded (``runners.jobs.device_share``) and, for greedy ``verify_lossless``,
 whether it equals the target's own decoding and where that decoding came from (``ar_source``).
 """
@@ -22,7 +22,6 @@ from runners.jobs.build import Job
 from runners.jobs.inputs import TurnInput
 from runners.jobs.predict import predicted_wall
 from specbench.config import JobConfig
-from specbench.method_config import method_key
 from specbench.models.cache import MODEL_CACHE
 from specbench.provenance import provenance
 from specbench.records import (
@@ -134,8 +133,7 @@ def make_record(job: Job, unit: Unit, inp: TurnInput, timed: Timed, reference: R
         chat_template="chat" if fmt == "chat_template" else None,
         prompt_format=fmt,
         method_params=dict(config.method.params),
-        method_key=method_key(config.method.name, config.method.params, config.hetero_rule,
-                              config.as_dict().get("hetero")),
+        method_key=job.method_key,
         ar_cache=config.method.ar_cache,
         top_k=job.sampling.top_k,
         top_p=job.sampling.top_p,
