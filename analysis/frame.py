@@ -17,7 +17,7 @@ folder at any depth and adds a few columns from the job's summary:
   when older configs had none), and, always from the config, ``target_path`` / ``draft_path``
   (Hub ids: hf-bench's labels are guessed from them) and ``target_quant``;
 * ``method`` becomes its variant key: the record's own ``method_key`` (written by the job,
-  ``specbench.method_config.method_key``: every knob off its default in the method's YAML at run time,
+  ``specbench.config.method.method_key``: every knob off its default in the method's YAML at run time,
   ``gammatune[eta=0.5]``; ``gammatune[carryover]`` when γ was carried over between prompts; the
   cross-vocabulary algorithm's knobs off theirs), or for a record without one the same rule against the
   frozen defaults of ``analysis.settings`` (``analysis.metrics.method_key``); then
@@ -61,7 +61,7 @@ from analysis.metrics import method_key
 from analysis.modeled import attach_modeled
 from analysis.settings import scenarios as split_scenarios
 from specbench.config import EngineConfig
-from specbench.method_config import tagged
+from specbench.config.method import tagged
 from specbench.record_io import read_records
 from specbench.records import FieldDeclaration, declaration
 from specbench.registry import ConfigError

@@ -19,7 +19,7 @@ Conventions (stated in every caption that uses them):
   ``summarize_results.py: get_df_summary_of_results``), used only under hf-bench's definitions.
 
 Method keys: a record's ``method`` with a variant tag for every knob that is not at the method's
-default (``method_key``: the job writes it into each record, ``specbench.method_config.method_key``, from the
+default (``method_key``: the job writes it into each record, ``specbench.config.method.method_key``, from the
 method's YAML as it ran; records written before that are keyed by ``analysis.settings``' frozen copy of the
 defaults they ran under, so analysis reads no ``conf/``): ``gammatune[eta=0.5]``, ``gammatune[carryover]`` (``transient: false``: γ
 carried over between prompts), ``gammatune[expand=drafted]``, the cross-vocabulary algorithm's knobs
@@ -28,7 +28,7 @@ from ``analysis.frame.engine_tag``); ``method_label`` reads them ``GammaTune (η
 ``GammaTune (carry-over)``, ``SpecDecode (fast_linear=all, fused_prefill)``. So no table pools two
 settings of one method under one row.
 
-An A/A twin (``specbench.method_config.aa_twin_of``: ``specdecode_twin`` does exactly SpecDecode's work
+An A/A twin (``specbench.config.method.aa_twin_of``: ``specdecode_twin`` does exactly SpecDecode's work
 under another label) reads ``SpecDecode (A/A twin)`` and sorts right after its original
 (``aa_original``); it is never a method row of a comparison table nor a baseline, only the
 noise floor's numerator (``analysis.drift``).
@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.settings import method_tags, tag_label
-from specbench.method_config import aa_twin_of
+from specbench.config.method import aa_twin_of
 from specbench.records import pooled_tokens_per_s, throughput_ms
 
 DDOF = 1

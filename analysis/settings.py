@@ -4,16 +4,16 @@ pools them.
 Two kinds of setting (issue 28, item 1):
 
 * **method knobs** make a row's identity. A job writes it into every record it makes
-  (``method_key``, ``specbench.method_config.method_key``: every knob off its default in the method's
+  (``method_key``, ``specbench.config.method.method_key``: every knob off its default in the method's
   YAML *at run time* and the cross-vocabulary algorithm's knobs off theirs, ``gammatune[eta=0.5]``),
   so a default changed later relabels no result. ``analysis.frame`` reads that key; this module reads no
   ``conf/``. A record written before the key existed is keyed by the same rule
-  (``specbench.method_config.variant_tags``) from its own ``method``, ``method_params`` and the job's
+  (``specbench.config.method.variant_tags``) from its own ``method``, ``method_params`` and the job's
   ``hetero`` node, against ``LEGACY_METHOD_DEFAULTS`` / ``LEGACY_HETERO_DEFAULTS``: a frozen copy of the
   defaults those records ran under (``conf/method`` and ``conf/hetero`` as they stood when the key was
   introduced, issue 42), never today's files. A knob at its default tags nothing; the two legacy spellings
   (``carryover``, ``expand=X``) and the rule for a method without defaults are
-  ``specbench.method_config``'s. A tag reads as a label by ``tag_label`` (``GammaTune (η = 0.5)``).
+  ``specbench.config.method``'s. A tag reads as a label by ``tag_label`` (``GammaTune (η = 0.5)``).
 * **scenario settings** change *what is measured* (the workload or the sampling law), so every
   artefact that compares rows is made once per value (``scenario_keys``): task, temperature, the
   sampling processors in force (``top_k`` / ``top_p`` / ``typical_p``; they only act when the
@@ -31,7 +31,7 @@ from typing import Any
 
 import pandas as pd
 
-from specbench.method_config import fmt_value, variant_tags
+from specbench.config.method import fmt_value, variant_tags
 
 ENGINE_KEYS = ("fast_linear", "verify_buckets", "fused_prefill")  # ``analysis.frame.engine_tag``'s items
 KNOB_SYMBOLS = {"eta": "η", "delta": "δ", "gamma_min": "γ_min", "gamma_max": "γ_max", "threshold": "τ",

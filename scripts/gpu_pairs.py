@@ -30,7 +30,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 PAIRS = {"gemma3-270m_gemma3-270m-bf16": "method=specdecode",
          "gemma3-270m_prompt-lookup": "method=specdecode",
          "gemma3-270m_smollm2-135m": "method=specdecode hetero=auto"}
-DEVICE = "device=cuda"  # the CPU pairs' files, moved to the GPU (specbench.pair_config.on_device)
+DEVICE = "device=cuda"  # the CPU pairs' files, moved to the GPU (specbench.config.pair.on_device)
 DTYPES = ("float32", "bfloat16", "float16")
 
 

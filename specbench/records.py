@@ -187,7 +187,7 @@ class Record:
                                             "carried over between prompts; `expand_on`; `threshold`; an AR method's "
                                             "`cache` …).", factory=dict)
     method_key: str | None = declare(
-        "", "ran", "The method's identity as the job ran it (`specbench.method_config.method_key`): its name tagged "
+        "", "ran", "The method's identity as the job ran it (`specbench.config.method.method_key`): its name tagged "
         "with every knob off its default in the method's YAML at run time and the cross-vocabulary algorithm's "
         "knobs off theirs (`gammatune[eta=0.5]`). Older records have none: `analysis` keys them by a frozen copy "
         "of the defaults they ran under.")

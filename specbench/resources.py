@@ -144,7 +144,7 @@ def _get(node: Any, *keys: str) -> Any:
 @functools.lru_cache(maxsize=64)
 def _pair_gpus(name: str, device: str | None = None) -> int | None:
     """GPUs one job of pair ``name`` needs (0 on CPU), composed through Hydra's search path; ``device``: the
-    sweep's top-level ``device`` (``specbench.pair_config.on_device``), which moves the pair when set."""
+    sweep's top-level ``device`` (``specbench.config.pair.on_device``), which moves the pair when set."""
     try:
         from hydra import compose
 

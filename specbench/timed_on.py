@@ -87,7 +87,7 @@ class TimedOn:
 
     @classmethod
     def of_job(cls, threads: int | None, target: Any, batch_fast_linear: str | bool | None = None) -> TimedOn:
-        """What a job runs on: its torch ``threads`` and its target's model node (``specbench.pair_config.ModelSpec``:
+        """What a job runs on: its torch ``threads`` and its target's model node (``specbench.config.pair.ModelSpec``:
         the device type, unstated under a ``device_map`` since accelerate places the model, and the dtype)."""
         return cls(threads=threads, device=None if target.device_map else target.device, dtype=target.dtype,
                    batch_fast_linear=batch_fast_linear)

@@ -46,7 +46,7 @@ from runners.drafters.text_sync import DEFAULT_LOOKBEHIND, TextSyncedDrafter, ne
 from runners.engine.base import Draft
 from runners.engine.verify import Sampling, probs
 from specbench.config import check_choice
-from specbench.method_config import SLEM_GAMMA
+from specbench.config.method import SLEM_GAMMA
 
 
 class SLEMDrafter(TextSyncedDrafter):

@@ -45,7 +45,7 @@ from runners.drafters.vocab_map import MappedDrafter
 from runners.engine.base import Draft
 from runners.engine.verify import Sampling, probs, sample
 from specbench.config import check_choice
-from specbench.method_config import TLI_PROCESSORS
+from specbench.config.method import TLI_PROCESSORS
 
 
 class TLIDrafter(MappedDrafter):

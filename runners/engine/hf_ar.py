@@ -55,7 +55,7 @@ from transformers.generation.streamers import BaseStreamer
 from runners.engine.base import Generation
 from runners.engine.hf_assisted import generate_kwargs, pad_token_id, seeded_global_rng
 from runners.engine.verify import Sampling
-from specbench.method_config import AR_CACHES
+from specbench.config.method import AR_CACHES
 from specbench.models import model_device
 from specbench.timing import Timer
 

@@ -69,7 +69,7 @@ from runners.engine.base import Draft, Drafter, Generation
 from runners.engine.kv import cache_arg, crop_to, new_cache
 from runners.engine.verify import Sampling, greedy_token, probs, sample, verify_greedy, verify_sampling
 from runners.engine.verify_forward import VerifyForward
-from specbench.method_config import AR_CACHES
+from specbench.config.method import AR_CACHES
 from specbench.models import logits_width, model_device
 from specbench.timing import Timer
 

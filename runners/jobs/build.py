@@ -45,7 +45,7 @@ from runners.jobs.device_share import DeviceShare
 from runners.jobs.kernels import shared_kernels
 from runners.jobs.predict import find_latency
 from specbench.config import CHECKPOINT, JobConfig
-from specbench.method_config import method_key
+from specbench.config.method import method_key
 from specbench.models import (
     checkpoint_processors,
     config_vocab_size,
@@ -164,7 +164,7 @@ class Job:
         self.vocabulary: dict[str, Any] | None = None
         self.latency, self.latency_path = find_latency(config)  # predicted wall times (runners.jobs.predict)
         self.policies: list[GammaPolicy] = [self.policy] if self.policy is not None else []
-        #: the method's identity as it ran, written into every record (``specbench.method_config.method_key``; read
+        #: the method's identity as it ran, written into every record (``specbench.config.method.method_key``; read
         #: once per job: it reads the method's YAML and the job's whole config)
         self.method_key = method_key(config.method.name, config.method.params, config.hetero_rule,
                                      config.as_dict().get("hetero"))

@@ -4,7 +4,7 @@
 Every figure's definition is in ``specbench.records``; this module only gathers a unit's timed
 generation (``Timed``), its input (``runners.jobs.inputs.TurnInput``) and its AR reference
 (``runners.jobs.ar_cache.Reference``) into those fields, with the method's identity as it ran
-(``Job.method_key``, from ``specbench.method_config.method_key``: what ``analysis`` keys the record by). Every record says how many jobs shared its
+(``Job.method_key``, from ``specbench.config.method.method_key``: what ``analysis`` keys the record by). Every record says how many jobs shared its
 device while it was decoded (``runners.jobs.device_share``) and, for greedy ``verify_lossless``,
 whether it equals the target's own decoding and where that decoding came from (``ar_source``).
 """

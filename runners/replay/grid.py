@@ -61,8 +61,8 @@ from runners.replay.batched import (
 from runners.replay.oracle import AGREEMENT_ORACLE, ORACLE
 from runners.replay.replay import BatchReplay, ReplayResult
 from runners.replay.trace import Trace, TraceTooShort
+from specbench.config.method import method_key, parse_spelling
 from specbench.latency import LatencyModel
-from specbench.method_config import method_key, parse_spelling
 from specbench.paths import CONF_DIR
 from specbench.record_io import write_json_atomic, write_jsonl
 from specbench.records import REPLAY_FILE, batch_fields, pooled_tokens_per_s, throughput_ms, timing_fields
@@ -104,7 +104,7 @@ class MethodSpec:
     @property
     def key(self) -> str:
         """The method's identity as a job run with the label's overrides writes it
-        (``specbench.method_config.method_key``): ``gammatune:eta=0.5`` is ``gammatune`` with ``method.eta=0.5``,
+        (``specbench.config.method.method_key``): ``gammatune:eta=0.5`` is ``gammatune`` with ``method.eta=0.5``,
         ``gammatune[eta=0.5]``."""
         name, overrides = parse_spelling(self.label)
         return method_key(name, overrides)

@@ -18,7 +18,7 @@ from analysis.gammatune.table2 import speedup_table
 from analysis.hetero import rule_method
 from analysis.metrics import method_key, method_label
 from analysis.settings import method_defaults, setting_partitions
-from specbench.method_config import method_defaults as yaml_method_defaults
+from specbench.config.method import method_defaults as yaml_method_defaults
 from specbench.paths import CONF_DIR
 
 from helpers.analysis_fixture import COMMITTED

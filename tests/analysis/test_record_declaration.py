@@ -21,7 +21,7 @@ from analysis import docs
 from analysis.frame import column_types, rows_to_frame
 from analysis.policy_lab import _pooled, _time
 from runners.replay.grid import MethodSpec, cells, job_batch_fields, load_method
-from specbench.method_config import method_defaults, method_key
+from specbench.config.method import method_defaults, method_key
 from specbench.records import (
     GROUPS,
     KINDS,
@@ -169,7 +169,7 @@ def test_the_job_keys_a_method_by_its_yaml_at_run_time(conf):
                       conf_dir=conf) == "gammatune[max_nodes=8]"
     assert method_key("no_yaml", {"transient": False, "eta": 1}, conf_dir=conf) == "no_yaml[carryover]"
     (conf / "method" / "gammatune.yaml").write_text("name: gammatune\neta: 0.5\ndelta: 2\ntransient: false\n")
-    from specbench.method_config import _yaml_knobs
+    from specbench.config.method import _yaml_knobs
 
     _yaml_knobs.cache_clear()
     assert method_key("gammatune", params, conf_dir=conf) == "gammatune"  # today's default: no variant

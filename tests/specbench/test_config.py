@@ -26,7 +26,7 @@ from specbench.config import (
     TaskConfig,
     job_defaults,
 )
-from specbench.method_config import AR_CACHES, AR_LOOPS
+from specbench.config.method import AR_CACHES, AR_LOOPS
 from specbench.registry import ConfigError
 
 from helpers import ROOT, options

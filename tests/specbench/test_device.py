@@ -1,5 +1,5 @@
 """The job's ``device`` moves a pair (issue 42, item 4): one override in place of the ``*-cuda`` twins of model and
-pair files. ``specbench.pair_config.on_device``, applied by ``specbench.config.JobConfig.from_mapping``, puts the
+pair files. ``specbench.config.pair.on_device``, applied by ``specbench.config.JobConfig.from_mapping``, puts the
 pair's target and its draft's model on the device and changes nothing else. No GPU is needed: the composed and
 typed configs are compared, no model is loaded."""
 
@@ -13,8 +13,8 @@ import yaml
 from omegaconf import OmegaConf
 
 from specbench.config import JobConfig
+from specbench.config.pair import on_device
 from specbench.job_folders import NON_IDENTITY_KEYS, config_drift
-from specbench.pair_config import on_device
 from specbench.registry import ConfigError
 
 from helpers import CONF, compose

@@ -9,20 +9,20 @@ and the node types it is made of, ``compose``, the value checks, ``ConfigError``
 
 Shapes (``conf/``), each node typed in its own module:
 
-* ``pair`` (``specbench.pair_config``): ``name``, ``same_tokenizer`` (default true), ``target`` (a
+* ``pair`` (``specbench.config.pair``): ``name``, ``same_tokenizer`` (default true), ``target`` (a
   model node) and ``draft`` (a model node, or ``kind: prompt_lookup`` with its options). Model nodes
   live once in ``conf/model/<name>.yaml`` and pairs compose them (``defaults: [/model@target: …]``),
   so a pair file holds only what differs. Every model field not set takes ``ModelSpec``'s default.
-* ``method`` (``specbench.method_config``): ``name``, ``runner`` (``ar`` | ``speculative`` | ``hf``),
+* ``method`` (``specbench.config.method``): ``name``, ``runner`` (``ar`` | ``speculative`` | ``hf``),
   ``policy`` (a key of ``methods.registry.POLICIES``; none for ``ar``) and the policy's knobs (the
   other keys); an ``ar`` method's knobs are ``cache`` (``dynamic`` | ``offloaded``) and ``loop``
   (``specbench`` | ``transformers``, i.e. ``generate()``: ``method=hf_native_ar``).
-* ``hetero`` (``specbench.method_config``): the cross-vocabulary algorithm, its own choice (``auto`` =
+* ``hetero`` (``specbench.config.method``): the cross-vocabulary algorithm, its own choice (``auto`` =
   SLEM at temperature 0, TLI above, on pairs whose draft has another tokenizer; nothing on
   same-tokenizer pairs).
 * ``task`` (``specbench.tasks.config``), ``logger`` and ``engine`` (here), and the scalars (``gamma``,
   ``temperature``, the sampling processors ``top_k`` / ``top_p`` / ``typical_p``, ``max_new_tokens``, …).
-* ``device``: null, or where the job moves its pair (``specbench.pair_config.on_device``: the target and the
+* ``device``: null, or where the job moves its pair (``specbench.config.pair.on_device``: the target and the
   draft's model; ``device=cuda`` runs any pair on a GPU), applied here before the pair is typed.
 
 Defaults are written once. The job's scalars have theirs in ``conf/config.yaml`` only: ``JobConfig``
@@ -59,8 +59,8 @@ from specbench.checks import (
     field_names,
     only_known,
 )
-from specbench.method_config import HeteroConfig, MethodConfig
-from specbench.pair_config import ModelSpec, PairConfig, check_device, on_device
+from specbench.config.method import HeteroConfig, MethodConfig
+from specbench.config.pair import ModelSpec, PairConfig, check_device, on_device
 from specbench.registry import ConfigError
 from specbench.resources import parse_bytes
 from specbench.tasks.config import TaskConfig
@@ -261,7 +261,7 @@ class JobConfig:
     host_probe: bool  # time a fixed target forward before each timed generation (``runners.jobs.probe``)
     batch_size: int  # prompt turns decoded together (``runners.engine.batched``; 1: the batch-1 loop)
     batch_gamma: str  # batch_size > 1: ``per_row`` (a policy per row) or ``shared`` (one γ per round)
-    device: str | None  # where the pair's models were moved (``pair_config.on_device``); null: their files' own
+    device: str | None  # where the pair's models were moved (``specbench.config.pair.on_device``); null: their files' own
     resolved: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
