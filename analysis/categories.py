@@ -25,7 +25,7 @@ from analysis.metrics import (
     is_aa_twin,
     is_ar,
     mean_std,
-    method_label,
+    method_labels,
     ordered_methods,
     shared_device_mismatch,
     throughput_by,
@@ -119,8 +119,9 @@ def category_table(df: pd.DataFrame, pooling: str = "pooled") -> Table | None:
                                  aggfunc="first").reset_index()
     order = {m: i for i, m in enumerate(ordered_methods(wide["method"]))}
     wide = wide.sort_values(["pair", "task", "method"], key=lambda s: s.map(order) if s.name == "method" else s)
-    display = pd.DataFrame({"Pair": wide["pair"], "Task": wide["task"], "Method": wide["method"].map(method_label),
-                            "Baseline": wide["baseline"].map(method_label)})
+    label = method_labels(df)
+    display = pd.DataFrame({"Pair": wide["pair"], "Task": wide["task"], "Method": wide["method"].map(label),
+                            "Baseline": wide["baseline"].map(label)})
     for cat in cats:
         display[cat] = wide[cat].fillna("") if cat in wide else ""
     caption = (

@@ -43,13 +43,13 @@ and the noise floor of an A/A pair (a method against its twin).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from analysis.metrics import POOLINGS, aa_original, check_pooling, fmt_num, method_label
+from analysis.metrics import POOLINGS, aa_original, check_pooling, fmt_num, method_label, method_labels
 from analysis.registry import SCENARIO, SWEEP, artefact
 from analysis.render import Table
 from analysis.uncertainty import Estimate, Jackknife, fmt_ci, mean_of, t_quantile
@@ -94,9 +94,9 @@ def probe_cells(df: pd.DataFrame, threshold: float = DRIFT_THRESHOLD) -> pd.Data
     return cells
 
 
-def _cell_name(row: pd.Series) -> str:
+def _cell_name(row: pd.Series, label: Callable[[str], str]) -> str:
     gamma = pd.to_numeric(row.get("gamma_init"), errors="coerce")
-    where = f"{row.get('pair')}/{method_label(row.get('method'))}"
+    where = f"{row.get('pair')}/{label(row.get('method'))}"
     return where + (f" γ={float(gamma):g}" if pd.notna(gamma) else "")
 
 
@@ -118,7 +118,8 @@ def drift_summary(df: pd.DataFrame, threshold: float = DRIFT_THRESHOLD) -> list[
     if drifted.empty:
         lines.append(f"drift: no cell's probe differs from its target's median by more than {threshold:.0%}")
     else:
-        named = ", ".join(f"{_cell_name(r)} ({r['share']:+.0%})" for _, r in drifted.iterrows())
+        label = method_labels(df)
+        named = ", ".join(f"{_cell_name(r, label)} ({r['share']:+.0%})" for _, r in drifted.iterrows())
         lines.append(f"drift: {len(drifted)} of {len(cells)} cells differ from their target's median probe by more "
                      f"than {threshold:.0%} (table drift): {named}")
     without = int(_probes(df).isna().sum())
@@ -136,7 +137,7 @@ def drift_table(df: pd.DataFrame, threshold: float = DRIFT_THRESHOLD) -> Table |
     if cells.empty:
         return None
     display = pd.DataFrame({
-        "Target": cells["target"], "Pair": cells["pair"], "Method": cells["method"].map(method_label),
+        "Target": cells["target"], "Pair": cells["pair"], "Method": cells["method"].map(method_labels(df)),
         "γ": cells["gamma_init"].map(lambda v: fmt_num(v, 0)), "Job": cells.get("job_dir", ""),
         "Probe (ms)": cells["probe_ms"].map(lambda v: fmt_num(v, 2)),
         "Target's median (ms)": cells["reference_ms"].map(lambda v: fmt_num(v, 2)),
@@ -234,10 +235,11 @@ class AABand:
         """``"±6.1 %"`` (the band as a ratio, ``exp(band) − 1``), with ``AA_FLAG`` when the twin's CI excludes 1."""
         return f"±{100 * math.expm1(self.band):.1f} %" + (AA_FLAG if self.flagged else "")
 
-    def describe(self, where: str) -> str:
-        """One sentence for a caption or the terminal: the twin's ratio, its CI, the band, the flag."""
+    def describe(self, where: str, label: Callable[[str], str] = method_label) -> str:
+        """One sentence for a caption or the terminal: the twin's ratio, its CI, the band, the flag (``label``: how
+        the records name methods, ``analysis.metrics.method_labels``)."""
         ratio = self.ratio
-        return (f"{where}: {method_label(self.twin)} ÷ {method_label(aa_original(self.twin))} = {ratio.point:.3f} "
+        return (f"{where}: {label(self.twin)} ÷ {label(aa_original(self.twin))} = {ratio.point:.3f} "
                 f"{fmt_ci(ratio.interval(), 3)}, band {self.text()}")
 
 
@@ -261,9 +263,9 @@ def average_band(bands: dict[str, AABand], pairs: list[str]) -> AABand | None:
     return AABand(bands[pairs[0]].twin, mean_of(bands[p].ratio for p in pairs))
 
 
-def gate_note(bands: Mapping[str, AABand | None]) -> str:
+def gate_note(bands: Mapping[str, AABand | None], label: Callable[[str], str] = method_label) -> str:
     """The comparison tables' caption sentence on the A/A gate of their columns (by name: a pair, or
-    "Average"); "" without a twin."""
+    "Average"); "" without a twin. ``label``: as ``AABand.describe``."""
     shown = {name: band for name, band in bands.items() if band is not None}
     if not shown:
         return ""
@@ -271,7 +273,7 @@ def gate_note(bands: Mapping[str, AABand | None]) -> str:
     text = ("A/A gate (analysis.drift, noise_floor): a ranking step is also marked ≈ when the 95 % CI of the two "
             "rows' ratio reaches into the column's A/A band, the larger of its twin's CI half-width and its "
             "deviation from 1 (mean over γ): "
-            + "; ".join(band.describe(name) for name, band in shown.items()) + ".")
+            + "; ".join(band.describe(name, label) for name, band in shown.items()) + ".")
     if flagged:
         text += (f" {AA_FLAG.strip()}: the twin's interval excludes 1 ({', '.join(flagged)}): this sweep's "
                  "conditions alone moved a comparison whose true ratio is 1.")
@@ -342,10 +344,11 @@ def noise_floor_table(df: pd.DataFrame, pooling: str = "pooled") -> Table | None
                          "cell_resolves": resolves if whole else math.nan,
                          "turns_for_target": needed if whole else math.nan})
     data = pd.DataFrame(rows)
+    label = method_labels(df)
     target = f"±{100 * RESOLVE_TARGET:.0f} %"
     display = pd.DataFrame({
         "Pair": data["pair"],
-        "A/A": [f"{method_label(t)} ÷ {method_label(o)}" for t, o in zip(data["twin"], data["original"], strict=True)],
+        "A/A": [f"{label(t)} ÷ {label(o)}" for t, o in zip(data["twin"], data["original"], strict=True)],
         "γ": [fmt_num(g, 0) if s == "γ" else f"mean over {n}" for g, s, n in
               zip(data["gamma_init"], data["scope"], data["n_gamma"], strict=True)],
         "Ratio": data["ratio"].map(lambda v: fmt_num(v, 3)),

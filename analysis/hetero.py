@@ -46,7 +46,7 @@ from analysis.metrics import (
     fmt_num,
     hmean,
     is_aa_twin,
-    method_label,
+    method_labels,
     ordered_methods,
     shared_device_mismatch,
     throughput,
@@ -254,9 +254,10 @@ def hfbench_table(
             }))
     table = pd.concat(blocks, ignore_index=True)
     paper_row = table["source"] == "paper"
+    label = method_labels(df)
     display = pd.DataFrame({
         "Target": table["target"], "Dataset": table["task"], "T": table["temperature"].map(lambda v: fmt_num(v, 1)),
-        "Method": [method_label(m) + n for m, n in zip(table["method"], table["label_note"], strict=True)],
+        "Method": [label(m) + n for m, n in zip(table["method"], table["label_note"], strict=True)],
         "Drafter": [d if (m not in AR_KEYS and isinstance(d, str) and d) else "—"
                     for m, d in zip(table["method"], table["draft"], strict=True)],
         "γ": table["gamma_init"].map(lambda v: fmt_num(v, 0)), "Source": table["source"], "Hardware": table["hardware"],
@@ -373,7 +374,7 @@ def hetero_table(df: pd.DataFrame, pooling: str = "pooled") -> Table | None:
     table["resolved"] = [ranked[i].resolved if i in ranked else None for i in table.index]
     display = pd.DataFrame({
         "Target": table["target"], "Dataset": table["task"], "T": table["temperature"].map(lambda v: fmt_num(v, 1)),
-        "Method": table["method"].map(method_label),
+        "Method": table["method"].map(method_labels(df)),
         "Drafter": [d if (m not in AR_KEYS and isinstance(d, str) and d) else "—"
                     for m, d in zip(table["method"], table["draft"], strict=True)],
         "γ": table["gamma_init"].map(lambda v: fmt_num(v, 0)), "Hardware": table["hardware"],

@@ -26,7 +26,8 @@ carried over between prompts), ``gammatune[expand=drafted]``, the cross-vocabula
 off their defaults, and the engine options that were on (``specdecode[fast_linear=all,fused_prefill]``,
 from ``analysis.frame.engine_tag``); ``method_label`` reads them ``GammaTune (η = 0.5)``,
 ``GammaTune (carry-over)``, ``SpecDecode (fast_linear=all, fused_prefill)``. So no table pools two
-settings of one method under one row.
+settings of one method under one row. The name before the tags is the records' own (``display_names``: the
+method YAML's ``display`` as the job ran it), so a method added with a YAML file is named by that file alone.
 
 An A/A twin (``specbench.config.method.aa_twin_of``: ``specdecode_twin`` does exactly SpecDecode's work
 under another label) reads ``SpecDecode (A/A twin)`` and sorts right after its original
@@ -37,13 +38,14 @@ noise floor's numerator (``analysis.drift``).
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from analysis.settings import method_tags, tag_label
+from analysis.settings import LEGACY_DISPLAY, method_tags, tag_label
 from specbench.config.method import aa_twin_of
 from specbench.records import pooled_tokens_per_s, throughput_ms
 
@@ -56,24 +58,11 @@ POOLINGS = {
 }
 STD_NOTE = "sample std (ddof=1) across initial γ"
 
-METHOD_LABELS = {
-    "ar": "AR",
-    "ar_offloaded": "AR (offloaded cache)",
-    "hf_native_ar": "AR (transformers generate)",
-    "hf_native_ar_offloaded": "AR (transformers generate, offloaded cache)",
-    "specdecode": "SpecDecode",
-    "hf_heuristic": "HFHeuristic",
-    "hf_heuristic_carryover": "HFHeuristic (carry-over)",
-    "assistant_threshold": "AssistantThreshold",
-    "gammatune": "GammaTune",
-    "gammatune_plus": "GammaTune+",
-    "sd": "SD",
-    "slem": "SLEM",
-    "tli": "TLI",
-    "slrs": "SLRS",
-    "union": "Union",
-    "hf_sd": "SD (HF)",
-}
+#: the papers' order of rows (a method not listed sorts after them, alphabetically): presentation only; how a row
+#: is *named* is the records' (``display_names``)
+PAPER_ORDER = ("ar", "ar_offloaded", "hf_native_ar", "hf_native_ar_offloaded", "specdecode", "hf_heuristic",
+               "hf_heuristic_carryover", "assistant_threshold", "gammatune", "gammatune_plus", "sd", "slem", "tli",
+               "slrs", "union", "hf_sd")
 
 
 def method_key(method: str | None, params: Mapping[str, Any] | None, engine: str | None = None,
@@ -109,29 +98,62 @@ def is_aa_twin(methods: pd.Series) -> pd.Series:
     return methods.map(lambda m: aa_original(m) is not None).astype(bool)
 
 
-def method_label(method: str) -> str:
-    """The paper's name of a method key; ``slem+gammatune`` (a cross-vocabulary algorithm under a γ
-    policy) reads ``SLEM + GammaTune``; a variant tag reads ``GammaTune (carry-over)``, ``GammaTune
-    (η = 0.5)`` (``analysis.settings.tag_label``); an A/A twin
+def display_names(df: pd.DataFrame | None) -> dict[str, str]:
+    """How the records name what ran, as their YAML files did when they ran (the job writes ``method_display`` and
+    ``hetero_display``, ``specbench.config.method``): method name (no variant tags) -> display name, rule -> display
+    name; where records of one name disagree (a display renamed between runs), the most frequent, ties by
+    alphabet. Records without them are named by ``analysis.settings.LEGACY_DISPLAY`` (``method_label``)."""
+    names: dict[str, str] = {}
+    if df is None:
+        return names
+    for key, column in (("method", "method_display"), ("hetero", "hetero_display")):
+        if key not in df.columns or column not in df.columns:
+            continue
+        keys = df[key].map(base_method) if key == "method" else df[key]
+        counts: dict[str, Counter] = {}
+        for name, display in zip(keys, df[column], strict=True):
+            if isinstance(name, str) and isinstance(display, str) and display:
+                counts.setdefault(name, Counter())[display] += 1
+        for name, seen in counts.items():
+            most = max(seen.values())
+            names.setdefault(name, sorted(d for d, n in seen.items() if n == most)[0])
+    return names
+
+
+def method_label(method: str, names: Mapping[str, str] | None = None) -> str:
+    """The display name of a method key: the records' own names (``names``, from ``display_names``), else the frozen
+    ones of older records (``analysis.settings.LEGACY_DISPLAY``), else the key; ``slem+gammatune`` (a
+    cross-vocabulary algorithm under a γ policy) reads ``SLEM + GammaTune``; a variant tag reads ``GammaTune
+    (carry-over)``, ``GammaTune (η = 0.5)`` (``analysis.settings.tag_label``); an A/A twin without a name of its own
     ``SpecDecode (A/A twin)``."""
     if not isinstance(method, str):
         return str(method)
+    known = {**LEGACY_DISPLAY, **(names or {})}
     base, _, tags = method.partition("[")
     if tags:
-        names = ", ".join(tag_label(t) for t in tags.rstrip("]").split(","))
-        return f"{method_label(base)} ({names})"
+        tagged = ", ".join(tag_label(t) for t in tags.rstrip("]").split(","))
+        return f"{method_label(base, names)} ({tagged})"
+    if method in known:
+        return known[method]
     original = aa_twin_of(base)
     if original:
-        return f"{method_label(original)} (A/A twin)"
-    if "+" in method and method not in METHOD_LABELS:
-        return " + ".join(METHOD_LABELS.get(part, part) for part in method.split("+"))
-    return METHOD_LABELS.get(method, str(method))
+        return f"{method_label(original, names)} (A/A twin)"
+    if "+" in method:
+        return " + ".join(method_label(part, names) for part in method.split("+"))
+    return method
+
+
+def method_labels(df: pd.DataFrame | None) -> Callable[[str], str]:
+    """``method_label`` with the names of the records in ``df`` (``display_names``): what a table or figure of those
+    records calls to name its rows."""
+    names = display_names(df)
+    return lambda method: method_label(method, names)
 
 
 def ordered_methods(methods: Iterable[str]) -> list[str]:
     """Known methods in the papers' order (a variant, and an A/A twin, right after its method), then
     any others alphabetically."""
-    known = list(METHOD_LABELS)
+    known = list(PAPER_ORDER)
     present = {str(m) for m in methods if m is not None}
     rank = {m: i for i, m in enumerate(known)}
 

@@ -86,6 +86,29 @@ LEGACY_HETERO_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 
 
+#: how tables named what ran before records carried ``method_display`` / ``hetero_display`` (issue 42): frozen, never
+#: edited to follow the YAML files' ``display`` (a record written since carries its own); also the names of the rows
+#: ``analysis.hetero`` composes (``sd``: one vocabulary; ``hf_sd``: transformers' SD), which are no YAML file
+LEGACY_DISPLAY: dict[str, str] = {
+    "ar": "AR",
+    "ar_offloaded": "AR (offloaded cache)",
+    "hf_native_ar": "AR (transformers generate)",
+    "hf_native_ar_offloaded": "AR (transformers generate, offloaded cache)",
+    "specdecode": "SpecDecode",
+    "hf_heuristic": "HFHeuristic",
+    "hf_heuristic_carryover": "HFHeuristic (carry-over)",
+    "assistant_threshold": "AssistantThreshold",
+    "gammatune": "GammaTune",
+    "gammatune_plus": "GammaTune+",
+    "sd": "SD",
+    "slem": "SLEM",
+    "tli": "TLI",
+    "slrs": "SLRS",
+    "union": "Union",
+    "hf_sd": "SD (HF)",
+}
+
+
 def method_defaults(name: str) -> dict[str, Any] | None:
     """The knobs' defaults a record of ``name`` without ``method_key`` ran under (``LEGACY_METHOD_DEFAULTS``), in
     the YAML's order; None for a method that had no YAML file."""

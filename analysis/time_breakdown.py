@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from analysis.metrics import fmt_mean_std, fmt_num, method_label, ordered_methods
+from analysis.metrics import fmt_mean_std, fmt_num, method_labels, ordered_methods
 from analysis.registry import SETTING, artefact
 from analysis.render import Table
 
@@ -75,7 +75,7 @@ def time_breakdown_table(df: pd.DataFrame) -> Table | None:
     if data.empty:
         return None
     display = pd.DataFrame({
-        "Pair": data["pair"], "Method": data["method"].map(method_label),
+        "Pair": data["pair"], "Method": data["method"].map(method_labels(df)),
         "Hetero": data["hetero"].map(lambda v: v if isinstance(v, str) else ""), "Task": data["task"],
         "T": data["temperature"].map(lambda v: fmt_num(v, 1)), "γ": data["gamma_init"].map(lambda v: fmt_num(v, 0)),
         "n": data["n_records"],
@@ -107,8 +107,9 @@ def plot_time_breakdown(df: pd.DataFrame) -> Figure | None:
     data = breakdown_frame(df)
     if data.empty:
         return None
+    label = method_labels(df)
     labels = [
-        f"{r.pair} · {method_label(r.method)}" + (f" · {r.hetero}" if isinstance(r.hetero, str) else "")
+        f"{r.pair} · {label(r.method)}" + (f" · {r.hetero}" if isinstance(r.hetero, str) else "")
         + (f" · γ={int(r.gamma_init)}" if np.isfinite(r.gamma_init) else "")
         + (f" · {r.task}" if data["task"].nunique() > 1 else "")
         for r in data.itertuples()

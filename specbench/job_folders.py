@@ -9,7 +9,7 @@ done and does only what is missing; the STYLE guide asks the same (``method=gamm
   It reads the file system: a ``task.data_files`` stem that collides with another file's job already
   under ``results_dir`` (its ``summary.json``) gets a short hash.
 * ``NON_IDENTITY_KEYS``: the settings that do not change what a job measures (left out of folder names
-  and of the drift check).
+  and of the drift check); ``PRESENTATION_KEYS``: the nested keys that only name it (left out alike).
 * ``config_drift``: the first setting in which a folder's recorded config and the new one differ
   (``runners.jobs`` refuses to extend a folder that holds another job).
 * ``check_results_dir``: ``results_dir`` exists or can be created (checked before Hydra makes a folder,
@@ -34,6 +34,10 @@ from specbench.registry import ConfigError
 #: results of the same config (``config_drift``).
 NON_IDENTITY_KEYS = ("results_dir", "overwrite", "logger", "threads", "cache_dir", "warmup", "model_budget", "on_locked",
                      "latency", "repeats", "host_probe")
+#: nested keys that only name what ran (``method.display``, ``hetero.display``: how tables name a method and a
+#: cross-vocabulary rule, ``specbench.config.method``): left out of folder names and of the drift check, so a folder
+#: written before the YAML files had them resumes, and renaming a method in its YAML refuses no folder
+PRESENTATION_KEYS = ("method.display", "hetero.display")
 
 
 _ITEM_START = re.compile(r"^[+~]*[A-Za-z_][\w.@/-]*=")
@@ -124,12 +128,12 @@ def job_dirname(override_dirname: str, results_dir: str | None = None, transient
 
 def config_drift(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> str | None:
     """The first setting (dotted key, with both values) in which two resolved job configs differ,
-    ignoring ``NON_IDENTITY_KEYS``; a key absent from ``old`` (written before it existed) counts as
+    ignoring ``NON_IDENTITY_KEYS`` and ``PRESENTATION_KEYS``; a key absent from ``old`` (written before it existed) counts as
     null, and matches a new value that is off (null, false, or a mapping of such: an option added
     later, off by default, e.g. ``engine``). None when they describe the same job."""
     keys = sorted(set(old) | set(new), key=str)
     for key in keys:
-        if not prefix and key in NON_IDENTITY_KEYS:
+        if (not prefix and key in NON_IDENTITY_KEYS) or f"{prefix}{key}" in PRESENTATION_KEYS:
             continue
         if key not in old and _is_off(new.get(key)):
             continue

@@ -28,8 +28,9 @@ from typing import Any
 
 SCHEMA_VERSION = 5  # 3: drafted_per_pos, compared_per_pos, accepted_per_pos, discarded_trace; 4: repeat,
 #                     host_probe_ms, ar_decode, interleave (records of 3 read as repeat 0, no probe); 5: kernels,
-#                     ar_baseline (records of 4 read as null: not stated). method_key (added without a bump):
-#                     records without it are keyed by analysis.settings' frozen rule.
+#                     ar_baseline (records of 4 read as null: not stated). method_key, method_display,
+#                     hetero_display (added without a bump): records without them are keyed and named by
+#                     analysis.settings' frozen rule and names.
 REPLAY_FILE = "replay.jsonl"  # rows written by ``python -m runners.replay grid``, read by ``analysis``
 
 #: the groups of ``Record``'s fields, in the order ``docs/pages/records.md`` shows them: (title, what they share)
@@ -191,6 +192,11 @@ class Record:
         "with every knob off its default in the method's YAML at run time and the cross-vocabulary algorithm's "
         "knobs off theirs (`gammatune[eta=0.5]`). Older records have none: `analysis` keys them by a frozen copy "
         "of the defaults they ran under.")
+    method_display: str | None = declare(
+        "", "ran", "How tables and figures name the method: its YAML's `display` as the job ran it (null: none given; "
+        "tables then show `method_key`). Older records have none: `analysis` names them from a frozen copy.")
+    hetero_display: str | None = declare("", "ran", "How tables name the cross-vocabulary algorithm that ran (its "
+                                         "YAML's `display`); null on one vocabulary.")
     ar_cache: str | None = declare("", "ran", "The KV cache of an autoregressive run (`dynamic`, `offloaded`); null "
                                    "otherwise.")
     top_k: int | None = declare("", "ran", "The top-k processor in force (null: off; it acts only when "

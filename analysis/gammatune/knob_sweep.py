@@ -30,7 +30,7 @@ import pandas as pd
 import yaml
 
 from analysis.gammatune.table2 import _average, speedup_table
-from analysis.metrics import STD_NOTE, fmt_mean_std, method_label
+from analysis.metrics import STD_NOTE, fmt_mean_std, method_labels
 from analysis.policy_lab import REFERENCES
 from analysis.registry import REPLAY, artefact
 from analysis.render import Table
@@ -117,19 +117,20 @@ def knob_sweep_table(
     combos = sorted({tuple(r) for r in data[list(knobs)].itertuples(index=False)},
                     key=lambda t: tuple((v is None, v if v is not None else 0) for v in t))
     display_rows = []
+    label = method_labels(frame)
     for combo in combos:
         row = {KNOB_SYMBOLS.get(k, k): _fmt_knob(v) for k, v in zip(knobs, combo, strict=True)}
         for pair, method in itertools.product([*pairs, "average"], methods):
             hit = data[(data["pair"] == pair) & (data["method"] == method)
                        & _matches(data, knobs, combo)]
-            column = f"{'Average' if pair == 'average' else pair} · {method_label(method)}"
+            column = f"{'Average' if pair == 'average' else pair} · {label(method)}"
             row[column] = fmt_mean_std(hit["mean"].iloc[0], hit["std"].iloc[0]) if len(hit) else ""
         display_rows.append(row)
     defaults = method_defaults(methods[0]) or {}
     default_combo = ", ".join(f"{KNOB_SYMBOLS.get(k, k)} = {_fmt_knob(defaults.get(k))}" for k in knobs)
     caption = (
         f"GammaTune Table 2 across {', '.join(KNOB_SYMBOLS.get(k, k) for k in knobs)}, replayed: speedup over "
-        f"{method_label(baseline)} per pair, the throughput of each initial γ divided by {method_label(baseline)}'s "
+        f"{label(baseline)} per pair, the throughput of each initial γ divided by {label(baseline)}'s "
         f"averaged over its initial γ; cell = mean ± {STD_NOTE} (the paper's ± column). Average = mean of the pair "
         "means ± sqrt(mean of the pair variances). Throughput = predicted tokens/s pooled over the prompt turns "
         "(runners.replay: the policy's rounds replayed on greedy traces, each round charged by a calibrated "

@@ -19,7 +19,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from analysis.metrics import fmt_num, method_label, ordered_methods
+from analysis.metrics import fmt_num, method_labels, ordered_methods
 from analysis.registry import SCENARIO, artefact
 from analysis.render import Table
 
@@ -49,7 +49,7 @@ def acceptance_table(df: pd.DataFrame) -> Table | None:
     order = {m: i for i, m in enumerate(ordered_methods(data["method"]))}
     data = data.sort_values(["pair", "method"], key=lambda s: s.map(order) if s.name == "method" else s)
     display = pd.DataFrame({
-        "Pair": data["pair"], "Method": data["method"].map(method_label),
+        "Pair": data["pair"], "Method": data["method"].map(method_labels(df)),
         "Acceptance rate": data["acceptance_rate"].map(lambda v: fmt_num(v, 3)),
         "Mean γ": data["mean_gamma"].map(lambda v: fmt_num(v, 2)),
         "Accepted/round": data["mean_accepted_per_round"].map(lambda v: fmt_num(v, 2)),
@@ -83,7 +83,7 @@ def trace_frame(
     Defaults: the first pair (sorted), the initial γ run by most jobs of it
     (ties: the smallest; methods without an initial γ are always included), the
     first prompt in record order and its first turn. Returns (long frame with
-    method, round (1-based), gamma, drafted, accepted; the choices made)."""
+    method, its display name (label), round (1-based), gamma, drafted, accepted; the choices made)."""
     spec = df[df["accepted_trace"].map(len) > 0]
     if pair is None and not spec.empty:
         pair = sorted(spec["pair"].dropna().unique())[0]
@@ -99,15 +99,17 @@ def trace_frame(
         turn = int(spec["turn"].min())
     spec = spec[spec["turn"] == turn]
     rows = []
+    label = method_labels(df)
     for method in ordered_methods(spec["method"].unique()):
         record = spec[spec["method"] == method].iloc[0]
         drafted = record["drafted_trace"] or [math.nan] * len(record["accepted_trace"])
         gammas = record["gamma_trace"] or [math.nan] * len(record["accepted_trace"])
         for i, (g, d, a) in enumerate(zip(gammas, drafted, record["accepted_trace"], strict=False), start=1):
-            rows.append({"pair": pair, "method": method, "gamma_init": record["gamma_init"], "prompt_id": prompt_id,
+            rows.append({"pair": pair, "method": method, "label": label(method), "gamma_init": record["gamma_init"],
+                         "prompt_id": prompt_id,
                          "turn": turn, "round": i, "gamma": g, "drafted": d, "accepted": a})
     meta = {"pair": pair, "gamma_init": gamma_init, "prompt_id": prompt_id, "turn": turn}
-    return pd.DataFrame(rows, columns=["pair", "method", "gamma_init", "prompt_id", "turn", "round", "gamma",
+    return pd.DataFrame(rows, columns=["pair", "method", "label", "gamma_init", "prompt_id", "turn", "round", "gamma",
                                        "drafted", "accepted"]), meta
 
 
@@ -118,7 +120,7 @@ def trace_table(trace: pd.DataFrame, meta: dict[str, Any]) -> Table | None:
     display = pd.DataFrame({"Round": sorted(trace["round"].unique())})
     for method in ordered_methods(trace["method"].unique()):
         block = trace[trace["method"] == method].set_index("round")
-        label = method_label(method)
+        label = block["label"].iloc[0]
         display[f"{label} γ"] = display["Round"].map(block["gamma"]).map(lambda v: fmt_num(v, 0))
         display[f"{label} accepted"] = display["Round"].map(block["accepted"]).map(lambda v: fmt_num(v, 0))
     caption = (
@@ -126,7 +128,7 @@ def trace_table(trace: pd.DataFrame, meta: dict[str, Any]) -> Table | None:
         f"prompt {meta['prompt_id']} turn {meta['turn']}: the γ each method chose for the round and the draft "
         "tokens the target accepted (bonus/correction token not counted)."
     )
-    return Table("gammatune_fig2a_trace", caption, display, trace)
+    return Table("gammatune_fig2a_trace", caption, display, trace.drop(columns="label"))
 
 
 def plot_trace(trace: pd.DataFrame, meta: dict | None = None) -> Figure | None:
@@ -138,8 +140,8 @@ def plot_trace(trace: pd.DataFrame, meta: dict | None = None) -> Figure | None:
     top, bottom = fig.subplots(2, 1, sharex=True)
     for method in ordered_methods(trace["method"].unique()):
         rows = trace[trace["method"] == method]
-        top.plot(rows["round"], rows["accepted"], drawstyle="steps-mid", marker=".", ms=3, label=method_label(method))
-        bottom.plot(rows["round"], rows["gamma"], drawstyle="steps-mid", marker=".", ms=3, label=method_label(method))
+        top.plot(rows["round"], rows["accepted"], drawstyle="steps-mid", marker=".", ms=3, label=rows["label"].iloc[0])
+        bottom.plot(rows["round"], rows["gamma"], drawstyle="steps-mid", marker=".", ms=3, label=rows["label"].iloc[0])
     for ax in (top, bottom):
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))

@@ -26,7 +26,7 @@ from analysis.metrics import (
     gamma_speedups,
     is_aa_twin,
     mean_std,
-    method_label,
+    method_labels,
     ordered_methods,
     shared_device_mismatch,
 )
@@ -167,13 +167,14 @@ def speedup_table(
     data["n_gamma"] = data["n_gamma"].astype("Int64")
     data["rank"] = data["rank"].astype("Int64")
     display_rows = []
+    label = method_labels(df)
     for method in ordered_methods(data["method"].unique()):
         for source in ("measured", "paper"):
             rows = data[(data["method"] == method) & (data["source"] == source)]
             if rows.empty:
                 continue
             cells = {p: rows[rows["pair"] == p] for p in [*pairs, "average"]}
-            row = {"Method": method_label(method), "Source": source}
+            row = {"Method": label(method), "Source": source}
             ci_row = {"Method": "", "Source": CI_ROW}
             for p, cell in cells.items():
                 column = "Average" if p == "average" else p
@@ -193,14 +194,14 @@ def speedup_table(
                                                                gate.text() if gate else "" for p, gate in gates.items()}})
     display = pd.DataFrame(display_rows)
     caption = (
-        f"Speedup over {method_label(baseline)} (GammaTune Table 2). Per pair, the throughput of each initial γ "
-        f"divided by {method_label(baseline)}'s throughput averaged over all its initial γ; cell = mean ± "
+        f"Speedup over {label(baseline)} (GammaTune Table 2). Per pair, the throughput of each initial γ "
+        f"divided by {label(baseline)}'s throughput averaged over all its initial γ; cell = mean ± "
         f"{STD_NOTE}. Throughput = {POOLINGS[pooling]}. Average = mean of the pair means ± sqrt(mean of the "
         "pair variances), over the pairs shown for 'measured' rows and over the paper's four pairs for 'paper' "
         "rows (the paper's own Average column, which that formula reproduces). "
         "'measured': this results folder; 'paper': GammaTune Table 2 as published (SpecBench, one H100). "
         f"± : {STD_NOTE} (the paper's spread). [lo, hi] (rows '{CI_ROW}'): {jackknife.note()}, of the same "
-        f"cell, replicate by replicate (Average: the mean of the pair cells); {method_label(baseline)}'s own cell "
+        f"cell, replicate by replicate (Average: the mean of the pair cells); {label(baseline)}'s own cell "
         "is 1 in every replicate, the other intervals carry its uncertainty. "
         + resolved_note("within the column, by the cell's point estimate")
     )
@@ -208,7 +209,7 @@ def speedup_table(
         caption += " A/A twins are not rows here: their ratio to the method they copy is the noise floor (noise_floor)."
     if bands:
         caption += (f" Row '{AA_ROW}': each column's A/A band (Average: the twins' ratio averaged over the pairs). "
-                    + gate_note({("Average" if p == "average" else p): gate for p, gate in gates.items()}))
+                    + gate_note({("Average" if p == "average" else p): gate for p, gate in gates.items()}, label))
     if "shared_device" in data and data["shared_device"].fillna(False).astype(bool).any():
         caption += " " + SHARED_NOTE
     if model is not None:

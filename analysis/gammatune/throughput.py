@@ -27,7 +27,7 @@ from analysis.metrics import (
     is_aa_twin,
     is_ar,
     mean_std,
-    method_label,
+    method_labels,
     ordered_methods,
 )
 from analysis.modeled import MODELED_NOTE, OUTSIDE_MARK, agreement, inside, modeled_frame
@@ -127,7 +127,7 @@ def throughput_table(df: pd.DataFrame, pooling: str = "pooled", modeled: bool = 
                 data["modeled_speedup_vs_ar"], data["speedup_vs_ar_lo"], data["speedup_vs_ar_hi"], strict=True)]
     shown = data[data["scope"] == "mean over γ"]
     display = pd.DataFrame({
-        "Pair": shown["pair"], "Method": shown["method"].map(method_label),
+        "Pair": shown["pair"], "Method": shown["method"].map(method_labels(df)),
         "Tok/s": [fmt_num(e.point, 1) for e in shown["tokens"]],
         "Tok/s 95 % CI": [fmt_ci(e.interval(), 1) + m for e, m in zip(shown["tokens"], shown["_tokens_mark"], strict=True)],
         "Speedup vs AR": [fmt_mean_std(e.point) for e in shown["speedup"]],
@@ -151,7 +151,7 @@ def throughput_table(df: pd.DataFrame, pooling: str = "pooled", modeled: bool = 
         + " A/A twins are not rows here (noise_floor)."
     )
     if bands:
-        caption += " " + gate_note(dict(sorted(bands.items())))
+        caption += " " + gate_note(dict(sorted(bands.items())), method_labels(df))
     if model is not None:
         caption += (f" Speedup modeled: {MODELED_NOTE} Here: "
                     f"{agreement(list(data.loc[data['scope'] == 'mean over γ', 'modeled_inside']))}.")
@@ -186,6 +186,7 @@ def plot_throughput(df: pd.DataFrame, pooling: str = "pooled") -> Figure | None:
         return None
     pairs = sorted(cells["pair"].unique())
     methods = ordered_methods(cells["method"].unique())
+    label = method_labels(df)
     width = 0.8 / len(methods)
     fig = Figure(figsize=(max(6.0, 1.6 * len(pairs) + 2), 4.0))
     ax = fig.add_subplot(1, 1, 1)
@@ -198,7 +199,7 @@ def plot_throughput(df: pd.DataFrame, pooling: str = "pooled") -> Figure | None:
         ci = np.array([_error(m.point, m.interval()) if np.isfinite(m.point) else (0.0, 0.0) for m in means]).T
         at = x + (i - (len(methods) - 1) / 2) * width
         ax.bar(at, points, width, yerr=stds, error_kw={"ecolor": "0.6", "elinewidth": 4, "alpha": 0.6},
-               label=method_label(method))
+               label=label(method))
         ax.errorbar(at, points, yerr=ci, fmt="none", ecolor="black", elinewidth=1, capsize=2)
     ax.set_ylim(top=ax.get_ylim()[1] * 1.15)  # room for the legend above the error bars
     ax.set_xticks(x)
@@ -223,6 +224,7 @@ def plot_sensitivity(df: pd.DataFrame, pooling: str = "pooled") -> Figure | None
     if cells.empty or cells["gamma_init"].notna().sum() == 0:
         return None
     pairs = sorted(cells["pair"].unique())
+    label = method_labels(df)
     ncols = min(len(pairs), 2)
     nrows = math.ceil(len(pairs) / ncols)
     fig = Figure(figsize=(5.0 * ncols, 3.6 * nrows))
@@ -236,7 +238,7 @@ def plot_sensitivity(df: pd.DataFrame, pooling: str = "pooled") -> Figure | None
             rows = sub[sub["method"] == method].sort_values("gamma_init")
             if rows["gamma_init"].isna().all():
                 level = mean_of(rows["estimate"])
-                ax.axhline(level.point, ls="--", lw=1, color="gray", label=method_label(method))
+                ax.axhline(level.point, ls="--", lw=1, color="gray", label=label(method))
                 lo, hi = level.interval()
                 if np.isfinite(lo):
                     ax.axhspan(lo, hi, color="gray", alpha=0.15, lw=0)
@@ -245,7 +247,7 @@ def plot_sensitivity(df: pd.DataFrame, pooling: str = "pooled") -> Figure | None
                 ci = np.array([_error(e.point, e.interval()) for e in rows["estimate"]]).T
                 at = rows["gamma_init"] + (i - (len(methods) - 1) / 2) * dodge
                 ax.errorbar(at, rows["tokens_per_s"], yerr=ci, marker="o", ms=3, capsize=1.5, lw=1, elinewidth=0.8,
-                            label=method_label(method))
+                            label=label(method))
         ax.set_title(pair, fontsize=9)
         ax.set_xticks(sorted(sub["gamma_init"].dropna().unique()))
         ax.set_xlabel("initial γ")

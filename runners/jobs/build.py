@@ -45,7 +45,7 @@ from runners.jobs.device_share import DeviceShare
 from runners.jobs.kernels import shared_kernels
 from runners.jobs.predict import find_latency
 from specbench.config import CHECKPOINT, JobConfig
-from specbench.config.method import method_key
+from specbench.config.method import hetero_display, method_key
 from specbench.models import (
     checkpoint_processors,
     config_vocab_size,
@@ -168,6 +168,10 @@ class Job:
         #: once per job: it reads the method's YAML and the job's whole config)
         self.method_key = method_key(config.method.name, config.method.params, config.hetero_rule,
                                      config.as_dict().get("hetero"))
+        #: how tables name the method and the cross-vocabulary rule that ran (their YAML's ``display``, as it ran:
+        #: ``analysis`` reads them from the record, never from ``conf/``)
+        self.method_display = config.method.display
+        self.hetero_display = hetero_display(config.hetero_rule, config.hetero)
         # the one runner contract (``runners.engine.contract``): ``runner`` (what is timed) and ``ar`` (the target
         # alone at the job's batch size, the paired baseline at B > 1) take prompts and return a BatchGeneration;
         # ``loop`` is the batch-1 loop behind ``runner`` (None at B > 1: no batch-1 loop is built there)

@@ -134,6 +134,8 @@ def make_record(job: Job, unit: Unit, inp: TurnInput, timed: Timed, reference: R
         prompt_format=fmt,
         method_params=dict(config.method.params),
         method_key=job.method_key,
+        method_display=job.method_display,
+        hetero_display=job.hetero_display,
         ar_cache=config.method.ar_cache,
         top_k=job.sampling.top_k,
         top_p=job.sampling.top_p,

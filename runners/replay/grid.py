@@ -95,6 +95,7 @@ class MethodSpec:
     label: str
     policy: str
     params: Mapping[str, Any]
+    display: str | None = None  # the method YAML's ``display`` (``MethodConfig.display``), as a job's record names it
 
     def build(self, gamma: int) -> GammaPolicy:
         from methods.registry import build_policy
@@ -127,21 +128,23 @@ def load_method(spec: str, conf_dir: str | os.PathLike | None = None) -> MethodS
         method = MethodConfig.from_mapping(cfg)
         if method.runner != "speculative":
             raise ConfigError(f"method {name!r} is not our speculative loop; it cannot be replayed")
-        return MethodSpec(spec, str(method.policy), {**method.params, **overrides})
+        return MethodSpec(spec, str(method.policy), {**method.params, **overrides}, method.display)
     if name in POLICIES:
         return MethodSpec(spec, name, overrides)
     raise ConfigError(f"unknown method {name!r} (no {path} and no such policy)")
 
 
 def result_row(res: ReplayResult, method: str, gamma_init: int | None, latency: LatencyModel | None,
-               batch: Mapping[str, Any] | None = None, key: str | None = None) -> dict[str, Any]:
+               batch: Mapping[str, Any] | None = None, key: str | None = None,
+               display: str | None = None) -> dict[str, Any]:
     """A replayed row: a record (``specbench.records.Record``'s fields, filled by its builders; times predicted)
     with its source (``source = "replay"``, ``predicted``, the trace's ``max_new_tokens``). ``key``: the method's
-    identity (``MethodSpec.key``; None for the references). ``batch``: the row's batch (``batch_fields``), its AR
+    identity (``MethodSpec.key``; None for the references), ``display`` its name (``MethodSpec.display``). ``batch``: the row's batch (``batch_fields``), its AR
     wall at that batch size (``ar_wall_ms``) among them; None: a row decoded alone (batch 1)."""
     tr = res.trace
     row: dict[str, Any] = {
-        "pair": tr.pair, "target": tr.target, "draft": tr.draft, "method": method, "method_key": key, "task": tr.task,
+        "pair": tr.pair, "target": tr.target, "draft": tr.draft, "method": method, "method_key": key,
+        "method_display": display, "task": tr.task,
         "category": tr.category, "prompt_id": tr.prompt_id, "turn": tr.turn, "gamma_init": gamma_init,
         "temperature": 0.0, "prompt_tokens": tr.prompt_tokens, "new_tokens": res.new_tokens,
         "stop_reason": res.stop_reason, "max_new_tokens": tr.max_new_tokens,
@@ -188,13 +191,13 @@ def job_batch_fields(batches: Sequence[BatchReplay], batch_size: int, gamma_mode
 
 def job_rows(batches: Sequence[BatchReplay], method: str, gammas: int | Sequence[int | None] | None,
              latency: LatencyModel | None, gamma_mode: str | None, ar: Sequence | None,
-             batch_size: int, key: str | None = None) -> list[dict[str, Any]]:
+             batch_size: int, key: str | None = None, display: str | None = None) -> list[dict[str, Any]]:
     """``result_row`` of every row of a job replayed at ``batch_size`` (``gammas``: one initial γ, or one per row;
-    ``key``: the method's identity, ``MethodSpec.key``)."""
+    ``key``: the method's identity, ``MethodSpec.key``; ``display``: its name, ``MethodSpec.display``)."""
     results = rows_of(batches)
     per_row = gammas if isinstance(gammas, list) else [gammas] * len(results)
     fields = job_batch_fields(batches, batch_size, gamma_mode, ar)
-    return [result_row(r, method, g, latency, f, key) for r, g, f in zip(results, per_row, fields)]
+    return [result_row(r, method, g, latency, f, key, display) for r, g, f in zip(results, per_row, fields)]
 
 
 def replay_grid(traces: Sequence[Trace], methods: Sequence[MethodSpec], gammas: Sequence[int],
@@ -216,7 +219,8 @@ def replay_grid(traces: Sequence[Trace], methods: Sequence[MethodSpec], gammas: 
             except (TraceTooShort, ValueError) as exc:
                 errors.append(f"{method.label} γ={gamma}: {exc}")
                 continue
-            rows += job_rows(batches, method.label, gamma, latency, gamma_mode, ar, batch_size, method.key)
+            rows += job_rows(batches, method.label, gamma, latency, gamma_mode, ar, batch_size, method.key,
+                             method.display)
     if latency is None or not traces:
         return rows
     if any(getattr(tr, "kind", "model") == "hybrid" for tr in traces):
@@ -271,7 +275,8 @@ def cells(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                                 "gamma_mode": mode, "method": method, "gamma_init": gamma,
                                 "prompt_id": "*", "prompts": len(group), "source": "replay", "predicted": True,
                                 "target": group[0].get("target"), "draft": group[0].get("draft"),
-                                "method_key": group[0].get("method_key")}
+                                "method_key": group[0].get("method_key"),
+                                "method_display": group[0].get("method_display")}
         for f in SUM_FIELDS:
             values = [r.get(f) for r in group]
             cell[f] = sum(values) if all(v is not None for v in values) else None

@@ -134,7 +134,7 @@ def method_spec(label: str, latency_file: str | None) -> MethodSpec:
         params["latency"] = None
     elif COSTS in policy_needs(spec.build(1)) and "latency=" not in label and latency_file:
         params["latency"] = latency_file
-    return MethodSpec(label, spec.policy, params)
+    return MethodSpec(label, spec.policy, params, spec.display)
 
 
 def task_args(task: str, n_prompts: int | None, per_category: int | None = None) -> list[str]:

@@ -14,6 +14,10 @@ cross-vocabulary algorithm's knobs off ``conf/hetero/<name>.yaml``. Two legacy s
 method with no YAML file (a policy run by its registry name) has no known defaults and only those two tags apply.
 A replayed method spelled ``NAME:key=value`` (``runners.replay.grid.load_method``) is ``NAME`` with those
 overrides, keyed alike. ``analysis`` reads the key from the record and never reads ``conf/``.
+
+A method's (a rule's) ``display`` is how tables name it: presentation, not a knob (``NOT_KNOBS``; out of folder names
+and the drift check, ``specbench.job_folders.PRESENTATION_KEYS``). The job writes it into each record
+(``MethodConfig.display``, ``hetero_display``), so ``analysis`` names rows from the records too.
 """
 
 from __future__ import annotations
@@ -45,6 +49,9 @@ class MethodConfig:
     runner: str
     policy: str | None = None
     params: Mapping[str, Any] = field(default_factory=dict)
+    #: how tables and figures name the method (the YAML's ``display``; None: its ``name``): presentation, not a knob,
+    #: so it is in no ``params``, no ``method_key`` and no drift check (``specbench.job_folders.PRESENTATION_KEYS``)
+    display: str | None = None
 
     @classmethod
     def from_mapping(cls, node: Mapping[str, Any]) -> MethodConfig:
@@ -52,6 +59,7 @@ class MethodConfig:
             raise ConfigError(f"method must be a mapping, got {node!r}")
         values = dict(node)
         name = check_str("method.name", values.pop("name", None))
+        display = check_str("method.display", values.pop("display", None), optional=True)
         runner = check_choice("method.runner", values.pop("runner", None), RUNNERS)
         policy = values.pop("policy", None)
         if runner != "ar":
@@ -60,7 +68,7 @@ class MethodConfig:
             only_known(values, "method (runner ar)", ("cache", "loop"))
             check_choice("method.cache", values.get("cache", AR_CACHES[0]), AR_CACHES)
             check_choice("method.loop", values.get("loop", AR_LOOPS[0]), AR_LOOPS)
-        return cls(name, runner, policy, values)
+        return cls(name, runner, policy, values, display)
 
     @property
     def ar_cache(self) -> str | None:
@@ -111,6 +119,7 @@ class HeteroConfig:
     draft_top_k: int | None = 8
     slem_gamma: str = SLEM_GAMMA[0]
     tli_processors: str = TLI_PROCESSORS[0]
+    display: str | None = None  # how tables name the rule (the YAML's ``display``; presentation, as MethodConfig's)
 
     @classmethod
     def from_mapping(cls, node: Mapping[str, Any] | None) -> HeteroConfig:
@@ -133,6 +142,7 @@ class HeteroConfig:
                                   optional=True),
             slem_gamma=check_choice("hetero.slem_gamma", slem_gamma, SLEM_GAMMA),
             tli_processors=check_choice("hetero.tli_processors", tli_processors, TLI_PROCESSORS),
+            display=check_str("hetero.display", values.get("display"), optional=True),
         )
 
 
@@ -151,7 +161,7 @@ def aa_twin_of(method: str) -> str | None:
 
 # ---------------------------------------------------------------------- a variant's identity (module docstring)
 
-NOT_KNOBS = ("name", "runner", "policy")
+NOT_KNOBS = ("name", "runner", "policy", "display")
 
 
 @cache
@@ -165,6 +175,29 @@ def _yaml_knobs(folder: str, name: str) -> tuple[tuple[str, Any], ...] | None:
     if not isinstance(node, Mapping):
         return None
     return tuple((str(k), v) for k, v in node.items() if k not in NOT_KNOBS)
+
+
+@cache
+def _yaml_display(folder: str, name: str) -> str | None:
+    import yaml
+
+    path = Path(folder) / f"{name}.yaml"
+    if not name or "/" in name or not path.is_file():
+        return None
+    node = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    display = node.get("display") if isinstance(node, Mapping) else None
+    return display if isinstance(display, str) and display else None
+
+
+def hetero_display(rule: str | None, node: HeteroConfig | None = None, conf_dir: str | Path | None = None) -> str | None:
+    """The display name of the cross-vocabulary rule that ran (``rule``: ``JobConfig.hetero_rule``): the job's node's
+    when it names that rule, else ``conf/hetero/<rule>.yaml``'s (``hetero=auto`` resolves to ``slem`` or ``tli``);
+    None for one vocabulary or a rule without one."""
+    if not rule:
+        return None
+    if node is not None and node.name == rule and node.display:
+        return node.display
+    return _yaml_display(str(Path(conf_dir or CONF_DIR) / "hetero"), rule)
 
 
 def method_defaults(name: str, conf_dir: str | Path | None = None) -> dict[str, Any] | None:
@@ -240,7 +273,7 @@ def variant_tags(method: str, params: Mapping[str, Any] | None, defaults: Mappin
     if "carryover" in tags and "carryover" in method:
         tags.remove("carryover")  # hf_heuristic_carryover's name already says it
     if isinstance(hetero, str) and hetero and isinstance(hetero_params, Mapping) and hetero_knobs is not None:
-        knobs = {k: v for k, v in hetero_params.items() if k != "name"}
+        knobs = {k: v for k, v in hetero_params.items() if k not in NOT_KNOBS}
         tags += [knob_tag(k, v, d) for k, v, d in differing_knobs(knobs, hetero_knobs)]
     return tags
 

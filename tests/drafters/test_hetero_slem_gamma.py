@@ -121,3 +121,4 @@ def test_a_job_runs_each_rule_and_its_summary_names_it(tmp_path):
         assert summary["status"] == "complete" and summary["hetero"]["slem_gamma"] == rule
         records = read_records(tmp_path / rule / "records.jsonl")
         assert records and all(r["lossless"] is True and r["hetero"] == "slem" for r in records)
+        assert {(r["hetero_display"], r["method_display"]) for r in records} == {("SLEM", "SpecDecode")}

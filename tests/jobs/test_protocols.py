@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 from runners.jobs.build import prepare
 from runners.jobs.job import run_job
 from specbench.config import JobConfig
-from specbench.job_folders import NON_IDENTITY_KEYS, config_drift, job_dirname
+from specbench.job_folders import NON_IDENTITY_KEYS, PRESENTATION_KEYS, config_drift, job_dirname
 from specbench.record_io import read_records
 from specbench.registry import ConfigError
 
@@ -118,7 +118,7 @@ def test_config_yaml_wires_the_folder_names():
     for where in (conf["run"]["dir"], conf["sweep"]["subdir"]):
         assert "oc.select:method.transient,null" in where and "oc.select:method.cache,null" in where
         assert "${results_dir}" in where
-    assert tuple(conf["job"]["config"]["override_dirname"]["exclude_keys"]) == NON_IDENTITY_KEYS
+    assert tuple(conf["job"]["config"]["override_dirname"]["exclude_keys"]) == NON_IDENTITY_KEYS + PRESENTATION_KEYS
 
 
 def test_config_drift_names_the_first_changed_setting():
@@ -151,6 +151,8 @@ def test_records_say_what_ran(tiny_conf, tmp_path):
         assert r["method_params"]["transient"] is False and r["method_params"]["expand_on"] == "gamma"
         assert r["prompt_format"] == "plain" and r["ar_cache"] is None and r["top_k"] is None
         assert r["target_vocab_size"] == r["draft_vocab_size"] and r["tokenizers_identical"] is True
+        assert r["method_display"] == "GammaTune" and r["hetero_display"] is None  # its YAML's; one vocabulary
+        assert r["method_key"] == "gammatune[carryover]"
         # hf-bench's TTFT waits for the first round; its TPOT spreads the rest over n - 1 tokens
         assert r["hfbench_ttft_ms"] >= r["ttft_ms"]
         assert r["hfbench_tpot_ms"] == pytest.approx((r["wall_ms"] - r["hfbench_ttft_ms"]) / (r["new_tokens"] - 1))
@@ -161,6 +163,12 @@ def test_records_say_what_ran(tiny_conf, tmp_path):
         assert r["ar_cache"] == "dynamic" and r["method_params"] == {"cache": "dynamic"}
         assert r["hfbench_ttft_ms"] == r["ttft_ms"] and r["target_vocab_size"] is None
         assert r["top_k"] == 50 and r["top_p"] is None  # transformers' defaults: the tiny model sets none
+        assert r["method_display"] == "AR"
+    named = run_job(_tiny(tiny_conf, "method=specdecode", "method.display=Mine", "task.n_prompts=1"),
+                    tmp_path / "named", progress=False)
+    assert named["status"] == "complete"
+    assert {(r["method_display"], r["method_key"]) for r in read_records(tmp_path / "named" / "records.jsonl")} == \
+        {("Mine", "specdecode")}  # a name, not a variant
 
 
 def test_per_prompt_warmups_leave_a_carried_gamma_alone(tiny_conf, tmp_path):

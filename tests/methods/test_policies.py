@@ -23,6 +23,7 @@ from methods.registry import POLICIES, build_policy, policy_params
 from methods.threshold import AssistantThreshold
 from runners.replay.grid import load_method
 from specbench.config import MethodConfig
+from specbench.config.method import NOT_KNOBS
 from specbench.registry import ConfigError
 
 METHOD_DIR = Path(__file__).resolve().parents[2] / "conf" / "method"
@@ -464,7 +465,7 @@ def test_every_method_yaml_passes_every_key_on(stem):
     builds the same policy (``runners.replay.grid.load_method``)."""
     cfg = OmegaConf.load(METHOD_DIR / f"{stem}.yaml")
     assert cfg.name == stem and cfg.policy in POLICIES
-    params = set(cfg) - {"name", "runner", "policy"}
+    params = set(cfg) - set(NOT_KNOBS)  # name, runner, policy, display
     assert params == set(policy_params(POLICIES.get(cfg.policy)))
     p = build_policy(cfg.policy, 5, _params(cfg))
     for key in params if stem in OURS else ():  # the paper's policies keep each knob as given (others derive:

@@ -138,7 +138,8 @@ def test_a_group_file_restates_its_dataclass_defaults_never_other_values(group, 
     """The node's defaults are its dataclass fields'; a file of the group that writes one writes the same."""
     for option in _options(group):
         node = _yaml(group, f"{option}.yaml")
-        assert cls.from_mapping(node) == cls(name=node["name"]), f"conf/{group}/{option}.yaml"
+        named = {"display": node["display"]} if "display" in node else {}  # a name, not a default (display_names)
+        assert cls.from_mapping(node) == cls(name=node["name"], **named), f"conf/{group}/{option}.yaml"
 
 
 def test_an_absent_node_or_key_takes_its_dataclass_default():
