@@ -60,7 +60,7 @@ from typing import Any
 import pandas as pd
 
 from analysis.drift import DRIFT_THRESHOLD, drift_normalised, drift_summary
-from analysis.frame import DuplicateRecords, complete_only, load_records, scenarios
+from analysis.frame import DuplicateRecords, complete_only, load_records, scenarios, split_by_device
 from analysis.hetero import PAPER_MIN_NEW_TOKENS
 from analysis.leviathan import load_calibrations, load_cost_ratios
 from analysis.metrics import POOLINGS
@@ -216,7 +216,8 @@ def load_folders(roots: Sequence[Path]) -> pd.DataFrame:
         df = load_records(root)
         frames.append(df.assign(job_dir=[f"{root}/{d}" for d in df["job_dir"]]))
     frames = [f for f in frames if not f.empty]
-    return pd.concat(frames, ignore_index=True) if frames else load_records(roots[0])
+    # a pair run on the CPU in one folder and on a GPU in another is two pairs (``split_by_device``)
+    return split_by_device(pd.concat(frames, ignore_index=True)) if frames else load_records(roots[0])
 
 
 def load(args: argparse.Namespace, parser: argparse.ArgumentParser) -> tuple[pd.DataFrame, Path | None]:

@@ -28,6 +28,17 @@ folder at any depth and adds a few columns from the job's summary:
   lists as lists, mappings as mappings, text and flags with null as ``None``; ``repeat``, ``batch_size`` and
   ``schema_version`` of older records as declared, ``absent``), and the columns this module adds by
   ``FRAME_COLUMNS``, so a table may index any column;
+* ``device_kind``: the kind of the device(s) the record decoded on, read from its ``device_id``
+  (``runners.jobs.device_share``): ``cpu@<host>`` is ``cpu``, ``cuda:<uuid>@<host>`` is ``cuda``, several
+  ids (a pair spread over devices) are their kinds deduplicated, sorted and joined by ``+`` (``cpu+cuda``).
+  Since the top-level ``device`` key moves a pair onto a device, one pair name can run on the CPU and on a
+  GPU, and every table groups by ``pair`` or ``target``: so when the frame holds a pair (a target) on more than
+  one device kind, each of its records' ``pair`` (``target``) becomes ``<name>@<kind>``
+  (``gemma3-270m_prompt-lookup@cuda`` beside ``…@cpu``) and their timings never pool; a pair seen on one kind
+  keeps its name. A record without ``device_id``
+  (written before it existed) counts as the kind of its pair's other records when they all share one kind,
+  and otherwise keeps the bare pair name and a null ``device_kind``: a cell of its own, pooled with neither
+  (``split_by_device``; idempotent, so frames concatenated from several folders can be split again);
 * ``job_status``: the summary's ``status`` (``"complete"`` / ``"failed"``), or
   ``"incomplete"`` when there is no summary yet (a running or killed job), or
   ``"unreadable"`` when the summary is not valid JSON;
@@ -61,7 +72,7 @@ from analysis.metrics import method_key
 from analysis.modeled import attach_modeled
 from analysis.settings import scenarios as split_scenarios
 from specbench.config import EngineConfig
-from specbench.config.method import tagged
+from specbench.config.method import NOT_KNOBS, tagged
 from specbench.record_io import read_records
 from specbench.records import FieldDeclaration, declaration
 from specbench.registry import ConfigError
@@ -71,6 +82,8 @@ FRAME_COLUMNS = (
     FieldDeclaration("max_new_tokens", "number", True, "tokens", "frame", "The job's `max_new_tokens`.", None),
     FieldDeclaration("hetero_params", "mapping", True, "", "frame", "The job's `hetero` node.", None),
     FieldDeclaration("engine", "text", True, "", "frame", "The engine options that were on (`engine_tag`).", None),
+    FieldDeclaration("device_kind", "text", True, "", "frame", "The kind of the device(s) the record decoded on, "
+                     "from its `device_id` (`cpu`, `cuda`, `cpu+cuda`; `split_by_device`).", None),
     *(FieldDeclaration(name, "text", True, "", "frame", doc, None) for name, doc in (
         ("target_path", "The target's source."), ("draft_path", "The draft's source."),
         ("target_quant", "The target's quantization."), ("job_status", "The summary's status."),
@@ -172,7 +185,7 @@ def config_columns(config: Mapping[str, Any] | None) -> dict[str, Any]:
     method = name_of("method")
     node = config.get("method")
     runner = node.get("runner") if isinstance(node, Mapping) else None
-    params = ({k: v for k, v in node.items() if k not in ("name", "runner", "policy")}
+    params = ({k: v for k, v in node.items() if k not in NOT_KNOBS}  # a knob, not a name (display)
               if isinstance(node, Mapping) else None)
     ar = runner == "ar" or method == "ar"
     return {
@@ -239,6 +252,56 @@ def job_rows(
     return rows
 
 
+def device_kind(device_id: Any) -> str | None:
+    """The kind of the device(s) of a ``device_id`` (module docstring): ``cpu@h`` is ``cpu``, ``cuda:GPU-1@h``
+    is ``cuda``, several ids joined by ``,`` are their kinds deduplicated, sorted and joined by ``+``; None
+    without an id."""
+    if _missing(device_id):
+        return None
+    kinds = {part.strip().partition("@")[0].partition(":")[0] for part in str(device_id).split(",")}
+    return "+".join(sorted(k for k in kinds if k)) or None
+
+
+def _bare_pair(pair: Any, kind: str | None) -> Any:
+    suffix = f"@{kind}"
+    return pair[: -len(suffix)] if kind and isinstance(pair, str) and pair.endswith(suffix) else pair
+
+
+#: the columns ``split_by_device`` names per device kind: every table groups by one of them (the GammaTune tables by
+#: ``pair``; the hf-bench and cross-vocabulary tables, the category table and the AR baselines by ``target``)
+DEVICE_SPLIT = ("pair", "target")
+
+
+def split_by_device(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with ``device_kind`` read from ``device_id`` and every pair, and every target, that ran on more than
+    one device kind named ``<name>@<kind>`` (module docstring), so no table pools a CPU's timings with a GPU's.
+    Idempotent: a frame already split (several folders' frames concatenated) is split again from its bare names."""
+    previous = df["device_kind"] if "device_kind" in df else pd.Series(None, index=df.index, dtype=object)
+    own = [device_kind(d) for d in df["device_id"]]
+    out = df.copy()
+    bare_pairs = [_bare_pair(p, k) for p, k in zip(df["pair"], previous, strict=True)]
+    seen_pairs = _kinds_seen(bare_pairs, own)
+    kinds = [kind if kind is not None or len(seen_pairs.get(pair, ())) != 1 else next(iter(seen_pairs[pair]))
+             for pair, kind in zip(bare_pairs, own, strict=True)]
+    for column in DEVICE_SPLIT:
+        if column not in df:
+            continue
+        bare = [_bare_pair(v, k) for v, k in zip(df[column], previous, strict=True)]
+        seen = _kinds_seen(bare, kinds)
+        out[column] = pd.Series([f"{v}@{kind}" if isinstance(v, str) and kind is not None and len(seen[v]) > 1 else v
+                                 for v, kind in zip(bare, kinds, strict=True)], index=df.index, dtype=object)
+    out["device_kind"] = pd.Series(kinds, index=df.index, dtype=object)
+    return out
+
+
+def _kinds_seen(names: list[Any], kinds: list[str | None]) -> dict[Any, set[str]]:
+    seen: dict[Any, set[str]] = {}
+    for name, kind in zip(names, kinds, strict=True):
+        if kind is not None:
+            seen.setdefault(name, set()).add(kind)
+    return seen
+
+
 def typed_column(values: pd.Series, declared: FieldDeclaration) -> Any:
     """A column as its declaration types it (module docstring): numbers numeric (an older record's missing value
     read as ``absent`` when declared), lists as lists (else empty), mappings as mappings (else empty, or ``None``
@@ -268,11 +331,13 @@ def variant_key(recorded: Any, method: Any, params: Any, engine: str | None, het
 
 def rows_to_frame(rows: list[Mapping[str, Any]]) -> pd.DataFrame:
     """A frame with every column present (missing ones all-null) and typed by the record's declaration
-    (``column_types``), so a table may always index any column; ``method`` keyed (module docstring)."""
+    (``column_types``), so a table may always index any column; a pair on several device kinds split
+    (``split_by_device``); ``method`` keyed (module docstring)."""
     df = pd.DataFrame(list(rows))
     for name, declared in column_types().items():
         df[name] = typed_column(df[name] if name in df.columns else pd.Series(None, index=df.index, dtype=object),
                                 declared)
+    df = split_by_device(df)
     engines = list(df["engine"])
     engines = shared_engines_dropped(engines, list(df["pair"]))
     if "gamma_mode" in df:  # one γ per round for a whole batch: a variant of the method (analysis.settings)
@@ -300,7 +365,8 @@ def load_records(results_dir: str | Path) -> pd.DataFrame:
     """Every record under ``results_dir`` (any depth), one row each (see module doc).
 
     An empty frame with the schema's columns when nothing is found. The modeled walls of an interleaved
-    sweep's records are attached (``analysis.modeled.attach_modeled``)."""
+    sweep's records are attached (``analysis.modeled.attach_modeled``, which matches its cost rows by the bare
+    pair name)."""
     root = Path(results_dir)
     rows: list[dict[str, Any]] = []
     for path in sorted(root.rglob("records.jsonl")):
@@ -310,7 +376,9 @@ def load_records(results_dir: str | Path) -> pd.DataFrame:
         records = read_records(path)
         check_unique(records, str(job_dir))
         rows.extend(job_rows(records, summary, job_dir=rel, status=status))
-    return attach_modeled(rows_to_frame(rows), root)
+    df = rows_to_frame(rows)
+    bare = [_bare_pair(p, k) for p, k in zip(df["pair"], df["device_kind"], strict=True)]
+    return attach_modeled(df.assign(pair=bare), root).assign(pair=df["pair"])
 
 
 def complete_only(df: pd.DataFrame) -> pd.DataFrame:

@@ -47,6 +47,7 @@ from analysis.registry import REPLAY, SETTING, artefact
 from analysis.render import Table
 from specbench.latency import LatencyModel
 from specbench.records import leviathan_alpha, leviathan_speedup
+from specbench.timed_on import TimedOn
 
 KEYS = ["pair", "draft", "target", "task", "temperature", "hetero", "method", "gamma_init"]
 
@@ -62,7 +63,9 @@ def calibration_c(obj: dict[str, Any]) -> float | None:
 
 
 def load_calibrations(folder: str | Path | None) -> dict[str, float]:
-    """``{pair: c}`` from the calibration files (``*.json`` with a ``latency_version``) in ``folder``."""
+    """``{pair: c}`` from the calibration files (``*.json`` with a ``latency_version``) in ``folder``; each also as
+    ``{pair}@{device}`` (the device it was timed on, ``specbench.timed_on``), the name ``analysis.frame`` gives a
+    pair whose records ran on several device kinds, so such a pair is predicted only by a file timed on its own."""
     out: dict[str, float] = {}
     if folder is None or not Path(folder).is_dir():
         return out
@@ -78,7 +81,12 @@ def load_calibrations(folder: str | Path | None) -> dict[str, float]:
         except ValueError:  # another latency_version: not a file this code can read
             continue
         if c is not None:
-            out[str((obj.get("meta") or {}).get("pair") or path.stem)] = c
+            meta = obj.get("meta") if isinstance(obj.get("meta"), dict) else {}
+            pair = str(meta.get("pair") or path.stem)
+            out[pair] = c
+            device = TimedOn.of_meta(meta).device
+            if device:
+                out[f"{pair}@{device}"] = c
     return out
 
 
