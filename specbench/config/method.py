@@ -165,27 +165,24 @@ NOT_KNOBS = ("name", "runner", "policy", "display")
 
 
 @cache
-def _yaml_knobs(folder: str, name: str) -> tuple[tuple[str, Any], ...] | None:
+def _yaml_items(folder: str, name: str) -> tuple[tuple[str, Any], ...] | None:
+    """The top-level items of ``<folder>/<name>.yaml``, in the file's order (read once); None without such a file."""
     import yaml
 
     path = Path(folder) / f"{name}.yaml"
     if not name or "/" in name or not path.is_file():
         return None
     node = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    if not isinstance(node, Mapping):
-        return None
-    return tuple((str(k), v) for k, v in node.items() if k not in NOT_KNOBS)
+    return tuple((str(k), v) for k, v in node.items()) if isinstance(node, Mapping) else None
 
 
-@cache
+def _yaml_knobs(folder: str, name: str) -> dict[str, Any] | None:
+    items = _yaml_items(folder, name)
+    return None if items is None else {k: v for k, v in items if k not in NOT_KNOBS}
+
+
 def _yaml_display(folder: str, name: str) -> str | None:
-    import yaml
-
-    path = Path(folder) / f"{name}.yaml"
-    if not name or "/" in name or not path.is_file():
-        return None
-    node = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    display = node.get("display") if isinstance(node, Mapping) else None
+    display = dict(_yaml_items(folder, name) or ()).get("display")
     return display if isinstance(display, str) and display else None
 
 
@@ -201,16 +198,14 @@ def hetero_display(rule: str | None, node: HeteroConfig | None = None, conf_dir:
 
 
 def method_defaults(name: str, conf_dir: str | Path | None = None) -> dict[str, Any] | None:
-    """The knobs of ``conf/method/<name>.yaml`` (``name``/``runner``/``policy`` left out), in the file's order;
+    """The knobs of ``conf/method/<name>.yaml`` (``NOT_KNOBS`` left out), in the file's order;
     None when there is no such file."""
-    knobs = _yaml_knobs(str(Path(conf_dir or CONF_DIR) / "method"), name)
-    return None if knobs is None else dict(knobs)
+    return _yaml_knobs(str(Path(conf_dir or CONF_DIR) / "method"), name)
 
 
 def hetero_defaults(name: str, conf_dir: str | Path | None = None) -> dict[str, Any] | None:
-    """The knobs of ``conf/hetero/<name>.yaml`` (``name`` left out); None when there is no such file."""
-    knobs = _yaml_knobs(str(Path(conf_dir or CONF_DIR) / "hetero"), name)
-    return None if knobs is None else dict(knobs)
+    """The knobs of ``conf/hetero/<name>.yaml`` (``NOT_KNOBS`` left out); None when there is no such file."""
+    return _yaml_knobs(str(Path(conf_dir or CONF_DIR) / "hetero"), name)
 
 
 def fmt_value(value: Any) -> str:

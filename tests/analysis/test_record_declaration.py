@@ -169,9 +169,9 @@ def test_the_job_keys_a_method_by_its_yaml_at_run_time(conf):
                       conf_dir=conf) == "gammatune[max_nodes=8]"
     assert method_key("no_yaml", {"transient": False, "eta": 1}, conf_dir=conf) == "no_yaml[carryover]"
     (conf / "method" / "gammatune.yaml").write_text("name: gammatune\neta: 0.5\ndelta: 2\ntransient: false\n")
-    from specbench.config.method import _yaml_knobs
+    from specbench.config.method import _yaml_items
 
-    _yaml_knobs.cache_clear()
+    _yaml_items.cache_clear()
     assert method_key("gammatune", params, conf_dir=conf) == "gammatune"  # today's default: no variant
 
 
