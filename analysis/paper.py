@@ -23,15 +23,18 @@ from importlib import resources
 
 import pandas as pd
 
+_DEVICE = re.compile(r"@[a-z+]+$")
 _SUFFIXES = re.compile(r"(-instruct|-it|-hf|-chat|-v\d+(\.\d+)*|-int4|-int8)$")
 _DATASET_ALIASES = {"openai_humaneval": "humaneval", "cnn_dm": "cnn_dailymail", "cnndm": "cnn_dailymail",
                     "spec_bench": "specbench", "spec-bench": "specbench"}
 
 
 def model_key(name: object) -> str:
+    """A model's name as the papers' tables are matched by: lower case, no Hub owner, no ``-instruct``-like suffix,
+    and no device kind (``analysis.frame.split_by_device`` names a target run on two devices ``<name>@cuda``)."""
     if name is None or (isinstance(name, float) and name != name):
         return ""
-    key = str(name).strip().lower().rsplit("/", 1)[-1].rstrip("*").replace("_", "-")
+    key = _DEVICE.sub("", str(name).strip()).lower().rsplit("/", 1)[-1].rstrip("*").replace("_", "-")
     previous = None
     while previous != key:
         previous, key = key, _SUFFIXES.sub("", key)

@@ -124,3 +124,10 @@ def test_a_split_pair_is_predicted_only_by_a_calibration_timed_on_its_own_device
                                                           "meta": {"pair": "p", "c": c, "device": device}}))
     calibrations = load_calibrations(tmp_path)
     assert calibrations["p@cpu"] == 5.0 and calibrations["p@cuda"] == 2.0
+
+
+def test_a_target_named_per_device_still_finds_the_papers_rows():
+    from analysis.paper import model_key
+
+    assert model_key("Llama-3.1-8B-Instruct@cuda") == model_key("meta-llama/Llama-3.1-8B-Instruct") != ""
+    assert model_key("phi-4@cpu+cuda") == model_key("phi-4")
