@@ -37,10 +37,10 @@ class InterleavedLauncher(Launcher):
     """Hydra launcher: the sweep's jobs in one process, interleaved prompt turn by prompt turn.
     ``seed``: the shuffle seed of the rounds (recorded); ``progress``: one progress bar per pair; ``costs``: time the
     per-call costs in every round (``runners.jobs.sweep_costs``: what the analysis' modeled speedups charge);
-    ``scheme``: the rounds' order (``runners.jobs.interleave.SCHEMES``; ``balanced`` unless re-running an earlier sweep)."""
+    ``scheme``: the rounds' order (``runners.jobs.round_order.SCHEMES``; ``balanced`` unless re-running an earlier sweep)."""
 
     def __init__(self, seed: int = 0, progress: bool = True, costs: bool = True, scheme: str = "balanced") -> None:
-        from runners.jobs.interleave import SCHEMES
+        from runners.jobs.round_order import SCHEMES
 
         super().__init__()
         if scheme not in SCHEMES:

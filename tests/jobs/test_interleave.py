@@ -18,8 +18,9 @@ from omegaconf import OmegaConf
 
 from runners.jobs import interleave
 from runners.jobs import job as job_module
-from runners.jobs.interleave import InterleavedSweep, golden_step, read_order, round_order, round_seed
+from runners.jobs.interleave import InterleavedSweep, read_order
 from runners.jobs.job import run_job
+from runners.jobs.round_order import golden_step, round_order, round_seed
 from specbench.record_io import read_records
 from specbench.records import aggregate
 

@@ -1,4 +1,4 @@
-"""Positions balanced across interleaved rounds (``runners.jobs.interleave``: ``round_order``, scheme
+"""Positions balanced across interleaved rounds (``runners.jobs.round_order``: ``round_order``, scheme
 ``balanced``; the earlier ``latin`` and ``shuffle`` kept for re-runs).
 
 On a GPU the first decodes of an interleaved round ran ~20 % slower, and independent shuffles per round
@@ -28,8 +28,9 @@ import pytest
 from runners.jobs import interleave
 from runners.jobs.ar_cache import Reference
 from runners.jobs.inputs import TurnInput
-from runners.jobs.interleave import InterleavedSweep, golden_step, read_order, round_order, round_seed
+from runners.jobs.interleave import InterleavedSweep, read_order
 from runners.jobs.record import Unit
+from runners.jobs.round_order import golden_step, round_order, round_seed
 from specbench.tasks import Prompt
 
 PENALTY = 1.2  # the first decodes of a round cost 20 % more (the GPU run's positions 0-2)
