@@ -76,6 +76,7 @@ from specbench.config.method import NOT_KNOBS, tagged
 from specbench.record_io import read_records
 from specbench.records import FieldDeclaration, declaration
 from specbench.registry import ConfigError
+from specbench.timed_on import device_type
 
 #: the columns the frame adds to a record's (module docstring), typed as a record's fields are
 FRAME_COLUMNS = (
@@ -258,13 +259,14 @@ def device_kind(device_id: Any) -> str | None:
     without an id."""
     if _missing(device_id):
         return None
-    kinds = {part.strip().partition("@")[0].partition(":")[0] for part in str(device_id).split(",")}
+    kinds = {device_type(part.strip().partition("@")[0]) for part in str(device_id).split(",")}
     return "+".join(sorted(k for k in kinds if k)) or None
 
 
-def _bare_pair(pair: Any, kind: str | None) -> Any:
+def _bare_name(name: Any, kind: str | None) -> Any:
+    """A pair's (a target's) name without the ``@<kind>`` ``split_by_device`` gave it."""
     suffix = f"@{kind}"
-    return pair[: -len(suffix)] if kind and isinstance(pair, str) and pair.endswith(suffix) else pair
+    return name[: -len(suffix)] if kind and isinstance(name, str) and name.endswith(suffix) else name
 
 
 #: the columns ``split_by_device`` names per device kind: every table groups by one of them (the GammaTune tables by
@@ -279,14 +281,14 @@ def split_by_device(df: pd.DataFrame) -> pd.DataFrame:
     previous = df["device_kind"] if "device_kind" in df else pd.Series(None, index=df.index, dtype=object)
     own = [device_kind(d) for d in df["device_id"]]
     out = df.copy()
-    bare_pairs = [_bare_pair(p, k) for p, k in zip(df["pair"], previous, strict=True)]
+    bare_pairs = [_bare_name(p, k) for p, k in zip(df["pair"], previous, strict=True)]
     seen_pairs = _kinds_seen(bare_pairs, own)
     kinds = [kind if kind is not None or len(seen_pairs.get(pair, ())) != 1 else next(iter(seen_pairs[pair]))
              for pair, kind in zip(bare_pairs, own, strict=True)]
     for column in DEVICE_SPLIT:
         if column not in df:
             continue
-        bare = [_bare_pair(v, k) for v, k in zip(df[column], previous, strict=True)]
+        bare = [_bare_name(v, k) for v, k in zip(df[column], previous, strict=True)]
         seen = _kinds_seen(bare, kinds)
         out[column] = pd.Series([f"{v}@{kind}" if isinstance(v, str) and kind is not None and len(seen[v]) > 1 else v
                                  for v, kind in zip(bare, kinds, strict=True)], index=df.index, dtype=object)
@@ -377,7 +379,7 @@ def load_records(results_dir: str | Path) -> pd.DataFrame:
         check_unique(records, str(job_dir))
         rows.extend(job_rows(records, summary, job_dir=rel, status=status))
     df = rows_to_frame(rows)
-    bare = [_bare_pair(p, k) for p, k in zip(df["pair"], df["device_kind"], strict=True)]
+    bare = [_bare_name(p, k) for p, k in zip(df["pair"], df["device_kind"], strict=True)]
     return attach_modeled(df.assign(pair=bare), root).assign(pair=df["pair"])
 
 

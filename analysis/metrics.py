@@ -128,13 +128,13 @@ def method_label(method: str, names: Mapping[str, str] | None = None) -> str:
     ``SpecDecode (A/A twin)``."""
     if not isinstance(method, str):
         return str(method)
-    known = {**LEGACY_DISPLAY, **(names or {})}
     base, _, tags = method.partition("[")
     if tags:
         tagged = ", ".join(tag_label(t) for t in tags.rstrip("]").split(","))
         return f"{method_label(base, names)} ({tagged})"
-    if method in known:
-        return known[method]
+    named = (names or {}).get(method) or LEGACY_DISPLAY.get(method)
+    if named:
+        return named
     original = aa_twin_of(base)
     if original:
         return f"{method_label(original, names)} (A/A twin)"

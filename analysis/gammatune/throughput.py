@@ -126,8 +126,9 @@ def throughput_table(df: pd.DataFrame, pooling: str = "pooled", modeled: bool = 
             data["modeled_inside"] = [inside(v, (lo, hi)) for v, lo, hi in zip(
                 data["modeled_speedup_vs_ar"], data["speedup_vs_ar_lo"], data["speedup_vs_ar_hi"], strict=True)]
     shown = data[data["scope"] == "mean over γ"]
+    label = method_labels(df)
     display = pd.DataFrame({
-        "Pair": shown["pair"], "Method": shown["method"].map(method_labels(df)),
+        "Pair": shown["pair"], "Method": shown["method"].map(label),
         "Tok/s": [fmt_num(e.point, 1) for e in shown["tokens"]],
         "Tok/s 95 % CI": [fmt_ci(e.interval(), 1) + m for e, m in zip(shown["tokens"], shown["_tokens_mark"], strict=True)],
         "Speedup vs AR": [fmt_mean_std(e.point) for e in shown["speedup"]],
@@ -151,7 +152,7 @@ def throughput_table(df: pd.DataFrame, pooling: str = "pooled", modeled: bool = 
         + " A/A twins are not rows here (noise_floor)."
     )
     if bands:
-        caption += " " + gate_note(dict(sorted(bands.items())), method_labels(df))
+        caption += " " + gate_note(dict(sorted(bands.items())), label)
     if model is not None:
         caption += (f" Speedup modeled: {MODELED_NOTE} Here: "
                     f"{agreement(list(data.loc[data['scope'] == 'mean over γ', 'modeled_inside']))}.")
