@@ -30,6 +30,12 @@ and the noise floor of an A/A pair (a method against its twin).
   sweep's twin did read): two rows of that pair are resolved only when the CI of their ratio lies wholly
   beyond ``e^±band`` (``analysis.uncertainty.resolve``). The Average column of Table 2 takes the band of
   the twin's ratio averaged over the same pairs; with several twins in a pair, the widest band.
+* **same work** (``same_work``): a method whose rounds equal another method's in every record of a pair (the
+  tokens emitted and, round by round, the tokens verified, accepted and drafted unverified: ``WORK_FIELDS``) did
+  that method's work under another name (AssistantThreshold on a drafter without probabilities never stops a
+  round early: SpecDecode's rounds; GammaTune+ likewise GammaTune's). It is a natural A/A pair: a row of the
+  noise floor beside the declared twins (``aa_pairs``), part of its pair's A/A gate (the widest band), and the
+  comparison tables show it as ``≡ <original>`` and never rank it against anything.
 * **resolution** (``aa_turn_log_ratios``, the noise floor's last columns): per prompt turn and repeat
   that both ran at the same initial γ, ``log(tokens/s of the twin ÷ the original's)``; its standard
   deviation σ over all of them is the host's noise on one paired prompt turn. A comparison of two cells
@@ -49,7 +55,17 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from analysis.metrics import POOLINGS, aa_original, check_pooling, fmt_num, method_label, method_labels
+from analysis.metrics import (
+    POOLINGS,
+    aa_original,
+    check_pooling,
+    fmt_num,
+    is_aa_twin,
+    is_ar,
+    method_label,
+    method_labels,
+    ordered_methods,
+)
 from analysis.registry import SCENARIO, SWEEP, artefact
 from analysis.render import Table
 from analysis.uncertainty import Estimate, Jackknife, fmt_ci, mean_of, t_quantile
@@ -177,29 +193,93 @@ def aa_twins(df: pd.DataFrame) -> list[str]:
     return sorted(m for m in methods if aa_original(m) in methods)
 
 
+#: what a record's work is (module docstring, "same work"): the tokens it emitted and, round by round, the tokens
+#: it verified, accepted and drafted without verifying
+WORK_FIELDS = ("new_tokens", "drafted_trace", "accepted_trace", "discarded_trace")
+#: the fields that name one record of a cell (a prompt turn and its repeat, at one initial γ)
+RECORD_KEYS = ("gamma_init", "prompt_id", "turn", "repeat", "temperature", "task")
+SAME_WORK_MARK = "≡"  # "≡ SpecDecode": the row did SpecDecode's work in every record (module docstring)
+SAME_WORK_NOTE = (f"{SAME_WORK_MARK} X: the row's rounds equal X's in every record of its pair (the same work under "
+                  "another name: analysis.drift, 'same work'); it is not ranked, and its ratio to X is a row of the "
+                  "noise floor (a natural A/A pair).")
+
+
+def _frozen(value: object) -> object:
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return tuple(_frozen(v) for v in value)
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return value
+
+
+def same_work(df: pd.DataFrame) -> dict[tuple[str, str], str]:
+    """``{(pair, method): original}`` for every method that did another method's work in every record of a pair
+    (module docstring, "same work"): the same records (``RECORD_KEYS``), each with the same ``WORK_FIELDS``, and at
+    least one round drafted. Methods are taken in the papers' order (``ordered_methods``): the first of a group
+    of identical ones is the original (SpecDecode before AssistantThreshold, GammaTune before GammaTune+).
+    Declared A/A twins and AR are left out (the twins are the noise floor's already). Empty when the records
+    carry no rounds."""
+    keys = [k for k in RECORD_KEYS if k in df.columns]
+    if not keys or any(f not in df.columns for f in WORK_FIELDS) or "pair" not in df.columns:
+        return {}
+    rows = df[df["pair"].notna() & df["method"].notna() & ~is_aa_twin(df["method"]) & ~is_ar(df)]
+    found: dict[tuple[str, str], str] = {}
+    for pair, in_pair in rows.groupby("pair", sort=True):
+        work: dict[str, tuple] = {}
+        for method in ordered_methods(in_pair["method"].unique()):
+            mine = in_pair[in_pair["method"] == method]
+            if not any(_frozen(t) for t in mine["drafted_trace"]):
+                continue  # nothing drafted: no rounds to compare
+            records = zip(mine[keys].itertuples(index=False, name=None),
+                          mine[list(WORK_FIELDS)].itertuples(index=False, name=None), strict=True)
+            work[method] = tuple(sorted(((_frozen(key), _frozen(fields)) for key, fields in records), key=repr))
+        originals: list[str] = []
+        for method, done in work.items():
+            original = next((o for o in originals if work[o] == done), None)
+            if original is None:
+                originals.append(method)
+            else:
+                found[(str(pair), method)] = original
+    return found
+
+
+def aa_pairs(df: pd.DataFrame) -> pd.DataFrame:
+    """Every A/A pair of the records, one row per (pair, copy): ``pair``, ``twin`` (the copy), ``original`` and
+    ``kind``: "twin" (a declared A/A twin, ``aa_original``, whose original ran in that pair) or "same work"
+    (``same_work``: a method that did another's work in every record)."""
+    rows = []
+    for twin in aa_twins(df):
+        original = aa_original(twin)
+        for pair in sorted(set(df.loc[df["method"] == twin, "pair"].dropna()) &
+                           set(df.loc[df["method"] == original, "pair"].dropna())):
+            rows.append({"pair": pair, "twin": twin, "original": original, "kind": "twin"})
+    rows += [{"pair": p, "twin": m, "original": o, "kind": "same work"} for (p, m), o in same_work(df).items()]
+    return pd.DataFrame(rows, columns=["pair", "twin", "original", "kind"])
+
+
 def noise_floor_estimates(df: pd.DataFrame, pooling: str = "pooled",
                           jackknife: Jackknife | None = None) -> pd.DataFrame:
-    """One row per (pair, twin, initial γ) that both the twin and its original ran: ``pair``,
-    ``twin``, ``original``, ``gamma_init``, ``ratio`` (an ``Estimate``: twin ÷ original).
-    ``jackknife``: one built on ``df`` (else built here)."""
+    """One row per (pair, A/A pair, initial γ) that both the copy and its original ran (``aa_pairs``: declared
+    twins and same work): ``pair``, ``twin``, ``original``, ``kind``, ``gamma_init``, ``ratio`` (an ``Estimate``:
+    copy ÷ original). ``jackknife``: one built on ``df`` (else built here)."""
     check_pooling(pooling)
-    twins = aa_twins(df)
-    if not twins:
-        return pd.DataFrame(columns=["pair", "twin", "original", "gamma_init", "ratio"])
+    columns = ["pair", "twin", "original", "kind", "gamma_init", "ratio"]
+    pairs = aa_pairs(df)
+    if pairs.empty:
+        return pd.DataFrame(columns=columns)
     jackknife = jackknife or Jackknife(df, pooling)
-    cells = jackknife.cells(df[df["method"].isin([*twins, *map(aa_original, twins)])], ["pair", "method", "gamma_init"])
+    involved = set(pairs["twin"]) | set(pairs["original"])
+    cells = jackknife.cells(df[df["method"].isin(involved)], ["pair", "method", "gamma_init"])
     cells["_gamma"] = cells["gamma_init"].fillna(-1.0)
     rows = []
-    for twin in twins:
-        original = aa_original(twin)
-        mine = cells[cells["method"] == twin]
-        theirs = cells[cells["method"] == original].set_index(["pair", "_gamma"])["estimate"]
-        for pair, gamma, gamma_key, estimate in zip(mine["pair"], mine["gamma_init"], mine["_gamma"],
-                                                   mine["estimate"], strict=True):
-            if (pair, gamma_key) in theirs.index:
-                rows.append({"pair": pair, "twin": twin, "original": original, "gamma_init": gamma,
-                             "ratio": estimate / theirs.loc[(pair, gamma_key)]})
-    return pd.DataFrame(rows, columns=["pair", "twin", "original", "gamma_init", "ratio"])
+    for pair, twin, original, kind in pairs.itertuples(index=False, name=None):
+        mine = cells[(cells["method"] == twin) & (cells["pair"] == pair)]
+        theirs = cells[(cells["method"] == original) & (cells["pair"] == pair)].set_index("_gamma")["estimate"]
+        for gamma, gamma_key, estimate in zip(mine["gamma_init"], mine["_gamma"], mine["estimate"], strict=True):
+            if gamma_key in theirs.index:
+                rows.append({"pair": pair, "twin": twin, "original": original, "kind": kind, "gamma_init": gamma,
+                             "ratio": estimate / theirs.loc[gamma_key]})
+    return pd.DataFrame(rows, columns=columns)
 
 
 def excludes_one(interval: tuple[float, float]) -> bool:
@@ -215,6 +295,7 @@ class AABand:
 
     twin: str
     ratio: Estimate
+    original: str | None = None  # the method the copy repeats (None: the declared twin's, ``aa_original``)
 
     @property
     def band(self) -> float:
@@ -239,28 +320,31 @@ class AABand:
         """One sentence for a caption or the terminal: the twin's ratio, its CI, the band, the flag (``label``: how
         the records name methods, ``analysis.metrics.method_labels``)."""
         ratio = self.ratio
-        return (f"{where}: {label(self.twin)} ÷ {label(aa_original(self.twin))} = {ratio.point:.3f} "
+        return (f"{where}: {label(self.twin)} ÷ {label(self.original or aa_original(self.twin))} = {ratio.point:.3f} "
                 f"{fmt_ci(ratio.interval(), 3)}, band {self.text()}")
 
 
 def aa_bands(df: pd.DataFrame, pooling: str = "pooled", jackknife: Jackknife | None = None) -> dict[str, AABand]:
-    """Per pair that ran an A/A twin and its original, the gate of its comparisons (module docstring,
-    "A/A gate"): the widest of its twins' bands. Empty without a twin."""
+    """Per pair with an A/A pair (``aa_pairs``: a declared twin and its original, or a method that did another's
+    work), the gate of its comparisons (module docstring, "A/A gate"): the widest of their bands. Empty without
+    one."""
     per_gamma = noise_floor_estimates(df, pooling, jackknife)
     bands: dict[str, AABand] = {}
-    for (pair, twin), group in per_gamma.groupby(["pair", "twin"], sort=True):
-        candidate = AABand(twin, mean_of(group["ratio"]))
+    for (pair, twin, original), group in per_gamma.groupby(["pair", "twin", "original"], sort=True):
+        candidate = AABand(twin, mean_of(group["ratio"]), original)
         if pair not in bands or candidate.band > bands[pair].band:
             bands[pair] = candidate
     return bands
 
 
 def average_band(bands: dict[str, AABand], pairs: list[str]) -> AABand | None:
-    """The gate of an Average column over ``pairs``: the band of the twins' ratio averaged over those
-    pairs, replicate by replicate (as the column averages its pair cells); None unless every pair has one."""
+    """The gate of an Average column over ``pairs``: the band of the pairs' A/A ratios (each pair's widest)
+    averaged over those pairs, replicate by replicate (as the column averages its pair cells); None unless every
+    pair has one. Named after the first pair's A/A pair."""
     if not pairs or any(p not in bands for p in pairs):
         return None
-    return AABand(bands[pairs[0]].twin, mean_of(bands[p].ratio for p in pairs))
+    first = bands[pairs[0]]
+    return AABand(first.twin, mean_of(bands[p].ratio for p in pairs), first.original)
 
 
 def gate_note(bands: Mapping[str, AABand | None], label: Callable[[str], str] = method_label) -> str:
@@ -281,13 +365,13 @@ def gate_note(bands: Mapping[str, AABand | None], label: Callable[[str], str] = 
 
 
 def aa_turn_log_ratios(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per (pair, twin, initial γ, prompt turn, repeat) that a twin and its original both
-    timed: ``pair``, ``twin``, ``gamma_init``, ``log_ratio`` (module docstring, "resolution")."""
-    keys = [k for k in ("pair", "gamma_init", "prompt_id", "turn", "repeat", "temperature", "task") if k in df.columns]
+    """One row per (pair, A/A pair, initial γ, prompt turn, repeat) that a copy (``aa_pairs``) and its original
+    both timed: ``pair``, ``twin``, ``gamma_init``, ``log_ratio`` (module docstring, "resolution")."""
+    keys = [k for k in ("pair", *RECORD_KEYS) if k in df.columns]
     rows = []
-    for twin in aa_twins(df):
-        mine = df[df["method"] == twin]
-        theirs = df[df["method"] == aa_original(twin)]
+    for pair, twin, original, _ in aa_pairs(df).itertuples(index=False, name=None):
+        mine = df[(df["method"] == twin) & (df["pair"] == pair)]
+        theirs = df[(df["method"] == original) & (df["pair"] == pair)]
         tps = pd.to_numeric(mine["tokens_per_s"], errors="coerce")
         merged = mine.assign(_t=tps)[keys + ["_t"]].merge(
             theirs.assign(_o=pd.to_numeric(theirs["tokens_per_s"], errors="coerce"))[keys + ["_o"]],
@@ -311,7 +395,7 @@ def resolution(log_ratios: pd.Series, n_turns: int) -> tuple[float, float, float
 
 
 @artefact("tables/noise_floor", "noise floor table", scope=SCENARIO, needs=("records", "pooling"),
-          when=lambda inputs: bool(aa_twins(inputs.records)), terminal=True,
+          when=lambda inputs: not aa_pairs(inputs.records).empty, terminal=True,
           lines=lambda table, inputs: noise_floor_lines(table, inputs.suffix),
           about="the A/A noise floor: each twin's throughput over its original's, 95 % CI, band, and the resolution")
 def noise_floor_table(df: pd.DataFrame, pooling: str = "pooled") -> Table | None:
@@ -325,6 +409,7 @@ def noise_floor_table(df: pd.DataFrame, pooling: str = "pooled") -> Table | None
     turns = aa_turn_log_ratios(df)
     rows = []
     for (pair, twin), group in per_gamma.groupby(["pair", "twin"], sort=True):
+        original, kind = group["original"].iloc[0], group["kind"].iloc[0]
         ratios: list[Estimate] = list(group["ratio"])
         overall = mean_of(ratios)
         deviation = max((abs(r.point - 1.0) for r in ratios if np.isfinite(r.point)), default=math.nan)
@@ -334,10 +419,10 @@ def noise_floor_table(df: pd.DataFrame, pooling: str = "pooled") -> Table | None
         for gamma, ratio in [*zip(group["gamma_init"], ratios, strict=True), (math.nan, overall)]:
             lo, hi = ratio.interval()
             whole = ratio is overall
-            rows.append({"pair": pair, "twin": twin, "original": group["original"].iloc[0], "gamma_init": gamma,
+            rows.append({"pair": pair, "twin": twin, "original": original, "kind": kind, "gamma_init": gamma,
                          "scope": "mean over γ" if whole else "γ", "ratio": ratio.point, "ci_lo": lo,
                          "ci_hi": hi, "excludes_one": excludes_one((lo, hi)),
-                         "band": AABand(twin, ratio).band if whole else math.nan,
+                         "band": AABand(twin, ratio, original).band if whole else math.nan,
                          "max_abs_deviation": deviation if whole else math.nan,
                          "n_gamma": len(ratios) if whole else 1, "pooling": pooling,
                          "turn_sigma": sigma if whole else math.nan, "turns_per_cell": n_cell if whole else math.nan,
@@ -348,7 +433,8 @@ def noise_floor_table(df: pd.DataFrame, pooling: str = "pooled") -> Table | None
     target = f"±{100 * RESOLVE_TARGET:.0f} %"
     display = pd.DataFrame({
         "Pair": data["pair"],
-        "A/A": [f"{label(t)} ÷ {label(o)}" for t, o in zip(data["twin"], data["original"], strict=True)],
+        "A/A": [f"{label(t)} ÷ {label(o)}" + (" (same work)" if k == "same work" else "")
+                for t, o, k in zip(data["twin"], data["original"], data["kind"], strict=True)],
         "γ": [fmt_num(g, 0) if s == "γ" else f"mean over {n}" for g, s, n in
               zip(data["gamma_init"], data["scope"], data["n_gamma"], strict=True)],
         "Ratio": data["ratio"].map(lambda v: fmt_num(v, 3)),
@@ -371,7 +457,9 @@ def noise_floor_table(df: pd.DataFrame, pooling: str = "pooled") -> Table | None
         "A/A band = the larger of the mean-over-γ interval's half-width and the ratio's deviation from 1 (log "
         "scale, shown as exp(band) − 1): the comparison tables mark two rows of this pair resolved only when the "
         "95 % CI of their ratio lies wholly beyond it (analysis.drift, 'A/A gate'). The twin is no row of the "
-        "comparison tables. Per-turn σ = the standard "
+        "comparison tables. '(same work)': a method whose rounds equal the other's in every record of the pair (its "
+        "work under another name: analysis.drift, 'same work'), a natural A/A pair, gating its pair like a twin. "
+        "Per-turn σ = the standard "
         "deviation of log(twin ÷ original) over paired prompt turns × repeats (all γ); a cell of n turns × "
         f"repeats resolves about ±t(n − 1)·σ/√n; 'turns × repeats for {target}' = (1.96·σ / {RESOLVE_TARGET})², "
         "a lower bound: it takes repeats as independent turns and the host's noise as the only spread "

@@ -14,7 +14,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.drift import DRIFT_NORMALISED_NOTE, AABand, aa_bands, average_band, gate_note
+from analysis.drift import (
+    DRIFT_NORMALISED_NOTE,
+    SAME_WORK_MARK,
+    SAME_WORK_NOTE,
+    AABand,
+    aa_bands,
+    average_band,
+    gate_note,
+    same_work,
+)
 from analysis.metrics import (
     POOLINGS,
     SHARED_MARK,
@@ -104,7 +113,9 @@ def speedup_table(
     twin ran (``analysis.drift.aa_bands``; the Average column: ``average_band``), shown in a last row
     ``A/A band`` (``AA_ROW``) and flagged ``≠ 1`` where the twin's interval excludes 1. A/A twins
     (``aa_original``) are no method rows here (their ratio to their original is the noise floor,
-    ``analysis.drift``), and never the baseline."""
+    ``analysis.drift``), and never the baseline. A cell whose method did another's work in every record of the
+    pair (``analysis.drift.same_work``) shows ``≡ <original>`` in its CI row and is not ranked (``same_work_as``
+    in ``data``)."""
     check_pooling(pooling)
     if aa_original(baseline):
         raise ValueError(f"{baseline} is an A/A twin: it measures the noise floor and is never a baseline")
@@ -120,7 +131,9 @@ def speedup_table(
                                  baseline)
     bands = {p: b for p, b in aa_bands(df, pooling, jackknife).items() if p in pairs}
     gates: dict[str, AABand | None] = {**{p: bands.get(p) for p in pairs}, "average": average_band(bands, pairs)}
-    ranks = {p: resolve({m: e for (q, m), e in estimates.items() if q == p}, band=gate.band if gate else 0.0)
+    copies = {key: original for key, original in same_work(rows_df).items() if key[0] in pairs}  # never ranked
+    ranks = {p: resolve({m: e for (q, m), e in estimates.items() if q == p and (q, m) not in copies},
+                        band=gate.band if gate else 0.0)
              for p, gate in gates.items()}
 
     def uncertainty(pair: str, method: str) -> dict[str, Any]:
@@ -129,7 +142,7 @@ def speedup_table(
         gate = gates[pair]
         return {"ci_lo": lo, "ci_hi": hi, "rank": ranked.rank if ranked else None,
                 "resolved": ranked.resolved if ranked else None, "aa_band": gate.band if gate else math.nan,
-                "aa_excludes_one": gate.flagged if gate else None}
+                "aa_excludes_one": gate.flagged if gate else None, "same_work_as": copies.get((pair, method))}
 
     long = []
     for (pair, method), group in per_gamma.groupby(["pair", "method"], sort=True):
@@ -181,7 +194,9 @@ def speedup_table(
                 shared = p != "average" and source == "measured" and not cell.empty and bool(cell["shared_device"].iloc[0])
                 row[column] = (fmt_mean_std(cell["mean"].iloc[0], cell["std"].iloc[0]) + (SHARED_MARK if shared else "")
                                if not cell.empty else "")
-                ci_row[column] = (fmt_ci(estimates[(p, method)].interval()) + mark(ranks[p].get(method))
+                ci_row[column] = (fmt_ci(estimates[(p, method)].interval())
+                                  + (f" {SAME_WORK_MARK} {label(copies[(p, method)])}" if (p, method) in copies
+                                     else mark(ranks[p].get(method)))
                                   if (p, method) in estimates else "")
             display_rows.append(row)
             if source == "measured":
@@ -207,8 +222,10 @@ def speedup_table(
     )
     if len(rows_df) < len(df):
         caption += " A/A twins are not rows here: their ratio to the method they copy is the noise floor (noise_floor)."
+    if copies:
+        caption += " " + SAME_WORK_NOTE
     if bands:
-        caption += (f" Row '{AA_ROW}': each column's A/A band (Average: the twins' ratio averaged over the pairs). "
+        caption += (f" Row '{AA_ROW}': each column's A/A band (the widest of the pair's A/A pairs; Average: those ratios averaged over the pairs). "
                     + gate_note({("Average" if p == "average" else p): gate for p, gate in gates.items()}, label))
     if "shared_device" in data and data["shared_device"].fillna(False).astype(bool).any():
         caption += " " + SHARED_NOTE

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from analysis.drift import aa_bands, gate_note
+from analysis.drift import SAME_WORK_MARK, SAME_WORK_NOTE, aa_bands, gate_note, same_work
 from analysis.metrics import (
     POOLINGS,
     check_pooling,
@@ -70,6 +70,7 @@ def throughput_table(df: pd.DataFrame, pooling: str = "pooled", modeled: bool = 
         return None
     jackknife = Jackknife(df, pooling)
     bands = aa_bands(df, pooling, jackknife)
+    copies = same_work(rows_df)  # (pair, method) -> the method whose work it did: shown, never ranked
     keys = ["pair", "method", "gamma_init"]
     ar_jobs = rows_df[rows_df["method"] == "ar"]
     long = []
@@ -99,7 +100,8 @@ def throughput_table(df: pd.DataFrame, pooling: str = "pooled", modeled: bool = 
         for pair, rows in means.groupby("pair", sort=True):
             band = bands[pair].band if pair in bands else 0.0
             ranked.update({(pair, k): v for k, v in
-                           resolve(dict(zip(rows["method"], rows[stat], strict=True)), band=band).items()})
+                           resolve({m: e for m, e in zip(rows["method"], rows[stat], strict=True)
+                                    if (pair, m) not in copies}, band=band).items()})
         column = "tokens_per_s" if stat == "tokens" else "speedup_vs_ar"
         data[column] = [e.point for e in data[stat]]
         bounds = [e.interval() for e in data[stat]]
@@ -110,6 +112,7 @@ def throughput_table(df: pd.DataFrame, pooling: str = "pooled", modeled: bool = 
         data[f"{column}_resolved"] = [r.resolved if r else None for r in found]
         data[f"_{stat}_mark"] = [mark(r) for r in found]
     data["aa_band"] = [bands[p].band if p in bands else math.nan for p in data["pair"]]
+    data["same_work_as"] = [copies.get((p, m)) for p, m in zip(data["pair"], data["method"], strict=True)]
     order = {m: i for i, m in enumerate(ordered_methods(data["method"]))}
     data = data.sort_values(["pair", "method", "scope", "gamma_init"], key=lambda s: s.map(order) if s.name == "method"
                             else s, na_position="first").reset_index(drop=True)
@@ -128,7 +131,9 @@ def throughput_table(df: pd.DataFrame, pooling: str = "pooled", modeled: bool = 
     shown = data[data["scope"] == "mean over γ"]
     label = method_labels(df)
     display = pd.DataFrame({
-        "Pair": shown["pair"], "Method": shown["method"].map(label),
+        "Pair": shown["pair"],
+        "Method": [label(m) + (f" ({SAME_WORK_MARK} {label(o)})" if isinstance(o, str) else "")
+                   for m, o in zip(shown["method"], shown["same_work_as"], strict=True)],
         "Tok/s": [fmt_num(e.point, 1) for e in shown["tokens"]],
         "Tok/s 95 % CI": [fmt_ci(e.interval(), 1) + m for e, m in zip(shown["tokens"], shown["_tokens_mark"], strict=True)],
         "Speedup vs AR": [fmt_mean_std(e.point) for e in shown["speedup"]],
@@ -151,6 +156,8 @@ def throughput_table(df: pd.DataFrame, pooling: str = "pooled", modeled: bool = 
         + resolved_note("within the pair, by Tok/s for the Tok/s interval and by speedup for the speedup's")
         + " A/A twins are not rows here (noise_floor)."
     )
+    if copies:
+        caption += " " + SAME_WORK_NOTE
     if bands:
         caption += " " + gate_note(dict(sorted(bands.items())), label)
     if model is not None:
