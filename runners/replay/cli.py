@@ -1,4 +1,4 @@
-"""The simulator's one command line: ``python -m runners.replay trace | calibrate | grid | lab``.
+"""The simulator's one command line: ``python -m runners.replay trace | calibrate | grid | lab | import | export``.
 
     trace      [--results DIR | pair=... task=... max_new_tokens=...] [--gamma-max G] [--out DIR]
                [--reuse-target TRACE_DIR]
@@ -10,7 +10,10 @@
     lab        questions | traces | replay | confirm | compare ...   (the γ-policy lab: runners.replay.lab)
     import     specdecode-bench PATH [--proposer eagle|ngram] --out DIR [--draft-length K]   (a peer's acceptance
                data as traces: runners.replay.import_specdecode_bench)
-               vllm PATH --out DIR [--pair NAME] [--task NAME]   (vLLM's per-step counts: runners.replay.import_vllm)
+               vllm PATH --out DIR [--pair NAME] [--task NAME]   (vLLM's per-request metrics at
+               --per-request-spec-decode-metrics detailed: runners.replay.import_vllm)
+    export     vllm RECORDS --out FILE [--level detailed|summary]   (a run's records as vLLM's per-request metrics:
+               runners.replay.export_vllm)
 
 ``trace`` builds greedy traces (``runners.replay.trace``; ``runners.replay.trace_lookup`` for a
 prompt lookup pair) for a composed config, or for every traceable (pair, task, ``max_new_tokens``) of
@@ -41,7 +44,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from runners.replay import import_specdecode_bench, import_vllm, lab
+from runners.replay import export_vllm, import_specdecode_bench, import_vllm, lab
 from runners.replay.batched import check_batching
 from runners.replay.grid import PAPER_GAMMAS, PAPER_METHODS, load_method, replay_grid, write_grid
 from runners.replay.grid import parse_ints as _ints
@@ -422,6 +425,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--gamma-mode", default="per_row", help="batched γ: per_row (a policy per row) or shared")
     lab.add_parser(sub)
     import_vllm.add_parser(import_specdecode_bench.add_parser(sub))
+    export_vllm.add_parser(sub)
     return p
 
 
@@ -437,6 +441,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return lab.run(args)
         if args.command == "import":
             return (import_vllm if args.source == "vllm" else import_specdecode_bench).main(args)
+        if args.command == "export":
+            return export_vllm.main(args)
         return grid_main(args)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -1,19 +1,13 @@
-"""vLLM's per-request, per-step acceptance as the lab's traces (issue 41, item 1).
+"""vLLM's per-request, per-step acceptance as the lab's traces (issue 41, item 1; the shipped format: issue 49).
 
     python -m runners.replay import vllm PATH --out DIR [--pair NAME] [--task NAME]
 
-vLLM (``vllm serve ... --speculative-config ... --per-request-spec-decode-stats detailed``; the issue calls the
-flag ``--per-request-spec-decode-metrics``) attaches to every response choice ``speculative_decoding_stats``:
-``num_spec_tokens`` (``k``, the configured draft length), ``num_spec_steps``, ``num_draft_tokens``,
-``num_accepted_draft_tokens``, ``acceptance_histogram``, and, at ``detailed``, one entry per verification step
-in order: ``per_step_drafted`` (the tokens proposed at that step) and ``per_step_accepted`` (of them, accepted;
-the bonus token excluded). Steps that drafted nothing are left out. (vLLM's docs, "Per-Request Acceptance
-Metrics", ``docs/features`` of ``vllm-project/vllm``; the fields summed over requests are the Prometheus counters
-``vllm:spec_decode_num_drafts_total``, ``..._num_draft_tokens_total``, ``..._num_accepted_tokens_total``.)
-
-PATH is a JSON-lines file, one response per line: an OpenAI-style completion or chat response (``choices[i].
-speculative_decoding_stats``, ``usage.prompt_tokens`` / ``completion_tokens``; one trace per choice), or a flat
-object ``{"id", "prompt_tokens", "completion_tokens", "speculative_decoding_stats"}`` (what a client logs).
+vLLM ≥ 0.29.0 started with ``--per-request-spec-decode-metrics detailed`` reports, per request, one entry per
+verification step in order: ``per_step_drafted`` (the tokens proposed at that step) and ``per_step_accepted`` (of
+them, accepted; the bonus token excluded), and ``num_spec_tokens`` (``k``, the configured draft length). Steps that
+drafted nothing are left out. Where it is and every shape PATH may hold (a response body, a stream's final usage
+chunk, a logged SSE stream, ``CompletionOutput.spec_decode_metrics`` offline, the pre-release
+``speculative_decoding_stats``), with the failures and their one-line errors: ``runners.replay.vllm_metrics``.
 
 **What the steps say, and what they cannot.** Step ``s`` started at position ``t_s`` (``t_1 = 1``: the prefill
 emitted the first token; ``t_{s+1} = t_s + a_s + 1``), drafted ``d_s`` and accepted ``a_s``. Assuming the draft's
@@ -23,7 +17,7 @@ target's states of that prefix; only approximately for n-gram lookup, whose matc
 
 * ``a_s < d_s`` (a rejection was observed): its acceptance is **exact** for any draft length, ``a_s − j``;
 * ``a_s = d_s`` (everything drafted was accepted): it is **censored** at ``a_s − j`` (at least that many; what
-  follows was never drafted).
+  follows was never drafted); ``d_s = 0`` (a step whose drafts a grammar invalidated) proposes nothing, in place.
 
 The trace (``VllmTrace``, replayed as a ``LookupTrace``: stored proposals, no features) holds at each position
 ``t`` a proposal of the agreeing tokens followed, at an exact position, by rejected tokens up to
@@ -32,33 +26,42 @@ policy asking more than the proposal holds drafts what it holds — ``k`` at an 
 configured with ``k`` would; at a censored one, fewer than it asked, and an acceptance that may be too low.
 Both are counted for every replay (``capped_rounds``, ``censored_rounds``: rounds whose budget exceeded the
 position's ``exact_to``, stored per position in the trace's ``extra``), never refused. The output's token ids
-are not in the stats: ``PLACEHOLDER`` ids. ``N`` is the choice's completion tokens (``usage.completion_tokens``
-for a response of one choice, else the choice's ``token_ids`` when present, else ``1 + Σ (a_s + 1)``); tokens
-not covered by the steps (steps that drafted nothing, which vLLM leaves out, and the last token) are placed
-after the last step as positions proposing nothing (``undrafted``): their place in the generation is not in the
-data, only their number.
+are not in the stats: ``PLACEHOLDER`` ids. ``N`` is the generation's completion tokens (``usage.completion_tokens``,
+offline the output's ``token_ids``; else ``1 + Σ (a_s + 1)``); tokens not covered by the steps (steps that drafted
+nothing, which vLLM leaves out, and the last token) are placed after the last step as positions proposing nothing
+(``undrafted``): their place in the generation is not in the data, only their number.
+
+**A last step cut by a stop (clipped).** vLLM counts a step's accepted drafts before the output is cut at a stop
+token or at ``max_tokens`` (vllm-project/vllm#56101, v0.29.0: an EOS inside the accepted prefix still counts the
+drafts after it), so the steps may emit more than ``N``. Only the last step can be so cut (the generation ends
+there): it is clipped to the ``N − t_S`` tokens it emitted — inside the output every budget is answered, all its
+drafts agreeing (exact) — and counted (``clipped_steps`` in ``meta.json``, ``clipped_tokens`` in the trace's
+``extra``), not refused. The cut assumes no step that drafted nothing came before (vLLM does not say where they
+were; with some, the cut is larger by their number). Steps before the last that already emit ``N`` tokens or
+more are refused: no stop cuts two steps.
 
 What the data cannot drive: a policy whose ``needs`` name a draft feature (confidence, entropy, margin) — the
 stats hold counts only — is listed by ``not_replayable`` (in ``meta.json`` and on the command line). Costs are
 not in the data: replay with a latency model of the engine (``--latency``; ``runners.replay.specdecode_bench``
-has SpecDecode-Bench's fitted vLLM/H100 model of Llama-3.1-8B).
+has SpecDecode-Bench's fitted vLLM/H100 model of Llama-3.1-8B). The whole file is read and checked before
+anything is written: a failure writes nothing.
 """
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from runners.replay import vllm_metrics
 from runners.replay.import_specdecode_bench import (
     CAP_RULE,
     PLACEHOLDER,
     REJECTED,
     AcceptanceTrace,
     file_sha256,
-    json_lines,
     lab_methods,
     not_replayable,
 )
@@ -66,8 +69,8 @@ from runners.replay.replay import ReplayResult
 from runners.replay.trace import META_FILE, TRACE_FILE, write_traces
 from runners.replay.trace_base import TRACE_VERSION
 
-SOURCE = "vLLM per-request speculative_decoding_stats (detailed): per_step_drafted, per_step_accepted"
-STATS = "speculative_decoding_stats"
+SOURCE = (f"vLLM per-request metrics.{vllm_metrics.BLOCK} ({vllm_metrics.FLAG} {vllm_metrics.LEVEL}): "
+          "per_step_drafted, per_step_accepted")
 
 
 class VllmTrace(AcceptanceTrace):
@@ -76,78 +79,35 @@ class VllmTrace(AcceptanceTrace):
     kind = "vllm_steps"
 
 
-def _fail(path: str | os.PathLike, line: int, what: str) -> ValueError:
-    return ValueError(f"{path}:{line}: {what} (expected a vLLM response with choices[].{STATS} at "
-                      "--per-request-spec-decode-stats detailed, or {id, prompt_tokens, completion_tokens, "
-                      f"{STATS}}})")
-
-
-def _counts(stats: Any, path: str | os.PathLike, line: int) -> tuple[int, list[int], list[int]]:
-    """``(k, drafted, accepted)`` of one choice's stats, checked."""
-    if not isinstance(stats, Mapping):
-        raise _fail(path, line, f"{STATS} is not an object (was the server started with the flag?)")
-    drafted, accepted, k = stats.get("per_step_drafted"), stats.get("per_step_accepted"), stats.get("num_spec_tokens")
-    if drafted is None or accepted is None:
-        raise _fail(path, line, "no per_step_drafted / per_step_accepted (the flag's 'summary' level: use 'detailed')")
-    ints = all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in [*drafted, *accepted])
-    if not (isinstance(drafted, list) and isinstance(accepted, list) and ints and len(drafted) == len(accepted)):
-        raise _fail(path, line, "per_step_drafted / per_step_accepted are not two lists of counts of one length")
-    if not isinstance(k, int) or k < 1:
-        raise _fail(path, line, "num_spec_tokens is not an integer >= 1")
-    for d, a in zip(drafted, accepted, strict=True):
-        if not (1 <= d <= k and a <= d):
-            raise _fail(path, line, f"a step drafted {d} and accepted {a} (each step drafts 1..{k}, accepts <= drafted)")
-    return k, list(drafted), list(accepted)
-
-
-def parse_line(obj: Any, path: str | os.PathLike = "?", line: int = 0) -> list[dict[str, Any]]:
-    """The choices of one line as ``{"id", "prompt_tokens", "completion_tokens", "k", "drafted", "accepted"}``
-    (``completion_tokens`` None when the line does not say it for that choice); ``ValueError`` in one line."""
-    if not isinstance(obj, Mapping):
-        raise _fail(path, line, "not a JSON object")
-    usage = obj.get("usage") if isinstance(obj.get("usage"), Mapping) else {}
-    prompt = obj.get("prompt_tokens", usage.get("prompt_tokens"))
-    if not isinstance(prompt, int) or prompt < 0:
-        raise _fail(path, line, "no prompt_tokens (usage.prompt_tokens)")
-    rid = str(obj.get("id", f"line{line}"))
-    if STATS in obj:
-        k, drafted, accepted = _counts(obj[STATS], path, line)
-        return [{"id": rid, "prompt_tokens": prompt, "completion_tokens": obj.get("completion_tokens",
-                 usage.get("completion_tokens")), "k": k, "drafted": drafted, "accepted": accepted}]
-    choices = obj.get("choices")
-    if not isinstance(choices, list) or not choices:
-        raise _fail(path, line, f"neither {STATS} nor choices")
-    out = []
-    for i, choice in enumerate(choices):
-        if not isinstance(choice, Mapping):
-            raise _fail(path, line, f"choice {i} is not an object")
-        k, drafted, accepted = _counts(choice.get(STATS), path, line)
-        ids = choice.get("token_ids")
-        n = len(ids) if isinstance(ids, list) else (usage.get("completion_tokens") if len(choices) == 1 else None)
-        out.append({"id": rid if len(choices) == 1 else f"{rid}/{choice.get('index', i)}", "prompt_tokens": prompt,
-                    "completion_tokens": n, "k": k, "drafted": drafted, "accepted": accepted})
-    return out
-
-
 def to_trace(req: Mapping[str, Any], **names: Any) -> VllmTrace:
-    """One choice's trace (module docstring)."""
+    """One generation's trace (module docstring), its last step clipped to ``completion_tokens``."""
     k, drafted, accepted = req["k"], req["drafted"], req["accepted"]
     covered = 1 + sum(a + 1 for a in accepted)
     n = req["completion_tokens"] if isinstance(req["completion_tokens"], int) else covered
-    if n < covered:
-        raise ValueError(f"request {req['id']}: completion_tokens {n} < the {covered} tokens its steps emitted")
+    last_start = covered - (accepted[-1] + 1) if accepted else 1
+    if n < covered and last_start >= n:
+        raise ValueError(f"request {req['id']}: completion_tokens {n}, but the steps before the last already "
+                         f"emitted {last_start} tokens (only the last step can be cut by a stop)")
+    clipped = max(0, covered - n)
     tokens = [PLACEHOLDER] * n
     proposals: list[list[int]] = []
     exact_to: list[int] = []
     censored: list[int] = []
-    for d, a in zip(drafted, accepted, strict=True):
+    for s, (d, a) in enumerate(zip(drafted, accepted, strict=True)):
         t0 = len(proposals) + 1  # the step's start position
+        cut = clipped and s == len(drafted) - 1
         for j in range(a + 1):
             t = t0 + j
             if t > n - 1:
                 break
             agree = a - j
-            if a < d:  # a rejection observed: exact at any length, drafted up to the engine's k
+            if d == 0:  # nothing left to draft (a grammar invalidated the drafts): proposes nothing, in place
+                proposals.append([])
+                exact_to.append(k)
+            elif cut:  # cut by the stop: every budget inside the output agrees (exact)
+                proposals.append(tokens[t:n - 1])
+                exact_to.append(k)
+            elif a < d:  # a rejection observed: exact at any length, drafted up to the engine's k
                 length = min(k, n - 1 - t)
                 proposals.append(tokens[t:t + min(agree, length)] + [REJECTED] * max(0, length - agree))
                 exact_to.append(k)
@@ -161,7 +121,8 @@ def to_trace(req: Mapping[str, Any], **names: Any) -> VllmTrace:
     return VllmTrace(prompt_id=str(req["id"]), turn=1, prompt_tokens=int(req["prompt_tokens"]), max_new_tokens=n,
                      gamma_max=k, eos=(), tokens=tokens, proposals=proposals, stop_reason="length",
                      extra={"tokens": "placeholder", "exact_to": exact_to, "censored": censored,
-                            "undrafted": undrafted, "steps": len(drafted)}, **names)
+                            "undrafted": undrafted, "steps": len(drafted), "clipped_tokens": clipped,
+                            "shape": req.get("shape")}, **names)
 
 
 def censored_rounds(res: ReplayResult, trace: VllmTrace) -> int:
@@ -178,8 +139,9 @@ def censored_rounds(res: ReplayResult, trace: VllmTrace) -> int:
 
 def import_traces(path: str | os.PathLike, pair: str = "vllm", task: str | None = None,
                   target: str = "", draft: str = "") -> tuple[list[VllmTrace], dict[str, Any]]:
-    """The traces of a file of vLLM responses, in file order, and what ``meta.json`` says of them."""
-    reqs = [req for i, obj in json_lines(path, _fail) for req in parse_line(obj, path, i)]
+    """The traces of a file of vLLM's per-request metrics (any shape of ``runners.replay.vllm_metrics``), in file
+    order, and what ``meta.json`` says of them."""
+    reqs = vllm_metrics.read_requests(path)
     if not reqs:
         raise ValueError(f"{path}: no response")
     ks = sorted({r["k"] for r in reqs})
@@ -192,12 +154,16 @@ def import_traces(path: str | os.PathLike, pair: str = "vllm", task: str | None 
         "num_spec_tokens": ks, "cap_rule": CAP_RULE,
         "cap": (f"exact for any gamma where a step saw a rejection (drafted up to k = {max(ks)}); censored inside "
                 "fully accepted steps (drafts what is known): counted by censored_rounds, not refused"),
-        "source": {"engine": "vLLM", "fields": SOURCE, "file": str(path), "sha256": file_sha256(path)},
+        "source": {"engine": "vLLM", "fields": SOURCE, "file": str(path), "sha256": file_sha256(path),
+                   "shapes": dict(sorted(Counter(str(r["shape"]) for r in reqs).items()))},
         "censored_positions": censored,
         "exact_positions": sum(tr.n - 1 for tr in traces) - censored,
+        "clipped_steps": sum(tr.extra["clipped_tokens"] > 0 for tr in traces),
         "cut": {"token_ids": "not in the stats: placeholders",
                 "undrafted_tokens": sum(tr.extra["undrafted"] for tr in traces),
-                "undrafted_place": "after the last step (vLLM leaves steps without a draft out)"},
+                "undrafted_place": "after the last step (vLLM leaves steps without a draft out)",
+                "clipped_tokens": sum(tr.extra["clipped_tokens"] for tr in traces),
+                "clipped": "a last step emitting past completion_tokens (cut by a stop or max_tokens), clipped"},
         "requests": len(traces), "tokens": sum(tr.n for tr in traces),
     }
     return traces, meta
@@ -205,9 +171,10 @@ def import_traces(path: str | os.PathLike, pair: str = "vllm", task: str | None 
 
 def add_parser(sources: Any) -> None:
     """``import vllm PATH ...`` (``runners.replay.cli``)."""
-    s = sources.add_parser("vllm", help="vLLM responses with per-step speculative_decoding_stats (detailed)")
-    s.add_argument("path", help="a JSON-lines file of vLLM responses (or {id, prompt_tokens, completion_tokens, "
-                                f"{STATS}}} objects)")
+    s = sources.add_parser("vllm", help=f"vLLM's per-request metrics.{vllm_metrics.BLOCK} "
+                                        f"({vllm_metrics.FLAG} {vllm_metrics.LEVEL})")
+    s.add_argument("path", help="vLLM responses as JSON lines (bodies or final usage chunks), a logged SSE stream, "
+                                f"or CompletionOutput.{vllm_metrics.OFFLINE} written as JSON lines")
     s.add_argument("--out", required=True, help="folder for trace.jsonl and meta.json")
     s.add_argument("--pair", default="vllm", help="the pair's name in the traces (default %(default)s)")
     s.add_argument("--task", help="the workload's name (default: the file's stem)")
@@ -231,18 +198,10 @@ def main(args: Any) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"{meta['requests']} requests, {meta['tokens']} tokens; {meta['exact_positions']} positions exact, "
-          f"{meta['censored_positions']} censored (rule {CAP_RULE}); {meta['cut']['undrafted_tokens']} undrafted",
+          f"{meta['censored_positions']} censored (rule {CAP_RULE}); {meta['cut']['undrafted_tokens']} undrafted; "
+          f"{meta['clipped_steps']} last steps clipped ({meta['cut']['clipped_tokens']} tokens past the stop)",
           file=sys.stderr)
     for label, why in meta["not_replayable"].items():
         print(f"not replayable: {label}: {why}", file=sys.stderr)
     print(folder / TRACE_FILE)
     return 0
-
-
-def write_fixture(path: str | os.PathLike, rows: Sequence[Mapping[str, Any]]) -> Path:
-    """A JSON-lines file of flat ``{id, prompt_tokens, completion_tokens, speculative_decoding_stats}`` objects (the
-    tests' fixture writer: vLLM's documented fields, written by the project)."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text("".join(json.dumps(dict(r)) + "\n" for r in rows), encoding="utf-8")
-    return p

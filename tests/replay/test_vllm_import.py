@@ -1,45 +1,33 @@
-"""Issue 41: vLLM's per-request, per-step acceptance (``speculative_decoding_stats`` at ``detailed``) as the lab's
-traces. The fixture is written here from vLLM's documented fields; censoring (a step that accepted everything it
-drafted), the cap, the refusal of policies the counts cannot drive, and a replay of the engine's own schedule."""
+"""Issues 41 and 49: vLLM's per-request, per-step acceptance (``metrics.speculative_decoding`` at
+``--per-request-spec-decode-metrics detailed``, vLLM ≥ 0.29) as the lab's traces. The fixtures
+(``tests/fixtures/vllm``, provenance in its README) are written from vLLM's docs and PR #48915: every shape a user
+has (a body, a final usage chunk, a logged SSE stream, offline, the pre-release draft), the failures, a last step cut
+by a stop; censoring, the cap, the refusal of policies the counts cannot drive, and a replay of the engine's own
+schedule."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from methods.registry import build_policy
 from runners.replay.cli import main as cli_main
 from runners.replay.import_specdecode_bench import PLACEHOLDER, REJECTED, capped_rounds
-from runners.replay.import_vllm import censored_rounds, import_traces, parse_line, to_trace, write_fixture
+from runners.replay.import_vllm import censored_rounds, import_traces, to_trace
 from runners.replay.replay import replay
 from runners.replay.trace import read_traces
+from runners.replay.vllm_metrics import block, read_requests, requests_of
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm"
 
 
-def stats(drafted, accepted, k=3):
-    return {"num_spec_tokens": k, "num_spec_steps": len(drafted), "num_draft_tokens": sum(drafted),
-            "num_accepted_draft_tokens": sum(accepted), "per_step_drafted": drafted, "per_step_accepted": accepted}
-
-
-ROWS = [
-    # steps at t = 1 (3 drafted, 1 accepted: rejection), t = 3 (3, 3: censored), t = 7 (2, 0), 2 undrafted tokens
-    {"id": "r1", "prompt_tokens": 5, "completion_tokens": 10, "speculative_decoding_stats": stats([3, 3, 2], [1, 3, 0])},
-    # an OpenAI-style chat response of one choice
-    {"id": "chatcmpl-2", "usage": {"prompt_tokens": 7, "completion_tokens": 4},
-     "choices": [{"index": 0, "message": {"role": "assistant", "content": "x"},
-                  "speculative_decoding_stats": stats([2], [2], k=2)}]},
-]
-
-
-@pytest.fixture
-def data(tmp_path):
-    return write_fixture(tmp_path / "responses.jsonl", ROWS)
-
-
-def test_steps_become_positions_exact_after_a_rejection_and_censored_inside_a_full_acceptance(data):
-    traces, meta = import_traces(data, pair="p")
+def test_steps_become_positions_exact_after_a_rejection_and_censored_inside_a_full_acceptance():
+    traces, meta = import_traces(FIXTURES / "response_detailed.jsonl", pair="p")
     a, b = traces
     assert a.n == 10 and a.tokens == [PLACEHOLDER] * 10 and a.prompt_tokens == 5 and a.gamma_max == 3
+    assert a.prompt_id == "cmpl-7f3a" and a.extra["shape"] == "response"
     # t=1: agrees 1 then rejected, padded to k; t=2: agrees 0 (the step's accepted token's successor was rejected)
     assert a.proposals[0] == [PLACEHOLDER, REJECTED, REJECTED] and a.proposals[1] == [REJECTED] * 3
     # t=3..6: the step drafted 3 and accepted 3: 3, 2, 1, 0 tokens agree, nothing known beyond
@@ -47,14 +35,126 @@ def test_steps_become_positions_exact_after_a_rejection_and_censored_inside_a_fu
     assert a.extra["censored"] == [3, 4, 5, 6] and a.extra["exact_to"][2:6] == [3, 2, 1, 0]
     # t=7: drafted 2, accepted 0; the 2 tokens the steps do not cover propose nothing
     assert a.proposals[6] == [REJECTED] * 2 and a.proposals[7:] == [[], []] and a.extra["undrafted"] == 2
-    assert a.agreements == [1, 0, 3, 2, 1, 0, 0, 0, 0]
-    assert b.n == 4 and b.extra["censored"] == [1, 2, 3] and b.prompt_id == "chatcmpl-2"
-    assert meta["censored_positions"] == 7 and meta["exact_positions"] == 9 + 3 - 7
+    assert a.agreements == [1, 0, 3, 2, 1, 0, 0, 0, 0] and a.extra["clipped_tokens"] == 0
     assert meta["cut"]["undrafted_tokens"] == 2 and len(meta["source"]["sha256"]) == 64
+    assert meta["source"]["shapes"] == {"response": 2}
 
 
-def test_the_engines_own_schedule_replays_exactly_and_longer_drafts_are_counted(data):
-    a = import_traces(data)[0][0]
+def test_a_last_step_cut_by_a_stop_is_clipped_to_completion_tokens_and_counted():
+    # chatcmpl-91c2: steps (3 drafted, 2 accepted) at t=1 and (3, 3) at t=4 emit 8 tokens; usage says 6 (an EOS
+    # inside the second step's accepted drafts, vLLM issue #56101): the last step emitted 2 of its 4
+    traces, meta = import_traces(FIXTURES / "response_detailed.jsonl")
+    b = traces[1]
+    assert b.n == 6 and b.extra["clipped_tokens"] == 2 and b.extra["undrafted"] == 0
+    assert b.agreements == [2, 1, 0, 1, 0]  # t=4, 5: every budget min(γ, N − t − 1) agrees
+    assert b.extra["censored"] == [] and b.extra["exact_to"][3:] == [3, 3]
+    assert meta["clipped_steps"] == 1 and meta["cut"]["clipped_tokens"] == 2
+    res = replay(b, build_policy("fixed", 3, {}))
+    assert res.rounds.accepted == [2, 1] and res.new_tokens == 6  # the engine's rounds, cut where it stopped
+
+
+def test_only_the_last_step_can_be_cut():
+    req = {"id": "x", "prompt_tokens": 3, "completion_tokens": 3, "k": 2, "drafted": [2, 2], "accepted": [2, 0],
+           "shape": "response"}  # the first step alone emits 1 + 3 = 4 > 3 tokens
+    with pytest.raises(ValueError, match="only the last step can be cut") as info:
+        to_trace(req)
+    assert "\n" not in str(info.value)
+    assert to_trace({**req, "completion_tokens": 5}).extra["clipped_tokens"] == 0  # 1 + 3 + 1 = 5: no cut
+
+
+@pytest.mark.parametrize("name, expect", [
+    ("final_usage_chunk.jsonl", [("cmpl-final", 8, [4, 4], [4, 1], "usage chunk")]),
+    ("stream_detailed.sse", [("chatcmpl-s1", 4, [3], [1], "stream"), ("cmpl-s2", 9, [2, 2, 1], [2, 0, 1], "stream")]),
+    ("offline_detailed.jsonl", [("0", 6, [2, 2], [1, 2], "offline"), ("1", 7, [2, 0, 2], [1, 0, 2], "offline")]),
+    ("pre_release.jsonl", [("chatcmpl-pre", 10, [3, 3, 2], [1, 3, 0], "pre-release")]),
+])
+def test_every_shape_a_vllm_user_has_is_read(name, expect):
+    got = [(r["id"], r["completion_tokens"], r["drafted"], r["accepted"], r["shape"]) for r in read_requests(FIXTURES / name)]
+    assert got == expect
+    traces, _ = import_traces(FIXTURES / name)
+    assert [t.n for t in traces] == [e[1] for e in expect]
+
+
+def test_a_step_left_without_drafts_proposes_nothing_in_place():
+    tr = import_traces(FIXTURES / "offline_detailed.jsonl")[0][1]  # steps (2, 1), (0, 0), (2, 2)
+    assert tr.proposals[2] == [] and tr.agreements == [1, 0, 0, 2, 1, 0] and tr.extra["undrafted"] == 0
+
+
+def test_a_logged_pretty_printed_body_is_one_response(tmp_path):
+    body = json.loads((FIXTURES / "response_detailed.jsonl").read_text().splitlines()[0])
+    (tmp_path / "body.json").write_text(json.dumps(body, indent=2))
+    assert [(r["id"], r["drafted"]) for r in read_requests(tmp_path / "body.json")] == [("cmpl-7f3a", [3, 3, 2])]
+
+
+@pytest.mark.parametrize("name, says", [
+    ("summary_level.jsonl", ["'summary' level", "--per-request-spec-decode-metrics detailed"]),
+    ("null_block_n2.jsonl", ["is null", "n = 1", "--per-request-spec-decode-metrics detailed"]),
+    ("response_without_metrics.jsonl", ["no metrics.speculative_decoding", "--per-request-spec-decode-metrics detailed"]),
+    ("stream_without_usage.sse", ["without its usage chunk", "stream_options.include_usage",
+                                  "--per-request-spec-decode-metrics detailed"]),
+])
+def test_what_cannot_be_read_fails_in_one_line_saying_how_to_start_the_server(name, says, tmp_path, capsys):
+    out = tmp_path / "t"
+    assert cli_main(["import", "vllm", str(FIXTURES / name), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith("error: ") and all(s in err for s in says), err
+    assert not out.exists()  # nothing written
+
+
+def test_one_bad_line_refuses_the_whole_file_writing_nothing(tmp_path):
+    good = (FIXTURES / "response_detailed.jsonl").read_text()
+    bad = (FIXTURES / "summary_level.jsonl").read_text()
+    (tmp_path / "mixed.jsonl").write_text(good + bad)
+    assert cli_main(["import", "vllm", str(tmp_path / "mixed.jsonl"), "--out", str(tmp_path / "t")]) == 2
+    assert not (tmp_path / "t").exists()
+
+
+def stats(drafted, accepted, k=3):
+    return {"num_spec_tokens": k, "num_spec_steps": len(drafted), "num_draft_tokens": sum(drafted),
+            "num_accepted_draft_tokens": sum(accepted), "per_step_drafted": drafted, "per_step_accepted": accepted}
+
+
+@pytest.mark.parametrize("spec, message", [
+    ({"num_spec_tokens": 3}, "'summary' level"),
+    (stats([4], [1]), "drafts 0..3"),
+    (stats([2], [3]), "accepts <= drafted"),
+    ({**stats([2], [1]), "num_spec_steps": 2}, "num_spec_steps is 2 but the per-step arrays say 1"),
+    ({**stats([2], [1]), "num_accepted_draft_tokens": 2}, "num_accepted_draft_tokens is 2"),
+])
+def test_bad_blocks_are_one_line_errors(spec, message):
+    row = {"id": "x", "usage": {"prompt_tokens": 3, "completion_tokens": 4}, "metrics": {"speculative_decoding": spec}}
+    with pytest.raises(ValueError, match=message) as info:
+        requests_of(row, "f.jsonl", 3)
+    assert "\n" not in str(info.value) and "f.jsonl:3" in str(info.value)
+
+
+def test_a_null_metrics_object_says_what_the_request_needs():
+    with pytest.raises(ValueError, match="n = 1"):
+        requests_of({"usage": {"prompt_tokens": 3}, "metrics": None}, "f.jsonl", 1)
+
+
+def test_the_fixtures_blocks_agree_with_the_docs_definitions():
+    """``vllm_metrics.block`` (the exporter's writer) computes the totals, rates and histograms the hand-written
+    fixtures state from vLLM's docs."""
+    for name in ("response_detailed.jsonl", "final_usage_chunk.jsonl"):
+        for line in (FIXTURES / name).read_text().splitlines():
+            spec = json.loads(line)["metrics"]["speculative_decoding"]
+            assert block(spec["per_step_drafted"], spec["per_step_accepted"], spec["num_spec_tokens"]) == spec
+
+
+def test_the_block_reproduces_the_example_of_vllms_docs():
+    """PR #48915's and the docs' example: histogram [39, 1, 0, 3] of 43 steps at k = 3 (each drafted 3)."""
+    accepted = [0] * 39 + [1] + [3] * 3
+    spec = block([3] * 43, accepted, 3, level="summary")
+    assert spec["mean_acceptance_length"] == 1.2325581395348837 and spec["draft_acceptance_rate"] == 0.07751937984496124
+    assert spec["acceptance_histogram"] == [39, 1, 0, 3] and spec["acceptance_histogram_by_draft_length"] == {
+        "3": [39, 1, 0, 3]}
+    assert (spec["num_spec_steps"], spec["num_accepted_draft_tokens"], spec["num_draft_tokens"]) == (43, 10, 129)
+    assert "per_step_accepted" not in spec
+
+
+def test_the_engines_own_schedule_replays_exactly_and_longer_drafts_are_counted():
+    a = import_traces(FIXTURES / "response_detailed.jsonl")[0][0]
     res = replay(a, build_policy("fixed", 3, {}))
     assert res.rounds.accepted[:3] == [1, 3, 0]  # the engine's k = 3: its own steps, exactly
     assert censored_rounds(res, a) == 0 and capped_rounds(res, 3) == 0
@@ -67,32 +167,14 @@ def test_the_engines_own_schedule_replays_exactly_and_longer_drafts_are_counted(
     assert censored_rounds(two, a) >= 1
 
 
-@pytest.mark.parametrize("row, message", [
-    ({"id": "x", "prompt_tokens": 3, "speculative_decoding_stats": None}, "not an object"),
-    ({"id": "x", "prompt_tokens": 3, "speculative_decoding_stats": {"num_spec_tokens": 3}}, "'detailed'"),
-    ({"id": "x", "prompt_tokens": 3, "speculative_decoding_stats": stats([4], [1])}, "drafts 1..3"),
-    ({"id": "x", "prompt_tokens": 3, "speculative_decoding_stats": stats([2], [3])}, "accepts <= drafted"),
-    ({"id": "x", "speculative_decoding_stats": stats([2], [1])}, "prompt_tokens"),
-])
-def test_bad_lines_are_one_line_errors(row, message):
-    with pytest.raises(ValueError, match=message) as info:
-        parse_line(row, "f.jsonl", 3)
-    assert "\n" not in str(info.value) and "f.jsonl:3" in str(info.value)
-
-
-def test_fewer_completion_tokens_than_the_steps_emitted_is_refused():
-    req = parse_line({"id": "x", "prompt_tokens": 3, "completion_tokens": 2,
-                      "speculative_decoding_stats": stats([2], [2])})[0]
-    with pytest.raises(ValueError, match="completion_tokens 2"):
-        to_trace(req)
-
-
-def test_the_cli_imports_and_names_what_it_cannot_replay(data, tmp_path, capsys):
+def test_the_cli_imports_and_names_what_it_cannot_replay(tmp_path, capsys):
+    data = FIXTURES / "response_detailed.jsonl"
     assert cli_main(["import", "vllm", str(data), "--out", str(tmp_path / "t"), "--pair", "p"]) == 0
     err = capsys.readouterr().err
-    assert "not replayable:" in err and "censored" in err
+    assert "not replayable:" in err and "censored" in err and "1 last steps clipped (2 tokens" in err
     meta = json.loads((tmp_path / "t" / "meta.json").read_text())
     assert meta["not_replayable"] and all("acceptance lengths only" in w for w in meta["not_replayable"].values())
+    assert meta["clipped_steps"] == 1
     traces = read_traces(tmp_path / "t" / "trace.jsonl")
-    assert [t.n for t in traces] == [10, 4] and traces[0].extra["censored"] == [3, 4, 5, 6]
+    assert [t.n for t in traces] == [10, 6] and traces[0].extra["censored"] == [3, 4, 5, 6]
     assert cli_main(["import", "vllm", str(tmp_path / "missing.jsonl"), "--out", str(tmp_path / "u")]) == 2
