@@ -1,16 +1,21 @@
-"""``speculation_profile.json`` per cell, and the two means of the acceptance length side by side (issue 41, item 6).
+"""``speculation_profile.json`` per cell, as specdec_bench computes it, with our per-drafted-round acceptance length
+beside it (issue 41 item 6, issue 49 item 3).
 
     python -m analysis.speculation_profiles PATH [--out DIR]
 
 PATH: a results folder (every ``records.jsonl`` under it: job folders), a replay folder (every
 ``replay_full.jsonl`` under it: the lab's per-prompt-turn rows, e.g. of traces imported from SpecDecode-Bench or
-vLLM), or both. One cell per pair × task × method × initial γ (and ``source``: records or replay); per cell, each
-prompt turn (record or row) is a *request* and its rounds that drafted something are its steps
-(``specbench.speculation_profile``, where every definition is). Writes ``DIR/<cell>.json`` (default
-``PATH/analysis/speculation_profiles``), prints one line per cell — steps, the per-step mean acceptance length,
-the per-request mean, the per-request percentiles, whether the profile's check ``AL = 1 + Σ marginal`` (±0.02)
-passed — and a ``warning:`` line for every two cells of one pair × task × γ whose two means rank them in opposite
-orders (vLLM issue 42508). Exit status 2, with one line, when PATH holds neither.
+vLLM), or both. One cell per pair × task × method × initial γ (× cross-vocabulary algorithm, when one ran; and
+``source``: records or replay); per cell, the prompt turns (records or rows) of one prompt are a *request* (a
+question: specdec_bench pools its turns), each turn's steps counted as specdec_bench counts them
+(``specbench.speculation_profile``, where every definition is). The profile's ``method`` is the speculation
+algorithm (``speculation_method``: from the job's ``summary.json``, ``config.pair.draft.kind``; unknown for a
+replayed row), the γ policy is ``measurement_conditions.policy``. Writes ``DIR/<cell>.json`` (default
+``PATH/analysis/speculation_profiles``), prints one line per cell — steps, the per-step mean acceptance length, the
+per-request mean, ours per drafted round, the per-request percentiles, whether the profile's check
+``AL = 1 + Σ marginal`` (±0.02) passed — and a ``warning:`` line for every two cells of one pair × task × γ whose
+two means (per step, per request) rank them in opposite orders (vLLM issue 42508). Exit status 2, with one line,
+when PATH holds neither.
 """
 
 from __future__ import annotations
@@ -25,64 +30,103 @@ from pathlib import Path
 from typing import Any
 
 from specbench.record_io import read_records
-from specbench.speculation_profile import PERCENTILES, profile, rank_disagreements, steps_of
+from specbench.speculation_profile import (
+    PERCENTILES,
+    Request,
+    drafted_rounds_of,
+    profile,
+    rank_disagreements,
+    record_steps,
+    speculation_method,
+)
 
 REPLAY_ROWS = "replay_full.jsonl"
 
 
-def _rows(path: Path) -> Iterable[tuple[str, dict[str, Any]]]:
-    """``(source, row)`` of every record and replayed prompt-turn row under ``path``."""
+def _draft_kind(job: Path) -> str | None:
+    """The job's ``config.pair.draft.kind`` (its ``summary.json``; ``model`` for a draft node without a kind, as
+    ``specbench.config.pair`` reads it); None without a summary or a draft."""
+    try:
+        config = json.loads((job / "summary.json").read_text(encoding="utf-8")).get("config") or {}
+    except (OSError, ValueError):
+        return None
+    draft = (config.get("pair") or {}).get("draft") if isinstance(config.get("pair"), Mapping) else None
+    return draft.get("kind", "model") if isinstance(draft, Mapping) else None
+
+
+def _rows(path: Path) -> Iterable[tuple[str, dict[str, Any], str | None]]:
+    """``(source, row, draft kind)`` of every record and replayed prompt-turn row under ``path``."""
     for f in sorted(path.rglob("records.jsonl")):
+        kind = _draft_kind(f.parent)
         for r in read_records(f):
-            yield "records", r
+            yield "records", r, kind
     for f in sorted(path.rglob(REPLAY_ROWS)):
         for line in f.read_text(encoding="utf-8").splitlines():
             if line.strip():
-                yield "replay", json.loads(line)
+                yield "replay", json.loads(line), None
 
 
-def cells(rows: Iterable[tuple[str, Mapping[str, Any]]]) -> dict[tuple, list[Mapping[str, Any]]]:
-    """Rows grouped by ``(source, pair, task, method, gamma_init)``: those with rounds (speculative ones)."""
-    out: dict[tuple, list[Mapping[str, Any]]] = defaultdict(list)
-    for source, r in rows:
-        if r.get("drafted_trace") is None or r.get("hetero") or not r.get("drafted_trace"):
+def cells(rows: Iterable[tuple[str, Mapping[str, Any], str | None]]) -> dict[tuple, list[tuple[Mapping, str | None]]]:
+    """Rows (with their draft kind) grouped by ``(source, pair, task, method, gamma_init, hetero)``: those with
+    rounds (speculative ones)."""
+    out: dict[tuple, list[tuple[Mapping, str | None]]] = defaultdict(list)
+    for source, r, kind in rows:
+        if not r.get("drafted_trace"):
             continue
-        out[(source, r.get("pair"), r.get("task"), r.get("method"), r.get("gamma_init"))].append(r)
+        key = (source, r.get("pair"), r.get("task"), r.get("method"), r.get("gamma_init"), r.get("hetero"))
+        out[key].append((r, kind))
     return dict(out)
 
 
-def cell_profile(key: tuple, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def requests_of(rows: Sequence[Mapping[str, Any]]) -> list[Request]:
+    """The cell's requests: its rows grouped by prompt (``prompt_id``), turns in order, steps pooled
+    (``specbench.speculation_profile.Request``)."""
+    by_prompt: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for r in rows:
+        by_prompt[str(r.get("prompt_id"))].append(r)
+    out = []
+    for _, turns in sorted(by_prompt.items()):
+        turns = sorted(turns, key=lambda r: r.get("turn") or 0)
+        out.append(Request([s for r in turns for s in record_steps(r)],
+                           [x for r in turns for x in drafted_rounds_of(r["drafted_trace"], r["accepted_trace"])],
+                           str(turns[0].get("category") or "")))
+    return out
+
+
+def cell_profile(key: tuple, rows: Sequence[tuple[Mapping[str, Any], str | None]]) -> dict[str, Any]:
     """The cell's ``speculation_profile.json`` payload (``specbench.speculation_profile.profile``)."""
-    source, pair, task, method, gamma = key
-    requests = [steps_of(r["drafted_trace"], r["accepted_trace"]) for r in rows]
-    by_category: dict[str, list] = defaultdict(list)
-    for r, steps in zip(rows, requests, strict=True):
-        by_category[str(r.get("category") or "")].append(steps)
-    return profile(requests, method=method, target=rows[0].get("target"), draft=rows[0].get("draft"),
-                   per_category=by_category if len(by_category) > 1 else None,
-                   conditions={"source": source, "pair": pair, "task": task, "gamma_init": gamma,
+    source, pair, task, policy, gamma, hetero = key
+    kinds = {kind for _, kind in rows}
+    first = rows[0][0]
+    return profile(requests_of([r for r, _ in rows]),
+                   method=speculation_method(kinds.pop() if len(kinds) == 1 else None, hetero),
+                   target=first.get("target"), draft=first.get("draft"),
+                   conditions={"source": source, "pair": pair, "task": task, "policy": policy, "gamma_init": gamma,
                                "engine": "specbench" if source == "records" else "specbench replay"})
 
 
 def _name(key: tuple) -> str:
-    source, pair, task, method, gamma = key
-    return re.sub(r"[^A-Za-z0-9_.=+-]+", "_", f"{source}__{pair}__{task}__{method}__g{gamma}")
+    source, pair, task, method, gamma, hetero = key
+    name = f"{source}__{pair}__{task}__{method}__g{gamma}" + (f"__{hetero}" if hetero else "")
+    return re.sub(r"[^A-Za-z0-9_.=+-]+", "_", name)
 
 
 def report(profiles: Mapping[tuple, Mapping[str, Any]]) -> list[str]:
     """The command's lines (module docstring)."""
-    lines = [f"cell | steps | AL per step | AL per request | {' '.join(f'p{q}' for q in PERCENTILES)} | check"]
+    lines = [f"cell | steps | AL per step | AL per request | AL per drafted round (ours) | "
+             f"{' '.join(f'p{q}' for q in PERCENTILES)} | check"]
     for key, p in sorted(profiles.items(), key=lambda kv: tuple(map(str, kv[0]))):
         pct = p["acceptance_length_percentiles"] or {}
         check = p["validation"]["mean_consistency"]
         lines.append(f"{_name(key)} | {p['steps']} | {p['mean_accept_length']} | {p['mean_accept_length_per_request']} | "
+                     f"{p['drafted_round_mean_accept_length']} | "
                      f"{' '.join(str(pct.get(f'p{q}')) for q in PERCENTILES)} | "
                      f"{'passed' if check['passed'] else 'FAILED'} (|Δ| {check['abs_delta']})")
     groups: dict[tuple, dict[str, tuple[float, float]]] = defaultdict(dict)
-    for (source, pair, task, method, gamma), p in profiles.items():
+    for (source, pair, task, method, gamma, hetero), p in profiles.items():
         if p["steps"]:
-            groups[(source, pair, task, gamma)][str(method)] = (p["mean_accept_length"],
-                                                                p["mean_accept_length_per_request"])
+            groups[(source, pair, task, gamma)][str(method) + (f" ({hetero})" if hetero else "")] = (
+                p["mean_accept_length"], p["mean_accept_length_per_request"])
     for (source, pair, task, gamma), means in sorted(groups.items(), key=lambda kv: tuple(map(str, kv[0]))):
         for a, b in rank_disagreements(means):
             lines.append(f"warning: {pair} / {task} / γ {gamma} ({source}): the per-step mean acceptance length ranks "

@@ -1,53 +1,91 @@
-"""Acceptance in the field's formats (issue 41, item 6): SPEED-Bench's ``speculation_profile.json``, per-request
-acceptance-length percentiles, and the two means of the acceptance length.
+"""Acceptance in specdec_bench's format (issue 41 item 6, issue 49 item 3): ``speculation_profile.json`` as NVIDIA
+Model-Optimizer's ``specdec_bench`` (SPEED-Bench's evaluation framework) computes it, with our own per-drafted-round
+acceptance length beside it under its own name.
 
-A *step* is a verification round that drafted ``d ≥ 1`` tokens and accepted ``a`` of them (rounds drafting
-nothing are plain target steps, as vLLM leaves them out of ``num_spec_steps``); its **acceptance length** is
-``a + 1`` (the target's token included: vLLM's ``mean_acceptance_length``, SpecDecode-Bench's ``acc_len``).
+Read at NVIDIA/Model-Optimizer PR #2247 ("specdec_bench: emit speculation_profile.json alongside acceptance
+metrics", open; its files are not on ``main`` at a2fbac7): ``examples/specdec_bench/specdec_bench/
+speculation_profile.py`` at edf879d3 (``build_profile``, ``_dense_survival``, ``per_step_mean_accept_length``,
+``_CHAIN_DRAFTING_METHODS``), the PR's ``metrics/acceptance_rate.py`` (``AcceptanceRate.process_step``,
+``_process_lengths``, ``_write_speculation_profile``: ``per_category = out["Category_AL"]``), and, on ``main``
+(a2fbac7), ``metrics/specbench.py`` (``SpecBench.process_final``: the metric of ``--specbench`` and
+``--dataset speed``) and ``models/vllm.py`` (``VLLMModel.run``; ``models/sglang.py`` cuts the same way).
 
-``profile(requests, ...)`` builds the ``speculation_profile.json`` payload of NVIDIA Model-Optimizer's
-``examples/specdec_bench/specdec_bench/speculation_profile.py: build_profile`` (SPEED-Bench's evaluation
-framework; schema ``SCHEMA_VERSION`` "1.0"), from our steps instead of its ``AcceptanceRate`` histograms:
+**A step** (theirs) is one streamed engine output that added tokens: the prefill's first token is a step of
+length 1, a round that drafted nothing is a step of length 1, a round that accepted ``a`` drafts is a step of
+length ``a + 1``; when the generation ended on an EOS, that token is stripped from the last step, and a last
+step holding only the EOS is dropped (``VLLMModel.run``). Our records keep the rounds and the token count
+(``specbench.records``); ``engine_steps`` rebuilds the steps from them: the prefill's token when the loop had a
+separate prefill (``prefill``), each round's ``a + 1`` tokens, the last round cut to the tokens the generation kept
+(an EOS accepted inside a round ends it there: ``methods.rules.emitted_tokens``), then the EOS strip.
 
-* ``marginal_accept_rates[i]`` = P(the first ``i + 1`` drafts all accepted) = #steps with ``a ≥ i + 1`` ÷ #steps
-  (their ``Joint_Acceptance_Rate`` at length ``i + 2``), ``i = 0 .. K − 1``;
-* ``conditional_accept_rates[i]`` = P(draft ``i + 1`` accepted | the first ``i`` were), over the steps that
-  drafted position ``i + 1`` and reached it (``specbench.rounds.per_position``: ``accepted_per_pos[i] /
-  compared_per_pos[i]``; 0 where no step reached it) — with an adaptive γ a step may stop drafting before ``i + 1``,
-  so this is not ``marginal[i] / marginal[i − 1]`` unless every step drafted ``K``;
-* ``mean_accept_length``: per step, ``Σ (a + 1) / #steps`` (their ``per_step_mean_accept_length``), and
-  ``mean_accept_length_per_request``: the mean over requests of each request's per-step mean (their
-  ``Average_AL``); ``acceptance_length_histogram``: ``{a + 1: steps}``;
-* ``validation.mean_consistency``: ``1 + Σ marginal`` against the per-step mean, within 0.02 (exact for
-  longest-prefix verification when the vector spans every length seen; it catches a ``K`` that cuts the vector
-  short), and ``validation.marginal_monotonicity`` (a survival function never increases).
+**A request** (theirs, ``SpecBench.process_final``) is a question: the steps of all its turns pooled; its
+acceptance length is their mean. From the steps of every request (``profile``):
 
-``K`` (``num_speculative_tokens``) is the longest draft of any step unless given. Beside their fields, ours:
-``acceptance_length_percentiles`` (of the per-request means: p10, p25, p50, p75, p90), ``steps``, ``requests``.
+* ``acceptance_length_histogram``: ``{L: steps of length L}``; ``mean_accept_length``: ``Σ L / steps``
+  (``per_step_mean_accept_length``); ``mean_accept_length_per_request``: the mean over requests of each request's
+  acceptance length (``Average_AL``); ``per_category``: ``{category: mean acceptance length of its requests}``
+  (``Category_AL``, a float per category);
+* ``marginal_accept_rates[i]`` = ``S(i + 2)``, ``S(L)`` = the share of steps of length ≥ ``L`` (the survival
+  function of the acceptance length; ``_dense_survival``: 0 past the longest step), ``i = 0 .. K − 1``;
+  ``conditional_accept_rates[i]`` = ``marginal[i] / marginal[i − 1]`` (``marginal[−1]`` = 1; 0 after a 0), so
+  the joint (marginal) rate is the product of the conditional ones by construction;
+* ``method``: the speculation algorithm, in vLLM's method names (``speculation_method``); ``accept_length_model``:
+  ``chain_analytic`` for ``CHAIN_DRAFTING_METHODS`` (theirs: EAGLE-style and draft-model proposers, whose draft
+  at K = n is a prefix of their draft at K = n + 1), ``measured_per_k`` otherwise;
+* ``validation.mean_consistency``: ``1 + Σ marginal`` against ``mean_accept_length`` within ``TOLERANCE``;
+  ``validation.marginal_monotonicity``.
 
-**Two means** (``mean_accept_length`` per step, pooled, vs ``mean_accept_length_per_request``): the first weighs a
-long request by its steps, the second every request alike. They can rank two methods differently (vLLM issue
-42508 reports benchmarks disagreeing on acceptance length for this reason); ``rank_disagreements`` names the pairs
-of cells where they do.
+``K`` (``num_speculative_tokens``) is the longest draft of any round unless given.
+
+**Ours, beside theirs**: ``drafted_rounds`` (the rounds that drafted ≥ 1 token; ``drafted_rounds_of``) and
+``drafted_round_mean_accept_length`` (``Σ (a + 1)`` over them ÷ their number: vLLM's ``mean_acceptance_length``,
+SpecDecode-Bench's ``acc_len``), ``drafted_round_mean_accept_length_per_request`` (per request, then the mean);
+``acceptance_length_percentiles`` (of the requests' acceptance lengths, theirs: p10 … p90), ``steps``,
+``requests``, ``measurement_conditions.policy`` (the γ policy that ran). Theirs counts the prefill's token and
+the plain target steps, which ours leaves out: theirs is the lower of the two wherever either happens.
+
+**Two means** (per step, pooled, vs per request): the first weighs a long request by its steps, the second every
+request alike; they can rank two methods differently (vLLM issue 42508); ``rank_disagreements`` names the pairs of
+cells where they do.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
-
-from specbench.rounds import per_position
 
 SCHEMA_VERSION = "1.0"
 TOLERANCE = 0.02
 PERCENTILES = (10, 25, 50, 75, 90)
+#: specdec_bench's ``_CHAIN_DRAFTING_METHODS`` (speculation_profile.py at edf879d3): methods whose K = n draft is
+#: a prefix of their K = n + 1 draft, so one measurement extrapolates over K (``chain_analytic``)
+CHAIN_DRAFTING_METHODS = frozenset({"eagle", "eagle1", "eagle2", "eagle3", "draft_model"})
+#: a pair's ``draft.kind`` (``specbench.config.pair.DRAFT_KINDS``) → the speculation algorithm, in vLLM's
+#: ``speculative_config.method`` names where vLLM has one (``draft_model``, ``ngram``)
+DRAFT_KIND_METHODS = {"model": "draft_model", "prompt_lookup": "ngram", "hybrid": "hybrid_ngram_draft_model"}
 
-Steps = list[tuple[int, int]]
+DraftedRounds = list[tuple[int, int]]
 
 
-def steps_of(drafted: Sequence[int], accepted: Sequence[int]) -> Steps:
-    """A request's steps ``(d, a)``: its rounds that drafted at least one token (module docstring)."""
+def speculation_method(draft_kind: str | None, hetero: str | None = None) -> str | None:
+    """The profile's ``method`` (module docstring): ``DRAFT_KIND_METHODS[draft_kind]``; a draft model of another
+    vocabulary (``hetero``: ``slem``, ``tli``, ``slrs``, ``union``) is ``cross_vocabulary_<hetero>``; None when the
+    kind is not known (a replayed row)."""
+    if hetero:
+        return f"cross_vocabulary_{hetero}"
+    return DRAFT_KIND_METHODS.get(draft_kind) if draft_kind else None
+
+
+def accept_length_model(method: str | None) -> str:
+    """specdec_bench's default (``build_profile``): ``chain_analytic`` for ``CHAIN_DRAFTING_METHODS`` (any case),
+    ``measured_per_k`` otherwise (none included)."""
+    return "chain_analytic" if method and method.lower() in CHAIN_DRAFTING_METHODS else "measured_per_k"
+
+
+def drafted_rounds_of(drafted: Sequence[int], accepted: Sequence[int]) -> DraftedRounds:
+    """A generation's rounds ``(d, a)`` that drafted at least one token (ours; module docstring)."""
     if len(drafted) != len(accepted):
         raise ValueError(f"drafted and accepted traces differ in length ({len(drafted)} vs {len(accepted)})")
     out = []
@@ -57,6 +95,63 @@ def steps_of(drafted: Sequence[int], accepted: Sequence[int]) -> Steps:
         if d >= 1:
             out.append((int(d), int(a)))
     return out
+
+
+def engine_steps(accepted: Sequence[int], new_tokens: int, stop_reason: str, prefill: bool = True) -> list[int]:
+    """The lengths of a generation's steps as specdec_bench counts them (``VLLMModel.run``; module docstring), from
+    its rounds' ``accepted`` trace, its ``new_tokens``, its ``stop_reason`` (``eos``: the last token is an EOS,
+    stripped) and whether its first token came from a separate prefill (``prefill``; False for a fused first round
+    and transformers' loop). ``ValueError`` when the token count does not fit the rounds."""
+    head = 1 if prefill else 0
+    lengths = [head] if head else []
+    if accepted:
+        before = head + sum(a + 1 for a in accepted[:-1])
+        last = int(new_tokens) - before
+        full = accepted[-1] + 1
+        if not 1 <= last <= full or (last < full and stop_reason != "eos"):
+            raise ValueError(f"{new_tokens} new tokens do not fit rounds accepting {list(accepted)} "
+                             f"(prefill token: {prefill}, stop: {stop_reason}): the last round would emit {last}")
+        lengths += [a + 1 for a in accepted[:-1]] + [last]
+    elif int(new_tokens) != head:
+        raise ValueError(f"{new_tokens} new tokens without a round (prefill token: {prefill})")
+    if stop_reason == "eos" and lengths:
+        lengths[-1] -= 1
+        if lengths[-1] == 0:
+            lengths.pop()
+    return lengths
+
+
+def prefill_token(row: Mapping[str, Any]) -> bool:
+    """Whether a record's (or replayed row's) first token came from a separate prefill, before its first round:
+    as its ``kernels.fused_prefill`` says (our loop); yes for a replayed row (the replay's prefill emits ``x_1``);
+    else (transformers' loop, a record of schema ≤ 4) as its count says: ``new_tokens − Σ (a + 1)`` is 1 with a
+    prefill, 0 without, when nothing was cut at an EOS. ``ValueError`` when the count cannot tell."""
+    kernels = row.get("kernels")
+    if isinstance(kernels, Mapping) and "fused_prefill" in kernels:
+        return not kernels["fused_prefill"]
+    if row.get("source") == "replay":
+        return True
+    surplus = int(row["new_tokens"]) - sum(a + 1 for a in row.get("accepted_trace") or [])
+    if surplus == 1 or (surplus == 0 and row.get("stop_reason") != "eos"):
+        return surplus == 1
+    raise ValueError(f"cannot tell whether the first of {row['new_tokens']} tokens came from a prefill (rounds "
+                     f"accepting {row.get('accepted_trace')}, stop: {row.get('stop_reason')}, no kernels field)")
+
+
+def record_steps(row: Mapping[str, Any]) -> list[int]:
+    """A record's (or replayed row's) steps as specdec_bench counts them (``engine_steps``, ``prefill_token``)."""
+    return engine_steps(list(row.get("accepted_trace") or []), int(row["new_tokens"]), str(row.get("stop_reason")),
+                        prefill_token(row))
+
+
+@dataclass
+class Request:
+    """One request as specdec_bench pools it (a question: the steps of all its turns) and ours: its drafted
+    rounds, its category."""
+
+    steps: list[int] = field(default_factory=list)
+    rounds: DraftedRounds = field(default_factory=list)
+    category: str = ""
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -70,41 +165,52 @@ def percentile(values: Sequence[float], q: float) -> float:
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
-def mean_lengths(requests: Iterable[Steps]) -> tuple[float, float, list[float]]:
-    """``(per-step mean, per-request mean, each request's mean)`` of the acceptance length (requests without a
-    step left out of the per-request mean)."""
-    per_request, total, n = [], 0, 0
-    for steps in requests:
-        if steps:
-            per_request.append(sum(a + 1 for _, a in steps) / len(steps))
-            total += sum(a + 1 for _, a in steps)
-            n += len(steps)
-    pooled = total / n if n else math.nan
-    return pooled, (sum(per_request) / len(per_request) if per_request else math.nan), per_request
+def _mean(xs: Sequence[float]) -> float:
+    return sum(xs) / len(xs) if xs else math.nan
 
 
-def profile(requests: Sequence[Steps], k: int | None = None, method: str | None = None,
+def survival_rates(steps: Sequence[int], k: int) -> tuple[list[float], list[float]]:
+    """``(marginal, conditional)`` accept rates of ``steps`` (lengths) at ``k`` draft positions (module docstring;
+    ``_dense_survival`` and the ratios in ``build_profile``)."""
+    n = len(steps)
+    marginal = [sum(s >= i + 2 for s in steps) / n if n else 0.0 for i in range(k)]
+    conditional, prev = [], 1.0
+    for m in marginal:
+        conditional.append(m / prev if prev > 0 else 0.0)
+        prev = m
+    return marginal, conditional
+
+
+def _r(x: float) -> float | None:
+    return None if x is None or math.isnan(x) else round(x, 6)
+
+
+def profile(requests: Sequence[Request], k: int | None = None, method: str | None = None,
             target: str | None = None, draft: str | None = None,
-            per_category: Mapping[str, Sequence[Steps]] | None = None,
             conditions: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The ``speculation_profile.json`` payload of ``requests`` (each a list of steps; module docstring)."""
-    steps = [s for r in requests for s in r]
-    width = max((d for d, _ in steps), default=0)
+    """The ``speculation_profile.json`` payload of ``requests`` (module docstring; ``build_profile``'s fields and
+    order, then ours). Requests without a step are left out of the per-request means (specdec_bench's would fail)."""
+    steps = [s for r in requests for s in r.steps]
+    rounds = [x for r in requests for x in r.rounds]
+    width = max((d for d, _ in rounds), default=0)
     k = int(k) if k is not None else width
     if k < width:
         raise ValueError(f"num_speculative_tokens {k} is below the longest draft seen ({width})")
     n = len(steps)
-    marginal = [sum(a >= i + 1 for _, a in steps) / n if n else 0.0 for i in range(k)]
-    pp = per_position([d for d, _ in steps], [a for _, a in steps])
-    compared, accepted = pp["compared_per_pos"], pp["accepted_per_pos"]
-    conditional = [accepted[i] / compared[i] if i < len(compared) and compared[i] else 0.0 for i in range(k)]
-    pooled, per_request, means = mean_lengths(requests)
+    marginal, conditional = survival_rates(steps, k)
+    per_step = _mean(steps)
+    kept = [r for r in requests if r.steps]
+    request_al = [_mean(r.steps) for r in kept]
+    by_category: dict[str, list[float]] = {}
+    for r, al in zip(kept, request_al, strict=True):
+        by_category.setdefault(r.category, []).append(al)
     histogram: dict[str, int] = {}
-    for _, a in steps:
-        histogram[str(a + 1)] = histogram.get(str(a + 1), 0) + 1
+    for s in sorted(steps):
+        histogram[str(s)] = histogram.get(str(s), 0) + 1
     implied = 1.0 + sum(marginal)
     violations = [{"position": i, "value": marginal[i], "previous": marginal[i - 1]}
                   for i in range(1, k) if marginal[i] > marginal[i - 1] + 1e-9]
+    ours = [_mean([a + 1 for _, a in r.rounds]) for r in requests if r.rounds]
     return {
         "schema_version": SCHEMA_VERSION, "measured": n > 0, "method": method,
         "draft_checkpoint": {"name": draft} if draft else None, "target_model": {"name": target} if target else None,
@@ -112,22 +218,25 @@ def profile(requests: Sequence[Steps], k: int | None = None, method: str | None 
         "verification_method": "longest_prefix",
         "conditional_accept_rates": [round(x, 6) for x in conditional],
         "marginal_accept_rates": [round(x, 6) for x in marginal],
-        "mean_accept_length": round(pooled, 6) if n else None,
-        "mean_accept_length_per_request": round(per_request, 6) if n else None,
-        "accept_length_model": "chain_analytic",
-        "accept_length_by_k": {str(k): round(pooled, 6)} if n else {},
-        "acceptance_length_histogram": dict(sorted(histogram.items(), key=lambda kv: int(kv[0]))),
-        "per_category": ({c: {"mean_accept_length": round(mean_lengths(r)[0], 6), "steps": sum(map(len, r))}
-                          for c, r in sorted(per_category.items())} if per_category else None),
+        "mean_accept_length": _r(per_step),
+        "mean_accept_length_per_request": _r(_mean(request_al)),
+        "accept_length_model": accept_length_model(method),
+        "accept_length_by_k": {str(k): _r(per_step)} if n else {},
+        "acceptance_length_histogram": histogram,
+        "per_category": {c: _mean(v) for c, v in sorted(by_category.items())} or None,
         "measurement_conditions": dict(conditions) if conditions else None,
         "validation": {
             "mean_consistency": {"implied_mean_accept_length": round(implied, 6),
-                                 "reported_mean_accept_length": round(pooled, 6) if n else None,
-                                 "abs_delta": round(abs(implied - pooled), 6) if n else None,
-                                 "tolerance": TOLERANCE, "passed": bool(n) and abs(implied - pooled) <= TOLERANCE},
+                                 "reported_mean_accept_length": _r(per_step),
+                                 "abs_delta": _r(abs(implied - per_step)) if n else None,
+                                 "tolerance": TOLERANCE, "passed": bool(n) and abs(implied - per_step) <= TOLERANCE},
             "marginal_monotonicity": {"passed": not violations, "violations": violations},
         },
-        "acceptance_length_percentiles": {f"p{q}": round(percentile(means, q), 6) for q in PERCENTILES} if means else None,
+        "acceptance_length_percentiles": ({f"p{q}": round(percentile(request_al, q), 6) for q in PERCENTILES}
+                                          if request_al else None),
+        "drafted_rounds": len(rounds),
+        "drafted_round_mean_accept_length": _r(_mean([a + 1 for _, a in rounds])),
+        "drafted_round_mean_accept_length_per_request": _r(_mean(ours)),
         "steps": n, "requests": len(requests),
     }
 
