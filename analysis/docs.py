@@ -15,6 +15,9 @@ finds, verbatim, as an indented code block. A JSON file is shown as a table of t
 from the file's own ``meta.provenance`` (a calibration JSON, which may predate the folder it was copied
 into), else from the nearest ``provenance.json`` above the file (``python -m runners.jobs.export`` writes one per
 recipe); a folder without one (the policy lab) names them in the marker: ``machine="…" date=YYYY-MM-DD``.
+A committed folder run under rules since replaced holds a ``SUPERSEDED.md`` (:data:`SUPERSEDED`): its first
+paragraph follows the source line of every block that shows a file of that folder (``superseded``), so no page
+shows such a result without saying so.
 
 The record's field definitions are generated the same way, from their one declaration (``specbench.records``:
 ``Record``'s field metadata), one block per group of fields (``render_fields``)::
@@ -26,7 +29,8 @@ The record's field definitions are generated the same way, from their one declar
 ``python -m analysis.docs refresh`` rewrites every block from its file (a fields block from the declaration);
 ``python -m analysis.docs check`` (and ``tests/project/test_docs.py``) fails when a block differs from what its
 file (or the declaration) renders, when a file is missing, or when a measured-looking figure (:data:`FIGURE_RE`)
-stands outside every block and is not one of the explained exceptions of :data:`ALLOWED`. Dated lab notes with no
+stands outside every block and is not one of the explained exceptions of :data:`ALLOWED` or a registered claim's
+(``analysis.claims``: a sentence with a check over the committed files behind it). Dated lab notes with no
 committed file behind them belong in ``results/README.md``, the lab notebook, which this rule does not cover.
 """
 
@@ -43,6 +47,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 #: the files whose figures must come from committed files (the lab notebook results/README.md is not one)
 DOC_GLOBS = ("README.md", "docs/pages/**/*.md")
+#: the file that marks a committed folder as run under rules since replaced (module docstring)
+SUPERSEDED = "SUPERSEDED.md"
 
 INCLUDE_RE = re.compile(r"(?P<open><!-- include: (?P<args>[^\n]*?) -->\n)(?P<body>.*?)(?P<close><!-- /include -->)",
                         re.S)
@@ -199,6 +205,25 @@ def source_line(path: str, options: dict[str, str], root: Path = ROOT) -> str:
                      f"(machine=\"…\" date=YYYY-MM-DD)")
 
 
+def superseded(file: Path, root: Path = ROOT) -> str | None:
+    """The first paragraph of the nearest ``SUPERSEDED.md`` in a folder holding ``file`` (up to ``root``), joined
+    into one line; None when no folder above it is marked (module docstring)."""
+    for folder in file.parents:
+        marker = folder / SUPERSEDED
+        if marker.is_file():
+            paragraph = marker.read_text(encoding="utf-8").strip().split("\n\n")[0]
+            return " ".join(line.strip().lstrip("#").strip() for line in paragraph.splitlines() if line.strip())
+        if folder == root or folder == folder.parent:
+            return None
+    return None
+
+
+def head(path: str, options: dict[str, str], root: Path = ROOT) -> str:
+    """A block's head: its source line, then, for a folder run under replaced rules, what ``superseded`` says."""
+    note = superseded(root / path, root)
+    return source_line(path, options, root) + (f"\n>\n> **Superseded.** {note}" if note else "")
+
+
 def _first_table(text: str, rows: int | None = None) -> str:
     lines, started = [], False
     for line in text.splitlines():
@@ -243,7 +268,7 @@ def render(path: str, options: dict[str, str], root: Path = ROOT) -> str:
     if file.suffix == ".json":
         if "keys" not in options:
             raise ValueError(f"{path}: a JSON include names its fields (keys=a.b,c)")
-        return f"{source_line(path, options, root)}\n\n{_json_fields(file, options['keys'])}\n"
+        return f"{head(path, options, root)}\n\n{_json_fields(file, options['keys'])}\n"
     content = file.read_text(encoding="utf-8").strip()
     if "lines" in options:  # a log: the lines the regex finds, verbatim (a progress bar's \r fragments split off)
         pattern = re.compile(options["lines"])
@@ -253,7 +278,7 @@ def render(path: str, options: dict[str, str], root: Path = ROOT) -> str:
         content = "\n".join("    " + line for line in kept)  # an indented code block (a fence would hide the block)
     elif options.get("part") == "table":
         content = _first_table(content, int(options["rows"]) if "rows" in options else None)
-    return f"{source_line(path, options, root)}\n\n{content}\n"
+    return f"{head(path, options, root)}\n\n{content}\n"
 
 
 def refresh_text(text: str, root: Path = ROOT) -> str:
@@ -350,8 +375,13 @@ def _outside(text: str) -> str:
     return COMMENT_RE.sub(lambda m: "\n" * m.group(0).count("\n"), text)
 
 
-def stray_figures(doc: Path, text: str | None = None, allowed=ALLOWED) -> list[Stray]:
-    """Measured-looking figures of ``doc`` outside its generated blocks and not explained by ``allowed``."""
+def stray_figures(doc: Path, text: str | None = None, allowed=None) -> list[Stray]:
+    """Measured-looking figures of ``doc`` outside its generated blocks and not explained by ``allowed`` (default:
+    :data:`ALLOWED` and the registered claims' figures, ``analysis.claims``: a check stands behind those)."""
+    if allowed is None:
+        from analysis.claims import allowances
+
+        allowed = ALLOWED + allowances()
     text = doc.read_text(encoding="utf-8") if text is None else text
     outside = _outside(text)
     strays = []

@@ -17,10 +17,18 @@ replay used, not measured. Definitions:
   best_fixed_task``, ``x_best_fixed_prompt = tokens_per_s / best_fixed_prompt`` (same pair, task, length);
 * ``replay_table``: per method, the mean ± sample std (ddof=1) of those fractions across initial γ,
   their minimum, and the initial γ with the best throughput;
-* ``leaderboard``: per pair × task × ``max_new_tokens`` and method, the same fractions averaged
-  over the initial γ with their sample std (ddof=1), the spread (max − min of ``× oracle``) and the
+* **the comparison rule** (``policy_comparison``, issue 50: the one rule every leaderboard, README and docs
+  block compares policies by): a policy at its **best initial γ** (the γ of the grid with the highest pooled
+  throughput) over the best fixed γ in hindsight (``best_fixed_task``), with the **sample size** (prompt turns)
+  and a **95 % t-calibrated jackknife interval over prompt turns** (delete one turn; the best initial γ chosen
+  again in every replicate, so the interval carries the choice; the reference's γ is the hindsight's, chosen on
+  all the turns); beside it the policy's **mean over initial γ** of the same ratio, with its interval. A policy
+  **beats** the best fixed γ only when the interval at its best initial γ lies above 1, **trails** it when it
+  lies below, else **ties** (``VERDICTS``);
+* ``leaderboard``: per pair × task × ``max_new_tokens`` and method, that rule's columns, then the fractions
+  averaged over the initial γ with their sample std (ddof=1), the spread (max − min of ``× oracle``) and the
   worst initial γ (the γ with the lowest throughput, and its ``× best fixed γ``). Rows are sorted by
-  ``× best fixed γ``; references first;
+  ``× best fixed γ`` at the best initial γ; references first;
 
 Batch sizes (issue 31; ``runners.replay.batched``): a row may carry ``batch_size`` (none: 1) and
 ``gamma_mode``; every cell, reference and fraction is per batch size (a policy at B against the references
@@ -46,6 +54,7 @@ import pandas as pd
 from analysis.metrics import fmt_ratio
 from analysis.registry import REPLAY, artefact
 from analysis.render import Table
+from analysis.uncertainty import Estimate, fmt_ci
 from specbench.record_io import read_records
 from specbench.records import REPLAY_FILE, pooled_tokens_per_s, throughput_ms
 
@@ -54,6 +63,16 @@ GROUP = ["pair", "task", "max_new_tokens"]
 #: the batch size (``runners.replay.batched``; 1 for rows without one) is a dimension of every cell
 BATCH = "batch_size"
 SHARED = " (shared γ)"
+#: the rule's verdicts (module docstring, "the comparison rule"): the interval at the best initial γ above 1,
+#: containing 1, below 1
+VERDICTS = ("beats", "ties", "trails")
+#: what names one prompt turn of a replay row (the jackknife's cluster)
+TURN = ["prompt_id", "turn"]
+RULE_NOTE = ("Rule (analysis.policy_lab, 'the comparison rule'): a policy at its best initial γ over the best fixed γ "
+             "in hindsight, pooled over the n prompt turns, with its 95 % t-calibrated jackknife interval over prompt "
+             "turns (the best initial γ chosen again in every replicate); it beats the best fixed γ only when the "
+             "interval lies above 1, trails it when below, else ties; beside it the mean over initial γ with its "
+             "interval.")
 
 
 # ---------------------------------------------------------------------- replay rows and the oracle table
@@ -196,6 +215,73 @@ def replay_table(results_dir: str | os.PathLike | None) -> Table | None:
     return replay_table_from_frame(load_replay(results_dir))
 
 
+# ---------------------------------------------------------------------- the comparison rule
+
+def _turn_sums(group: pd.DataFrame) -> pd.DataFrame:
+    """Per prompt turn of a cell: its new tokens and the time its throughput divides by (``_time``)."""
+    frame = group.assign(_t=_time(group), _tok=group["new_tokens"].astype(float))
+    keys = [k for k in TURN if k in frame]
+    return frame.groupby(keys, dropna=False, sort=True)[["_tok", "_t"]].sum()
+
+
+def _pooled_draws(sums: pd.DataFrame, turns: pd.Index) -> tuple[float, np.ndarray]:
+    """Pooled tokens/s over ``turns`` and its delete-one-turn replicates (NaN where a cell lacks a turn)."""
+    aligned = sums.reindex(turns)
+    tok, t = aligned["_tok"].to_numpy(float), aligned["_t"].to_numpy(float)
+    total_tok, total_t = np.nansum(tok), np.nansum(t)
+    point = total_tok / total_t * 1000.0 if aligned.notna().all().all() and total_t > 0 else math.nan
+    with np.errstate(divide="ignore", invalid="ignore"):
+        draws = (total_tok - tok) / (total_t - t) * 1000.0
+    return point, draws
+
+
+def policy_comparison(df: pd.DataFrame) -> pd.DataFrame | None:
+    """The comparison rule (module docstring) for every policy of the replay rows: one row per pair × task ×
+    ``max_new_tokens`` × batch size × method (references left out) with ``prompts``, ``best_gamma_init``,
+    ``x_best_fixed_at_best`` and its ``_lo`` / ``_hi``, ``verdict`` (``VERDICTS``), ``x_best_fixed_mean_over_gamma``
+    and its ``_lo`` / ``_hi``, ``n_gammas``. None without timed rows or without a ``best_fixed_task`` reference.
+    Rows that sum a cell (``prompt_id`` "*") have no turns to leave out: no interval, no verdict, ``prompts`` NaN."""
+    if df is None or df.empty or "wall_ms" not in df or df["wall_ms"].isna().all():
+        return None
+    df = with_batch(df[df["wall_ms"].notna()])
+    for col in [*GROUP, *TURN]:
+        if col not in df:
+            df[col] = None
+    rows = []
+    for key, group in df.groupby(GROUP + [BATCH], dropna=False, sort=False):
+        ref_rows = group[group["method"] == "best_fixed_task"]
+        if ref_rows.empty:
+            continue
+        ref = _turn_sums(ref_rows)
+        turns = ref.index
+        ref_point, ref_draws = _pooled_draws(ref, turns)
+        for method, mine in group[~group["method"].isin(REFERENCES)].groupby("method", sort=True):
+            cells = {int(g): _pooled_draws(_turn_sums(cell), turns)
+                     for g, cell in mine.groupby("gamma_init", dropna=True, sort=True)}
+            cells = {g: c for g, c in cells.items() if np.isfinite(c[0])}
+            if not cells:
+                continue
+            gammas = sorted(cells)
+            points = np.array([cells[g][0] for g in gammas])
+            draws = np.vstack([cells[g][1] for g in gammas])  # gammas × replicates
+            best = gammas[int(np.argmax(points))]
+            with np.errstate(invalid="ignore"):
+                at_best = Estimate(float(points.max() / ref_point), np.nanmax(draws, axis=0) / ref_draws, log=True)
+                ratios = Estimate(float(np.mean(points / ref_point)), np.mean(draws / ref_draws, axis=0), log=True)
+            lo, hi = at_best.interval()
+            mlo, mhi = ratios.interval()
+            verdict = ("" if not np.isfinite(lo) else VERDICTS[0] if lo > 1.0 else VERDICTS[2] if hi < 1.0
+                       else VERDICTS[1])  # "": one prompt turn (a cell's summed row), no interval
+            summed = set(group["prompt_id"].astype(str)) == {"*"}  # a cell's summed row: turns not told apart
+            rows.append({**dict(zip(GROUP + [BATCH], key)), "method": method,
+                         "prompts": math.nan if summed else len(turns),
+                         "n_gammas": len(gammas), "best_gamma_init": best, "x_best_fixed_at_best": at_best.point,
+                         "x_best_fixed_at_best_lo": lo, "x_best_fixed_at_best_hi": hi, "verdict": verdict,
+                         "x_best_fixed_mean_over_gamma": ratios.point, "x_best_fixed_mean_over_gamma_lo": mlo,
+                         "x_best_fixed_mean_over_gamma_hi": mhi})
+    return pd.DataFrame(rows) if rows else None
+
+
 # ---------------------------------------------------------------------- the leaderboard
 
 def leaderboard_frame(fractions: pd.DataFrame) -> pd.DataFrame:
@@ -225,23 +311,47 @@ def leaderboard_frame(fractions: pd.DataFrame) -> pd.DataFrame:
 
 
 @artefact("tables/policy_leaderboard", "policy leaderboard", scope=REPLAY, needs=("replay",),
-          about="the γ-policy leaderboard: × oracle, × best fixed γ (task, prompt), spread and worst initial γ")
+          about="the γ-policy leaderboard under the comparison rule: each policy at its best initial γ over the best "
+                "fixed γ with a jackknife interval over prompt turns, its mean over γ, × oracle, spread, worst γ")
 def leaderboard(df: pd.DataFrame) -> Table | None:
-    """The leaderboard of replay rows (module docstring); None without timed rows."""
+    """The leaderboard of replay rows (module docstring): the comparison rule's columns (``policy_comparison``)
+    first, then the fractions over initial γ; None without timed rows."""
     fractions = oracle_fractions(df)
     if fractions is None or fractions.empty:
         return None
     board = leaderboard_frame(fractions)
+    rule = policy_comparison(df)
+    keys = GROUP + [BATCH, "method"]
+    if rule is not None:
+        board = board.merge(rule, on=keys, how="left")
+        order = {m: i for i, m in enumerate(REFERENCES)}
+        board["_ref"] = [order.get(m, len(order)) for m in board["method"]]
+        board = board.sort_values(GROUP + [BATCH, "_ref", "x_best_fixed_at_best", "x_best_fixed_mean"],
+                                  ascending=[True] * (len(GROUP) + 2) + [False, False], kind="stable",
+                                  na_position="first").drop(columns="_ref").reset_index(drop=True)
 
     def gamma_text(g: object) -> str:
         return "" if g is None or (isinstance(g, float) and math.isnan(g)) else str(int(g))
 
+    def ruled(column: str) -> list[str]:
+        if rule is None:
+            return [""] * len(board)
+        return ["" if not np.isfinite(v) else f"{v:.3f} {fmt_ci((lo, hi), 3)}".rstrip() for v, lo, hi in
+                zip(board[column], board[f"{column}_lo"], board[f"{column}_hi"], strict=True)]
+
     display = pd.DataFrame({
         "pair": board["pair"], "task": board["task"], **({"B": board[BATCH]} if several_batch_sizes(board) else {}),
         "method": board["method"],
+        "best initial γ": [gamma_text(g) for g in (board["best_gamma_init"] if rule is not None else [None] * len(board))],
+        "× best fixed γ at its best initial γ [95 % CI]": ruled("x_best_fixed_at_best"),
+        "verdict": board["verdict"].fillna("") if rule is not None else [""] * len(board),
+        "× best fixed γ, mean over initial γ [95 % CI]": ruled("x_best_fixed_mean_over_gamma"),
+        "prompt turns": [("" if pd.isna(n) else str(int(n))) for n in
+                         (board["prompts"] if rule is not None else [math.nan] * len(board))],
         "× oracle (mean ± std over γ)": [fmt_ratio(m, s) for m, s in zip(board["x_oracle_mean"], board["x_oracle_std"])],
         "spread": [fmt_ratio(v) for v in board["x_oracle_spread"]],
-        "× best fixed γ (task)": [fmt_ratio(m, s) for m, s in zip(board["x_best_fixed_mean"], board["x_best_fixed_std"])],
+        "× best fixed γ (task, mean ± std over γ)": [fmt_ratio(m, s) for m, s in
+                                                     zip(board["x_best_fixed_mean"], board["x_best_fixed_std"])],
         "× best fixed γ (per prompt)": [fmt_ratio(v) for v in board["x_best_fixed_prompt_mean"]],
         "worst initial γ (× best fixed)": [
             "" if r["reference"] else f"{gamma_text(r['worst_gamma'])} ({r['worst_x_best_fixed']:.3f})"
@@ -249,10 +359,11 @@ def leaderboard(df: pd.DataFrame) -> Table | None:
         "speedup vs AR": [fmt_ratio(v, digits=2) for v in board["speedup_vs_ar_mean"]],
     })
     caption = ("Policy leaderboard (replay of greedy traces under the pair's calibrated latency model; predicted "
-               "pooled tokens/s). Fractions of the oracle (exact DP: the best any γ policy can do on these traces), "
-               "of the best fixed γ in hindsight for the whole task and per prompt; mean ± sample std (ddof=1) over "
-               "the initial γ; spread = max − min of × oracle across initial γ; worst initial γ = the one with the "
-               "lowest throughput. Adaptive policies restart at every prompt turn (issue 13's default); carry-over variants are marked *_carryover or transient=false.")
+               "pooled tokens/s). " + RULE_NOTE + " Then: fractions of the oracle (exact DP: the best any γ policy can "
+               "do on these traces), of the best fixed γ in hindsight for the whole task and per prompt; mean ± "
+               "sample std (ddof=1) over the initial γ; spread = max − min of × oracle across initial γ; worst initial "
+               "γ = the one with the lowest throughput. Adaptive policies restart at every prompt turn (issue 13's "
+               "default); carry-over variants are marked *_carryover or transient=false.")
     if several_batch_sizes(board):
         caption += (" B: the batch size (runners.replay.batched: B prompt turns decoded together; throughput over all "
                     "rows, Σ tokens / Σ batch walls; every fraction and the speedup vs AR at the same B). At B > 1 the "

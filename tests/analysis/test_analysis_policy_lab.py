@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pandas as pd
+import pytest
 
 from runners.replay.trace_build import build_trace
 from specbench.latency import LatencyModel
@@ -47,3 +49,51 @@ def test_leaderboard_from_cells_equals_leaderboard_from_rows(noisy_pair, tmp_pat
     assert analysis_main([str(tmp_path / "cells"), "--out", str(tmp_path / "out")]) == 0
     assert (tmp_path / "out" / "tables" / "policy_leaderboard.md").exists()
     assert (tmp_path / "out" / "figures" / "policy_leaderboard.png").exists()
+
+
+# --------------------------------------------------------------------------- the comparison rule (issue 50, item 1)
+
+def _rule_rows(prompt_ids=None):
+    """8 prompt turns: the best fixed γ in hindsight; 'fast' 20 % faster than it at γ 2 on every turn (γ 4 slower);
+    'same' within ±1 % of it, alternating; 'slow' 20 % slower at every γ."""
+    rng = np.random.default_rng(0)
+    walls = rng.uniform(500.0, 3000.0, 8)
+    rows = []
+
+    def add(method, gamma, factor):
+        for i, w in enumerate(walls):
+            f = factor(i) if callable(factor) else factor
+            rows.append({"pair": "p", "task": "t", "max_new_tokens": 64, "method": method, "gamma_init": gamma,
+                         "prompt_id": (prompt_ids or f"q{i}"), "turn": 1, "new_tokens": 64, "wall_ms": w * f,
+                         "drafted": 10, "accepted": 5, "rounds": 5})
+
+    add("best_fixed_task", 3, 1.0)
+    add("fast", 2, 0.8)
+    add("fast", 4, 1.3)
+    add("same", 2, lambda i: 1.01 if i % 2 else 0.99)
+    add("slow", 1, 1.25)
+    add("slow", 2, 1.2)
+    return pd.DataFrame(rows)
+
+
+def test_the_comparison_rule_takes_each_policy_at_its_best_initial_gamma_with_an_interval():
+    from analysis.policy_lab import leaderboard, policy_comparison
+
+    rule = policy_comparison(_rule_rows()).set_index("method")
+    assert rule.loc["fast", "best_gamma_init"] == 2 and rule.loc["fast", "verdict"] == "beats"
+    assert rule.loc["fast", "x_best_fixed_at_best"] == pytest.approx(1 / 0.8)
+    assert rule.loc["fast", "x_best_fixed_at_best_lo"] > 1.0
+    assert rule.loc["fast", "x_best_fixed_mean_over_gamma"] < rule.loc["fast", "x_best_fixed_at_best"]  # γ 4 drags it
+    assert rule.loc["same", "verdict"] == "ties" and rule.loc["slow", "verdict"] == "trails"
+    assert rule.loc["slow", "best_gamma_init"] == 2 and set(rule["prompts"]) == {8}
+    board = leaderboard(_rule_rows())
+    assert list(board.data.loc[~board.data["reference"], "method"]) == ["fast", "same", "slow"]
+    assert board.display.set_index("method").loc["fast", "verdict"] == "beats"
+
+
+def test_summed_cell_rows_have_no_interval_and_no_verdict():
+    from analysis.policy_lab import policy_comparison
+
+    rule = policy_comparison(_rule_rows(prompt_ids="*")).set_index("method")
+    assert rule["verdict"].eq("").all() and rule["prompts"].isna().all()
+    assert rule.loc["fast", "x_best_fixed_at_best"] == pytest.approx(1 / 0.8)

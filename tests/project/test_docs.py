@@ -135,6 +135,24 @@ def test_refresh_writes_the_file_with_its_machine_and_date_and_check_catches_a_c
     assert docs.stale_blocks(doc, root)
 
 
+def test_a_folder_marked_superseded_says_so_in_every_block_that_shows_it(tmp_path):
+    """A committed folder run under replaced rules holds SUPERSEDED.md: its first paragraph follows the source line
+    of every block showing one of its files; until a block is refreshed the check says it is stale."""
+    root = _scratch(tmp_path)
+    doc = root / "page.md"
+    doc.write_text("<!-- include: results/committed/recipe/analysis/tables/t.md part=table -->\n<!-- /include -->\n"
+                   "<!-- include: results/committed/recipe/stats.json keys=r -->\n<!-- /include -->\n")
+    doc.write_text(docs.refresh_text(doc.read_text(), root))
+    assert "Superseded" not in doc.read_text() and docs.stale_blocks(doc, root) == []
+    (root / "results/committed/recipe" / docs.SUPERSEDED).write_text(
+        "Ran before the rule\nthat replaced it.\n\nDetails nobody quotes.\n")
+    assert len(docs.stale_blocks(doc, root)) == 2  # both blocks must now say so
+    doc.write_text(docs.refresh_text(doc.read_text(), root))
+    text = doc.read_text()
+    assert text.count("> **Superseded.** Ran before the rule that replaced it.") == 2 and "Details" not in text
+    assert docs.stale_blocks(doc, root) == []
+
+
 def test_a_missing_file_or_provenance_fails_and_the_marker_may_name_machine_and_date(tmp_path):
     root = _scratch(tmp_path)
     doc = root / "page.md"

@@ -1,0 +1,232 @@
+"""Claims checked against the committed data (issue 50, item 2).
+
+A sentence of the README, the docs or a results README that compares numbers is either inside a generated block
+(``analysis.docs``: its figures are read from a committed file) or a **registered claim**: the sentence's text,
+verbatim, and a small function over the committed files that says whether it still holds. The test suite
+(``tests/project/test_claims.py``) runs every check, so a claim the data no longer bears out fails CI, and so does
+a claim whose sentence was edited away from its registration. A registered claim's ``figures`` (fragments of its
+sentence that look like measurements, ``analysis.docs.FIGURE_RE``) are allowed outside a generated block: the check
+stands behind them.
+
+    python -m analysis.claims          # every claim: holds, or why not
+
+A check returns ``None`` when the claim holds, else one line saying what the data says instead. Checks read only
+files under ``results/committed/`` (and the project's own constants), never a run's output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+COMMITTED = Path("results") / "committed"
+
+Check = Callable[[Path], "str | None"]
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One registered sentence: the page (``doc``, repository-relative), its text (whitespace-insensitive), the
+    committed files its check reads (``sources``), the measured-looking fragments it may hold outside a block
+    (``figures``) and the check."""
+
+    name: str
+    doc: str
+    text: str
+    sources: tuple[str, ...]
+    check: Check
+    figures: tuple[str, ...] = ()
+
+
+CLAIMS: list[Claim] = []
+
+
+def claim(doc: str, text: str, *sources: str, figures: tuple[str, ...] = ()) -> Callable[[Check], Check]:
+    """Register the decorated check as the claim ``text`` of ``doc`` (module docstring)."""
+
+    def register(check: Check) -> Check:
+        CLAIMS.append(Claim(check.__name__, doc, text, tuple(sources), check, figures))
+        return check
+
+    return register
+
+
+def _normalised(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def problems(root: Path = ROOT) -> list[str]:
+    """One line per claim that does not hold, whose sentence is not (any more) in its page, or whose source is
+    missing; empty when every claim stands."""
+    found = []
+    for c in CLAIMS:
+        page = root / c.doc
+        if not page.is_file() or _normalised(c.text) not in _normalised(page.read_text(encoding="utf-8")):
+            found.append(f"{c.doc}: claim {c.name}: its sentence is not in the page (edit the registration with it): "
+                         f"{c.text[:80]}…")
+            continue
+        missing = [s for s in c.sources if not (root / s).exists()]
+        if missing:
+            found.append(f"{c.doc}: claim {c.name}: missing {', '.join(missing)}")
+            continue
+        why = c.check(root)
+        if why:
+            found.append(f"{c.doc}: claim {c.name} no longer holds: {why}")
+    return found
+
+
+def allowances() -> tuple[tuple[str, str], ...]:
+    """The registered claims' figures, as ``analysis.docs`` allowances (fragment, why)."""
+    return tuple((f, f"a registered claim ({c.name}, analysis.claims) checks it against {', '.join(c.sources)}")
+                 for c in CLAIMS for f in c.figures)
+
+
+# ------------------------------------------------------------------------------------------- helpers
+
+def table_md(path: Path) -> pd.DataFrame:
+    """The first Markdown table of a committed file as strings (header row, then rows)."""
+    lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.lstrip().startswith("|")]
+    cells = [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines]
+    return pd.DataFrame(cells[2:], columns=cells[0])
+
+
+def rounds_to(value: float, stated: float, digits: int) -> bool:
+    """Whether ``value`` rounds to ``stated`` at ``digits`` decimals (the figure as the sentence writes it)."""
+    return math.isfinite(value) and abs(round(value, digits) - stated) < 10 ** -(digits + 3)
+
+
+def spearman(x: pd.Series, y: pd.Series) -> float:
+    """Spearman's ρ of two aligned series: Pearson's correlation of their ranks (ties: average ranks)."""
+    return float(x.rank().corr(y.rank()))
+
+
+# ------------------------------------------------------------------------------------------- the claims
+# The default pair's replay under the comparison rule (analysis.policy_lab, "the comparison rule").
+
+_DEFAULT_PAIR = COMMITTED / "policy_lab_default_pair"
+_LEADERBOARD = _DEFAULT_PAIR / "replay" / "analysis" / "tables" / "policy_leaderboard.data.csv"
+
+
+@claim(str(_DEFAULT_PAIR / "README.md"),
+       "At their best initial γ, AdaEDL (γ₀ = 24) reaches 1.043 × the best fixed γ, SVIP (24) 1.035 × and "
+       "AssistantThreshold (2) 1.019 ×, each with an interval that contains 1: ties, not wins; GammaTune+ and the "
+       "cost-aware policy tie too, and SmartSpec, GammaTune, HFHeuristic and both BanditSpecs trail it (their "
+       "intervals lie below 1). Averaged over the initial γ instead, every adaptive policy is below the best fixed "
+       "γ. Over these 10 prompts the best fixed γ in hindsight gives 1.63 × the target alone.",
+       str(_LEADERBOARD))
+def default_pair_policies(root: Path) -> str | None:
+    board = pd.read_csv(root / _LEADERBOARD).set_index("method")
+    stated = {"adaedl": (24, 1.043), "svip": (24, 1.035), "assistant_threshold": (2, 1.019)}
+    for method, (gamma, ratio) in stated.items():
+        row = board.loc[method]
+        if int(row["best_gamma_init"]) != gamma or not rounds_to(row["x_best_fixed_at_best"], ratio, 3):
+            return f"{method}: best γ {row['best_gamma_init']}, {row['x_best_fixed_at_best']:.3f} × the best fixed γ"
+    verdicts = {"ties": ["adaedl", "svip", "assistant_threshold", "gammatune_plus", "cost_aware"],
+                "trails": ["smartspec", "gammatune", "hf_heuristic", "banditspec", "banditspec_exp3"]}
+    for verdict, methods in verdicts.items():
+        wrong = [m for m in methods if board.loc[m, "verdict"] != verdict]
+        if wrong:
+            return f"{', '.join(wrong)}: not '{verdict}' ({', '.join(board.loc[wrong, 'verdict'])})"
+    policies = board[~board["reference"]]
+    if (policies["verdict"] == "beats").any() or (policies["x_best_fixed_mean_over_gamma"] >= 1).any():
+        return "a policy beats the best fixed γ, or reaches it on average over γ"
+    if set(policies["prompts"]) != {10} or not rounds_to(board.loc["best_fixed_task", "speedup_vs_ar_mean"], 1.63, 2):
+        return "not 10 prompts, or the best fixed γ is not 1.63 × the target alone"
+    return None
+
+
+# The GPU page's reading of the 8B costs (docs/pages/gpu.md, section 6).
+
+_PAPER = COMMITTED / "gpu_paper_costs"
+_LAB = COMMITTED / "specdecode_bench_lab"
+
+
+def _step_rows(root: Path) -> dict[str, dict[str, float]]:
+    """Section 2 of ``compare.log`` (``scripts/compare_paper_costs.py``, tested to be its output): per source (vLLM's
+    fit, our eager loop, the captured forward) its k = 1, 4, 16 costs (ms) and k16/k1."""
+    rows = {}
+    for line in (root / _PAPER / "compare.log").read_text(encoding="utf-8").splitlines():
+        for key, start in (("vllm", "SpecDecode-Bench fit"), ("eager", "our loop"), ("captured", "one forward in a CUDA")):
+            if line.strip().startswith(start):
+                numbers = re.findall(r"(?<![\w.])\d+\.\d+", line.split(")", 1)[-1] if key != "vllm" else line)
+                rows[key] = dict(zip(("k1", "k4", "k16", "k16/k1"), map(float, numbers[:4])))
+    return rows
+
+
+@claim("docs/pages/gpu.md",
+       "captured in a CUDA graph, the same forward on the H200 costs 1.29× vLLM's fitted cost on an H100 at one "
+       "token and 1.51× at sixteen",
+       str(_PAPER / "compare.log"), figures=("costs 1.29× vLLM's", "and 1.51× at sixteen"))
+def captured_against_vllm(root: Path) -> str | None:
+    rows = _step_rows(root)
+    for k, stated in (("k1", 1.29), ("k16", 1.51)):
+        ratio = rows["captured"][k] / rows["vllm"][k]
+        if not rounds_to(ratio, stated, 2):
+            return f"{k}: captured ÷ vLLM's fit = {ratio:.2f}"
+    return None
+
+
+@claim("docs/pages/gpu.md",
+       "vLLM's fitted curve is the flattest of the three (k16/k1 1.05, our eager loop's 1.16, our captured "
+       "forward's 1.23)",
+       str(_PAPER / "compare.log"))
+def verification_curves(root: Path) -> str | None:
+    rows = _step_rows(root)
+    curves = {name: rows[name]["k16/k1"] for name in ("vllm", "eager", "captured")}
+    for (name, value), stated in zip(curves.items(), (1.05, 1.16, 1.23), strict=True):
+        if not rounds_to(value, stated, 2):
+            return f"{name}: k16/k1 = {value:.2f}"
+    if min(curves, key=curves.get) != "vllm":
+        return "vLLM's fitted curve is not the flattest"
+    return None
+
+
+#: the ten adaptive variants both SpecDecode-Bench leaderboards replayed on the EAGLE traces
+ADAPTIVE = ("hf_heuristic", "hf_heuristic_carryover", "gammatune", "gammatune:transient=false", "banditspec",
+            "banditspec:transient=false", "banditspec_exp3", "banditspec_exp3:transient=false", "smartspec",
+            "smartspec:transient=false")
+
+
+@claim("docs/pages/gpu.md",
+       "Spearman's ρ between the two leaderboards' rankings of the ten adaptive variants (by speedup at each "
+       "one's best initial γ) is 0.41, 0.47, 0.58 and 0.32 on cnn, gsm8k, instructcoder and sharegpt, and the best "
+       "adaptive policy changes in 3 of the 4 workloads",
+       str(_LAB / "leaderboard_b1.md"), str(_LAB / "leaderboard_b1_h200_hf_eager.md"))
+def ranking_across_cost_tables(root: Path) -> str | None:
+    vllm = table_md(root / _LAB / "leaderboard_b1.md")
+    eager = table_md(root / _LAB / "leaderboard_b1_h200_hf_eager.md")
+    vllm = vllm[vllm["pair"].str.contains("eagle")]
+    changed = 0
+    for workload, stated in zip(("cnn", "gsm8k", "instructcoder", "sharegpt"), (0.41, 0.47, 0.58, 0.32), strict=True):
+        a, b = ({m: float(v) for m, v in zip(t.loc[t["workload"] == workload, "method"],
+                                              t.loc[t["workload"] == workload, "speedup"], strict=True) if m in ADAPTIVE}
+                for t in (vllm, eager))
+        if set(a) != set(ADAPTIVE) or set(b) != set(ADAPTIVE):
+            return f"{workload}: not all ten adaptive variants in both leaderboards"
+        rho = spearman(pd.Series(a), pd.Series(b)[list(a)])
+        if not rounds_to(rho, stated, 2):
+            return f"{workload}: ρ = {rho:.2f}"
+        changed += max(a, key=a.get) != max(b, key=b.get)
+    return None if changed == 3 else f"the best adaptive policy changes in {changed} of 4 workloads"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m analysis.claims", description=__doc__.split("\n\n")[0])
+    parser.parse_args(argv)
+    found = problems()
+    for line in found:
+        print(line)
+    print(f"{len(CLAIMS) - len(found)} of {len(CLAIMS)} registered claims hold")
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
