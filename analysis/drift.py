@@ -69,6 +69,7 @@ from analysis.metrics import (
 from analysis.registry import SCENARIO, SWEEP, artefact
 from analysis.render import Table
 from analysis.uncertainty import Estimate, Jackknife, fmt_ci, mean_of, t_quantile
+from specbench.records import positions_balanced
 
 DRIFT_THRESHOLD = 0.10
 RESOLVE_TARGET = 0.03  # the difference the resolution column sizes a sweep for (±3 %)
@@ -257,6 +258,24 @@ def aa_pairs(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["pair", "twin", "original", "kind"])
 
 
+def round_balance(df: pd.DataFrame) -> dict[str, tuple[str | None, int, bool]]:
+    """Per pair of an interleaved sweep: ``(scheme, rounds, positions balanced)`` read off its records' ``interleave``
+    (the rounds: the distinct round indices its records ran in; ``specbench.records.positions_balanced``). Pairs
+    whose records carry no ``interleave`` are left out."""
+    if "interleave" not in df.columns:
+        return {}
+    out = {}
+    for pair, group in df.groupby("pair", sort=True):
+        where = [w for w in group["interleave"] if isinstance(w, dict) and "round" in w]
+        if not where:
+            continue
+        schemes = {w.get("scheme") for w in where}
+        scheme = schemes.pop() if len(schemes) == 1 else None
+        rounds = len({int(w["round"]) for w in where})
+        out[str(pair)] = (scheme, rounds, positions_balanced(scheme, rounds))
+    return out
+
+
 def noise_floor_estimates(df: pd.DataFrame, pooling: str = "pooled",
                           jackknife: Jackknife | None = None) -> pd.DataFrame:
     """One row per (pair, A/A pair, initial γ) that both the copy and its original ran (``aa_pairs``: declared
@@ -407,6 +426,7 @@ def noise_floor_table(df: pd.DataFrame, pooling: str = "pooled") -> Table | None
     if per_gamma.empty:
         return None
     turns = aa_turn_log_ratios(df)
+    balance = round_balance(df)
     rows = []
     for (pair, twin), group in per_gamma.groupby(["pair", "twin"], sort=True):
         original, kind = group["original"].iloc[0], group["kind"].iloc[0]
@@ -427,7 +447,9 @@ def noise_floor_table(df: pd.DataFrame, pooling: str = "pooled") -> Table | None
                          "n_gamma": len(ratios) if whole else 1, "pooling": pooling,
                          "turn_sigma": sigma if whole else math.nan, "turns_per_cell": n_cell if whole else math.nan,
                          "cell_resolves": resolves if whole else math.nan,
-                         "turns_for_target": needed if whole else math.nan})
+                         "turns_for_target": needed if whole else math.nan,
+                         "rounds": balance[pair][1] if pair in balance else math.nan,
+                         "positions_balanced": balance[pair][2] if pair in balance else None})
     data = pd.DataFrame(rows)
     label = method_labels(df)
     target = f"±{100 * RESOLVE_TARGET:.0f} %"
@@ -465,6 +487,13 @@ def noise_floor_table(df: pd.DataFrame, pooling: str = "pooled") -> Table | None
         "a lower bound: it takes repeats as independent turns and the host's noise as the only spread "
         "(analysis.drift, 'resolution')."
     )
+    unbalanced = {p: b for p, b in balance.items() if not b[2] and p in set(data["pair"])}
+    if unbalanced:
+        caption += (" Positions not balanced: " + "; ".join(
+            f"{p}: {n} rounds ({s or 'unrecorded'} order{', an odd count: the last round unmirrored' if s == 'balanced' else ''})"
+            for p, (s, n, _) in unbalanced.items())
+            + " (specbench.records.positions_balanced): the decodes' mean positions differ, which an A/A pair's "
+              "ratio may read.")
     return Table("noise_floor", caption, display, data)
 
 
@@ -477,7 +506,9 @@ def noise_floor_lines(table: Table | None, tag: str = "") -> list[str]:
             f"{fmt_ci((r['ci_lo'], r['ci_hi']), 3)} (mean over {r['n_gamma']} initial γ; max |ratio − 1| over γ = "
             f"{r['max_abs_deviation']:.3f}; A/A band ±{100 * math.expm1(r['band']):.1f} %)"
             + (" — EXCLUDES 1: the sweep's conditions alone moved this pair's comparisons" if r["excludes_one"] else "")
-            + _resolution_note(r) for _, r in overall.iterrows()]
+            + _resolution_note(r)
+            + (f"; positions not balanced ({int(r['rounds'])} rounds)" if r.get("positions_balanced") is False else "")
+            for _, r in overall.iterrows()]
 
 
 def _resolution_note(row: pd.Series) -> str:

@@ -318,6 +318,14 @@ def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
+def positions_balanced(scheme: str | None, rounds: int) -> bool:
+    """Whether an interleaved sweep of ``rounds`` rounds (a record's ``interleave``: its ``scheme``, and the rounds
+    its pair ran) ran every decode at the same mean position (``runners.jobs.round_order``): the ``balanced`` scheme
+    guarantees it after every pair of rounds, so at an even count; an odd count leaves the last round unmirrored.
+    ``latin`` balances only after a whole block and ``shuffle`` only on average: never claimed."""
+    return scheme == "balanced" and rounds > 0 and rounds % 2 == 0
+
+
 def pooled_tokens_per_s(new_tokens: Iterable[float], wall_ms: Iterable[float]) -> float:
     """Pooled throughput: ``Σ new_tokens / (Σ wall_ms / 1000)``; NaN when no time was spent.
     (One record: its own ``tokens_per_s``.)"""

@@ -71,6 +71,7 @@ from runners.jobs.record import Timed, Unit
 from runners.jobs.report import INVALID_JOBS, append_line, print_job_line
 from runners.jobs.round_order import SCHEMES, round_order, round_seed
 from runners.jobs.sweep_costs import COSTS_FILE, round_rows, time_round, widths_for
+from specbench.records import positions_balanced
 from specbench.registry import ConfigError
 
 log = logging.getLogger("specbench")
@@ -238,6 +239,13 @@ class InterleavedSweep:
             self._widths[pair] = [1]
         units = {id(run): run.units() for run in live}
         n_rounds = max(len(u) for u in units.values())
+        balance = {"scheme": self.scheme, "rounds": n_rounds,
+                   "positions_balanced": positions_balanced(self.scheme, n_rounds)}
+        if self.scheme == "balanced" and not balance["positions_balanced"]:
+            log.warning("%s: %d rounds (an odd count): the balanced order mirrors rounds in pairs, so the last round's "
+                        "positions are unmirrored and every slot's mean position is not the middle; an even number of "
+                        "prompt turns × repeats balances them exactly (the jobs' summaries say so: interleave)",
+                        pair, n_rounds)
         from tqdm.auto import tqdm
 
         total = sum(1 for run in live for u in units[id(run)] if not run.is_done(u))
@@ -255,7 +263,7 @@ class InterleavedSweep:
             if run.job_dir in self.outcomes:
                 continue  # failed during a round
             try:
-                summary = run.finish()
+                summary = run.finish({"interleave": balance})
             except Exception as exc:
                 self._fail(run, exc)
                 continue

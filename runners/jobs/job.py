@@ -369,12 +369,14 @@ class JobRun:
         return record
 
     # ------------------------------------------------------------------ endings
-    def finish(self) -> dict:
-        """The job's summary (``complete``), written atomically."""
+    def finish(self, extra: dict | None = None) -> dict:
+        """The job's summary (``complete``), written atomically; ``extra``: what the launcher adds (the interleaved
+        launcher: its rounds and whether their positions were balanced)."""
         job = self.job
         assert job is not None
         records = read_records(self.records_path)
-        self.summary = job_summary(self.config, "complete", records, finished_extra(job, records, self.load_s))
+        self.summary = job_summary(self.config, "complete", records,
+                                   {**finished_extra(job, records, self.load_s), **(extra or {})})
         write_json_atomic(self.job_dir / "summary.json", self.summary)
         if self.logger is not None:
             self.logger.finish(self.summary, failed=False)

@@ -94,3 +94,18 @@ def test_the_committed_runs_prompt_lookup_rows_that_repeat_another(folder):
     df = complete_only(load_records(ROOT / "results" / "committed" / folder))
     assert same_work(df) == {("gemma3-270m_prompt-lookup", "assistant_threshold"): "specdecode",
                              ("gemma3-270m_prompt-lookup", "gammatune_plus"): "gammatune"}
+
+
+def test_the_noise_floor_says_when_a_sweeps_positions_are_not_balanced():
+    """Round balance (issue 50, item 5): 7 balanced rounds (an odd count) leave the last one unmirrored; the noise
+    floor's caption and lines say so, and say nothing at 8."""
+    from analysis.drift import noise_floor_lines, round_balance
+
+    for rounds, balanced in ((7, False), (8, True)):
+        df = _frame({"specdecode": _turns(1), "specdecode_twin": _turns(1)})
+        df["interleave"] = [{"round": int(p[1:]) % rounds, "position": 0, "size": 2, "scheme": "balanced"}
+                            for p in df["prompt_id"]]
+        assert round_balance(df) == {"p": ("balanced", rounds, balanced)}
+        floor = noise_floor_table(df)
+        assert ("Positions not balanced" in floor.caption) is not balanced
+        assert ("positions not balanced (7 rounds)" in noise_floor_lines(floor)[0]) is not balanced

@@ -101,6 +101,8 @@ def test_rounds_decode_every_job_once_per_turn_with_the_paired_reference(tiny_co
     assert set(decodes.values()) == {2}
     summary = json.loads((jobs[0][1] / "summary.json").read_text())
     assert summary["drift"]["n"] == 3 and summary["drift"]["max_over_min"] >= 1.0
+    # 3 rounds, an odd count: the summary says the positions are not balanced (issue 50, item 5)
+    assert summary["interleave"] == {"scheme": "balanced", "rounds": 3, "positions_balanced": False}
 
 
 @pytest.mark.slow
@@ -170,6 +172,8 @@ def test_repeats_reshuffle_and_extend_a_job(tiny_conf, tmp_path):
         assert records[0]["output_ids"] == records[1]["output_ids"]
         assert records[0]["ar_decode"] != records[1]["ar_decode"]  # each repeat its own paired AR decode
     assert len(read_order(tmp_path)) == 4
+    summary = json.loads((jobs[0][1] / "summary.json").read_text())
+    assert summary["interleave"] == {"scheme": "balanced", "rounds": 4, "positions_balanced": True}
     # more repeats later extend the same folders (repeats is not part of a job's identity)
     more = _jobs(tiny_conf, tmp_path, CELLS[:2], "repeats=3", "task.n_prompts=2")
     InterleavedSweep(more, tmp_path, progress=False).run()

@@ -112,7 +112,7 @@ class FakeRun:
         self.times[unit.index], self.where[unit.index] = timed, dict(where)
         self.done.add(unit.index)
 
-    def finish(self) -> dict:
+    def finish(self, extra: dict | None = None) -> dict:
         self.summary = {"status": "complete", "aggregates": {}}
         return self.summary
 
@@ -403,3 +403,14 @@ def test_a_failed_warm_up_is_noted_and_the_round_goes_on(tmp_path, fakes, monkey
 def test_an_unknown_scheme_is_refused():
     with pytest.raises(ValueError, match="latin"):
         InterleavedSweep([], ".", scheme="williams")
+
+
+def test_positions_are_balanced_only_by_an_even_count_of_balanced_rounds():
+    """``specbench.records.positions_balanced``: what the launcher writes in every summary (``interleave``) and the
+    noise floor reads off the records: the balanced scheme at an even number of rounds, nothing else."""
+    from specbench.records import positions_balanced
+
+    assert positions_balanced("balanced", 8) and positions_balanced("balanced", 2)
+    assert not positions_balanced("balanced", 7) and not positions_balanced("balanced", 0)
+    assert not positions_balanced("latin", 8) and not positions_balanced("shuffle", 8)
+    assert not positions_balanced(None, 8)
