@@ -143,6 +143,32 @@ def default_pair_policies(root: Path) -> str | None:
     return None
 
 
+# The paired modeled check of the two committed Table 2 runs (docs/pages/reproducing.md).
+
+_RUNS = {"A": COMMITTED / "mini_gammatune_table2", "B": COMMITTED / "mini_gammatune_table2_b"}
+_TABLE2 = Path("analysis") / "tables" / "gammatune_table2_speedup.data.csv"
+
+
+@claim("docs/pages/reproducing.md",
+       "its interval excludes 1 in 1 of 8 cells of run A (GammaTune+ on the int8 draft) and in none of run B's, and "
+       "the ratio sits below 1 in 7 of 8 cells of run A and 4 of 8 of run B",
+       *(str(folder / _TABLE2) for folder in _RUNS.values()))
+def paired_modeled_check(root: Path) -> str | None:
+    stated = {"A": (["gemma3-270m_gemma3-270m-int8 gammatune_plus"], 7), "B": ([], 4)}
+    for run, folder in _RUNS.items():
+        data = pd.read_csv(root / folder / _TABLE2)
+        cells = data[(data["source"] == "measured") & (data["pair"] != "average")
+                     & (data["measured_over_modeled_hi"] - data["measured_over_modeled_lo"] > 1e-9)]
+        if len(cells) != 8:
+            return f"run {run}: {len(cells)} cells with an interval, not 8"
+        out = cells[(cells["measured_over_modeled_lo"] > 1) | (cells["measured_over_modeled_hi"] < 1)]
+        names = sorted(f"{p} {m}" for p, m in zip(out["pair"], out["method"], strict=True))
+        below = int((cells["measured_over_modeled"] < 1).sum())
+        if names != stated[run][0] or below != stated[run][1]:
+            return f"run {run}: excludes 1 in {names or 'none'}, below 1 in {below} of 8"
+    return None
+
+
 # The GPU page's reading of the 8B costs (docs/pages/gpu.md, section 6).
 
 _PAPER = COMMITTED / "gpu_paper_costs"

@@ -187,6 +187,25 @@ def inside(point: float, interval: tuple[float, float]) -> bool | None:
     return bool(lo <= point <= hi)
 
 
+PAIRED_NOTE = (
+    "Paired check (measured ÷ modeled): per cell, the jackknife interval of the measured value over the modeled one, "
+    "replicate by replicate on the same prompt turns, so the prompts' spread that both share cancels (a modeled "
+    "value inside the measured interval is a weak test: that interval carries the spread the model shares). An "
+    "interval that excludes 1 says the per-call costs miss something the run paid (or, for one cell among many, "
+    "the one-in-twenty chance of a 95 % interval)."
+)
+
+
+def paired_agreement(intervals: list[tuple[float, float]]) -> str:
+    """The captions' count of the paired check (``PAIRED_NOTE``): in how many cells the interval of measured ÷
+    modeled excludes 1, of the cells that have one (a degenerate interval, a baseline's own cell, is no test)."""
+    tested = [(lo, hi) for lo, hi in intervals if np.isfinite(lo) and np.isfinite(hi) and hi - lo > 1e-9]
+    if not tested:
+        return ""
+    outside = sum(lo > 1.0 or hi < 1.0 for lo, hi in tested)
+    return f"measured ÷ modeled excludes 1 in {outside} of {len(tested)} cells"
+
+
 def agreement(flags: list[bool | None]) -> str:
     """The captions' count: ``modeled inside the measured 95 % CI in N of M cells``."""
     known = [f for f in flags if f is not None]

@@ -39,7 +39,16 @@ from analysis.metrics import (
     ordered_methods,
     shared_device_mismatch,
 )
-from analysis.modeled import MODELED_NOTE, MODELED_ROW, OUTSIDE_MARK, agreement, inside, modeled_frame
+from analysis.modeled import (
+    MODELED_NOTE,
+    MODELED_ROW,
+    OUTSIDE_MARK,
+    PAIRED_NOTE,
+    agreement,
+    inside,
+    modeled_frame,
+    paired_agreement,
+)
 from analysis.paper import gammatune_table2
 from analysis.registry import SCENARIO, artefact
 from analysis.render import Table
@@ -169,6 +178,13 @@ def speedup_table(
             long.append({**rec, "source": "paper"})
     data = pd.DataFrame(long)
     model = _modeled(df, pooling, baseline) if modeled else None
+    paired = _paired(df, rows_df, pairs, jackknife, baseline, estimates) if model is not None else {}
+    if paired:
+        bounds = [paired[(p, m)].interval() if ok and (p, m) in paired else (math.nan, math.nan)
+                  for p, m, ok in zip(data["pair"], data["method"], data["source"] == "measured", strict=True)]
+        data["measured_over_modeled"] = [paired[(p, m)].point if ok and (p, m) in paired else math.nan for p, m, ok in
+                                         zip(data["pair"], data["method"], data["source"] == "measured", strict=True)]
+        data["measured_over_modeled_lo"], data["measured_over_modeled_hi"] = [b[0] for b in bounds], [b[1] for b in bounds]
     if model is not None:
         measured_rows = data["source"] == "measured"
         found = [model.get((p, m)) if ok else None for p, m, ok in zip(data["pair"], data["method"], measured_rows,
@@ -231,7 +247,26 @@ def speedup_table(
         caption += " " + SHARED_NOTE
     if model is not None:
         caption += f" {MODELED_NOTE} Here: {agreement(list(data['modeled_inside']))}."
+    if paired:
+        cells = data[(data["source"] == "measured") & (data["pair"] != "average")]
+        caption += (f" {PAIRED_NOTE} Here: " + paired_agreement(list(zip(cells["measured_over_modeled_lo"],
+                                                                          cells["measured_over_modeled_hi"],
+                                                                          strict=True))) + ".")
     return Table("gammatune_table2_speedup", caption, display, data)
+
+
+def _paired(df: pd.DataFrame, rows_df: pd.DataFrame, pairs: list[str], jackknife: Jackknife, baseline: str,
+            measured: dict[tuple[str, str], Estimate]) -> dict[tuple[str, str], Estimate]:
+    """Per (pair, method) cell: measured ÷ modeled (``PAIRED_NOTE``), both from the one jackknife of the measured
+    records (the modeled rows are the same prompt turns), so their replicates pair up."""
+    frame = modeled_frame(rows_df[rows_df["pair"].isin(pairs)])
+    if frame is None or frame.empty:
+        return {}
+    try:
+        model = table2_estimates(jackknife.cells(frame, ["pair", "method", "gamma_init"]), baseline)
+    except ValueError:  # modeled rows of turns the measured jackknife does not hold: no pairing
+        return {}
+    return {key: measured[key] / model[key] for key in measured if key in model and key[0] != "average"}
 
 
 def _modeled(df: pd.DataFrame, pooling: str, baseline: str) -> dict[tuple[str, str], tuple[float, float]] | None:

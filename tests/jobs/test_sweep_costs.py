@@ -95,6 +95,20 @@ def test_table2_gains_a_modeled_row_and_counts_its_agreement(sweep):
     base = data[data["method"] == "specdecode"]
     assert np.allclose(base["modeled_mean"], 1.0) and base["modeled_inside"].isna().all()  # no test of the model
     assert "modeled inside the measured 95 % CI in" in table.caption
+    # the paired check (issue 50, item 4): measured ÷ modeled per pair cell, from the one jackknife, its count
+    cells = data[data["pair"] != "average"]
+    assert cells["measured_over_modeled"].notna().all()
+    assert np.allclose(cells.loc[cells["method"] == "specdecode", "measured_over_modeled"], 1.0)
+    assert (cells["measured_over_modeled_lo"] <= cells["measured_over_modeled"]).all()
+    assert "Paired check" in table.caption and "measured ÷ modeled excludes 1 in" in table.caption
+
+
+def test_the_paired_count_leaves_out_cells_without_an_interval():
+    from analysis.modeled import paired_agreement
+
+    assert paired_agreement([(0.96, 0.99), (0.98, 1.02), (1.0, 1.0), (float("nan"), 1.1)]) == (
+        "measured ÷ modeled excludes 1 in 1 of 2 cells")
+    assert paired_agreement([(1.0, 1.0)]) == ""
 
 
 def test_the_throughput_table_shows_the_modeled_speedup_over_ar(sweep):
