@@ -240,7 +240,9 @@ def policy_comparison(df: pd.DataFrame) -> pd.DataFrame | None:
     ``max_new_tokens`` × batch size × method (references left out) with ``prompts``, ``best_gamma_init``,
     ``x_best_fixed_at_best`` and its ``_lo`` / ``_hi``, ``verdict`` (``VERDICTS``), ``x_best_fixed_mean_over_gamma``
     and its ``_lo`` / ``_hi``, ``n_gammas``. None without timed rows or without a ``best_fixed_task`` reference.
-    Rows that sum a cell (``prompt_id`` "*") have no turns to leave out: no interval, no verdict, ``prompts`` NaN."""
+    Rows that sum a cell (``prompt_id`` "*") have no turns to leave out: no interval, no verdict, ``prompts`` NaN.
+    At B > 1 a turn's row carries its share of its batch's wall (``_time``): a replicate leaves that share out, not
+    the whole batch."""
     if df is None or df.empty or "wall_ms" not in df or df["wall_ms"].isna().all():
         return None
     df = with_batch(df[df["wall_ms"].notna()])
