@@ -12,8 +12,12 @@
                data as traces: runners.replay.import_specdecode_bench)
                vllm PATH --out DIR [--pair NAME] [--task NAME]   (vLLM's per-request metrics at
                --per-request-spec-decode-metrics detailed: runners.replay.import_vllm)
+               aiperf PATH --out DIR [--stats-only]   (AIPerf's per-request SpecDecodeAcceptanceRecord, SGLang's and
+               TensorRT-LLM's payloads; histograms only with --stats-only: runners.replay.import_aiperf)
     export     vllm RECORDS --out FILE [--level detailed|summary]   (a run's records as vLLM's per-request metrics:
                runners.replay.export_vllm)
+               aiperf RECORDS --out FILE   (a run's records as AIPerf's profile_export.jsonl:
+               runners.replay.export_aiperf)
 
 ``trace`` builds greedy traces (``runners.replay.trace``; ``runners.replay.trace_lookup`` for a
 prompt lookup pair) for a composed config, or for every traceable (pair, task, ``max_new_tokens``) of
@@ -44,7 +48,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from runners.replay import export_vllm, import_specdecode_bench, import_vllm, lab
+from runners.replay import (
+    export_aiperf,
+    export_vllm,
+    import_aiperf,
+    import_specdecode_bench,
+    import_vllm,
+    lab,
+)
 from runners.replay.batched import check_batching
 from runners.replay.grid import PAPER_GAMMAS, PAPER_METHODS, load_method, replay_grid, write_grid
 from runners.replay.grid import parse_ints as _ints
@@ -424,8 +435,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="replay the jobs B prompt turns at a time (runners.replay.batched; default: 1)")
     g.add_argument("--gamma-mode", default="per_row", help="batched γ: per_row (a policy per row) or shared")
     lab.add_parser(sub)
-    import_vllm.add_parser(import_specdecode_bench.add_parser(sub))
-    export_vllm.add_parser(sub)
+    sources = import_specdecode_bench.add_parser(sub)
+    import_vllm.add_parser(sources)
+    import_aiperf.add_parser(sources)
+    export_aiperf.add_parser(export_vllm.add_parser(sub))
     return p
 
 
@@ -440,9 +453,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "lab":
             return lab.run(args)
         if args.command == "import":
-            return (import_vllm if args.source == "vllm" else import_specdecode_bench).main(args)
+            return {"vllm": import_vllm, "aiperf": import_aiperf}.get(args.source, import_specdecode_bench).main(args)
         if args.command == "export":
-            return export_vllm.main(args)
+            return (export_aiperf if args.target == "aiperf" else export_vllm).main(args)
         return grid_main(args)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)

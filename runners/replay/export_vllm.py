@@ -78,8 +78,9 @@ def export(records: Iterable[Mapping[str, Any]], level: str = vllm_metrics.LEVEL
     return lines, summary
 
 
-def add_parser(sub: Any) -> None:
-    """``export vllm RECORDS --out FILE`` (``runners.replay.cli``)."""
+def add_parser(sub: Any) -> Any:
+    """``export vllm RECORDS --out FILE`` (``runners.replay.cli``); returns the ``export`` targets, for
+    ``runners.replay.export_aiperf``'s."""
     e = sub.add_parser("export", help="write a run's records in a peer's format (issue 49)")
     targets = e.add_subparsers(dest="target", required=True)
     s = targets.add_parser("vllm", help=f"vLLM's per-request metrics.{vllm_metrics.BLOCK} "
@@ -88,6 +89,7 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--out", required=True, help="the JSON-lines file to write (one vLLM response per record)")
     s.add_argument("--level", choices=("summary", vllm_metrics.LEVEL), default=vllm_metrics.LEVEL,
                    help="summary leaves out the per-step arrays, as vLLM's summary level (default %(default)s)")
+    return targets
 
 
 def main(args: Any) -> int:

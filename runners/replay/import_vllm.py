@@ -79,8 +79,9 @@ class VllmTrace(AcceptanceTrace):
     kind = "vllm_steps"
 
 
-def to_trace(req: Mapping[str, Any], **names: Any) -> VllmTrace:
-    """One generation's trace (module docstring), its last step clipped to ``completion_tokens``."""
+def to_trace(req: Mapping[str, Any], cls: type[VllmTrace] = VllmTrace, **names: Any) -> VllmTrace:
+    """One generation's trace (module docstring), its last step clipped to ``completion_tokens``; ``cls`` names
+    the source (``runners.replay.import_aiperf``'s records carry the same per-step arrays)."""
     k, drafted, accepted = req["k"], req["drafted"], req["accepted"]
     covered = 1 + sum(a + 1 for a in accepted)
     n = req["completion_tokens"] if isinstance(req["completion_tokens"], int) else covered
@@ -118,7 +119,7 @@ def to_trace(req: Mapping[str, Any], **names: Any) -> VllmTrace:
     undrafted = (n - 1) - len(proposals)
     proposals += [[] for _ in range(undrafted)]  # nothing drafted there, as the engine drafted nothing
     exact_to += [k] * undrafted
-    return VllmTrace(prompt_id=str(req["id"]), turn=1, prompt_tokens=int(req["prompt_tokens"]), max_new_tokens=n,
+    return cls(prompt_id=str(req["id"]), turn=1, prompt_tokens=int(req["prompt_tokens"]), max_new_tokens=n,
                      gamma_max=k, eos=(), tokens=tokens, proposals=proposals, stop_reason="length",
                      extra={"tokens": "placeholder", "exact_to": exact_to, "censored": censored,
                             "undrafted": undrafted, "steps": len(drafted), "clipped_tokens": clipped,
