@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     from methods.base import FixedGamma
     from runners.drafters import DrafterContext, build_drafter
     from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
-    from runners.engine.verify_forward import engine_options
+    from runners.engine.verify_forward import engine_options, step_forward
     from specbench.config import EngineConfig, JobConfig, compose
     from specbench.models import logits_width
     from specbench.models.cache import load_pair
@@ -122,9 +122,9 @@ def main(argv: list[str] | None = None) -> int:
     engine_info: dict[str, Any] = {}
     variants = [("", args.engine)] + ([(" plain", EngineConfig())] if args.plain and args.engine.any else [])
     for suffix, engine in variants:
-        # the baseline rule (issue 40): the target alone on the kernels of the configs it is compared with (the
-        # engine's transposed copy and the probe's padding of a 1-token step; the probe of the first config's γ)
-        step = engine_options(target, engine, args.configs[0][1])["forward"].for_step()
+        # the baseline rule (issues 40, 50): the target alone on the fastest step the engine's kernels allow
+        # (``step_forward``: the transposed copy at one row too, a padded step where the engine pads; no γ)
+        step = step_forward(target, engine)
         runners[f"ar{suffix}"] = AutoregressiveRunner(target, eos, forward=step)
         engine_info[f"ar{suffix}"] = step.describe_step()
         for name, gamma in args.configs:

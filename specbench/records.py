@@ -224,10 +224,10 @@ class Record:
         "`fast_linear` scope, its padding `buckets` and `fused_prefill`; an AR job's step; a batched job's kernels; "
         "null for transformers' loops. Schema 4 and older: null, not stated.")
     ar_baseline: dict[str, Any] | None = declare(
-        "", "reference", "How the reference was decoded: `kernels` (the target alone on the kernels of the method "
-        "compared with it: our loop's scope and the probe's padding of a 1-token block, `step: [m, r]`), `warmup` "
-        "and `warmup_per_prompt` (the same untimed decodes as the measured side). Null without a reference; "
-        "schema 4 and older: null, not stated.")
+        "", "reference", "How the reference was decoded: `kernels` (the target alone on the fastest step the kernels "
+        "of the method compared with it allow: our loop's scope, the fewest rows it transposes `min_rows` and the "
+        "step's padding `step: [m, r]`), `warmup` and `warmup_per_prompt` (the same untimed decodes as the "
+        "measured side). Null without a reference; schema 4 and older: null, not stated.")
     repeat: int = declare("index", "drift", "Which timing of the prompt turn this is (0-based; `repeats=R` times each "
                           "turn R times). Schema 3 and older: 0.", default=0, absent=0)
     host_probe_ms: float | None = declare(

@@ -86,10 +86,11 @@ class AutoregressiveRunner:
     CPU, prefetched per layer).
 
     ``forward``: how the target runs a step (``runners.engine.verify_forward.VerifyForward``; None: one plain
-    forward, transformers' kernels). The job gives the target alone the kernels of the method it is compared
-    with (``VerifyForward.for_step``: the same transposed copy and the probe's best padding of a 1-token
-    block), so a speedup does not include a kernel advantage the baseline is denied (issue 40). A padded
-    step's extra positions are cropped from the cache after it, as the speculative loop crops them."""
+    forward, transformers' kernels). The job gives the target alone the fastest step the kernels of the method
+    it is compared with allow (``verify_forward.step_forward``: the transposed copy at one row too, a padded
+    step where the engine pads), so a speedup does not include a kernel advantage the baseline is denied (issues
+    40, 50). A padded step's extra positions are cropped from the cache after it, as the speculative loop crops
+    them."""
 
     def __init__(self, target: Any, eos_token_ids: Iterable[int], sampling: Sampling | float = 0.0,
                  cache: str = "dynamic", forward: VerifyForward | None = None) -> None:

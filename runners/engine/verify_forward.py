@@ -30,6 +30,12 @@ both lossless (they change which kernels compute the same function, not the func
 for each ``n``, the cheapest ``(m, r)`` when it beats ``(n, n)`` by a margin. ``engine_forward``
 builds a ``VerifyForward`` from the typed ``engine`` config (``specbench.config.EngineConfig``, validated
 at the job's boundary); ``engine_options`` gives ``SpeculativeRunner``'s keyword arguments.
+
+The target alone every speedup divides by steps on ``step_forward(model, engine)`` (the baseline rule, issues 40
+and 50): the fastest 1-token step among the kernels the loop of ``engine`` uses — the plain 1-row forward, the
+transposed copy at one row too (where ``fast_linear`` is on: the loop's ``(W·xᵀ)ᵀ``, which its own blocks only
+take from 2 rows), and, where the engine pads blocks, a step padded to ``m ≤ PROBE_K_MAX`` tokens — measured
+by the same probe, whatever the bucket map and whatever γ, so every job of a sweep divides by one target alone.
 """
 
 from __future__ import annotations
@@ -76,27 +82,28 @@ class TransposedLinear(torch.nn.Module):
         return y.reshape(*x.shape[:-1], self.weight.shape[0])
 
 
-def _swap_linears(model: torch.nn.Module, scope: str, max_rows: int = 16) -> int:
+def _swap_linears(model: torch.nn.Module, scope: str, max_rows: int = 16, min_rows: int = 2) -> int:
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     swapped = 0
     for module in list(model.modules()):
         for name, child in list(module.named_children()):
             if type(child) is torch.nn.Linear and (scope == "all" or child is head):
-                setattr(module, name, TransposedLinear(child, max_rows=max_rows))
+                setattr(module, name, TransposedLinear(child, min_rows=min_rows, max_rows=max_rows))
                 swapped += 1
     return swapped
 
 
-def transposed_copy(model: Any, scope: str = "all", rtol: float = 1e-4, max_rows: int = 16) -> Any | None:
+def transposed_copy(model: Any, scope: str = "all", rtol: float = 1e-4, max_rows: int = 16,
+                    min_rows: int = 2) -> Any | None:
     """A copy of ``model`` sharing its parameters and buffers, with ``TransposedLinear`` layers
-    (module docstring; ``max_rows``: the most rows they transpose); ``None`` when nothing can be swapped or the
-    copy's logits disagree."""
+    (module docstring; ``min_rows..max_rows``: the rows they transpose); ``None`` when nothing can be swapped or
+    the copy's logits disagree."""
     if scope not in SCOPES:
         raise ValueError(f"scope must be one of {SCOPES}, got {scope!r}")
     memo: dict[int, Any] = {id(t): t for t in (*model.parameters(), *model.buffers())}
     try:
         fast = copy.deepcopy(model, memo)
-        if not _swap_linears(fast, scope, max_rows):
+        if not _swap_linears(fast, scope, max_rows, min_rows):
             return None
         ids = torch.tensor([[1, 2, 3, 4]], device=model_device(model))
         with torch.inference_mode():
@@ -121,6 +128,9 @@ class VerifyForward:
         self.model = model
         self.executor = executor if executor is not None else model
         self.scope = scope if executor is not None else None
+        #: the fewest rows the executor's layers transpose (None: no transposed layers)
+        self.min_rows = min((m.min_rows for m in self.executor.modules() if isinstance(m, TransposedLinear)),
+                            default=None) if self.scope is not None else None
         self.device = model_device(model)
         self.buckets: Buckets = {int(n): (int(m), int(r)) for n, (m, r) in (buckets or {}).items()}
         for n, (m, r) in self.buckets.items():
@@ -142,19 +152,16 @@ class VerifyForward:
         """Whether a block of ``n`` tokens is padded (its extra positions must be cropped from the cache)."""
         return self.buckets.get(n, (n, n))[0] > n
 
-    def for_step(self) -> VerifyForward:
-        """The target alone's forward on the same kernels (issue 40's baseline rule): the same executor, and of
-        the buckets only the 1-token block's (an autoregressive step feeds one token)."""
-        one = {1: self.buckets[1]} if 1 in self.buckets else {}
-        return VerifyForward(self.model, one, self.executor if self.executor is not self.model else None, self.scope)
-
     def describe(self) -> dict[str, Any]:
         return {"fast_linear": self.scope or False,
                 "buckets": {str(n): list(mr) for n, mr in sorted(self.buckets.items())}}
 
     def describe_step(self) -> dict[str, Any]:
-        """What a 1-token step runs on: the fast-linear scope and its padding ``[m, r]`` (None: unpadded)."""
-        return {"fast_linear": self.scope or False, "step": list(self.buckets[1]) if 1 in self.buckets else None}
+        """What a 1-token step runs on (``step_forward``): the fast-linear scope, its padding ``[m, r]`` (None:
+        unpadded) and, with a scope, the fewest rows its layers transpose (``min_rows``: 1 = a step's single row
+        too, 2 = a step's row through ``F.linear``)."""
+        out = {"fast_linear": self.scope or False, "step": list(self.buckets[1]) if 1 in self.buckets else None}
+        return {**out, "min_rows": self.min_rows} if self.scope is not None else out
 
 
 # ---------------------------------------------------------------------- choosing the buckets
@@ -208,8 +215,16 @@ def probe_costs(executor: Any, k_max: int, context: int = 128, warmup: int = 1,
     return body, rows
 
 
+#: the relative gain a probed choice (a padding, a step's kernel) must show over the default to be taken: the
+#: noise of a probe must not pick it
+MIN_GAIN = 0.05
+#: the longest block any probe measures: the loop's (``bucket_k_max`` null: ``max(9, γ + 1)``, at most this) and
+#: the target alone's step (``step_forward``: this, whatever γ)
+PROBE_K_MAX = 17
+
+
 def choose_buckets(body_ms: Mapping[int, float], head_ms: Mapping[int, float], n_max: int | None = None,
-                   min_gain: float = 0.05) -> Buckets:
+                   min_gain: float = MIN_GAIN) -> Buckets:
     """For each block length ``n``: the ``(m, r)`` with ``n ≤ r ≤ m`` minimising
     ``body_ms[m] + head_ms[r]``, kept only when it is at least ``min_gain`` (relative)
     cheaper than ``(n, n)`` (the noise of a probe must not pick a padding)."""
@@ -230,18 +245,31 @@ def choose_buckets(body_ms: Mapping[int, float], head_ms: Mapping[int, float], n
 
 #: per model, for as long as the model lives (keyed by the model object, not its ``id``: a model evicted from
 #: ``specbench.models.cache`` and freed takes its entries with it, and a new model that reuses its ``id`` never
-#: gets them): its transposed copies by ``(scope, max_rows)``, its probes by ``(executor?, k_max, threads)``
+#: gets them): its transposed copies by ``(scope, min_rows, max_rows)``, its probes by ``(kernels, k_max,
+#: threads)`` (``kernels``: None for the model itself, the copy's scope, ``<scope>@1`` for the copy transposing
+#: one row too)
 _EXECUTORS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _PROBED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def fast_executor(model: Any, scope: str, max_rows: int = 16) -> Any | None:
-    """``transposed_copy(model, scope, max_rows=max_rows)``, built once per model (for its lifetime)."""
+def fast_executor(model: Any, scope: str, max_rows: int = 16, min_rows: int = 2) -> Any | None:
+    """``transposed_copy(model, scope, max_rows=max_rows, min_rows=min_rows)``, built once per model (for its
+    lifetime)."""
     built = _EXECUTORS.setdefault(model, {})
-    key = (scope, int(max_rows))
+    key = (scope, int(min_rows), int(max_rows))
     if key not in built:
-        built[key] = transposed_copy(model, scope, max_rows=max_rows)
+        built[key] = transposed_copy(model, scope, max_rows=max_rows, min_rows=min_rows)
     return built[key]
+
+
+def _probed(model: Any, executor: Any | None, kernels: str | None, k_max: int) -> tuple[dict[int, float], dict[int, float]]:
+    """``probe_costs`` of ``executor`` (None: ``model`` itself) up to ``k_max``, measured once per model, ``kernels``
+    label (``_PROBED``), ``k_max`` and torch's threads, or seeded by another job of the sweep (``seed_measurements``)."""
+    probed = _PROBED.setdefault(model, {})
+    key = (kernels, int(k_max), torch.get_num_threads())
+    if key not in probed:
+        probed[key] = probe_costs(executor if executor is not None else model, k_max)
+    return probed[key]
 
 
 #: per model (for its lifetime): whether the transposed copy paid on this machine (``transposed_pays``)
@@ -367,6 +395,13 @@ def batch_kernels(model: Any, engine: EngineConfig | None) -> BatchKernels:
     return BatchKernels(executor, scope if executor is not None else None)
 
 
+def pads_blocks(model: Any, engine: EngineConfig | None) -> bool:
+    """Whether the loop of ``engine`` may pad its blocks: ``verify_buckets`` a mapping, ``probe``, or ``auto`` on
+    a CPU model."""
+    spec = (engine or EngineConfig()).verify_buckets
+    return isinstance(spec, Mapping) or spec == "probe" or (spec == "auto" and model_device(model).type == "cpu")
+
+
 def engine_forward(model: Any, engine: EngineConfig | None, gamma: int = 8) -> VerifyForward:
     """A ``VerifyForward`` from the typed ``engine`` config (``specbench.config.EngineConfig``):
 
@@ -375,25 +410,63 @@ def engine_forward(model: Any, engine: EngineConfig | None, gamma: int = 8) -> V
     * ``verify_buckets``: ``false`` / ``auto`` (CPU: probe once per process and model, see
       ``probe_costs`` and ``choose_buckets``; GPU: off) / ``probe`` (probe on any device) /
       a mapping ``{n: (m, r)}``;
-    * ``bucket_k_max``: longest block probed (default ``max(9, gamma + 1)``, at most 17).
+    * ``bucket_k_max``: longest block probed (default ``max(9, gamma + 1)``, at most ``PROBE_K_MAX``).
+
+    The target alone compared with this loop steps on ``step_forward(model, engine)``, which takes no γ.
     """
     engine = engine or EngineConfig()
-    on_cpu = model_device(model).type == "cpu"
     scope = fast_scope(model, engine)
     executor = fast_executor(model, scope) if scope is not None else None
     spec = engine.verify_buckets
     buckets: Buckets = {}
     if isinstance(spec, Mapping):
         buckets = {int(n): (int(v[0]), int(v[1])) for n, v in spec.items()}
-    elif spec == "probe" or (spec == "auto" and on_cpu):
-        k_max = int(engine.bucket_k_max or min(17, max(9, int(gamma) + 1)))
-        runs = executor if executor is not None else model
-        probed = _PROBED.setdefault(model, {})
-        key = (scope if executor is not None else None, k_max, torch.get_num_threads())
-        if key not in probed:
-            probed[key] = probe_costs(runs, k_max)
-        buckets = choose_buckets(*probed[key])
+    elif pads_blocks(model, engine):
+        k_max = int(engine.bucket_k_max or min(PROBE_K_MAX, max(9, int(gamma) + 1)))
+        buckets = choose_buckets(*_probed(model, executor, scope if executor is not None else None, k_max))
     return VerifyForward(model, buckets, executor, scope if executor is not None else None)
+
+
+def step_forward(model: Any, engine: EngineConfig | None) -> VerifyForward:
+    """The target alone's forward (a 1-token step; its prefill on the same executor), the one every speedup of our
+    loop under ``engine`` divides by (the baseline rule: issue 40, closed in issue 50): the fastest step the
+    loop's kernels allow, offered every kernel the loop uses whatever its bucket map:
+
+    * the loop's executor on the 1-token block (the transposed copy keeps ``F.linear`` for one row; or the model);
+    * with ``fast_linear`` on, the copy transposing one row too (``min_rows=1``): the loop's ``(W·xᵀ)ᵀ``, which its
+      blocks take from 2 rows, at the step's width (on the 2-core EPYC Gemma-3-270M's LM head took 54 ms for one
+      row of ``F.linear`` against 20 ms through ``(W·xᵀ)ᵀ``, issue 50);
+    * where the loop may pad blocks (``pads_blocks``), either executor's step padded to ``m`` tokens with the LM
+      head on ``r`` rows, ``1 ≤ r ≤ m ≤ k`` (``choose_buckets`` of its 1-token block; ``k``: ``bucket_k_max``,
+      null: ``PROBE_K_MAX``, the longest block the loop's probe ever measures).
+
+    Chosen from ``probe_costs`` tables (the loop's executor up to ``k``; the one-row copy at one row, its wider
+    blocks being the same kernels), the one-row copy only when ``MIN_GAIN`` cheaper. It takes no γ and no bucket
+    map, and its probes are shared by the sweep's jobs (``runners.jobs.kernels``): every job of a sweep with one
+    engine config divides by the same target alone."""
+    engine = engine or EngineConfig()
+    scope = fast_scope(model, engine)
+    loop = fast_executor(model, scope) if scope is not None else None
+    scope = scope if loop is not None else None
+    k = int(engine.bucket_k_max or PROBE_K_MAX) if pads_blocks(model, engine) else 1
+    if loop is None and k == 1:
+        return VerifyForward(model)
+    tables = _probed(model, loop, scope, k)
+    candidates = [(loop, tables)]
+    one = fast_executor(model, scope, min_rows=1) if scope is not None else None
+    if one is not None:
+        body, head = dict(tables[0]), dict(tables[1])
+        one_body, one_head = _probed(model, one, f"{scope}@1", 1)
+        body[1], head[1] = one_body[1], one_head[1]
+        candidates.append((one, (body, head)))
+    steps = []
+    for executor, (body, head) in candidates:
+        m, r = choose_buckets(body, head, n_max=1).get(1, (1, 1))
+        steps.append((executor, (m, r), body[m] + head[r]))
+    executor, (m, r), cost = steps[0]
+    if len(steps) > 1 and steps[1][2] < (1.0 - MIN_GAIN) * cost:
+        executor, (m, r), cost = steps[1]
+    return VerifyForward(model, {1: (m, r)} if (m, r) != (1, 1) else {}, executor, scope)
 
 
 def engine_options(model: Any, engine: EngineConfig | None, gamma: int = 8,

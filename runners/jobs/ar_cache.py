@@ -25,8 +25,8 @@ The key is everything that determines the reference's tokens and its timing:
   (``torch.backends.cpu.get_cpu_capability()``: ``ATEN_CPU_CAPABILITY=default`` runs other kernels
   than AVX2 / AVX-512), so a job under one never divides by a reference timed under another;
 * how the target alone was decoded (issue 40's baseline rule, ``baseline``): the kernels of its step
-  (``AutoregressiveRunner.describe``: our loop's fast-linear scope and the 1-token padding, or plain for
-  transformers' loops) and its untimed warm-ups (``warmup_per_prompt`` decodes of the same prompt turn right
+  (``AutoregressiveRunner.describe``: the fast-linear scope, the fewest rows it transposes and the 1-token
+  padding ``verify_forward.step_forward`` chose, or plain for transformers' loops) and its untimed warm-ups (``warmup_per_prompt`` decodes of the same prompt turn right
   before the timed one, as the measured decodes get: ``decode_reference``).
 
 Entries are written atomically (a temporary file in the same folder, fsynced, then renamed), so a
@@ -169,7 +169,7 @@ class ReferenceJob(Protocol):
     name: str
     share: DeviceShare | None
     ar_cache: ARCache | None
-    alone: AutoregressiveRunner  # the target alone at batch 1, on the kernels of the method it is compared with
+    alone: AutoregressiveRunner  # the target alone at batch 1, on the fastest step the compared method's kernels allow
 
 
 @dataclass(frozen=True)
@@ -200,7 +200,7 @@ def job_reference_key(job: ReferenceJob, prompt_ids: list[int], cache: str = "dy
 
 def decode_reference(job: ReferenceJob, prompt_ids: list[int]) -> Generation:
     """The target alone on ``prompt_ids``, timed, treated like the measured decodes (issue 40): ``job.alone`` (the
-    kernels of the method compared with it), after the job's ``warmup_per_prompt`` untimed decodes of the same
+    fastest step the kernels of the method compared with it allow), after the job's ``warmup_per_prompt`` untimed decodes of the same
     prompt turn (hf-bench's untimed generations, which the measured decode gets in ``JobRun.generate``).
     Greedy: a reference exists for greedy ``verify_lossless`` only."""
     assert job.alone.sampling.greedy, "a reference is a greedy decoding"

@@ -143,6 +143,7 @@ class Job:
         self.batch_kernels: Any = None
         with shared_kernels(self.target, config.pair.target, sweep_dir):
             self.forward = self._engine_forward()
+            self.step_forward = self._step_forward()
             if config.batch_size > 1:
                 from runners.engine.verify_forward import batch_kernels
 
@@ -208,25 +209,41 @@ class Job:
             return HFAutoregressiveRunner(self.target, self.eos, self.sampling, cache=config.method.ar_cache)
         return self.alone
 
-    def _engine_forward(self) -> Any:
-        """Our loop's ``VerifyForward`` at batch 1 (``engine_forward``: the engine options, probed once per model):
-        for a job of our speculative loop or our autoregressive loop; None for transformers' loops (assisted
-        generation, ``method=hf_native_ar``: they run transformers' kernels) and at batch size > 1."""
+    def _ours(self) -> bool:
+        """Whether the job decodes with our loop at batch 1 (speculative, or the target alone of ``method=ar``)."""
         config = self.config
         ours = config.method.runner == "speculative" or (config.method.runner == "ar"
                                                          and config.method.ar_loop != "transformers")
-        if config.batch_size != 1 or not ours:
+        return ours and config.batch_size == 1
+
+    def _engine_forward(self) -> Any:
+        """Our loop's ``VerifyForward`` at batch 1 (``engine_forward``: the engine options, probed once per model):
+        for a job of our speculative loop or our autoregressive loop (an ``ar`` job times its step on
+        ``step_forward``; this one's blocks are what the interleaved sweep's per-call costs time, ``sweep_costs``);
+        None for transformers' loops (assisted generation, ``method=hf_native_ar``: they run transformers' kernels)
+        and at batch size > 1."""
+        if not self._ours():
             return None
         from runners.engine.verify_forward import engine_forward
 
-        return engine_forward(self.target, config.engine, config.gamma)
+        return engine_forward(self.target, self.config.engine, self.config.gamma)
+
+    def _step_forward(self) -> Any:
+        """The target alone's forward at batch 1 under the job's engine options (``verify_forward.step_forward``:
+        the fastest step the loop's kernels allow, whatever the bucket map and γ); None (plain kernels) where the
+        compared loop is transformers' or at batch size > 1."""
+        if not self._ours():
+            return None
+        from runners.engine.verify_forward import step_forward
+
+        return step_forward(self.target, self.config.engine)
 
     def ar_forward(self) -> Any:
-        """The baseline rule at batch 1 (issue 40): the target alone steps on the kernels of the method it is
-        compared with — our loop's executor and its probe's best padding of a 1-token block
-        (``VerifyForward.for_step``) — and on transformers' plain kernels when the compared method is
-        transformers' own loop. (At batch size > 1 both take ``batch_kernels``, ``_batched``.)"""
-        return self.forward.for_step() if self.forward is not None else None
+        """The baseline rule at batch 1 (issues 40 and 50): the target alone steps on the fastest step our loop's
+        kernels allow (``verify_forward.step_forward``: the transposed copy at one row too, a padded step where the
+        engine pads; one choice per engine config, not per γ), and on transformers' plain kernels when the compared
+        method is transformers' own loop. (At batch size > 1 both take ``batch_kernels``, ``_batched``.)"""
+        return self.step_forward
 
     def baseline(self) -> dict[str, Any]:
         """How the target alone that every speedup divides by was decoded (``summary.json: baseline``, a record's

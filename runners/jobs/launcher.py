@@ -10,9 +10,10 @@ folder; then ``InterleavedSweep`` decodes all of them round by round in this pro
 returns like a job of ``run.py`` under the basic launcher: failures are in the job's ``summary.json``
 and the sweep report, which exits 1 at the end when a job failed or was refused.
 
-Hydra instantiates launchers only from its ``hydra_plugins`` namespace; this one is registered under
-``hydra_plugins.specbench.InterleavedLauncher`` by ``register()`` (``Plugins.register``, Hydra's API
-for plugins that are not installed as a ``hydra_plugins`` package), which ``run.py`` calls.
+Hydra instantiates launchers (and sweepers) only from its ``hydra_plugins`` namespace; this one is registered
+under ``hydra_plugins.specbench.InterleavedLauncher`` by ``register()`` (``Plugins.register``, Hydra's API
+for plugins that are not installed as a ``hydra_plugins`` package), which ``run.py`` calls; so is the sweeper
+that keeps a sweep's added baseline free of the methods' knobs (``runners.jobs.baselines.BaselineSweeper``).
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 log = logging.getLogger("specbench")
 
 PLUGIN_MODULE = "hydra_plugins.specbench"
-PLUGIN_TARGET = f"{PLUGIN_MODULE}.InterleavedLauncher"  # conf/hydra/launcher/interleaved.yaml's _target_
 
 
 class InterleavedLauncher(Launcher):
@@ -98,20 +98,29 @@ class InterleavedLauncher(Launcher):
 
 
 def register() -> None:
-    """Make ``hydra/launcher=interleaved`` instantiable (module docstring); idempotent. Hydra checks the
-    ``_target_`` against its plugin registry and then imports it by name, so the class is registered
-    (``Plugins.register``) and its module ``hydra_plugins.specbench`` is put in ``sys.modules``."""
+    """Make specbench's Hydra plugins instantiable: ``hydra/launcher=interleaved`` (module docstring) and
+    ``hydra/sweeper=baseline`` (``runners.jobs.baselines.BaselineSweeper``); idempotent. Hydra checks a
+    ``_target_`` against its plugin registry and then imports it by name, so each class is registered
+    (``Plugins.register``) under the module ``hydra_plugins.specbench``, put in ``sys.modules``."""
+    from runners.jobs.baselines import BaselineSweeper
+
+    for cls in (InterleavedLauncher, BaselineSweeper):
+        _register(cls)
+
+
+def _register(cls: type) -> None:
+    """``cls`` as the Hydra plugin ``hydra_plugins.specbench.<its name>`` (``register``)."""
     import sys
     import types
 
     from hydra.core.plugins import Plugins
 
     plugins = Plugins.instance()
-    if PLUGIN_TARGET in plugins.class_name_to_class:
+    if f"{PLUGIN_MODULE}.{cls.__name__}" in plugins.class_name_to_class:
         return
-    module = sys.modules.get(PLUGIN_MODULE) or types.ModuleType(PLUGIN_MODULE, "specbench's Hydra launchers")
-    alias = type("InterleavedLauncher", (InterleavedLauncher,), {"__module__": PLUGIN_MODULE})
-    module.InterleavedLauncher = alias  # type: ignore[attr-defined]
+    module = sys.modules.get(PLUGIN_MODULE) or types.ModuleType(PLUGIN_MODULE, "specbench's Hydra plugins")
+    alias = type(cls.__name__, (cls,), {"__module__": PLUGIN_MODULE})
+    setattr(module, cls.__name__, alias)
     sys.modules[PLUGIN_MODULE] = module
     # Hydra imports the parent first: where no Hydra plugin is installed (the submitit / Ray launchers
     # install the namespace ``hydra_plugins``), there is none to import (seen on a bare GPU image, issue 32)

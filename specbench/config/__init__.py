@@ -106,19 +106,24 @@ def _off(value: Any) -> Any:
 class EngineConfig:
     """How our speculative loop runs the target (``runners.engine.verify_forward``); every option is
     lossless (it changes which kernels compute the same function, or where TTFT ends), and all are off
-    by default. At batch 1 they apply to ``method.runner: speculative`` only (``ar`` and ``hf`` ignore
-    them, and the summary's ``engine`` is null there), so a sweep over ``method=ar,specdecode`` keeps its
-    baseline. At ``batch_size`` > 1 only ``fast_linear`` applies, to the batched loop and the target alone
-    at B alike (``ar`` jobs too; ``verify_forward.batch_kernels``).
+    by default. At batch 1 they apply to our loops: the speculative loop runs its blocks on them, and the
+    target alone — an ``ar`` job's loop and the reference every job of our loop divides by — steps on the
+    fastest step they allow (``verify_forward.step_forward``: whatever the bucket map, whatever γ), so the
+    ``ar`` jobs of a sweep over ``method=ar,specdecode`` decode the baseline its speculative jobs divide by, and
+    an ``ar`` job's summary names that step as its ``engine``. Transformers' loops (``runner: hf``,
+    ``hf_native_ar``) ignore them (their summary's ``engine`` is null). At ``batch_size`` > 1 only
+    ``fast_linear`` applies, to the batched loop and the target alone at B alike (``ar`` jobs too;
+    ``verify_forward.batch_kernels``).
 
     * ``fast_linear``: ``false`` | ``head`` | ``all`` | ``auto`` — blocks of 2..16 tokens (at B > 1: up to
       ``verify_forward.BATCH_MAX_ROWS`` rows) through a private copy of the target whose ``nn.Linear``
-      layers compute ``(W·xᵀ)ᵀ`` (``head``: the LM head only; ``auto``: ``all`` on CPU, off on GPU, where it
-      is unmeasured);
+      layers compute ``(W·xᵀ)ᵀ`` (the target alone's step: one row too, where the probe finds it faster;
+      ``head``: the LM head only; ``auto``: ``all`` on CPU, off on GPU, where it is unmeasured);
     * ``verify_buckets``: ``false`` | ``auto`` (probe once per process on CPU, off on GPU) | ``probe``
       (probe on any device) | ``{n: [m, r]}`` (pad an ``n``-token block to ``m`` tokens, LM head on
       ``r`` rows, ``n <= r <= m``);
-    * ``bucket_k_max``: the longest block the probe measures (null: ``max(9, gamma + 1)``, at most 17);
+    * ``bucket_k_max``: the longest block the probe measures (null: ``max(9, gamma + 1)``, at most 17, for the
+      loop's blocks; 17 for the target alone's step, which takes no γ);
     * ``fused_prefill``: ``false`` | ``true`` | ``auto`` (on for CPU models, off on GPU) — the first
       round drafts from the prompt and the target verifies prompt + draft in its prefill forward (as
       transformers does); TTFT is then the end of that round.

@@ -299,28 +299,106 @@ def test_a_short_prompt_padded_in_the_prefill_keeps_only_its_own_positions(pair)
 
 # ---------------------------------------------------------------------- the baseline rule (issue 40)
 
-@pytest.mark.parametrize("option", OPTIONS)
-def test_the_target_alone_on_the_loops_kernels_decodes_its_own_greedy_tokens(pair, option):
-    """The target alone steps on the kernels of the method it is compared with (``VerifyForward.for_step``): the
-    same tokens as the plain loop, a padded step's positions cropped from the cache after it."""
+def _steps(target):
+    """The target alone's step kernels ``step_forward`` can choose (tokens must not depend on the choice)."""
+    one_row = transposed_copy(target, "all", min_rows=1)
+    return {
+        "padded": VerifyForward(target, {1: (2, 2)}),
+        "padded_head_one_row": VerifyForward(target, {1: (3, 1)}),
+        "fast_all": VerifyForward(target, executor=transposed_copy(target, "all"), scope="all"),
+        "one_row_all": VerifyForward(target, executor=one_row, scope="all"),
+        "one_row_head": VerifyForward(target, executor=transposed_copy(target, "head", min_rows=1), scope="head"),
+        "one_row_all_padded": VerifyForward(target, {1: (2, 2)}, one_row, "all"),
+    }
+
+
+@pytest.mark.parametrize("option", ["padded", "padded_head_one_row", "fast_all", "one_row_all", "one_row_head",
+                                    "one_row_all_padded"])
+def test_the_target_alone_on_any_step_kernels_decodes_its_own_greedy_tokens(pair, option):
+    """Whichever step ``step_forward`` chooses (a padded step, the transposed copy from one row or two), the
+    target alone decodes the plain loop's tokens, a padded step's positions cropped from the cache after it."""
     target, _, prompts, refs = pair
-    step = _forwards(target)[option].for_step()
+    step = _steps(target)[option]
     for ids in prompts:
         assert AutoregressiveRunner(target, [], forward=step).generate(ids, 40).tokens == refs[tuple(ids)], option
 
 
-def test_for_step_keeps_the_executor_and_the_one_token_padding_only(pair):
+def test_a_steps_description_names_its_scope_padding_and_rows(pair):
     target = pair[0]
-    fast = transposed_copy(target, "all")
-    full = VerifyForward(target, {1: (2, 2), 3: (4, 4)}, fast, "all")
-    step = full.for_step()
-    assert step.executor is fast and step.buckets == {1: (2, 2)} and step.pads(1) and not step.pads(3)
-    runner = AutoregressiveRunner(target, [], forward=step)
-    assert runner.describe() == {"fast_linear": "all", "step": [2, 2]}
+    steps = _steps(target)
+    assert AutoregressiveRunner(target, [], forward=steps["one_row_all_padded"]).describe() == {
+        "fast_linear": "all", "step": [2, 2], "min_rows": 1}
+    assert steps["fast_all"].describe_step() == {"fast_linear": "all", "step": None, "min_rows": 2}
+    assert steps["padded"].describe_step() == {"fast_linear": False, "step": [2, 2]}
     assert AutoregressiveRunner(target, []).describe() == {"fast_linear": False, "step": None}
-    plain = VerifyForward(target, {3: (4, 4)}).for_step()
-    assert plain.executor is target and plain.buckets == {} and plain.describe_step() == {"fast_linear": False,
-                                                                                           "step": None}
+
+
+def _one_row_heads_in_steps(monkeypatch, model, forward, ids, n):
+    """Decode ``n`` tokens of ``ids`` with the target alone on ``forward``; returns its tokens and how many of its
+    1-token steps ran the LM head on one row of ``F.linear`` (the slow path of the emulated host)."""
+    head = model.get_output_embeddings().weight
+    stepping, slow = [False], []
+    linear, step = torch.nn.functional.linear, AutoregressiveRunner._step
+
+    def spy_linear(x, weight, bias=None):
+        if weight is head and stepping[0] and x.numel() // x.shape[-1] == 1:
+            slow.append(1)
+        return linear(x, weight, bias)
+
+    def spy_step(self, cache, feed, seen):
+        stepping[0] = len(feed) == 1  # a step, not the prefill
+        return step(self, cache, feed, seen)
+
+    with monkeypatch.context() as m:
+        m.setattr(torch.nn.functional, "linear", spy_linear)
+        m.setattr(AutoregressiveRunner, "_step", spy_step)
+        tokens = AutoregressiveRunner(model, [], forward=forward).generate(ids, n).tokens
+    return tokens, len(slow)
+
+
+@pytest.mark.parametrize("buckets", [False, {3: [4, 4]}, "auto"])
+def test_the_target_alone_gets_the_transposed_head_whatever_the_bucket_map(buckets, monkeypatch):
+    """Issue 50, item 6: with fast kernels on, the loop verifies through ``(W·xᵀ)ᵀ`` from 2 rows; the target alone
+    (``step_forward``) is offered that kernel at its own width, whatever the bucket map. On an emulated host where
+    one row of ``F.linear`` on the LM head is slow (54 ms against 20 ms transposed, the EPYC's figures), no step
+    of the target alone runs it: without padding (``verify_buckets=false``, or a map without key 1 before this
+    issue) it transposes its one row, with padding it may pad. The loop's own executor on a 1-token step, the
+    target alone before this issue without a bucket 1, does run it: the spy sees what it is meant to see."""
+    from runners.engine import verify_forward as vf
+
+    from helpers import emulated_host
+
+    emulated_host.emulate(monkeypatch)
+    model = tiny.tiny_model(300, seed=7)
+    engine = EngineConfig.from_mapping({"fast_linear": "auto", "verify_buckets": buckets})
+    ids, want = [5, 6, 7, 8], AutoregressiveRunner(model, []).generate([5, 6, 7, 8], 12).tokens
+    step = vf.step_forward(model, engine)
+    assert step.scope == "all" and step.describe_step() == (
+        {"fast_linear": "all", "step": None, "min_rows": 1} if buckets is False else  # k = 1: the one-row copy
+        {"fast_linear": "all", "step": [12, 12], "min_rows": 2})  # k = 17: the wide block pays even more
+    tokens, slow = _one_row_heads_in_steps(monkeypatch, model, step, ids, 12)
+    assert tokens == want and slow == 0
+    before = VerifyForward(model, executor=vf.fast_executor(model, "all"), scope="all")  # the old rule's unpadded step
+    tokens, slow = _one_row_heads_in_steps(monkeypatch, model, before, ids, 12)
+    assert tokens == want and slow == 11
+
+
+def test_one_target_alone_per_engine_config_whatever_gamma(monkeypatch):
+    """Issue 50, item 6: the loop's probe measures up to ``max(9, γ + 1)`` tokens, so its own 1-token padding can
+    differ between γ (here: (2, 2) at γ = 2, (12, 12) at γ = 16); the target alone's step takes no γ and probes
+    up to ``PROBE_K_MAX`` once, so every job of a sweep divides by one target alone."""
+    from runners.engine import verify_forward as vf
+
+    from helpers import emulated_host
+
+    calls = emulated_host.emulate(monkeypatch)
+    model = tiny.tiny_model(300, seed=7)
+    engine = EngineConfig.from_mapping({"fast_linear": "auto", "verify_buckets": "auto"})
+    assert {g: vf.engine_forward(model, engine, g).buckets[1] for g in (2, 16)} == {2: (2, 2), 16: (12, 12)}
+    n = calls["probe"]
+    steps = [vf.step_forward(model, engine).describe_step() for _ in range(3)]
+    assert steps == [{"fast_linear": "all", "step": [12, 12], "min_rows": 2}] * 3
+    assert calls["probe"] == n + 1  # the one-row copy at one row; the 17-token table is γ = 16's loop probe
 
 
 def test_a_padded_step_leaves_the_cache_at_the_sequence_length(pair):

@@ -1,7 +1,8 @@
 """Helpers shared by the test modules (no test module imports another; ``tests/`` is on the import
 path through pytest's ``pythonpath``): tiny seeded models and tokenizers (``helpers.tiny``), exact output
 laws (``helpers.exact_law``), the cross-vocabulary drafters' oracle and texts (``helpers.hetero``), the
-analysis tests' synthetic results folder (``helpers.analysis_fixture``), config composition, and
+analysis tests' synthetic results folder (``helpers.analysis_fixture``), a host where the transposed LM head
+pays (``helpers.emulated_host``: the engine's kernel timings faked), config composition, and
 running ``run.py`` in a subprocess."""
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from runners.jobs.baselines import OPT_OUT, with_baseline
+from runners.jobs.baselines import OPT_OUT, SWEEPER, with_baseline
 
 from helpers import ROOT, offline_env, run_sweep
 
@@ -20,7 +20,8 @@ CONF = ROOT / "conf"
 def test_the_baseline_is_added_to_a_sweep_of_adaptive_methods_only():
     mission = ["-m", "method=gammatune,gammatune_plus", "gamma=1,2,4,8"]
     args, note = with_baseline(mission, CONF)
-    assert args == ["-m", "method=gammatune,gammatune_plus,specdecode", "gamma=1,2,4,8"] and "baseline=none" in note
+    assert args == ["-m", "method=gammatune,gammatune_plus,specdecode", "gamma=1,2,4,8", SWEEPER]
+    assert "baseline=none" in note
     for unchanged in (["method=gammatune"],  # a single run
                       ["-m", "method=gammatune,specdecode", "gamma=1,2"],  # listed already
                       ["-m", "method=ar,hf_native_ar"],  # the target alone, transformers' loop: no SpecDecode

@@ -184,12 +184,17 @@ def test_per_prompt_warmups_leave_a_carried_gamma_alone(tiny_conf, tmp_path):
 
 
 def test_the_baseline_runs_on_the_methods_kernels_with_its_warmups(tiny_conf, tmp_path, monkeypatch):
-    """Issue 40's baseline rule at batch 1: the target alone a speedup divides by steps on the kernels of the
-    method it is compared with (the loop's transposed copy, the probe's padding of a 1-token step) and gets the
-    same untimed per-prompt warm-ups; records and summary name both sides, and the reference's cache key holds
-    them, so a reference decoded on other kernels or warm-ups is never reused."""
+    """Issue 40's baseline rule at batch 1: the target alone a speedup divides by steps on the fastest step the
+    kernels of the method it is compared with allow (``verify_forward.step_forward``; on an emulated host where the
+    transposed head pays: the loop's transposed copy, padded to the block the probe finds cheapest, whatever the
+    loop's own bucket map) and gets the same untimed per-prompt warm-ups; records and summary name both sides, and
+    the reference's cache key holds them, so a reference decoded on other kernels or warm-ups is never reused."""
     from runners.engine.speculative import AutoregressiveRunner
     from runners.jobs import ar_cache
+
+    from helpers import emulated_host
+
+    emulated_host.emulate(monkeypatch)
 
     decodes: list[tuple[str, tuple[int, ...]]] = []
     plain_generate = AutoregressiveRunner.generate
@@ -200,10 +205,10 @@ def test_the_baseline_runs_on_the_methods_kernels_with_its_warmups(tiny_conf, tm
 
     monkeypatch.setattr(AutoregressiveRunner, "generate", counting)
     monkeypatch.setattr(ar_cache, "_AR_REFERENCE", {})  # another test of this process may have decoded these keys
-    fast = ("engine.fast_linear=all", "engine.verify_buckets={1: [2, 2]}", "warmup_per_prompt=2")
+    fast = ("engine.fast_linear=auto", "engine.verify_buckets={1: [2, 2]}", "warmup_per_prompt=2")
     summary = run_job(_tiny(tiny_conf, "method=specdecode", *fast), tmp_path / "fast", progress=False)
-    assert summary["baseline"] == {"kernels": {"fast_linear": "all", "step": [2, 2]}, "warmup": 0,
-                                   "warmup_per_prompt": 2}
+    step = {"fast_linear": "all", "step": [12, 12], "min_rows": 2}  # the emulated host's cheapest step
+    assert summary["baseline"] == {"kernels": step, "warmup": 0, "warmup_per_prompt": 2}
     assert summary["engine"]["fast_linear"] == "all" and summary["engine"]["buckets"] == {"1": [2, 2]}
     records = read_records(tmp_path / "fast" / "records.jsonl")
     for r in records:
@@ -213,7 +218,7 @@ def test_the_baseline_runs_on_the_methods_kernels_with_its_warmups(tiny_conf, tm
     assert len(decodes) == 3 * len(records) and {k for k, _ in decodes} == {"all"}
     entries = [json.loads(p.read_text()) for p in (tmp_path / ".specbench" / "ar_cache").glob("*.json")]
     assert {json.dumps(e["key"]["baseline"], sort_keys=True) for e in entries} == {
-        json.dumps({"kernels": {"fast_linear": "all", "step": [2, 2]}, "warmup_per_prompt": 2}, sort_keys=True)}
+        json.dumps({"kernels": step, "warmup_per_prompt": 2}, sort_keys=True)}
     # the plain loop's job does not reuse those references: its baseline is another key
     decodes.clear()
     plain = run_job(_tiny(tiny_conf, "method=specdecode", "engine.fast_linear=false", "engine.verify_buckets=false"),
@@ -222,3 +227,26 @@ def test_the_baseline_runs_on_the_methods_kernels_with_its_warmups(tiny_conf, tm
     assert len(decodes) == len(records) and {k for k, _ in decodes} == {"False"}
     assert all(r["ar_source"] == "decoded" for r in read_records(tmp_path / "plain" / "records.jsonl"))
     assert ar_cache.ENTRY_VERSION == 4
+
+
+def test_every_job_of_a_sweep_divides_by_one_target_alone_with_fast_kernels_on(tiny_conf, tmp_path, monkeypatch):
+    """Issue 50, item 6, at the job level: on an emulated host where the transposed head pays (``fast_linear=auto``
+    on), the loop's 1-token padding depends on γ (its probe measures up to ``max(9, γ + 1)`` tokens) but the
+    target alone does not: jobs at γ = 2 and γ = 16 name one baseline, and the second takes the first's references
+    (one key); with ``verify_buckets=false`` the target alone still transposes its one row."""
+    from runners.jobs import ar_cache
+
+    from helpers import emulated_host
+
+    emulated_host.emulate(monkeypatch)
+    monkeypatch.setattr(ar_cache, "_AR_REFERENCE", {})
+    on = ("method=specdecode", "engine.fast_linear=auto", "engine.verify_buckets=auto")
+    low = run_job(_tiny(tiny_conf, *on, "gamma=2"), tmp_path / "g2", progress=False)
+    high = run_job(_tiny(tiny_conf, *on, "gamma=16"), tmp_path / "g16", progress=False)
+    assert (low["engine"]["buckets"]["1"], high["engine"]["buckets"]["1"]) == ([2, 2], [12, 12])
+    assert low["baseline"] == high["baseline"] and low["baseline"]["kernels"] == {
+        "fast_linear": "all", "step": [12, 12], "min_rows": 2}
+    assert {r["ar_source"] for r in read_records(tmp_path / "g16" / "records.jsonl")} == {"cache"}
+    unpadded = run_job(_tiny(tiny_conf, "method=ar", "engine.fast_linear=auto", "engine.verify_buckets=false"),
+                       tmp_path / "ar", progress=False)
+    assert unpadded["baseline"]["kernels"] == unpadded["engine"] == {"fast_linear": "all", "step": None, "min_rows": 1}
