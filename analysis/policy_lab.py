@@ -218,10 +218,9 @@ def replay_table(results_dir: str | os.PathLike | None) -> Table | None:
 # ---------------------------------------------------------------------- the comparison rule
 
 def _turn_sums(group: pd.DataFrame) -> pd.DataFrame:
-    """Per prompt turn of a cell: its new tokens and the time its throughput divides by (``_time``)."""
-    frame = group.assign(_t=_time(group), _tok=group["new_tokens"].astype(float))
-    keys = [k for k in TURN if k in frame]
-    return frame.groupby(keys, dropna=False, sort=True)[["_tok", "_t"]].sum()
+    """Per prompt turn of a cell: its new tokens and the time its throughput divides by (columns ``_tok`` and
+    ``_t``, ``_time``, computed once for the frame by ``policy_comparison``)."""
+    return group.groupby(TURN, dropna=False, sort=True)[["_tok", "_t"]].sum()
 
 
 def _pooled_draws(sums: pd.DataFrame, turns: pd.Index) -> tuple[float, np.ndarray]:
@@ -249,6 +248,7 @@ def policy_comparison(df: pd.DataFrame) -> pd.DataFrame | None:
     for col in [*GROUP, *TURN]:
         if col not in df:
             df[col] = None
+    df = df.assign(_t=_time(df), _tok=df["new_tokens"].astype(float))
     rows = []
     for key, group in df.groupby(GROUP + [BATCH], dropna=False, sort=False):
         ref_rows = group[group["method"] == "best_fixed_task"]
@@ -257,9 +257,13 @@ def policy_comparison(df: pd.DataFrame) -> pd.DataFrame | None:
         ref = _turn_sums(ref_rows)
         turns = ref.index
         ref_point, ref_draws = _pooled_draws(ref, turns)
-        for method, mine in group[~group["method"].isin(REFERENCES)].groupby("method", sort=True):
-            cells = {int(g): _pooled_draws(_turn_sums(cell), turns)
-                     for g, cell in mine.groupby("gamma_init", dropna=True, sort=True)}
+        summed = set(group["prompt_id"].astype(str)) == {"*"}  # a cell's summed row: turns not told apart
+        policies = group[~group["method"].isin(REFERENCES) & group["gamma_init"].notna()]
+        sums = policies.groupby(["method", "gamma_init", *TURN], dropna=False, sort=True)[["_tok", "_t"]].sum()
+        by_method: dict[str, dict[int, tuple[float, np.ndarray]]] = {}
+        for (method, gamma), sub in sums.groupby(level=[0, 1], sort=True):
+            by_method.setdefault(method, {})[int(gamma)] = _pooled_draws(sub.droplevel([0, 1]), turns)
+        for method, cells in by_method.items():
             cells = {g: c for g, c in cells.items() if np.isfinite(c[0])}
             if not cells:
                 continue
@@ -267,14 +271,15 @@ def policy_comparison(df: pd.DataFrame) -> pd.DataFrame | None:
             points = np.array([cells[g][0] for g in gammas])
             draws = np.vstack([cells[g][1] for g in gammas])  # gammas × replicates
             best = gammas[int(np.argmax(points))]
-            with np.errstate(invalid="ignore"):
-                at_best = Estimate(float(points.max() / ref_point), np.nanmax(draws, axis=0) / ref_draws, log=True)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                # a replicate's best γ: the largest of its cells (NaN where a cell lacks a turn: no interval)
+                best_draws = np.where(np.isnan(draws).any(axis=0), np.nan, draws.max(axis=0, initial=-np.inf))
+                at_best = Estimate(float(points.max() / ref_point), best_draws / ref_draws, log=True)
                 ratios = Estimate(float(np.mean(points / ref_point)), np.mean(draws / ref_draws, axis=0), log=True)
             lo, hi = at_best.interval()
             mlo, mhi = ratios.interval()
             verdict = ("" if not np.isfinite(lo) else VERDICTS[0] if lo > 1.0 else VERDICTS[2] if hi < 1.0
                        else VERDICTS[1])  # "": one prompt turn (a cell's summed row), no interval
-            summed = set(group["prompt_id"].astype(str)) == {"*"}  # a cell's summed row: turns not told apart
             rows.append({**dict(zip(GROUP + [BATCH], key)), "method": method,
                          "prompts": math.nan if summed else len(turns),
                          "n_gammas": len(gammas), "best_gamma_init": best, "x_best_fixed_at_best": at_best.point,
