@@ -20,18 +20,26 @@ without (``speedup_by_tpt``).
 Theirs: the ``speedup`` column of their ``results/<proposer>_<workload>_speedup.csv`` (two decimals), read from
 ``--peer-results`` (several folders allowed, e.g. one per batch-size run).
 
-Columns: ``ours`` is the lab's own charge; ``ours, their bill`` adds what their simulator bills and the lab
-does not (``their_extra_ms``): the EAGLE draft of a step that proposes nothing (their ``ORACLE`` at
-``acc_len = 1``), and a step's ``k + 1`` verified tokens (and EAGLE's ``k + 1`` spec tokens) where the lab's
-budget ``min(γ, remaining − 1)`` drafts fewer at the end of a generation.
+Columns: ``ours`` is the lab's own charge (EAGLE ``draft_rule = "per_step"``: the draft billed on every step, one
+that proposes nothing included, as their ``simulator.py: simulate_sd_batch`` bills it; issue 49, item 5);
+``ours, empty rounds free`` the same rounds under the zero-charge variant (``latency_model(...,
+free_empty_rounds=True)``: a round that drafts nothing pays no draft; the lab's EAGLE rule before issue 49; for
+n-gram the same model as ``ours``); ``ours, their bill`` adds to ``ours`` what their simulator bills and the lab does
+not (``their_extra_ms``): a step's ``k + 1`` verified tokens (and EAGLE's ``k + 1`` spec tokens) where the lab's
+budget ``min(γ, remaining − 1)`` drafts fewer at the end of a generation. At ``B > 1`` both sides decode one
+request duplicated ``B`` times (their rule; ``runners.replay.batched.rows_for_rule(..., "duplicate")``).
 
 ``--leaderboard DIR`` (issue 41, item 4) instead prints the lab's leaderboard from ``python -m
-runners.replay lab replay`` output on the imported traces (``DIR/<pair>__<task>/replay.jsonl``), pooled over
-every prompt turn (the lab's cells are split by ``max_new_tokens``, one per generation length here): per
-method, the initial γ of the grid with the highest pooled speedup over the target alone (``Σ ar_wall_ms /
-Σ wall_ms``), that speedup, its share of the oracle's and of the best fixed γ in hindsight's throughput, and the mean speedup over the
-grid's initial γ; then the reference rows (``oracle``, ``oracle_agreement``, ``best_fixed_task`` with its γ,
-``best_fixed_prompt``).
+runners.replay lab replay --full`` output on the imported traces (``DIR/<pair>__<task>/replay.jsonl`` and
+``replay_full.jsonl``), pooled over every prompt turn (the lab's cells are split by ``max_new_tokens``, one per
+generation length here): a caption naming what a batch holds (``meta.json``'s ``batch_rule``,
+``runners.replay.batched.BATCH_RULES``) and the comparison rule, then per method the initial γ of the grid with
+the highest pooled speedup over the target alone (``Σ ar_wall_ms / Σ wall_ms``), that speedup, its share of the
+oracle's and of the best fixed γ in hindsight's throughput, the mean speedup over the grid's initial γ, and the
+comparison rule's columns (``analysis.policy_lab.policy_comparison`` on the per-request rows, pooled over every
+request: the 95 % jackknife interval of ``/ best fixed`` over requests, the verdict, the mean over initial γ of
+``/ best fixed`` with its interval, the number of requests); then the reference rows (``oracle``,
+``oracle_agreement``, ``best_fixed_task`` with its γ, ``best_fixed_prompt``).
 
 ``--figure OUT.png TABLE.md ...`` (issue 41, item 4) draws the leaderboard figure from such tables (the committed
 ``results/committed/specdecode_bench_lab/leaderboard_b*.md``, so it is re-made from a clean checkout without the
@@ -49,14 +57,20 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import pandas as pd
+
+from analysis.policy_lab import policy_comparison
+from analysis.uncertainty import fmt_ci
 from methods.base import GammaPolicy
 from methods.registry import build_policy
+from runners.replay.batched import rows_for_rule
 from runners.replay.import_specdecode_bench import import_traces
 from runners.replay.oracle import AgreementOracle
 from runners.replay.replay import ReplayResult, replay_rows
 from runners.replay.specdecode_bench import latency_model
 from runners.replay.trace_lookup import LookupTrace
-from specbench.latency import LatencyModel, ar_batch_ms
+from specbench.latency import LatencyModel, RowRound, ar_batch_ms, batch_round_parts
+from specbench.record_io import read_records
 
 WORKLOADS = ("cnn", "gsm8k", "instructcoder", "sharegpt")
 PEER_PROPOSER = {"eagle": "eagle3", "ngram": "ngram"}
@@ -81,9 +95,7 @@ def their_extra_ms(lat: LatencyModel, res: ReplayResult, name: str, proposer: st
     t, n, p, extra = 1, res.new_tokens, res.trace.prompt_tokens, 0.0
     for d, accepted in zip(res.rounds.drafted, res.rounds.accepted):
         context = p + t - 1
-        ours_v = lat.verify_ms(d + 1, context, batch)
-        ours = ours_v + (0.0 if d == 0 else lat.draft_ms(d + 1, context, batch) if proposer == "eagle"
-                         else lat.draft_share * ours_v)
+        ours = sum(batch_round_parts(lat, [RowRound(p, t, 0, d, d)] * batch))  # the lab's own bill of the round
         no_match = proposer == "ngram" and t < n - 1 and not res.trace.proposals[t - 1]
         drafted = 0 if no_match else d if k is None else k  # their input_len - 1
         theirs_v = lat.verify_ms(drafted + 1, context, batch)
@@ -95,20 +107,25 @@ def their_extra_ms(lat: LatencyModel, res: ReplayResult, name: str, proposer: st
 
 
 def speedup_by_tpt(traces: Sequence[LookupTrace], name: str, lat: LatencyModel, proposer: str,
-                   batch: int) -> tuple[float, float]:
-    """Their "speedup by tpt" of the lab's replay, and with ``their_extra_ms`` added (module docstring)."""
-    sd, sd_bill, ar = [], [], []
+                   batch: int, free: LatencyModel | None = None) -> tuple[float, float, float]:
+    """Their "speedup by tpt" of the lab's replay, with ``their_extra_ms`` added, and under ``free`` (the zero-charge
+    variant; ``None``: ``lat``'s) (module docstring). At ``batch`` rows: the request duplicated (their rule)."""
+    sd, sd_bill, sd_free, ar = [], [], [], []
     for tr in traces:
-        out = replay_rows([tr] * batch, [policy_of(name, tr) for _ in range(batch)], lat)
+        rows = rows_for_rule([tr], batch, "duplicate")
+        out = replay_rows(rows, [policy_of(name, tr) for _ in rows], lat)
         walls = [r.wall_ms for r in out.rows]
         extra = [their_extra_ms(lat, r, name, proposer, batch) for r in out.rows]
+        free_walls = walls if free is None else [
+            r.wall_ms for r in replay_rows(rows, [policy_of(name, tr) for _ in rows], free).rows]
         tokens = sum(r.new_tokens for r in out.rows)
         ar_walls = ar_batch_ms(lat, [tr.prompt_tokens] * batch, [tr.n] * batch)[1]
         sd.append(tokens / (sum(walls) / batch))
         sd_bill.append(tokens / ((sum(walls) + sum(extra)) / batch))
+        sd_free.append(tokens / (sum(free_walls) / batch))
         ar.append(tokens / (sum(ar_walls) / batch))
     mean: Callable[[list[float]], float] = lambda xs: sum(xs) / len(xs)  # noqa: E731
-    return mean(sd) / mean(ar), mean(sd_bill) / mean(ar)
+    return mean(sd) / mean(ar), mean(sd_bill) / mean(ar), mean(sd_free) / mean(ar)
 
 
 def read_peer(folders: Sequence[str]) -> dict[tuple[str, str, int, str], float]:
@@ -147,17 +164,67 @@ def pooled_cells(path: Path, batch_size: int = 1) -> dict[tuple[str, object], tu
     return out
 
 
+#: what a batch holds, per ``runners.replay.batched.BATCH_RULES`` (the leaderboard's caption)
+BATCH_CAPTION = {
+    "distinct": ("B = {b}: {b} *different* requests (consecutive in the sample) decoded together in a static batch "
+                 "(runners.replay.batched, batch rule `distinct`): no request joins a batch once it started, a "
+                 "finished row leaves, and the batch's wall is its slowest row's; each row is charged its share of "
+                 "that wall (`batch_share_ms`), the target alone on the same batch likewise (`ar_share_ms`), and "
+                 "every forward's KV term is billed at {b} × the longest row's context. This is *not* "
+                 "SpecDecode-Bench's B = {b}, which decodes one request duplicated {b} times (their "
+                 "`simulate_like_experiment`; the lab's `--batch-rule duplicate`, the conformance logs' rule)."),
+    "duplicate": ("B = {b}: each request duplicated {b} times and decoded as one batch (runners.replay.batched, batch "
+                  "rule `duplicate`: SpecDecode-Bench's `simulate_like_experiment`); every row finishes with its "
+                  "batch."),
+}
+
+
+def batch_rule_of(folder: Path) -> str:
+    """The batch rule a lab replay folder was made under (its ``meta.json``; folders made before the rule was
+    recorded decoded distinct requests)."""
+    for meta in sorted(folder.glob("*__*/meta.json")):
+        return str(json.loads(meta.read_text()).get("batch_rule") or "distinct")
+    return "distinct"
+
+
+def caption(folder: Path, batch_size: int) -> str:
+    """The leaderboard's caption: what a batch holds and the comparison rule (module docstring)."""
+    batch = ("B = 1: each request decoded alone." if batch_size == 1
+             else BATCH_CAPTION[batch_rule_of(folder)].format(b=batch_size))
+    return (f"{batch} Speedups pooled over the workload's requests (Σ AR time / Σ time). Comparison rule "
+            "(analysis.policy_lab.policy_comparison): each policy at its best initial γ (`best γ_init`) over the best "
+            "fixed γ in hindsight (`/ best fixed`), with its 95 % t-calibrated jackknife interval over requests (the "
+            "best initial γ chosen again in every replicate) and the verdict: `beats` when the interval lies above "
+            "1, `trails` when below, else `ties`; beside it the mean over initial γ of the same ratio, with its "
+            "interval; `n`: requests. Reference rows in italics.")
+
+
+def comparison(path: Path, batch_size: int) -> dict[str, dict[str, object]]:
+    """``method -> policy_comparison row`` from a ``<pair>__<task>/replay_full.jsonl`` at ``batch_size``, every
+    request pooled (``max_new_tokens`` dropped: one cell per workload, as the table pools); empty where the folder
+    has no per-request rows (a replay without ``--full``)."""
+    if not path.exists():
+        return {}
+    rows = [r for r in read_records(path) if r.get("batch_size", 1) == batch_size]
+    rule = policy_comparison(pd.DataFrame(rows).assign(max_new_tokens=None)) if rows else None
+    return {} if rule is None else {str(r["method"]): r for r in rule.to_dict("records")}
+
+
 def leaderboard(folder: Path, batch_size: int = 1) -> list[str]:
-    """The leaderboard's markdown lines (module docstring), one block per ``<pair>__<task>``, at ``batch_size``
-    rows per batch (column ``B``)."""
-    lines = ["| pair | workload | B | method | best γ_init | speedup | / oracle | / best fixed "
+    """The leaderboard's caption and markdown lines (module docstring), one block per ``<pair>__<task>``, at
+    ``batch_size`` rows per batch (column ``B``). ``AssertionError`` where the comparison rule's point disagrees
+    with the table's ``/ best fixed`` (the two read the same rows)."""
+    lines = [caption(folder, batch_size), "",
+             "| pair | workload | B | method | best γ_init | speedup | / oracle | / best fixed "
+             "| / best fixed 95 % CI | verdict | mean / best fixed over γ_init [95 % CI] | n "
              "| mean speedup over γ_init |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for path in sorted(folder.glob("*__*/replay.jsonl")):
         pair, _, task = path.parent.name.partition("__")
         cells = pooled_cells(path, batch_size)
         if not cells:
             continue
+        rule = comparison(path.parent / "replay_full.jsonl", batch_size)
         speed = {k: ar / wall for k, (wall, ar) in cells.items()}
         oracle = speed[("oracle", None)]
         best_fixed = next(v for (m, _), v in speed.items() if m == "best_fixed_task")
@@ -168,12 +235,23 @@ def leaderboard(folder: Path, batch_size: int = 1) -> list[str]:
             g = max(by_g, key=lambda k: (by_g[k], -(k or 0)))
             ranked.append((by_g[g], m, g, sum(by_g.values()) / len(by_g)))
         for v, m, g, mean in sorted(ranked, reverse=True):
+            r = rule.get(m)
+            ruled = "| | | |"
+            if r is not None:
+                if r["best_gamma_init"] != g or abs(float(r["x_best_fixed_at_best"]) - v / best_fixed) > 1e-9:
+                    raise AssertionError(f"{pair} / {task} / {m}: the comparison rule's best initial γ "
+                                         f"{r['best_gamma_init']} ({r['x_best_fixed_at_best']:.6f}) is not the "
+                                         f"table's {g} ({v / best_fixed:.6f})")
+                ruled = (f"| {fmt_ci((r['x_best_fixed_at_best_lo'], r['x_best_fixed_at_best_hi']), 3)} "
+                         f"| {r['verdict']} | {r['x_best_fixed_mean_over_gamma']:.3f} "
+                         f"{fmt_ci((r['x_best_fixed_mean_over_gamma_lo'], r['x_best_fixed_mean_over_gamma_hi']), 3)} "
+                         f"| {int(r['prompts'])} |")
             lines.append(f"| {pair} | {task} | {batch_size} | {m} | {g} | {v:.3f} | {v / oracle:.3f} "
-                         f"| {v / best_fixed:.3f} | {mean:.3f} |")
+                         f"| {v / best_fixed:.3f} {ruled} {mean:.3f} |")
         for (m, g), v in sorted(((k, v) for k, v in speed.items() if k[0] in REFERENCE),
                                 key=lambda kv: -kv[1]):
             lines.append(f"| {pair} | {task} | {batch_size} | *{m}* | {'' if g is None else g} | {v:.3f} "
-                         f"| {v / oracle:.3f} | {v / best_fixed:.3f} | |")
+                         f"| {v / oracle:.3f} | {v / best_fixed:.3f} | | | | | |")
     return lines
 
 
@@ -270,24 +348,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.data:
         ap.error("--data is required (unless --leaderboard)")
     peer = read_peer(args.peer_results)
-    print("| proposer | workload | B | policy | theirs | ours | ours - theirs | ours, their bill | - theirs |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| proposer | workload | B | policy | theirs | ours | ours - theirs | ours, their bill | - theirs "
+          "| ours, empty rounds free | - theirs |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     worst = 0.0
     for proposer in args.proposers:
         lat = latency_model(proposer)
+        free = latency_model(proposer, free_empty_rounds=True)
+        free = None if free.draft_rule == lat.draft_rule else free
         for workload in args.workloads:
             traces, _ = import_traces(Path(args.data) / f"combined_{workload}.jsonl", proposer)
             chosen = sample(traces)
             for batch in args.batch_sizes:
                 for name, peer_name in PEER_METHODS.items():
-                    ours, billed = speedup_by_tpt(chosen, name, lat, proposer, batch)
+                    ours, billed, zero = speedup_by_tpt(chosen, name, lat, proposer, batch, free)
                     theirs = peer.get((proposer, workload, batch, peer_name))
-                    diff = "" if theirs is None else f"{ours - theirs:+.3f}"
-                    diff_b = "" if theirs is None else f"{billed - theirs:+.3f}"
+                    diff, diff_b, diff_z = ("" if theirs is None else f"{v - theirs:+.3f}" for v in (ours, billed, zero))
                     flag = " **" if theirs is not None and abs(ours - theirs) > args.tolerance else ""
                     worst = max(worst, abs(ours - theirs)) if theirs is not None else worst
                     print(f"| {proposer} | {workload} | {batch} | {name} | {'' if theirs is None else f'{theirs:.2f}'} "
-                          f"| {ours:.3f} | {diff}{flag} | {billed:.3f} | {diff_b} |", flush=True)
+                          f"| {ours:.3f} | {diff}{flag} | {billed:.3f} | {diff_b} | {zero:.3f} | {diff_z} |", flush=True)
     print(f"\nlargest |ours - theirs|: {worst:.3f} (tolerance {args.tolerance}; theirs are printed to 2 decimals)")
     return 0
 
