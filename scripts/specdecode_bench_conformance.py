@@ -53,6 +53,7 @@ import argparse
 import csv
 import json
 import random
+import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -257,19 +258,25 @@ def leaderboard(folder: Path, batch_size: int = 1) -> list[str]:
 
 def read_leaderboard(paths: Sequence[Path]) -> list[dict[str, object]]:
     """The rows of leaderboard tables (``leaderboard``'s markdown): pair, workload, B, method (a reference without
-    its italics, ``reference`` true), ``/ best fixed`` and ``/ oracle`` as floats."""
+    its italics, ``reference`` true), ``/ best fixed`` and ``/ oracle`` as floats, ``/ best fixed``'s 95 % interval
+    (``x_best_fixed_ci``: ``(lo, hi)``, None where the table has none) and the table's ``batch_rule`` (its caption's;
+    ``distinct`` for a table without one)."""
     rows: list[dict[str, object]] = []
     for path in paths:
         lines = [ln for ln in Path(path).read_text(encoding="utf-8").splitlines() if ln.startswith("|")]
         if not lines:
             raise ValueError(f"{path}: no leaderboard table in it")
+        named = re.search(r"batch rule `(\w+)`", Path(path).read_text(encoding="utf-8").split("\n|", 1)[0])
+        rule = named.group(1) if named else "distinct"  # tables from before the caption: distinct requests
         header = [c.strip() for c in lines[0].strip("|").split("|")]
         for line in lines[2:]:
             cells = dict(zip(header, (c.strip() for c in line.strip("|").split("|"))))
             method = cells["method"]
+            ci = cells.get("/ best fixed 95 % CI", "").strip("[]").split(",")
             rows.append({"pair": cells["pair"], "workload": cells["workload"], "B": int(cells["B"]),
                          "method": method.strip("*"), "reference": method.startswith("*"),
-                         "x_best_fixed": float(cells["/ best fixed"]), "x_oracle": float(cells["/ oracle"])})
+                         "x_best_fixed": float(cells["/ best fixed"]), "x_oracle": float(cells["/ oracle"]),
+                         "x_best_fixed_ci": tuple(map(float, ci)) if len(ci) == 2 else None, "batch_rule": rule})
     return rows
 
 
@@ -284,6 +291,7 @@ def plot_leaderboard_tables(rows: Sequence[dict[str, object]], out: Path) -> Pat
     sizes = sorted({int(r["B"]) for r in rows})  # type: ignore[call-overload]
     policies = sorted({str(r["method"]) for r in rows if not r["reference"]})
     value = {(r["pair"], r["workload"], r["B"], r["method"]): float(r["x_best_fixed"]) for r in rows}  # type: ignore[arg-type]
+    interval = {(r["pair"], r["workload"], r["B"], r["method"]): r.get("x_best_fixed_ci") for r in rows}
     # one order for every panel: by the mean over the panels and batch sizes
     mean = {m: sum(value.get((p, w, b, m), 0.0) for p, w in panels for b in sizes) / (len(panels) * len(sizes))
             for m in policies}
@@ -300,7 +308,10 @@ def plot_leaderboard_tables(rows: Sequence[dict[str, object]], out: Path) -> Pat
             for k, b in enumerate(sizes):
                 ys = [n + (k - (len(sizes) - 1) / 2) * height for n in range(len(policies))]
                 xs = [value.get((pair, workload, b, m), float("nan")) for m in policies]
-                ax.barh(ys, xs, height=height, color=colours[k % len(colours)], label=f"B = {b}")
+                cis = [interval.get((pair, workload, b, m)) for m in policies]
+                err = [[x - c[0] if c else 0.0 for x, c in zip(xs, cis)], [c[1] - x if c else 0.0 for x, c in zip(xs, cis)]]
+                ax.barh(ys, xs, height=height, color=colours[k % len(colours)], label=f"B = {b}",
+                        xerr=err if any(cis) else None, error_kw={"elinewidth": 0.6, "capsize": 1.2})
                 oracle = value.get((pair, workload, b, "oracle"))
                 if oracle is not None:
                     ax.axvline(oracle, color=colours[k % len(colours)], ls="--", lw=0.9, label=f"oracle, B = {b}")
@@ -311,9 +322,12 @@ def plot_leaderboard_tables(rows: Sequence[dict[str, object]], out: Path) -> Pat
             ax.tick_params(axis="x", labelsize=7)
             ax.set_title(f"{pair.rsplit('_', 1)[-1]} — {workload}", fontsize=8)
             if i == len(proposers) - 1:
-                ax.set_xlabel("throughput ÷ best fixed γ (best initial γ)", fontsize=7)
+                ax.set_xlabel("throughput ÷ best fixed γ (best initial γ; 95 % CI over requests)", fontsize=7)
     axes[0][-1].legend(fontsize=6, loc="lower right")
-    fig.suptitle("γ policies on SpecDecode-Bench's Llama-3.1-8B traces at their H100 costs", fontsize=9)
+    batched = sorted({(int(r["B"]), str(r["batch_rule"])) for r in rows if int(r["B"]) > 1})  # type: ignore[call-overload]
+    what = {"distinct": "different requests in a static batch", "duplicate": "one request duplicated"}
+    fig.suptitle("γ policies on SpecDecode-Bench's Llama-3.1-8B traces at their H100 costs"
+                 + "".join(f"; B = {b}: {what[rule]}" for b, rule in batched), fontsize=9)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=130)

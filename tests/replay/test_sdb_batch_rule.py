@@ -77,3 +77,9 @@ def test_the_leaderboard_names_its_batch_and_compares_by_the_rule(data, tmp_path
     policies = [r for r in rows if not r["method"].startswith("*")]
     assert {r["method"] for r in policies} == {"specdecode", "gammatune"}
     assert all(r["verdict"] in VERDICTS and r["n"] == "8" for r in policies)
+    # the figure reads the table back: its interval and the batch rule its caption names
+    table = tmp_path / f"leaderboard_{rule}.md"
+    table.write_text("\n".join(at_two) + "\n")
+    back = runpy.run_path(str(SCRIPT))["read_leaderboard"]([table])
+    assert {r["batch_rule"] for r in back} == {rule}
+    assert all(r["x_best_fixed_ci"][0] <= r["x_best_fixed"] <= r["x_best_fixed_ci"][1] for r in back if not r["reference"])
