@@ -107,19 +107,31 @@ def their_extra_ms(lat: LatencyModel, res: ReplayResult, name: str, proposer: st
     return extra
 
 
+def duplicate_walls(tr: LookupTrace, name: str, lat: LatencyModel, batch: int,
+                    as_one_row: bool = True) -> list[ReplayResult]:
+    """The rows of ``tr`` duplicated ``batch`` times (their rule, ``rows_for_rule(..., "duplicate")``) replayed
+    together. ``as_one_row``: one row replayed at the costs of ``batch`` rows (``LatencyModel.at_batch``), copied:
+    the same rounds and charges (identical rows take the same rounds, and ``batch_round_parts`` bills a batch of
+    them as one row at that batch's costs; ``tests/replay/test_sdb_batch_rule.py`` checks both ways agree), at a
+    ``batch``-th of the work."""
+    rows = rows_for_rule([tr], batch, "duplicate")
+    if not as_one_row:
+        return replay_rows(rows, [policy_of(name, tr) for _ in rows], lat).rows
+    return replay_rows([tr], [policy_of(name, tr)], lat.at_batch(batch)).rows * batch
+
+
 def speedup_by_tpt(traces: Sequence[LookupTrace], name: str, lat: LatencyModel, proposer: str,
                    batch: int, free: LatencyModel | None = None) -> tuple[float, float, float]:
     """Their "speedup by tpt" of the lab's replay, with ``their_extra_ms`` added, and under ``free`` (the zero-charge
-    variant; ``None``: ``lat``'s) (module docstring). At ``batch`` rows: the request duplicated (their rule)."""
+    variant; ``None``: ``lat``'s) (module docstring). At ``batch`` rows: the request duplicated (their rule,
+    ``duplicate_walls``)."""
     sd, sd_bill, sd_free, ar = [], [], [], []
     for tr in traces:
-        rows = rows_for_rule([tr], batch, "duplicate")
-        out = replay_rows(rows, [policy_of(name, tr) for _ in rows], lat)
-        walls = [r.wall_ms for r in out.rows]
-        extra = [their_extra_ms(lat, r, name, proposer, batch) for r in out.rows]
-        free_walls = walls if free is None else [
-            r.wall_ms for r in replay_rows(rows, [policy_of(name, tr) for _ in rows], free).rows]
-        tokens = sum(r.new_tokens for r in out.rows)
+        out = duplicate_walls(tr, name, lat, batch)
+        walls = [r.wall_ms for r in out]
+        extra = [their_extra_ms(lat, r, name, proposer, batch) for r in out]
+        free_walls = walls if free is None else [r.wall_ms for r in duplicate_walls(tr, name, free, batch)]
+        tokens = sum(r.new_tokens for r in out)
         ar_walls = ar_batch_ms(lat, [tr.prompt_tokens] * batch, [tr.n] * batch)[1]
         sd.append(tokens / (sum(walls) / batch))
         sd_bill.append(tokens / ((sum(walls) + sum(extra)) / batch))

@@ -83,3 +83,16 @@ def test_the_leaderboard_names_its_batch_and_compares_by_the_rule(data, tmp_path
     back = runpy.run_path(str(SCRIPT))["read_leaderboard"]([table])
     assert {r["batch_rule"] for r in back} == {rule}
     assert all(r["x_best_fixed_ci"][0] <= r["x_best_fixed"] <= r["x_best_fixed_ci"][1] for r in back if not r["reference"])
+
+
+@pytest.mark.parametrize("name", ["fixed 3", "oracle"])
+def test_the_conformance_replays_duplicates_as_one_row_at_their_batch_costs(data, name):
+    """``duplicate_walls``' shortcut (one row at the costs of B rows) against the B rows replayed together."""
+    duplicate_walls = runpy.run_path(str(SCRIPT))["duplicate_walls"]
+    traces, _ = import_traces(data, "eagle")
+    lat = latency_model("eagle")
+    for tr in traces[:4]:
+        fast, slow = (duplicate_walls(tr, name, lat, 5, as_one_row=one) for one in (True, False))
+        assert len(fast) == len(slow) == 5
+        assert [r.wall_ms for r in fast] == pytest.approx([r.wall_ms for r in slow], rel=1e-12)
+        assert fast[0].rounds.drafted == slow[0].rounds.drafted
