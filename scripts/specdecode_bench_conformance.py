@@ -334,7 +334,7 @@ def plot_leaderboard_tables(rows: Sequence[dict[str, object]], out: Path) -> Pat
             ax.tick_params(axis="x", labelsize=7)
             ax.set_title(f"{pair.rsplit('_', 1)[-1]} — {workload}", fontsize=8)
             if i == len(proposers) - 1:
-                ax.set_xlabel("throughput ÷ best fixed γ (best initial γ; 95 % CI over requests)", fontsize=7)
+                ax.set_xlabel("÷ best fixed γ, at best γ_init (95 % CI)", fontsize=7)
     axes[0][-1].legend(fontsize=6, loc="lower right")
     batched = sorted({(int(r["B"]), str(r["batch_rule"])) for r in rows if int(r["B"]) > 1})  # type: ignore[call-overload]
     what = {"distinct": "different requests in a static batch", "duplicate": "one request duplicated"}
