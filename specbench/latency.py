@@ -39,7 +39,9 @@ this machine). This module is its one reader: ``LatencyModel.from_json`` / ``loa
 (``{"2": BatchCosts.to_json(), ...}``): a reader that ignores it reads batch 1 exactly, so the version
 did not change, and a version-1 file without it reads as a batch-1 model.
 
-An engine's fitted cost may bill its draft once per round instead (issue 41): ``draft_rule``, ``batch_round_parts``.
+An engine's fitted cost may bill its draft once per round instead (issue 41): ``draft_rule``, ``batch_round_parts``
+(``per_step``: once per engine step, a step that proposes nothing included; ``per_round``: the same, but nothing
+for a round that proposes nothing; ``share``: a share of the verification).
 
 What the forwards were timed on (issue 40, item 5) is ``specbench.timed_on`` (``TimedOn``, read by
 ``LatencyModel.timed_on``; the one comparison, ``check_timed_on``).
@@ -58,7 +60,7 @@ from typing import Any
 from specbench.timed_on import TimedOn
 
 LATENCY_VERSION = 1
-DRAFT_RULES = ("forwards", "per_round", "share")
+DRAFT_RULES = ("forwards", "per_round", "per_step", "share")
 
 
 def check_version(obj: Mapping[str, Any]) -> None:
@@ -405,15 +407,20 @@ def batch_round_parts(lat: LatencyModel, rows: Sequence[RowRound], draft_model: 
 
     With one row this is ``round_parts`` exactly (the same forwards, summed in the same order).
     ``draft_model=False``: the drafter costs nothing. ``lat.draft_rule`` other than ``forwards`` bills the draft once
-    per round, 0 when no row proposes: ``per_round``, one draft forward of the widest proposal + 1 tokens at the
-    verification's context (an EAGLE proposal); ``share``, ``draft_share ×`` the verification (an n-gram lookup)."""
+    per round: ``per_step``, one draft forward of the widest proposal + 1 tokens at the verification's context (an
+    EAGLE proposal), in *every* round, one that proposes nothing included (a forward of 1 token: SpecDecode-Bench's
+    ``simulator.py: simulate_sd_batch`` calls ``predictor.py: predict_draft_time`` on every EAGLE step, and vLLM's
+    EAGLE proposer runs after every verification to keep its hidden states); ``per_round``, the same but 0 when no
+    row proposes (the zero-charge variant); ``share``, ``draft_share ×`` the verification (an n-gram lookup), 0 when
+    no row proposes (their ``step_input_lens == 1``)."""
     b = len(rows)
     steps = max(r.proposed for r in rows)
     if lat.draft_rule != "forwards":
         context = max(r.p + r.t - 1 for r in rows)
         verify = lat.verify_ms(max(r.verified for r in rows) + 1, context, b)
-        once = lat.draft_ms(steps + 1, context, b) if lat.draft_rule == "per_round" else lat.draft_share * verify
-        return (once if draft_model and steps >= 1 else 0.0), verify
+        once = lat.draft_share * verify if lat.draft_rule == "share" else lat.draft_ms(steps + 1, context, b)
+        billed = draft_model and (steps >= 1 or lat.draft_rule == "per_step")
+        return (once if billed else 0.0), verify
     draft = 0.0
     if draft_model and steps >= 1:
         width = max(r.p + r.t - r.seen for r in rows if r.proposed >= 1)

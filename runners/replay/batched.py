@@ -14,6 +14,14 @@ engine, any γ policy in either γ mode, the target alone at the same ``B``, and
   ``Σ new tokens / Σ batch walls`` (``BatchReplay.tokens_per_s`` per batch, ``pooled_batches`` per job).
   The target alone at ``B`` (``ar_batches``): ``specbench.latency.ar_batch_ms`` over the same batches.
 
+What a batch holds (``BATCH_RULES``, ``rows_for_rule``). ``distinct`` (the default, the batched engine's): ``B``
+*different* prompt turns decoded together in a **static** batch: no row joins once it started, a finished row
+leaves, the batch's wall is its **slowest row's** (``replay_rows``: rounds run while any row is active), so a
+batch of uneven rows pays for its straggler, speculation or not. ``duplicate``: SpecDecode-Bench's rule
+(``SpecDecode-Bench/simulator`` at 2fdccbd, ``simulator.py: SpecSimulator.simulate_like_experiment``: each sampled
+request copied ``batch_size`` times by ``_dup_request`` and simulated as one batch): ``B`` identical rows, so every
+row finishes with the batch and the batch's costs are those of ``B`` rows of one request.
+
 The oracle at batch ``B`` (``oracle_batches``). At ``B = 1`` it is ``runners.replay.oracle.oracle``, the
 exact minimum over every schedule. For ``B > 1`` the exact minimum is over joint schedules of all the rows
 (a dynamic program over every row's position and draft cache at once: exponential in ``B``), so the
@@ -40,6 +48,20 @@ from specbench.config import GAMMA_MODES
 from specbench.latency import LatencyModel, ar_batch_ms, check_batch_size
 from specbench.records import pooled_tokens_per_s
 from specbench.registry import ConfigError
+
+#: what a batch of ``B`` rows holds (module docstring): different prompt turns, or one request duplicated ``B`` times
+BATCH_RULES = ("distinct", "duplicate")
+
+
+def rows_for_rule(traces: Sequence[Trace], batch_size: int, rule: str = "distinct") -> list[Trace]:
+    """The prompt turns to replay at ``batch_size`` under ``rule`` (``BATCH_RULES``): ``distinct``, ``traces`` as
+    they are (``batch_indices`` groups ``B`` consecutive ones); ``duplicate``, each turn listed ``B`` times in a
+    row, so each batch is ``B`` copies of one turn (SpecDecode-Bench's ``simulate_like_experiment``). Batch 1:
+    the same under both."""
+    if rule not in BATCH_RULES:
+        raise ConfigError(f"unknown batch rule {rule!r} (known: {', '.join(BATCH_RULES)})")
+    size = check_batch_size(batch_size)
+    return list(traces) if rule == "distinct" or size == 1 else [tr for tr in traces for _ in range(size)]
 
 
 def check_batching(batch_size: object, gamma_mode: object, latency: LatencyModel | None = None) -> tuple[int, str]:

@@ -26,7 +26,9 @@ refuse afterwards. ``replay`` has no run to check a file against: its outputs ca
 ``replay`` replays ``--methods`` (default: the lab's: the GammaTune paper's set, the field's training-free
 policies, ours) × ``--gammas`` × ``--batch-sizes`` (``replay.batch_sizes``, default ``[1]``: B prompt turns
 decoded together, ``runners.replay.batched``, in ``--gamma-mode`` ``per_row`` or ``shared``; rows and cells
-carry ``batch_size``) on every ``trace.jsonl`` under ``--traces`` with the pair's calibrated
+carry ``batch_size``; ``--batch-rule``: ``distinct`` prompt turns per batch, the default, or each turn
+``duplicate``d ``B`` times, SpecDecode-Bench's rule: ``runners.replay.batched.BATCH_RULES``, in ``meta.json``) on every
+``trace.jsonl`` under ``--traces`` with the pair's calibrated
 latency model (``--latency DIR/<pair>.json``), plus the oracles and the best fixed γ in hindsight
 (``runners.replay.grid.replay_grid``). A policy that reads costs is given that same latency file
 (``latency=...``; ``:latency=none`` keeps it on costs learnt online). It writes, per pair × task, with the
@@ -56,7 +58,7 @@ from typing import Any
 
 import yaml
 
-from runners.replay.batched import check_batching
+from runners.replay.batched import BATCH_RULES, check_batching, rows_for_rule
 from runners.replay.compare import add_compare_parser, compare_main
 from runners.replay.grid import MethodSpec, load_method, parse_ints, replay_grid, write_grid
 from runners.replay.trace import find_trace_files, read_traces
@@ -185,13 +187,14 @@ def replay_main(args: argparse.Namespace) -> int:
         t0 = time.perf_counter()
         errors: list[str] = []
         rows = [row for size in args.batch_sizes for row in
-                replay_grid(traces, methods, gammas, latency, args.max_new_tokens, errors, size, args.gamma_mode)]
+                replay_grid(rows_for_rule(traces, size, args.batch_rule), methods, gammas, latency,
+                            args.max_new_tokens, errors, size, args.gamma_mode)]
         folder = out / f"{pair}__{task}"
         (out / "latency").mkdir(parents=True, exist_ok=True)
         shutil.copy(lat_path, out / "latency" / lat_path.name)
         write_grid(folder, rows, {
             "traces": str(path), "prompt_turns": len(traces), "methods": args.methods, "gammas": gammas,
-            "batch_sizes": args.batch_sizes, "gamma_mode": args.gamma_mode, "latency": str(lat_path), "errors": errors, "seconds": round(time.perf_counter() - t0, 1)},
+            "batch_sizes": args.batch_sizes, "batch_rule": args.batch_rule, "gamma_mode": args.gamma_mode, "latency": str(lat_path), "errors": errors, "seconds": round(time.perf_counter() - t0, 1)},
             as_cells=True, full=args.full, traces=traces)
         for e in errors:
             print(f"note: {e}", file=sys.stderr)
@@ -288,6 +291,9 @@ def _add_commands(p: argparse.ArgumentParser) -> None:
     r.add_argument("--batch-sizes", type=int, nargs="+", default=list(LAB.batch_sizes),
                    help="replay the jobs B prompt turns at a time (runners.replay.batched; the latency file must be "
                         "calibrated at those batch sizes: calibrate --batch-sizes)")
+    r.add_argument("--batch-rule", default=BATCH_RULES[0], choices=BATCH_RULES,
+                   help="what a batch holds (runners.replay.batched): distinct prompt turns (default), or each turn "
+                        "duplicated B times (SpecDecode-Bench's simulate_like_experiment)")
     r.add_argument("--gamma-mode", default=LAB.gamma_mode, help="batched γ: per_row (a policy per row) or shared")
     t = sub.add_parser("traces", help="greedy traces of the lab's pairs x tasks (python -m runners.replay trace)")
     t.add_argument("--out", default="results/policy_lab/traces")

@@ -41,10 +41,11 @@ program under the costs at the batch's row count (``LatencyModel.at_batch``), re
 batch of identical rows, **not a bound** otherwise (``runners.replay.batched`` says why). At ``B = 1`` it is
 the oracle above.
 
-A latency model whose ``draft_rule`` bills the draft once per round (issue 41: ``per_round``, ``share``;
-``specbench.latency.batch_round_parts``) has no draft cache to track: a round drafting ``d ≥ 1`` tokens costs
-one draft charge, the verification of ``d + 1`` tokens and the overhead, a round drafting none is a plain
-target step with no draft charge, whatever came before. Its oracle (``once_schedule``) is the same minimum
+A latency model whose ``draft_rule`` bills the draft once per round (issue 41: ``per_step``, ``per_round``,
+``share``; ``specbench.latency.batch_round_parts``) has no draft cache to track: a round drafting ``d ≥ 1`` tokens
+costs one draft charge, the verification of ``d + 1`` tokens and the overhead, a round drafting none is a plain
+target step, plus under ``per_step`` one draft charge of 1 token (SpecDecode-Bench's EAGLE: the proposer runs on
+every step), whatever came before. Its oracle (``once_schedule``) is the same minimum
 over ``V(t) = min(T(t, 0) + V(t + 1), min_d [T(t, d) + V(next(t, d))])``, the rounds charged by
 ``specbench.latency.round_ms``, the replay's own rule; a peek (one token drafted, none verified) costs a draft
 charge on top of a plain step and leads to the same state, so it never helps and is not played.
@@ -214,12 +215,12 @@ def oracle_schedule(trace: Trace, latency: LatencyModel, max_new_tokens: int | N
 
 def once_schedule(trace: Trace, latency: LatencyModel,
                   max_new_tokens: int | None = None) -> tuple[float, list[int]]:
-    """``oracle_schedule`` under a draft billed once per round (``latency.draft_rule`` ``per_round`` or
-    ``share``; module docstring): ``V(t)`` over positions only, each round ``round_ms(latency, p, t, 0, d)``
-    — EAGLE's one proposal call per step, ``d + 1`` spec tokens (SpecDecode-Bench ``predictor.py:
-    predict_draft_time``), or n-gram's share of the step's verification, 0 when the step verifies one token
-    (``simulator.py: simulate_sd_batch``, ``step_input_lens == 1``); a round drafting nothing is a plain step.
-    ``O(N·γ)``."""
+    """``oracle_schedule`` under a draft billed once per round (``latency.draft_rule`` ``per_step``,
+    ``per_round`` or ``share``; module docstring): ``V(t)`` over positions only, each round
+    ``round_ms(latency, p, t, 0, d)`` — EAGLE's one proposal call per step, ``d + 1`` spec tokens
+    (SpecDecode-Bench ``predictor.py: predict_draft_time``; ``per_step`` bills it at ``d = 0`` too, as their
+    ``simulator.py: simulate_sd_batch`` does), or n-gram's share of the step's verification, 0 when the step
+    verifies one token (``simulate_sd_batch``, ``step_input_lens == 1``). ``O(N·γ)``."""
     m = max_new(trace, max_new_tokens)
     n, p = min(trace.n, m), trace.prompt_tokens
     v, choice = [0.0] * (n + 1), [0] * (n + 1)

@@ -21,9 +21,16 @@ rounds are billed by ``specbench.latency.batch_round_parts``:
   compute term every row's ``d + 1`` tokens: ``ForwardCost.affine(c_fixed + B·c_kv, B·c_compute, B·c_kv)``;
 * prefill: ``c_fixed + B·p·c_compute`` plus one ``overhead_per_step`` (``simulate_org_batch`` /
   ``simulate_sd_batch`` append it after the prefill, with and without speculation);
-* EAGLE: ``draft_rule = "per_round"``, one draft forward of the row's ``d + 1`` tokens at ``B·(p + t)`` KV tokens:
+* EAGLE: ``draft_rule = "per_step"``, one draft forward of the row's ``d + 1`` tokens at ``B·(p + t)`` KV tokens:
   ``ForwardCost.affine(e_fixed + B·e_kv, e_spec, B·e_kv)`` (``predict_draft_time``: ``num_spec_tokens`` is the
-  row's verification input, not the batch's);
+  row's verification input, not the batch's), in every round, one that drafts nothing included (``d = 0``: a
+  forward of 1 token; ``simulate_sd_batch`` calls ``predict_draft_time`` for every EAGLE step, and their ``ORACLE``
+  proposes nothing at ``acc_len = 1``). This is their default and the realistic rule for an EAGLE proposer (vLLM's
+  runs after every verification, to keep its hidden states). The zero-charge variant, a round that drafts nothing
+  billed as a plain target step, is ``latency_model("eagle", free_empty_rounds=True)`` (``draft_rule =
+  "per_round"``); it is kept under that name, not as a leaderboard row: the lab's earlier EAGLE figures (before
+  2026-11-27's issue-49 regeneration) were billed by it, and the conformance script prints its column
+  (``ours, empty rounds free``) beside theirs;
 * n-gram: ``draft_rule = "share"``, ``draft_share = NGRAM_SHARE``, 0 in a round that proposes nothing (their
   ``step_input_lens == 1``);
 * ``round_overhead_ms = ar_overhead_ms = OVERHEAD_PER_STEP_MS`` at every batch size.
@@ -32,10 +39,10 @@ Every term is linear in ``B``, so ``LatencyModel.costs_at``'s interpolation betw
 batch size in between. Two things of theirs the lab bills differently (the conformance script,
 ``scripts/specdecode_bench_conformance.py``, measures both): their per-request latency adds each request's own
 ``draft_time`` (``simulate_sd_batch`` also computes a ``max_draft_time`` over the batch, but only records it),
-the lab bills a batched round's draft once, for the widest proposal (identical for uniform duplicates); their
-EAGLE step bills the draft even when it proposes nothing (``ORACLE`` at ``acc_len = 1``), the lab's round that
-proposes nothing is a plain target step with no draft. The repository has no licence file, so none of its data
-or code is copied here.
+the lab bills a batched round's draft once, for the widest proposal (identical for uniform duplicates); at the end
+of a generation their step verifies ``k + 1`` tokens (and bills EAGLE ``k + 1`` spec tokens) where the lab's
+budget ``min(γ, remaining − 1)`` drafts fewer. The repository has no licence file, so none of its data or code is
+copied here.
 """
 
 from __future__ import annotations
@@ -76,7 +83,7 @@ def ngram_draft_ms(verify_ms: float) -> float:
 
 
 #: the proposers of their data (``acc_eagle`` / ``acc_ngram``) and the lab's draft rule for each
-PROPOSERS = {"eagle": "per_round", "ngram": "share"}
+PROPOSERS = {"eagle": "per_step", "ngram": "share"}
 #: the batch sizes of their ``main.py`` (the lab's tables; in between: exact interpolation)
 BATCH_SIZES = (1, 8, 16, 32, 64, 128)
 
@@ -94,12 +101,15 @@ def batch_costs(proposer: str, batch: int) -> BatchCosts:
     return BatchCosts(target, draft, OVERHEAD_PER_STEP_MS, OVERHEAD_PER_STEP_MS)
 
 
-def latency_model(proposer: str, batch_sizes: tuple[int, ...] = BATCH_SIZES) -> LatencyModel:
+def latency_model(proposer: str, batch_sizes: tuple[int, ...] = BATCH_SIZES,
+                  free_empty_rounds: bool = False) -> LatencyModel:
     """Their cost model of ``proposer`` (``eagle`` / ``ngram``) as the lab's latency model, batch 1 and the
-    tables at ``batch_sizes`` (module docstring); ``meta`` names the source."""
+    tables at ``batch_sizes`` (module docstring); ``meta`` names the source. ``free_empty_rounds``: EAGLE's
+    zero-charge variant (``draft_rule = "per_round"``: a round that drafts nothing pays no draft), not theirs."""
     one = batch_costs(proposer, 1)
+    rule = "per_round" if proposer == "eagle" and free_empty_rounds else PROPOSERS[proposer]
     return LatencyModel(one.target, one.draft, one.round_overhead_ms, one.ar_overhead_ms,
                         {"kind": "specdecode_bench", "source": SOURCE, "proposer": proposer, "unit": "ms",
                          "batch_rows": "one request duplicated (their simulate_like_experiment)"},
                         {b: batch_costs(proposer, b) for b in batch_sizes if b > 1},
-                        draft_rule=PROPOSERS[proposer], draft_share=NGRAM_SHARE if proposer == "ngram" else 0.0)
+                        draft_rule=rule, draft_share=NGRAM_SHARE if proposer == "ngram" else 0.0)

@@ -86,3 +86,23 @@ def test_no_fixed_gamma_beats_the_oracle_on_imported_traces(tmp_path, proposer):
         assert best <= min([*rivals, agreement_oracle(tr, lat).wall_ms]) + 1e-9
         at8 = oracle_batches([tr] * 8, lat, 8)[0].wall_ms
         assert at8 == pytest.approx(oracle_schedule(tr, lat.at_batch(8))[0])
+
+
+# a_t = 0, 0, 2: the agreement oracle drafts nothing at t = 1 and t = 2, then 2 tokens
+ZEROS = Request("zeros", 4, (1, 1, 3, 1, 1, 1), (20, 21, 22, 23, 24, 25))
+
+
+def test_per_step_bills_the_empty_rounds_draft_and_nothing_else():
+    """SpecDecode-Bench's EAGLE billing (``per_step``: ``simulator.py: simulate_sd_batch`` calls
+    ``predictor.py: predict_draft_time`` on every EAGLE step, 1 spec token when it proposes nothing) against the
+    zero-charge variant (``per_round``): the same rounds, walls apart by exactly one 1-token draft forward
+    (2 + 0.5·1 = 2.5 ms) per round that drafts nothing. Per round: plain 12 (+ 2.5 under per_step), d = 2:
+    13 + 3.5 + 1 = 17.5; prefill 14."""
+    trace = to_trace(ZEROS, 3)
+    free, billed = (agreement_oracle(trace, tiny_model(rule)) for rule in ("per_round", "per_step"))
+    assert free.rounds.drafted == billed.rounds.drafted == [0, 0, 2]
+    assert free.wall_ms == pytest.approx(14 + 12 + 12 + 17.5)
+    assert billed.wall_ms - free.wall_ms == pytest.approx(2 * 2.5)
+    assert billed.round_ms == pytest.approx([14.5, 14.5, 17.5])
+    # the exact oracle under per_step pays the same for a plain step and never does better than per_round's
+    assert oracle(trace, tiny_model("per_step")).wall_ms >= oracle(trace, tiny_model("per_round")).wall_ms

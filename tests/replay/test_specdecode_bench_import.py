@@ -107,7 +107,13 @@ def test_cost_table_charges_their_formulas():
     assert draft == pytest.approx(((p + t) * E_KV + (d + 1) * E_SPEC + E_FIXED) * 1e3, rel=1e-12)
     draft, verify = round_parts(ngram, p, t, 0, d)
     assert draft == pytest.approx(NGRAM * _target_ms(p + t, d + 1), rel=1e-12)
-    assert round_parts(eagle, p, t, 0, 0) == (0.0, pytest.approx(_target_ms(p + t, 1)))
+    # a round that drafts nothing: their EAGLE step still calls predict_draft_time with 1 spec token
+    # (simulate_sd_batch); the zero-charge variant bills it as a plain target step; n-gram bills 0 (input_len 1)
+    assert round_parts(eagle, p, t, 0, 0) == (pytest.approx(((p + t) * E_KV + 1 * E_SPEC + E_FIXED) * 1e3, rel=1e-12),
+                                              pytest.approx(_target_ms(p + t, 1)))
+    assert round_parts(latency_model("eagle", free_empty_rounds=True), p, t, 0, 0) == (
+        0.0, pytest.approx(_target_ms(p + t, 1)))
+    assert round_parts(ngram, p, t, 0, 0)[0] == 0.0
     assert eagle.round_overhead_ms == eagle.ar_overhead_ms == pytest.approx(OVERHEAD * 1e3)
     # AR: prefill + overhead, then per step kv = p + s: simulate_org_batch
     n = 4
@@ -127,19 +133,25 @@ def test_latency_file_keeps_the_draft_rule(tmp_path):
     back = LatencyModel.load(model.save(tmp_path / "ngram.json"))
     assert (back.draft_rule, back.draft_share) == ("share", NGRAM)
     assert back.at_batch(8).draft_rule == "share"
+    eagle = LatencyModel.load(latency_model("eagle").save(tmp_path / "eagle.json"))
+    assert (eagle.draft_rule, eagle.at_batch(8).draft_rule) == ("per_step", "per_step")
     assert "draft_rule" not in LatencyModel.paper(2.0).to_json()
     with pytest.raises(ValueError, match="draft_rule"):
         LatencyModel(model.target, model.draft, draft_rule="per_token")
 
 
-def _their_sd_ms(p: int, acc_len: list[int], k: int | None) -> float:
+def _their_sd_ms(p: int, acc_len: list[int], k: int | None, free_empty_rounds: bool = False) -> float:
     """``simulate_sd_batch`` at batch 1, EAGLE, by hand, with the lab's budget at the end (``min(k, N - 1 - t)``
-    drafted: the one rule the lab charges otherwise, ``scripts/specdecode_bench_conformance.py``)."""
+    drafted: the one rule the lab charges otherwise, ``scripts/specdecode_bench_conformance.py``): every step
+    bills ``predict_draft_time`` of its ``input_len`` spec tokens, 1 when it drafts nothing;
+    ``free_empty_rounds``: such a step billed no draft (the lab's zero-charge variant)."""
     n, cur = len(acc_len), 1
     total = _target_ms(0, p) + OVERHEAD * 1e3
     while cur < n:
         drafted = min(k, n - 1 - cur) if k is not None else min(acc_len[cur - 1] - 1, n - 1 - cur)
-        draft = ((p + cur) * E_KV + (drafted + 1) * E_SPEC + E_FIXED) * 1e3 if drafted else 0.0
+        draft = ((p + cur) * E_KV + (drafted + 1) * E_SPEC + E_FIXED) * 1e3
+        if free_empty_rounds and drafted == 0:
+            draft = 0.0
         total += _target_ms(p + cur, drafted + 1) + draft + OVERHEAD * 1e3
         cur += min(acc_len[cur - 1], drafted + 1)
     return total
@@ -154,6 +166,10 @@ def test_fixed_k_and_oracle_replay_equal_a_hand_simulation(data, k):
         res = replay(tr, policy, lat)
         assert res.wall_ms == pytest.approx(_their_sd_ms(len(req["prompt_token_ids"]), req["acc_eagle"]["acc_len"], k),
                                             rel=1e-12)
+        free = replay(tr, AgreementOracle(tr) if k is None else build_policy("fixed", k, {}),
+                      latency_model("eagle", free_empty_rounds=True))
+        assert free.wall_ms == pytest.approx(_their_sd_ms(len(req["prompt_token_ids"]), req["acc_eagle"]["acc_len"], k,
+                                                          free_empty_rounds=True), rel=1e-12)
         # their duplicated batch: every row's latency as alone, at the costs of b rows
         rows = replay_rows([tr] * 3, [AgreementOracle(tr) if k is None else build_policy("fixed", k, {})
                                       for _ in range(3)], lat).rows
