@@ -101,6 +101,21 @@ def test_the_committed_export_reads_back_as_the_committed_records():
     assert import_stats(COMMITTED)["pooled"]["total_accepted_draft_tokens"] == sum(r["accepted"] for r in records)
 
 
+@pytest.mark.parametrize("folder", sorted(p.parent.parent.name for p in
+                                         (ROOT / "results" / "committed").glob(f"*/aiperf/{aiperf_record.PROFILE_EXPORT}")))
+def test_every_committed_recipes_export_reads_back_as_its_records(folder):
+    """Every committed recipe's ``aiperf/profile_export.jsonl`` (``python -m runners.replay export aiperf``) holds one
+    line per record: a record per step for each one that drafted, none for the others (AR, rounds without drafts)."""
+    runs = ROOT / "results" / "committed" / folder
+    reqs, without = aiperf_record.read_records(runs / "aiperf" / aiperf_record.PROFILE_EXPORT)
+    records = [r for f in sorted(runs.rglob("records.jsonl")) for r in read_records(f)]
+    drafting = [r for r in records if any(Rounds.of(r).drafted)]
+    assert len(reqs) == len(drafting) > 0 and without == len(records) - len(drafting)
+    for req, record in zip(reqs, drafting, strict=True):
+        own = Rounds.of(record)
+        assert req["record"]["per_step_accepted"] == [a for d, a in zip(own.drafted, own.accepted) if d]
+
+
 # ------------------------------------------------------------------------------ AIPerf's file, imported
 def test_a_per_step_aiperf_record_imports_as_a_trace(tmp_path):
     only = write([json.loads(FIXTURES.joinpath(aiperf_record.PROFILE_EXPORT).read_text().splitlines()[0])],
