@@ -22,14 +22,13 @@ rounds that drafted nothing come only at the end (the shape has no place for one
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from runners.replay import vllm_metrics
-from specbench.record_io import read_records
+from specbench.record_io import read_records, write_jsonl
 from specbench.rounds import Rounds
 
 
@@ -103,7 +102,7 @@ def main(args: Any) -> int:
             raise ValueError(f"{args.records}: no record with rounds (in {len(files)} records.jsonl)")
         out = Path(args.out)
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+        write_jsonl(out, lines)
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

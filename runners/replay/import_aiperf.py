@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from runners.replay import aiperf_record
-from runners.replay.import_specdecode_bench import CAP_RULE, file_sha256, lab_methods, not_replayable
-from runners.replay.import_vllm import VllmTrace, to_trace
-from runners.replay.trace import META_FILE, TRACE_FILE, write_traces
+from runners.replay.import_specdecode_bench import CAP_RULE, file_sha256
+from runners.replay.import_vllm import VllmTrace, to_trace, write_lab_traces
+from runners.replay.trace import TRACE_FILE
 from runners.replay.trace_base import TRACE_VERSION
 
 STATS_FILE = "acceptance.json"
@@ -135,9 +135,7 @@ def main(args: Any) -> int:
             print(folder / STATS_FILE)
             return 0
         traces, meta = import_traces(args.path, args.pair, args.task, args.target, args.draft)
-        meta = {**meta, "not_replayable": not_replayable(lab_methods()), "status": "complete"}
-        write_traces(folder / TRACE_FILE, traces)
-        write_json_atomic(folder / META_FILE, meta)
+        meta = write_lab_traces(folder, traces, meta)
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -183,18 +183,25 @@ def add_parser(sources: Any) -> None:
     s.add_argument("--draft", default="", help="the proposer's name, for the record")
 
 
+def write_lab_traces(out: str | os.PathLike, traces: Sequence[Any], meta: Mapping[str, Any]) -> dict[str, Any]:
+    """``trace.jsonl`` and ``meta.json`` of an import of per-step acceptance (vLLM's, AIPerf's) into ``out``; the meta
+    written (``status`` complete, and the lab's methods these traces cannot drive, ``not_replayable``)."""
+    from specbench.record_io import write_json_atomic
+
+    meta = {**meta, "not_replayable": not_replayable(lab_methods()), "status": "complete"}
+    write_traces(Path(out) / TRACE_FILE, traces)
+    write_json_atomic(Path(out) / META_FILE, meta)
+    return meta
+
+
 def main(args: Any) -> int:
     """The ``import vllm`` command: write the traces, say what the data cannot drive."""
     import sys
 
-    from specbench.record_io import write_json_atomic
-
+    folder = Path(args.out)
     try:
         traces, meta = import_traces(args.path, args.pair, args.task, args.target, args.draft)
-        meta = {**meta, "not_replayable": not_replayable(lab_methods()), "status": "complete"}
-        folder = Path(args.out)
-        write_traces(folder / TRACE_FILE, traces)
-        write_json_atomic(folder / META_FILE, meta)
+        meta = write_lab_traces(folder, traces, meta)
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
