@@ -424,6 +424,8 @@ def capture_matmuls(model: Any, k: int) -> Any:
     import torch
     import torch.nn.functional as F
 
+    from runners.replay.latency import capture_graph
+
     linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
     weight = next(model.parameters())
     xs = {n: torch.randn(k, n, device=weight.device, dtype=weight.dtype) for n in {m.in_features for m in linears}}
@@ -432,17 +434,7 @@ def capture_matmuls(model: Any, k: int) -> Any:
         for m in linears:
             F.linear(xs[m.in_features], m.weight)
 
-    with torch.inference_mode():
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(2):
-                matmuls()
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            matmuls()
-    return graph
+    return capture_graph(matmuls)[0]
 
 
 def compiled_one(name: str, dtype: str, model: Any, args: argparse.Namespace, out: Out) -> None:
@@ -454,6 +446,7 @@ def compiled_one(name: str, dtype: str, model: Any, args: argparse.Namespace, ou
     import torch
 
     from runners.engine.kv import cache_arg, new_static_cache, rewind
+    from runners.replay.latency import capture_graph
 
     dev = args.device
     window = getattr(model.config, "sliding_window", None)
@@ -471,20 +464,9 @@ def compiled_one(name: str, dtype: str, model: Any, args: argparse.Namespace, ou
                       logits_to_keep=1)
 
             def forward(fn: Any = fn, cache: Any = cache, inp: Any = inp, k: int = k) -> Any:
-                rewind(cache, ctx)
                 return fn(input_ids=inp, **cache_arg(model, cache), use_cache=True, logits_to_keep=k).logits
 
-            with torch.inference_mode():
-                side = torch.cuda.Stream()
-                side.wait_stream(torch.cuda.current_stream())
-                with torch.cuda.stream(side):
-                    for _ in range(3):
-                        forward()
-                torch.cuda.current_stream().wait_stream(side)
-                rewind(cache, ctx)
-                graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(graph):
-                    outputs[mode] = fn(input_ids=inp, **cache_arg(model, cache), use_cache=True, logits_to_keep=k).logits
+            graph, outputs[mode] = capture_graph(forward, 3, before=lambda cache=cache: rewind(cache, ctx))
             runs[mode] = (graph, cache)
         seconds = time.perf_counter() - t0
         samples: dict[str, list[float]] = {m: [] for m in runs}

@@ -177,8 +177,9 @@ def speedup_table(
         for rec in shown.to_dict("records"):
             long.append({**rec, "source": "paper"})
     data = pd.DataFrame(long)
-    model = _modeled(df, pooling, baseline) if modeled else None
-    paired = _paired(df, rows_df, pairs, jackknife, baseline, estimates) if model is not None else {}
+    frame = modeled_frame(df) if modeled else None  # the modeled records, once: the modeled row and the paired check
+    model = _modeled(frame, pooling, baseline) if frame is not None else None
+    paired = _paired(frame, pairs, jackknife, baseline, estimates) if model is not None else {}
     if paired:
         bounds = [paired[(p, m)].interval() if ok and (p, m) in paired else (math.nan, math.nan)
                   for p, m, ok in zip(data["pair"], data["method"], data["source"] == "measured", strict=True)]
@@ -255,12 +256,12 @@ def speedup_table(
     return Table("gammatune_table2_speedup", caption, display, data)
 
 
-def _paired(df: pd.DataFrame, rows_df: pd.DataFrame, pairs: list[str], jackknife: Jackknife, baseline: str,
+def _paired(frame: pd.DataFrame, pairs: list[str], jackknife: Jackknife, baseline: str,
             measured: dict[tuple[str, str], Estimate]) -> dict[tuple[str, str], Estimate]:
     """Per (pair, method) cell: measured ÷ modeled (``PAIRED_NOTE``), both from the one jackknife of the measured
-    records (the modeled rows are the same prompt turns), so their replicates pair up."""
-    frame = modeled_frame(rows_df[rows_df["pair"].isin(pairs)])
-    if frame is None or frame.empty:
+    records (``frame``, the modeled records, holds the same prompt turns), so their replicates pair up."""
+    frame = frame[frame["pair"].isin(pairs) & ~is_aa_twin(frame["method"])]
+    if frame.empty:
         return {}
     try:
         model = table2_estimates(jackknife.cells(frame, ["pair", "method", "gamma_init"]), baseline)
@@ -269,11 +270,10 @@ def _paired(df: pd.DataFrame, rows_df: pd.DataFrame, pairs: list[str], jackknife
     return {key: measured[key] / model[key] for key in measured if key in model and key[0] != "average"}
 
 
-def _modeled(df: pd.DataFrame, pooling: str, baseline: str) -> dict[tuple[str, str], tuple[float, float]] | None:
-    """``(mean, std)`` of every (pair, method) cell of the table of the modeled records (``analysis.modeled``),
-    the Average column under pair ``average``; None when no record is modeled."""
-    frame = modeled_frame(df)
-    table = speedup_table(frame, pooling, baseline, None, modeled=False) if frame is not None else None
+def _modeled(frame: pd.DataFrame, pooling: str, baseline: str) -> dict[tuple[str, str], tuple[float, float]] | None:
+    """``(mean, std)`` of every (pair, method) cell of the table of the modeled records (``frame``,
+    ``analysis.modeled.modeled_frame``), the Average column under pair ``average``; None when it makes no table."""
+    table = speedup_table(frame, pooling, baseline, None, modeled=False)
     if table is None:
         return None
     rows = table.data[table.data["source"] == "measured"]

@@ -37,7 +37,7 @@ from specbench.latency import BatchCosts, ForwardCost, LatencyModel
 from specbench.sweep_costs import fit_affine
 from specbench.timed_on import TimedOn
 
-__all__ = ["BatchCosts", "ForwardCost", "GraphTimer", "LatencyModel", "ModelTimer", "TimeForward", "calibrate",
+__all__ = ["BatchCosts", "ForwardCost", "GraphTimer", "capture_graph", "LatencyModel", "ModelTimer", "TimeForward", "calibrate",
            "calibrate_forwards", "calibrate_model", "fit_affine", "interleaved_medians", "isotonic",
            "measure_overheads", "timed_here"]
 
@@ -248,6 +248,31 @@ class ModelTimer:
         return ms
 
 
+def capture_graph(forward: Callable[[], Any], warmup: int = 2,
+                  before: Callable[[], None] | None = None) -> tuple[Any, Any]:
+    """``forward`` captured once in a CUDA graph, by ``torch.cuda.graphs``' recipe (``warmup`` calls on a side
+    stream first, then the capture on the current one): ``(graph, output)``, the output being the tensor every
+    replay rewrites. ``before`` runs ahead of every warm-up call and of the capture, outside the graph (a cache
+    rewound to its position). CUDA only."""
+    import torch
+
+    with torch.inference_mode():
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(max(1, warmup)):
+                if before is not None:
+                    before()
+                forward()
+        torch.cuda.current_stream().wait_stream(side)
+        if before is not None:
+            before()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = forward()
+    return graph, out
+
+
 class GraphTimer:
     """``time_forward`` in the production regime: a static KV cache (``runners.engine.kv.new_static_cache``, one per
     model, context and row count, prefilled once) and each ``(model, k, context, rows)`` forward captured once in a
@@ -310,18 +335,7 @@ class GraphTimer:
                 rewind(cache, context)
                 return forward()
         else:
-            with torch.inference_mode():
-                side = torch.cuda.Stream()
-                side.wait_stream(torch.cuda.current_stream())
-                with torch.cuda.stream(side):
-                    for _ in range(max(1, self.warmup)):
-                        rewind(cache, context)
-                        forward()
-                torch.cuda.current_stream().wait_stream(side)
-                rewind(cache, context)
-                graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(graph):
-                    out = forward()
+            graph, out = capture_graph(forward, self.warmup, before=lambda: rewind(cache, context))
             self.graphs += 1
 
             def run() -> Any:
