@@ -7,9 +7,15 @@ context (``<sweep>/.specbench/costs.jsonl``, exported as ``costs.jsonl``). Here:
 * ``fit_forward(samples)``: one model's ``specbench.latency.ForwardCost`` from its samples. Prefill samples
   (context 0) give ``prefill_affine`` (least squares ``a + b·k`` over the rounds' input lengths). The others
   give the table ``step_ms[k]`` at ``ref_context`` (the samples' mean context) with one context slope shared by
-  every ``k`` (``context_ms_per_token``: least squares within each ``k``, pooled — each ``k`` its own intercept,
-  since CPU kernels make the cost of ``k`` tokens non-monotone), and ``step_affine``, the line through the table,
-  for a ``k`` beyond it.
+  every ``k`` (``context_ms_per_token``, each ``k`` its own intercept, since CPU kernels make the cost of ``k``
+  tokens non-monotone), and ``step_affine``, the line through the table, for a ``k`` beyond it. Both are robust
+  (medians, not means): a forward is timed once per round, and a timing is disturbed only upwards (another
+  process, a page fault), so one disturbed round must not move the sweep's cost. The slope is the Theil–Sen
+  estimate pooled over ``k`` (the median of the slopes between every two samples of the same ``k`` at different
+  contexts), ``step_ms[k]`` the median of ``k``'s samples moved to ``ref_context`` along it. Before 2026-11-28
+  both were least-squares means; on ``mini_gammatune_table2_b`` (2026-11-27) four of eight rounds timed the int8
+  draft's one-token forward at 0.9–1.8 of the target's (0.18–0.23 in the others) and the mean carried that into
+  every modeled wall: the paired check (measured ÷ modeled per cell) flagged three int8 cells.
 * ``sweep_latency(rows, round_overhead_ms)``: the pair's ``LatencyModel`` (target and draft; ``meta.kind``
   ``sweep``, with the samples' count and what they ran on). The loop's own time per round is not a forward:
   ``round_overhead_ms`` is passed in (the analysis pools the records' measured ``overhead_ms`` — and a
@@ -30,6 +36,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -81,16 +88,11 @@ def fit_forward(samples: Iterable[Mapping[str, Any]]) -> ForwardCost:
     by_k: dict[int, list[tuple[int, float]]] = {}
     for k, context, ms in steps:
         by_k.setdefault(k, []).append((context, ms))
-    sxy = sxx = 0.0
-    for pts in by_k.values():
-        mc = sum(c for c, _ in pts) / len(pts)
-        mm = sum(m for _, m in pts) / len(pts)
-        sxy += sum((c - mc) * (m - mm) for c, m in pts)
-        sxx += sum((c - mc) ** 2 for c, _ in pts)
-    slope = sxy / sxx if sxx > 0 else 0.0
+    slopes = [(m2 - m1) / (c2 - c1) for pts in by_k.values()
+              for i, (c1, m1) in enumerate(pts) for c2, m2 in pts[i + 1:] if c2 != c1]
+    slope = statistics.median(slopes) if slopes else 0.0
     ref = round(sum(c for _, c, _ in steps) / len(steps)) if steps else 0
-    table = {k: sum(m for _, m in pts) / len(pts) - slope * (sum(c for c, _ in pts) / len(pts) - ref)
-             for k, pts in sorted(by_k.items())}
+    table = {k: statistics.median(m - slope * (c - ref) for c, m in pts) for k, pts in sorted(by_k.items())}
     affine = fit_affine(list(table), list(table.values())) if table else (0.0, 0.0)
     pre = fit_affine([k for k, _ in prefill], [m for _, m in prefill]) if prefill else affine
     return ForwardCost(table, affine, slope, ref, pre)

@@ -120,3 +120,20 @@ def test_the_throughput_table_shows_the_modeled_speedup_over_ar(sweep):
     ar = means[means["method"] == "ar"]
     assert np.allclose(ar["modeled_speedup_vs_ar"], 1.0)  # the target alone over itself, by construction
     assert means["modeled_speedup_vs_ar"].notna().all()
+
+
+def test_one_disturbed_round_does_not_move_the_fitted_cost():
+    """A forward is timed once per round and disturbances only add time: the fit is a median (Theil–Sen slope,
+    median intercept), so one round timed 6× slow leaves the cost where the other rounds put it. The least-squares
+    mean this replaced moved the one-token cost by ~60 % here."""
+    from specbench.sweep_costs import fit_forward
+
+    rows = [{"k": k, "context": c, "ms": 10.0 * k + 0.01 * c} for c in (100, 120, 140, 160, 180, 200, 220, 240)
+            for k in (1, 2)]
+    clean = fit_forward(rows)
+    rows[0] = {**rows[0], "ms": rows[0]["ms"] * 6}  # round 0's one-token forward, disturbed
+    disturbed = fit_forward(rows)
+    assert clean.step_ms[1] == pytest.approx(10.0 + 0.01 * clean.ref_context)
+    assert clean.context_ms_per_token == pytest.approx(0.01)
+    assert disturbed.step_ms[1] == pytest.approx(clean.step_ms[1], rel=0.02)
+    assert disturbed.context_ms_per_token == pytest.approx(0.01, rel=0.05)

@@ -68,7 +68,7 @@ def test_the_export_is_the_records_rounds():
 def test_the_runs_rounds_replay_exactly_from_its_aiperf_export(method, gamma, tmp_path):
     records = read_records(job(method, gamma) / "records.jsonl")
     lines, summary = export(records)
-    assert summary["records"] == 7 and summary["mid_generation_undrafted"] == 0
+    assert summary["records"] == len(records) == 8 and summary["mid_generation_undrafted"] == 0
     traces, meta = import_traces(write(lines, tmp_path / "p.jsonl"))
     assert meta["prompt_tokens_unknown"] == 0 and meta["k_from_steps"] == 0
     for record, trace in zip(records, traces, strict=True):
@@ -93,7 +93,7 @@ def test_the_committed_export_reads_back_as_the_committed_records():
     """``results/committed/mini_gammatune_table2/aiperf/profile_export.jsonl`` is every committed record, per step."""
     reqs, without = aiperf_record.read_records(COMMITTED)
     records = [r for f in sorted(RUNS.rglob("records.jsonl")) for r in read_records(f)]
-    assert without == 0 and len(reqs) == len(records) == 504
+    assert without == 0 and len(reqs) == len(records) == 576
     for req, record in zip(reqs, records, strict=True):
         own = Rounds.of(record)
         assert req["record"]["per_step_accepted"] == [a for d, a in zip(own.drafted, own.accepted) if d]
@@ -194,4 +194,4 @@ def test_the_export_command_writes_what_the_import_command_reads(tmp_path):
     assert cli_main(["export", "aiperf", str(records), "--out", str(out)]) == 0
     assert cli_main(["import", "aiperf", str(out), "--out", str(tmp_path / "t")]) == 0
     meta = json.loads((tmp_path / "t" / "meta.json").read_text())
-    assert meta["kind"] == "aiperf_steps" and meta["requests"] == 7
+    assert meta["kind"] == "aiperf_steps" and meta["requests"] == 8

@@ -40,9 +40,9 @@ def round_trip(records, tmp_path):
 @pytest.mark.parametrize("method", ["specdecode", "gammatune"])
 def test_the_runs_rounds_replay_exactly_from_its_vllm_export(method, gamma, tmp_path):
     records = read_records(job(method, gamma) / "records.jsonl")
-    assert len(records) == 7
+    assert len(records) == 8  # the recipe's 8 prompt turns
     traces, summary = round_trip(records, tmp_path)
-    assert summary["records"] == 7 and summary["mid_generation_undrafted"] == 0
+    assert summary["records"] == len(records) == 8 and summary["mid_generation_undrafted"] == 0
     for record, trace in zip(records, traces, strict=True):
         assert trace.n == record["new_tokens"] and trace.prompt_tokens == record["prompt_tokens"]
         own = Rounds.of(record)
@@ -90,8 +90,8 @@ def test_rounds_that_drafted_nothing_mid_generation_are_left_out_and_counted(tmp
 def test_the_cli_exports_a_results_folder_and_imports_it_back(tmp_path, capsys):
     out = tmp_path / "vllm.jsonl"
     assert cli_main(["export", "vllm", str(job("specdecode", 4)), "--out", str(out)]) == 0
-    assert "7 records as vLLM responses" in capsys.readouterr().err
-    assert [r["shape"] for r in read_requests(out)] == ["response"] * 7
+    assert "8 records as vLLM responses" in capsys.readouterr().err
+    assert [r["shape"] for r in read_requests(out)] == ["response"] * 8
     assert cli_main(["import", "vllm", str(out), "--out", str(tmp_path / "t")]) == 0
     assert cli_main(["export", "vllm", str(tmp_path / "nothing"), "--out", str(tmp_path / "x.jsonl")]) == 2
     assert not (tmp_path / "x.jsonl").exists()

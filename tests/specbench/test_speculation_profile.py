@@ -193,5 +193,5 @@ def test_every_committed_profile_is_theirs_joint_the_product_of_conditionals():
                          "records__gemma3-270m_prompt-lookup__specbench__specdecode__g8.json").read_text())
     int8 = json.loads((COMMITTED / "analysis/speculation_profiles/"
                        "records__gemma3-270m_gemma3-270m-int8__specbench__gammatune__g8.json").read_text())
-    assert (lookup["mean_accept_length"], lookup["drafted_round_mean_accept_length"]) == (2.745098, 3.78125)
-    assert (int8["mean_accept_length"], int8["drafted_round_mean_accept_length"]) == (4.117647, 4.533333)
+    assert (lookup["mean_accept_length"], lookup["drafted_round_mean_accept_length"]) == (2.857143, 3.849315)  # the 8-turn run of 2026-11-27 23:00 UTC
+    assert (int8["mean_accept_length"], int8["drafted_round_mean_accept_length"]) == (3.950617, 4.366197)
