@@ -81,3 +81,11 @@ def test_each_row_reads_its_own_params(tmp_path):
     assert list(zip(at["eta"], at["delta"])) == [(0.25, 3)]
     assert "δ = 3" in table.caption and "δ = 2" not in table.caption
 
+
+
+def test_one_key_that_ran_two_ways_is_no_cell(tmp_path):
+    """Rows of two days pooled under one key (``gammatune``: η = 0.25, δ = 2 one day, δ = 3 the other, each the
+    default of its day) are no cell of the sweep, rather than a cell labelled by either day."""
+    rows = pd.concat([_rows(_conf(tmp_path / "a")), _rows(_conf(tmp_path / "b", delta=3))], ignore_index=True)
+    data = knob_sweep_table(replay_frame(rows)).data
+    assert "gammatune" not in set(data["method_key"]) and "gammatune[delta=3]" in set(data["method_key"])
