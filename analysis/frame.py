@@ -19,8 +19,9 @@ folder at any depth and adds a few columns from the job's summary:
 * ``method`` becomes its variant key: the record's own ``method_key`` (written by the job,
   ``specbench.config.method.method_key``: every knob off its default in the method's YAML at run time,
   ``gammatune[eta=0.5]``; ``gammatune[carryover]`` when γ was carried over between prompts; the
-  cross-vocabulary algorithm's knobs off theirs), or for a record without one the same rule against the
-  frozen defaults of ``analysis.settings`` (``analysis.metrics.method_key``); then
+  cross-vocabulary algorithm's knobs off theirs; every committed record carries one,
+  ``scripts/migrate_method_identity.py``), or for a row without one (a hand-made row) the key a job would
+  write for it today (the same function); then
   ``specdecode[fast_linear=all]`` when the pair's rows ran more than one engine (an engine every row of the
   pair shares names no variant, ``shared_engines_dropped``), so no table pools two settings, or two engines,
   under one name, and a sweep on one engine finds its baseline (``specdecode``);
@@ -68,11 +69,10 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.metrics import method_key
 from analysis.modeled import attach_modeled
 from analysis.settings import scenarios as split_scenarios
 from specbench.config import EngineConfig
-from specbench.config.method import NOT_KNOBS, tagged
+from specbench.config.method import NOT_KNOBS, method_key, tagged
 from specbench.record_io import read_records
 from specbench.records import FieldDeclaration, declaration
 from specbench.registry import ConfigError
@@ -323,10 +323,13 @@ def typed_column(values: pd.Series, declared: FieldDeclaration) -> Any:
 
 
 def variant_key(recorded: Any, method: Any, params: Any, engine: str | None, hetero: Any, hetero_params: Any) -> Any:
-    """A row's method key (module docstring): the record's own ``method_key`` when it has one, else the frozen rule
-    (``analysis.metrics.method_key``); then the engine options that name a variant (``engine``)."""
+    """A row's method key (module docstring): the record's own ``method_key`` when it has one, else the key a job
+    would write today (``specbench.config.method.method_key``); then the engine options that name a variant
+    (``engine``). A method that is no name, or already a key (``[``: a frame keyed before), stays as it is."""
     if not isinstance(recorded, str) or not recorded:
-        return method_key(method, params, engine, hetero, hetero_params)
+        if not isinstance(method, str) or not isinstance(params, Mapping) or "[" in method:
+            return method
+        recorded = method_key(method, params, hetero, hetero_params)
     base, _, tags = recorded.partition("[")
     return tagged(base, [t for t in tags.rstrip("]").split(",") if t] + (engine.split(",") if engine else []))
 

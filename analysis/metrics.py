@@ -19,15 +19,15 @@ Conventions (stated in every caption that uses them):
   ``summarize_results.py: get_df_summary_of_results``), used only under hf-bench's definitions.
 
 Method keys: a record's ``method`` with a variant tag for every knob that is not at the method's
-default (``method_key``: the job writes it into each record, ``specbench.config.method.method_key``, from the
-method's YAML as it ran; records written before that are keyed by ``analysis.settings``' frozen copy of the
-defaults they ran under, so analysis reads no ``conf/``): ``gammatune[eta=0.5]``, ``gammatune[carryover]`` (``transient: false``: γ
-carried over between prompts), ``gammatune[expand=drafted]``, the cross-vocabulary algorithm's knobs
-off their defaults, and the engine options that were on (``specdecode[fast_linear=all,fused_prefill]``,
-from ``analysis.frame.engine_tag``); ``method_label`` reads them ``GammaTune (η = 0.5)``,
-``GammaTune (carry-over)``, ``SpecDecode (fast_linear=all, fused_prefill)``. So no table pools two
-settings of one method under one row. The name before the tags is the records' own (``display_names``: the
-method YAML's ``display`` as the job ran it), so a method added with a YAML file is named by that file alone.
+default, as the record itself says (``method_key``: the job writes it into each record,
+``specbench.config.method.method_key``, from the method's YAML as it ran; ``analysis.frame`` reads it):
+``gammatune[eta=0.5]``, ``gammatune[carryover]`` (``transient: false``: γ carried over between prompts),
+``gammatune[expand=drafted]``, the cross-vocabulary algorithm's knobs off their defaults, and the engine options
+that were on (``specdecode[fast_linear=all,fused_prefill]``, from ``analysis.frame.engine_tag``); ``method_label``
+reads them ``GammaTune (η = 0.5)``, ``GammaTune (carry-over)``, ``SpecDecode (fast_linear=all, fused_prefill)``. So
+no table pools two settings of one method under one row. The name before the tags is the records' own
+(``display_names``: the method YAML's ``display`` as the job ran it), so a method added with a YAML file is named by
+that file alone.
 
 An A/A twin (``specbench.config.method.aa_twin_of``: ``specdecode_twin`` does exactly SpecDecode's work
 under another label) reads ``SpecDecode (A/A twin)`` and sorts right after its original
@@ -45,8 +45,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.settings import LEGACY_DISPLAY, method_tags, tag_label
-from specbench.config.method import aa_twin_of
+from analysis.settings import tag_label
+from specbench.config.method import aa_twin_of, yaml_display
 from specbench.records import pooled_tokens_per_s, throughput_ms
 
 DDOF = 1
@@ -63,19 +63,9 @@ STD_NOTE = "sample std (ddof=1) across initial γ"
 PAPER_ORDER = ("ar", "ar_offloaded", "hf_native_ar", "hf_native_ar_offloaded", "specdecode", "hf_heuristic",
                "hf_heuristic_carryover", "assistant_threshold", "gammatune", "gammatune_plus", "sd", "slem", "tli",
                "slrs", "union", "hf_sd")
-
-
-def method_key(method: str | None, params: Mapping[str, Any] | None, engine: str | None = None,
-               hetero: str | None = None, hetero_params: Mapping[str, Any] | None = None) -> str | None:
-    """``method`` tagged with every knob that is not at its default (``analysis.settings.method_tags``:
-    the method's, then those of the cross-vocabulary algorithm that ran, ``hetero``), and with the engine
-    options that were on (``analysis.frame.engine_tag``: they change what a job measures)."""
-    if not isinstance(method, str) or not isinstance(params, Mapping) or "[" in method:
-        return method
-    tags = method_tags(method, params, hetero, hetero_params)
-    if engine:
-        tags.extend(engine.split(","))
-    return f"{method}[{','.join(tags)}]" if tags else method
+#: the names of the rows ``analysis.hetero`` composes, which no YAML file names (``sd``: one vocabulary; ``hf_sd``:
+#: transformers' SD, the paper's rows)
+COMPOSED_NAMES = {"sd": "SD", "hf_sd": "SD (HF)"}
 
 
 def base_method(method: Any) -> str | None:
@@ -102,7 +92,7 @@ def display_names(df: pd.DataFrame | None) -> dict[str, str]:
     """How the records name what ran, as their YAML files did when they ran (the job writes ``method_display`` and
     ``hetero_display``, ``specbench.config.method``): method name (no variant tags) -> display name, rule -> display
     name; where records of one name disagree (a display renamed between runs), the most frequent, ties by
-    alphabet. Records without them are named by ``analysis.settings.LEGACY_DISPLAY`` (``method_label``)."""
+    alphabet. A name no record gives is ``method_label``'s to find."""
     names: dict[str, str] = {}
     if df is None:
         return names
@@ -121,8 +111,9 @@ def display_names(df: pd.DataFrame | None) -> dict[str, str]:
 
 
 def method_label(method: str, names: Mapping[str, str] | None = None) -> str:
-    """The display name of a method key: the records' own names (``names``, from ``display_names``), else the frozen
-    ones of older records (``analysis.settings.LEGACY_DISPLAY``), else the key; ``slem+gammatune`` (a
+    """The display name of a method key: the records' own names (``names``, from ``display_names``), else a composed
+    row's (``COMPOSED_NAMES``), else the YAML's as a job would write it today (``specbench.config.method.yaml_display``:
+    for a hand-made row; every committed record names itself), else the key; ``slem+gammatune`` (a
     cross-vocabulary algorithm under a γ policy) reads ``SLEM + GammaTune``; a variant tag reads ``GammaTune
     (carry-over)``, ``GammaTune (η = 0.5)`` (``analysis.settings.tag_label``); an A/A twin without a name of its own
     ``SpecDecode (A/A twin)``."""
@@ -132,7 +123,7 @@ def method_label(method: str, names: Mapping[str, str] | None = None) -> str:
     if tags:
         tagged = ", ".join(tag_label(t) for t in tags.rstrip("]").split(","))
         return f"{method_label(base, names)} ({tagged})"
-    named = (names or {}).get(method) or LEGACY_DISPLAY.get(method)
+    named = (names or {}).get(method) or COMPOSED_NAMES.get(method) or yaml_display(method)
     if named:
         return named
     original = aa_twin_of(base)

@@ -6,14 +6,11 @@ Two kinds of setting (issue 28, item 1):
 * **method knobs** make a row's identity. A job writes it into every record it makes
   (``method_key``, ``specbench.config.method.method_key``: every knob off its default in the method's
   YAML *at run time* and the cross-vocabulary algorithm's knobs off theirs, ``gammatune[eta=0.5]``),
-  so a default changed later relabels no result. ``analysis.frame`` reads that key; this module reads no
-  ``conf/``. A record written before the key existed is keyed by the same rule
-  (``specbench.config.method.variant_tags``) from its own ``method``, ``method_params`` and the job's
-  ``hetero`` node, against ``LEGACY_METHOD_DEFAULTS`` / ``LEGACY_HETERO_DEFAULTS``: a frozen copy of the
-  defaults those records ran under (``conf/method`` and ``conf/hetero`` as they stood when the key was
-  introduced, issue 42), never today's files. A knob at its default tags nothing; the two legacy spellings
-  (``carryover``, ``expand=X``) and the rule for a method without defaults are
-  ``specbench.config.method``'s. A tag reads as a label by ``tag_label`` (``GammaTune (η = 0.5)``).
+  beside the knobs themselves (``method_params``), so a default changed later relabels no result.
+  ``analysis.frame`` reads that key; every committed record carries one (the records written before it
+  existed were migrated once, ``scripts/migrate_method_identity.py``). A row without one (a hand-made
+  row) is keyed as a job would key it today. A tag reads as a label by ``tag_label``
+  (``GammaTune (η = 0.5)``; the two legacy spellings ``carryover`` and ``expand=X``, ``TAG_LABELS``).
 * **scenario settings** change *what is measured* (the workload or the sampling law), so every
   artefact that compares rows is made once per value (``scenario_keys``): task, temperature, the
   sampling processors in force (``top_k`` / ``top_p`` / ``typical_p``; they only act when the
@@ -26,115 +23,31 @@ Two kinds of setting (issue 28, item 1):
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
 
-from specbench.config.method import fmt_value, variant_tags
+from specbench.config.method import fmt_value
 
 ENGINE_KEYS = ("fast_linear", "verify_buckets", "fused_prefill")  # ``analysis.frame.engine_tag``'s items
 KNOB_SYMBOLS = {"eta": "η", "delta": "δ", "gamma_min": "γ_min", "gamma_max": "γ_max", "threshold": "τ",
                 "lookbehind": "look-behind"}
-LEGACY_LABELS = {"carryover": "carry-over", "expand=drafted": "expand on A = d", "expand=gamma": "expand on A = γ",
-                 "batch_gamma=shared": "shared γ"}
+#: the labels of the tags that are no ``knob=value`` (``specbench.config.method.knob_tag``'s two spellings, and a
+#: batch's shared γ, ``analysis.frame``)
+TAG_LABELS = {"carryover": "carry-over", "expand=drafted": "expand on A = d", "expand=gamma": "expand on A = γ",
+              "batch_gamma=shared": "shared γ"}
 PROCESSORS = ("top_k", "top_p", "typical_p")
 #: the batch size is a scenario (AR at B is the baseline of every method at B); a shared γ is a variant of the
 #: method (``analysis.frame``: tag ``batch_gamma=shared``), so an AR job at B stays in its methods' scenario
 SCENARIO_KEYS = ("task", "temperature", *PROCESSORS, "prompt_format", "max_new_tokens", "batch_size")
 
-_GAMMATUNE = {"eta": 0.25, "delta": 2, "gamma_min": 1, "gamma_max": 32, "transient": True, "expand_on": "gamma"}
-_THRESHOLD = {"threshold": 0.4, "adaptive_threshold": False, "persist_threshold": False}
-_BANDIT = {"arms": [1, 2, 3, 4, 5, 6, 7, 8], "c": 1.0, "horizon": 200, "seed": 0, "transient": True, "latency": None}
-#: the knobs' defaults of records without ``method_key`` (module docstring): frozen, never edited to follow
-#: ``conf/method`` (a record written since carries its own key)
-LEGACY_METHOD_DEFAULTS: dict[str, dict[str, Any]] = {
-    "adaedl": {"entropy_scale": 0.2, "threshold": 0.7},
-    "ar": {"cache": "dynamic"},
-    "ar_offloaded": {"cache": "offloaded"},
-    "assistant_threshold": _THRESHOLD,
-    "banditspec": {"algorithm": "ucb", **_BANDIT},
-    "banditspec_exp3": {"algorithm": "exp3", **_BANDIT},
-    "cost_aware": {"feature": "confidence", "gamma_max": 32, "prior_weight": 2.0, "rho_prior_rounds": 4.0,
-                   "alpha_prior": 0.6, "peek": True, "decay": 0.98, "probe": 8, "transient": True, "latency": None,
-                   "adapt_costs": False},
-    "gammatune": _GAMMATUNE,
-    "gammatune_plus": {**_GAMMATUNE, **_THRESHOLD},
-    "hf_heuristic": {"transient": True},
-    "hf_heuristic_carryover": {"transient": False},
-    "hf_native_ar": {"cache": "dynamic", "loop": "transformers"},
-    "hf_native_ar_offloaded": {"cache": "offloaded", "loop": "transformers"},
-    "hf_native_assistant_threshold": {**_THRESHOLD, "adaptive_threshold": True},
-    "hf_native_heuristic": {"transient": True},
-    "hf_native_heuristic_carryover": {"transient": False},
-    "hf_native_specdecode": {},
-    "logit_margin": {"threshold": 0.3},
-    "max_confidence": {"threshold": 0.5},
-    "smartspec": {"k_max": 8, "alpha_prior": 0.6, "window": 8, "probe": 4, "transient": True, "latency": None},
-    "specdecode": {},
-    "specdecode_twin": {},
-    "svip": {"threshold": 0.5},
-    "tapout": {"algorithm": "ucb", **_BANDIT, "arms": None},
-}
-LEGACY_HETERO_DEFAULTS: dict[str, dict[str, Any]] = {
-    "auto": {"lookbehind": 10, "slem_gamma": None, "tli_processors": None},
-    "none": {"lookbehind": 10},
-    "slem": {"lookbehind": 10, "slem_gamma": None},
-    "slrs": {"lookbehind": 10, "max_nodes": 32, "max_lookahead": None, "draft_top_k": 8},
-    "tli": {"lookbehind": 10, "tli_processors": None},
-    "union": {"lookbehind": 10},
-}
-
-
-#: how tables named what ran before records carried ``method_display`` / ``hetero_display`` (issue 42): frozen, never
-#: edited to follow the YAML files' ``display`` (a record written since carries its own); also the names of the rows
-#: ``analysis.hetero`` composes (``sd``: one vocabulary; ``hf_sd``: transformers' SD), which are no YAML file
-LEGACY_DISPLAY: dict[str, str] = {
-    "ar": "AR",
-    "ar_offloaded": "AR (offloaded cache)",
-    "hf_native_ar": "AR (transformers generate)",
-    "hf_native_ar_offloaded": "AR (transformers generate, offloaded cache)",
-    "specdecode": "SpecDecode",
-    "hf_heuristic": "HFHeuristic",
-    "hf_heuristic_carryover": "HFHeuristic (carry-over)",
-    "assistant_threshold": "AssistantThreshold",
-    "gammatune": "GammaTune",
-    "gammatune_plus": "GammaTune+",
-    "sd": "SD",
-    "slem": "SLEM",
-    "tli": "TLI",
-    "slrs": "SLRS",
-    "union": "Union",
-    "hf_sd": "SD (HF)",
-}
-
-
-def method_defaults(name: str) -> dict[str, Any] | None:
-    """The knobs' defaults a record of ``name`` without ``method_key`` ran under (``LEGACY_METHOD_DEFAULTS``), in
-    the YAML's order; None for a method that had no YAML file."""
-    defaults = LEGACY_METHOD_DEFAULTS.get(name)
-    return None if defaults is None else dict(defaults)
-
-
-def hetero_defaults(name: str) -> dict[str, Any] | None:
-    """The cross-vocabulary algorithm's defaults of records without ``method_key`` (``LEGACY_HETERO_DEFAULTS``)."""
-    defaults = LEGACY_HETERO_DEFAULTS.get(name)
-    return None if defaults is None else dict(defaults)
-
-
-def method_tags(method: str, params: Mapping[str, Any] | None, hetero: str | None = None,
-                hetero_params: Mapping[str, Any] | None = None) -> list[str]:
-    """The variant tags of a record without ``method_key`` (module docstring): its method's knobs off the frozen
-    defaults, then (for a record that ran a cross-vocabulary algorithm) the algorithm's knobs off theirs."""
-    name = str(hetero_params.get("name") or hetero) if isinstance(hetero_params, Mapping) else None
-    knobs = hetero_defaults(name) if name else None
-    return variant_tags(method, params, method_defaults(method), hetero, hetero_params, knobs)
 
 def tag_label(tag: str) -> str:
     """A tag as a label reads it: ``eta=0.5`` -> ``η = 0.5``, ``carryover`` -> ``carry-over``; the
     engine's options as they are (``fast_linear=all``)."""
-    if tag in LEGACY_LABELS:
-        return LEGACY_LABELS[tag]
+    if tag in TAG_LABELS:
+        return TAG_LABELS[tag]
     key, sep, value = tag.partition("=")
     if not sep or key in ENGINE_KEYS:
         return tag

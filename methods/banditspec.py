@@ -30,6 +30,7 @@ from methods.costs import CostModel
 from specbench.config import check_bool, check_number
 
 ALGORITHMS = ("ucb", "exp3")
+ARMS = (1, 2, 3, 4, 5, 6, 7, 8)  # the default arms (module docstring), as conf/method/banditspec.yaml writes them
 
 
 class BanditSpec(GammaPolicy):
@@ -38,13 +39,13 @@ class BanditSpec(GammaPolicy):
     name = "banditspec"
     needs = frozenset({COSTS})
 
-    def __init__(self, gamma_init: int, algorithm: str = "ucb", arms: object = None, c: float = 1.0,
+    def __init__(self, gamma_init: int, algorithm: str = "ucb", arms: object = ARMS, c: float = 1.0,
                  horizon: int = 200, seed: int = 0, transient: bool = True, latency: str | None = None) -> None:
         super().__init__(gamma_init)
         if algorithm not in ALGORITHMS:
             raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
         self.algorithm = algorithm
-        values = parse_arms(arms, range(1, 9))
+        values = parse_arms(arms, ARMS)
         self.arms = [self.gamma_init] + sorted(g for g in values if g != self.gamma_init)
         self.c = check_number("c", c, 0.0)
         self.horizon = int(check_number("horizon", horizon, 1.0))

@@ -36,8 +36,10 @@ below γ after a confidence stop, an EOS, or the token budget).
 from __future__ import annotations
 
 import copy
+import inspect
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from typing import Any
 
 #: per drafted token: the draft's probability of its token, the entropy (nats) of the
 #: distribution it was drawn from, and the margin ``p(top-1) − p(top-2)`` of that distribution
@@ -113,6 +115,23 @@ class GammaPolicy(ABC):
 
     name: str = ""
     needs: frozenset[str] = frozenset()  # FEATURES and/or COSTS this policy reads
+
+    @classmethod
+    def knobs(cls) -> dict[str, Any]:
+        """The constructor's knobs (``gamma_init`` aside) with their defaults, in order; a constructor that passes
+        ``**kwargs`` on to its base's (``GammaTunePlus``: GammaTune's seven, written once) has those too. The
+        defaults are there to build a policy by hand: a method's one source of defaults is its YAML
+        (``specbench.config.method``), and each policy's equal its own YAML's (``tests/methods/test_policies.py``)."""
+        out: dict[str, Any] = {}
+        for klass in cls.__mro__:
+            if "__init__" not in vars(klass) or klass is GammaPolicy:
+                continue
+            params = inspect.signature(vars(klass)["__init__"]).parameters.values()
+            out.update({p.name: p.default for p in params if p.name not in ("self", "gamma_init", *out)
+                        and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)})
+            if not any(p.kind is p.VAR_KEYWORD for p in params):
+                break
+        return out
 
     def __init__(self, gamma_init: int) -> None:
         if int(gamma_init) != gamma_init or gamma_init < 1:

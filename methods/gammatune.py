@@ -69,6 +69,7 @@ never in a subclass such as one implementing a custom γ rule.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from methods.base import DraftStep, GammaPolicy, RoundOutcome
 from methods.threshold import DEFAULT_THRESHOLD, ConfidenceStop
@@ -158,18 +159,15 @@ class GammaTunePlus(GammaTune):
     def __init__(
         self,
         gamma_init: int,
-        eta: float = 0.25,
-        delta: float = 2,
-        gamma_min: float = 1,
-        gamma_max: float = 32,
-        transient: bool = True,
-        expand_on: str = "gamma",
         threshold: float = DEFAULT_THRESHOLD,
         adaptive_threshold: bool = False,
         persist_threshold: bool = False,
+        **gammatune_knobs: Any,
     ) -> None:
+        """τ and its adaptation (``methods.threshold.ConfidenceStop``); every other knob is GammaTune's, passed on
+        (``GammaPolicy.knobs`` lists them: written once, in ``GammaTune.__init__``)."""
         self.confidence = ConfidenceStop(threshold, adaptive_threshold, persist_threshold)
-        super().__init__(gamma_init, eta, delta, gamma_min, gamma_max, transient, expand_on)
+        super().__init__(gamma_init, **gammatune_knobs)
 
     def reset(self) -> None:
         super().reset()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Mapping
 from typing import Any
 
@@ -29,9 +28,8 @@ POLICIES: Registry[type[GammaPolicy]] = Registry("gamma policy", {
 
 
 def policy_params(cls: type[GammaPolicy]) -> list[str]:
-    """Constructor parameters of a policy besides ``gamma_init``."""
-    sig = inspect.signature(cls.__init__)
-    return [p for p in sig.parameters if p not in ("self", "gamma_init")]
+    """Constructor parameters of a policy besides ``gamma_init`` (``GammaPolicy.knobs``)."""
+    return list(cls.knobs())
 
 
 def build_policy(name: str, gamma_init: int, params: Mapping[str, Any] | None = None) -> GammaPolicy:

@@ -29,8 +29,8 @@ from typing import Any
 SCHEMA_VERSION = 5  # 3: drafted_per_pos, compared_per_pos, accepted_per_pos, discarded_trace; 4: repeat,
 #                     host_probe_ms, ar_decode, interleave (records of 3 read as repeat 0, no probe); 5: kernels,
 #                     ar_baseline (records of 4 read as null: not stated). method_key, method_display,
-#                     hetero_display (added without a bump): records without them are keyed and named by
-#                     analysis.settings' frozen rule and names.
+#                     hetero_display (added without a bump): every committed record has them
+#                     (scripts/migrate_method_identity.py wrote them into the older ones once).
 REPLAY_FILE = "replay.jsonl"  # rows written by ``python -m runners.replay grid``, read by ``analysis``
 
 #: the groups of ``Record``'s fields, in the order ``docs/pages/records.md`` shows them: (title, what they share)
@@ -190,11 +190,11 @@ class Record:
     method_key: str | None = declare(
         "", "ran", "The method's identity as the job ran it (`specbench.config.method.method_key`): its name tagged "
         "with every knob off its default in the method's YAML at run time and the cross-vocabulary algorithm's "
-        "knobs off theirs (`gammatune[eta=0.5]`). Older records have none: `analysis` keys them by a frozen copy "
-        "of the defaults they ran under.")
+        "knobs off theirs (`gammatune[eta=0.5]`). Records written before it were given theirs once "
+        "(`scripts/migrate_method_identity.py`); a row without one is keyed as a job would key it today.")
     method_display: str | None = declare(
-        "", "ran", "How tables and figures name the method: its YAML's `display` as the job ran it (null: none given; "
-        "tables then show `method_key`). Older records have none: `analysis` names them from a frozen copy.")
+        "", "ran", "How tables and figures name the method: its YAML's `display` as the job ran it (null: none given). "
+        "Records written before it were given theirs once (`scripts/migrate_method_identity.py`).")
     hetero_display: str | None = declare("", "ran", "How tables name the cross-vocabulary algorithm that ran (its "
                                          "YAML's `display`); null on one vocabulary.")
     ar_cache: str | None = declare("", "ran", "The KV cache of an autoregressive run (`dynamic`, `offloaded`); null "

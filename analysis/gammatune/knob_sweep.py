@@ -4,17 +4,19 @@ their "± std across initial γ" (issue 28, item 3).
 Input: the rows of ``python -m runners.replay grid`` (``replay.jsonl``, read by
 ``analysis.policy_lab.load_replay``) whose methods are named as the replay names them,
 ``NAME`` (``conf/method/NAME.yaml``) or ``NAME:key=value,...`` (those knobs overridden). Each row
-becomes a records-like row with ``method_params`` = the knobs given, so its method key is the
-one a real run of those knobs gets (``analysis.metrics.method_key``: ``gammatune[eta=0.5]``), and
-Table 2's cells are computed by the very function that computes the measured Table 2
-(``analysis.gammatune.table2.speedup_table``: per pair, throughput of each initial γ pooled over the prompt
-turns ÷ SpecDecode's throughput averaged over its initial γ; mean ± sample std, ddof = 1, across
-initial γ). Every throughput here is *predicted* by the replay's latency model: no timing, so the
-table moves only with the policy's rounds.
+is a record (``runners.replay.grid.result_row``): its own ``method_key`` (the identity a real run of those knobs
+gets, ``specbench.config.method.method_key``: ``gammatune[eta=0.5]``) and its own ``method_params`` (every knob it
+ran with, the YAML's as they were that day and the label's overrides), and Table 2's cells are computed by the
+very function that computes the measured Table 2 (``analysis.gammatune.table2.speedup_table``: per pair, throughput
+of each initial γ pooled over the prompt turns ÷ SpecDecode's throughput averaged over its initial γ; mean ± sample
+std, ddof = 1, across initial γ). Every throughput here is *predicted* by the replay's latency model: no timing, so
+the table moves only with the policy's rounds.
 
-``knob_sweep_table`` lays the cells out with one row per combination of the swept knobs (the
-knobs' defaults filled in from ``conf/method``), one column per pair × method, and the Average of
-the pairs (mean of the pair means ± sqrt of the mean of the pair variances, as Table 2).
+``knob_sweep_table`` lays the cells out with one row per combination of the swept knobs, each read from the rows'
+own ``method_params`` (never from today's ``conf/method``: a default changed after the rows were written relabels
+none of them; only a hand-made row that states none is read as today's replay would write it), one column per
+pair × method, and the Average of the pairs (mean of the pair means ± sqrt of the mean of the pair variances, as
+Table 2).
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ from analysis.metrics import STD_NOTE, fmt_mean_std, method_labels
 from analysis.policy_lab import REFERENCES
 from analysis.registry import REPLAY, artefact
 from analysis.render import Table
-from analysis.settings import KNOB_SYMBOLS, method_defaults
+from analysis.settings import KNOB_SYMBOLS
+from specbench.config.method import method_defaults
 
 SWEPT = ("gammatune", "gammatune_plus")
 
@@ -52,7 +55,9 @@ def parse_label(label: str) -> tuple[str, dict[str, Any]]:
 
 def replay_frame(rows: pd.DataFrame) -> pd.DataFrame:
     """Replay rows (policies only: no oracle or best-fixed-γ rows) as a records frame
-    (``analysis.frame.rows_to_frame``), each method keyed by its knobs."""
+    (``analysis.frame.rows_to_frame``), each method keyed by its own ``method_key`` and carrying its own
+    ``method_params`` (a hand-made row without them: what today's replay would write, the YAML's knobs and the
+    label's overrides)."""
     from analysis.frame import rows_to_frame
 
     if rows is None or rows.empty or "method" not in rows:
@@ -60,21 +65,35 @@ def replay_frame(rows: pd.DataFrame) -> pd.DataFrame:
     kept = rows[~rows["method"].isin(REFERENCES) & rows["wall_ms"].notna()]
     records = []
     for row in kept.to_dict("records"):
-        name, params = parse_label(row["method"])
-        records.append({**row, "method": name, "method_params": params, "turn": row.get("turn"),
-                        "temperature": row.get("temperature", 0.0)})
+        name, overrides = parse_label(row["method"])
+        own = row.get("method_params")
+        params = dict(own) if isinstance(own, Mapping) else {**(method_defaults(name) or {}), **overrides}
+        records.append({**row, "method": name, "method_params": params,
+                        "turn": row.get("turn"), "temperature": row.get("temperature", 0.0)})
     return rows_to_frame(records)
 
 
-def _knobs_of(method_key: str, knobs: Sequence[str]) -> tuple[Any, ...] | None:
-    """The values of ``knobs`` for a method key (its tags, else the defaults of ``conf/method``)."""
-    base, _, tags = method_key.partition("[")
-    defaults = method_defaults(base) or {}
-    given = dict(t.split("=", 1) for t in tags.rstrip("]").split(",") if "=" in t) if tags else {}
+def knobs_by_key(frame: pd.DataFrame, knobs: Sequence[str]) -> dict[str, tuple[Any, ...] | None]:
+    """Each method key's values of ``knobs``, read from its rows' ``method_params`` (``replay_frame``; None for a knob
+    a row does not state); None for a key whose rows disagree on them (two runs under one key: no cell of this
+    sweep)."""
+    seen: dict[str, set[tuple]] = {}
+    for key, params in zip(frame["method"], frame["method_params"], strict=True):
+        params = params if isinstance(params, Mapping) else {}
+        seen.setdefault(key, set()).add(tuple(_hashable(params.get(k)) for k in knobs))
+    return {key: next(iter(values)) if len(values) == 1 else None for key, values in seen.items()}
+
+
+def _hashable(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _knobs_of(method_key: str, own: tuple[Any, ...] | None, knobs: Sequence[str]) -> tuple[Any, ...] | None:
+    """The values of ``knobs`` of a method key (``own``: read from its rows, ``knobs_by_key``); None when another
+    knob is off its default (its tags) or its rows disagree: not a cell of this sweep."""
+    _, _, tags = method_key.partition("[")
     other = [t for t in (tags.rstrip("]").split(",") if tags else []) if t.split("=", 1)[0] not in knobs]
-    if other:
-        return None  # another knob is off its default: not a cell of this sweep
-    return tuple(yaml.safe_load(given[k]) if k in given else defaults.get(k) for k in knobs)
+    return None if other else own
 
 
 def knob_sweep_table(
@@ -93,12 +112,13 @@ def knob_sweep_table(
     if table is None:
         return None
     cells = table.data[(table.data["source"] == "measured") & (table.data["pair"] != "average")]
+    own = knobs_by_key(frame, knobs)
     long = []
     for rec in cells.to_dict("records"):
         base = rec["method"].partition("[")[0]
         if base not in methods:
             continue
-        values = _knobs_of(rec["method"], knobs)
+        values = _knobs_of(rec["method"], own.get(rec["method"]), knobs)
         if values is None:
             continue
         long.append({**dict(zip(knobs, values, strict=True)), "method": base, "method_key": rec["method"],
@@ -126,8 +146,9 @@ def knob_sweep_table(
             column = f"{'Average' if pair == 'average' else pair} · {label(method)}"
             row[column] = fmt_mean_std(hit["mean"].iloc[0], hit["std"].iloc[0]) if len(hit) else ""
         display_rows.append(row)
-    defaults = method_defaults(methods[0]) or {}
-    default_combo = ", ".join(f"{KNOB_SYMBOLS.get(k, k)} = {_fmt_knob(defaults.get(k))}" for k in knobs)
+    defaults = own.get(methods[0]) or (None,) * len(knobs)  # what the untagged rows ran with: that day's defaults
+    default_combo = ", ".join(f"{KNOB_SYMBOLS.get(k, k)} = {_fmt_knob(v)}" for k, v in zip(knobs, defaults,
+                                                                                         strict=True))
     caption = (
         f"GammaTune Table 2 across {', '.join(KNOB_SYMBOLS.get(k, k) for k in knobs)}, replayed: speedup over "
         f"{label(baseline)} per pair, the throughput of each initial γ divided by {label(baseline)}'s "

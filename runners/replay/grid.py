@@ -9,7 +9,8 @@ prompts of the trace, best pooled throughput).
 Rows (``result_row``; ``python -m runners.replay grid`` writes them to ``replay.jsonl`` and ``replay.csv``):
 one row per method × initial γ × prompt turn, each a record (``specbench.records.Record``'s fields, filled by its
 builders) with its source: pair, method (the replay's label, ``NAME`` or ``NAME:key=value``), ``method_key`` (its
-identity as a job run with those overrides writes it, ``MethodSpec.key``), gamma_init, prompt_id, new_tokens, the
+identity as a job run with those overrides writes it, ``MethodSpec.key``), ``method_params`` (every knob it ran with:
+the YAML's and the overrides, ``MethodSpec.params``), gamma_init, prompt_id, new_tokens, the
 replay's ``specbench.rounds.Rounds`` serialised as a job's record serialises its own; *predicted* ttft_ms,
 tpot_ms, wall_ms, tokens_per_s, ar_tokens_per_s, speedup; plus ``source = "replay"``, ``predicted`` and the
 trace's ``max_new_tokens``), and ``meta.json`` into ``--out`` (default ``<DIR>/replay``); ``python -m analysis``
@@ -136,15 +137,16 @@ def load_method(spec: str, conf_dir: str | os.PathLike | None = None) -> MethodS
 
 def result_row(res: ReplayResult, method: str, gamma_init: int | None, latency: LatencyModel | None,
                batch: Mapping[str, Any] | None = None, key: str | None = None,
-               display: str | None = None) -> dict[str, Any]:
+               display: str | None = None, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """A replayed row: a record (``specbench.records.Record``'s fields, filled by its builders; times predicted)
     with its source (``source = "replay"``, ``predicted``, the trace's ``max_new_tokens``). ``key``: the method's
-    identity (``MethodSpec.key``; None for the references), ``display`` its name (``MethodSpec.display``). ``batch``: the row's batch (``batch_fields``), its AR
+    identity (``MethodSpec.key``; None for the references), ``display`` its name (``MethodSpec.display``), ``params``
+    every knob it ran with (``MethodSpec.params``: the record's ``method_params``; empty for the references). ``batch``: the row's batch (``batch_fields``), its AR
     wall at that batch size (``ar_wall_ms``) among them; None: a row decoded alone (batch 1)."""
     tr = res.trace
     row: dict[str, Any] = {
         "pair": tr.pair, "target": tr.target, "draft": tr.draft, "method": method, "method_key": key,
-        "method_display": display, "task": tr.task,
+        "method_display": display, "method_params": dict(params or {}), "task": tr.task,
         "category": tr.category, "prompt_id": tr.prompt_id, "turn": tr.turn, "gamma_init": gamma_init,
         "temperature": 0.0, "prompt_tokens": tr.prompt_tokens, "new_tokens": res.new_tokens,
         "stop_reason": res.stop_reason, "max_new_tokens": tr.max_new_tokens,
@@ -191,13 +193,15 @@ def job_batch_fields(batches: Sequence[BatchReplay], batch_size: int, gamma_mode
 
 def job_rows(batches: Sequence[BatchReplay], method: str, gammas: int | Sequence[int | None] | None,
              latency: LatencyModel | None, gamma_mode: str | None, ar: Sequence | None,
-             batch_size: int, key: str | None = None, display: str | None = None) -> list[dict[str, Any]]:
+             batch_size: int, key: str | None = None, display: str | None = None,
+             params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
     """``result_row`` of every row of a job replayed at ``batch_size`` (``gammas``: one initial γ, or one per row;
-    ``key``: the method's identity, ``MethodSpec.key``; ``display``: its name, ``MethodSpec.display``)."""
+    ``key``: the method's identity, ``MethodSpec.key``; ``display``: its name, ``MethodSpec.display``; ``params``: its
+    knobs, ``MethodSpec.params``)."""
     results = rows_of(batches)
     per_row = gammas if isinstance(gammas, list) else [gammas] * len(results)
     fields = job_batch_fields(batches, batch_size, gamma_mode, ar)
-    return [result_row(r, method, g, latency, f, key, display) for r, g, f in zip(results, per_row, fields)]
+    return [result_row(r, method, g, latency, f, key, display, params) for r, g, f in zip(results, per_row, fields)]
 
 
 def replay_grid(traces: Sequence[Trace], methods: Sequence[MethodSpec], gammas: Sequence[int],
@@ -220,7 +224,7 @@ def replay_grid(traces: Sequence[Trace], methods: Sequence[MethodSpec], gammas: 
                 errors.append(f"{method.label} γ={gamma}: {exc}")
                 continue
             rows += job_rows(batches, method.label, gamma, latency, gamma_mode, ar, batch_size, method.key,
-                             method.display)
+                             method.display, method.params)
     if latency is None or not traces:
         return rows
     if any(getattr(tr, "kind", "model") == "hybrid" for tr in traces):
@@ -276,7 +280,8 @@ def cells(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                                 "prompt_id": "*", "prompts": len(group), "source": "replay", "predicted": True,
                                 "target": group[0].get("target"), "draft": group[0].get("draft"),
                                 "method_key": group[0].get("method_key"),
-                                "method_display": group[0].get("method_display")}
+                                "method_display": group[0].get("method_display"),
+                                "method_params": group[0].get("method_params")}
         for f in SUM_FIELDS:
             values = [r.get(f) for r in group]
             cell[f] = sum(values) if all(v is not None for v in values) else None

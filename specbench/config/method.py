@@ -7,13 +7,25 @@ its choices (``AR_CACHES``, ``AR_LOOPS``, ``SLEM_GAMMA``, ``TLI_PROCESSORS``); `
 that is absent from there, and the YAML files that restate one are checked against it
 (``tests/specbench/test_config.py``).
 
+**One source of a method's defaults: its YAML** (``conf/method/<name>.yaml``, issue 51 item 3). Every knob a method
+has is written there, with a comment saying why; the job copies them into every record (``method_params``) and keys
+the record by them (``method_key``, below); the replay reads the same file (``runners.replay.grid.load_method``). The
+YAML, not the policy's constructor, because a *method* is the YAML: one policy class backs several methods
+(``hf_heuristic`` and ``hf_heuristic_carryover``, ``banditspec`` and ``banditspec_exp3``), a sweep overrides the
+YAML's keys (``method.eta=0.5``), and a record must state what ran, which is the config, not a signature. A policy's
+constructor keeps defaults only so it can be built by hand (tests, scripts); they equal its own YAML's
+(``conf/method/<policy>.yaml``), checked by ``tests/methods/test_policies.py``. (The cross-vocabulary algorithm and an
+AR method's ``cache`` / ``loop`` are typed nodes: their defaults are the dataclass's, as the paragraph above says.)
+
 A method variant's identity is written once, by the job (``method_key``, into every record): the method's name
 tagged with every knob off its default in ``conf/method/<name>.yaml`` at run time (``gammatune[eta=0.5]``), then the
 cross-vocabulary algorithm's knobs off ``conf/hetero/<name>.yaml``. Two legacy spellings are kept:
 ``transient: false`` (where the default is true) reads ``carryover``, ``expand_on: X`` reads ``expand=X``; a
 method with no YAML file (a policy run by its registry name) has no known defaults and only those two tags apply.
 A replayed method spelled ``NAME:key=value`` (``runners.replay.grid.load_method``) is ``NAME`` with those
-overrides, keyed alike. ``analysis`` reads the key from the record and never reads ``conf/``.
+overrides, keyed alike. ``analysis`` reads the key and the knobs from the record (every committed record carries
+them: ``scripts/migrate_method_identity.py`` migrated the older ones once); only a row that has none, a hand-made
+one, is keyed by this rule against today's files, as a job would key it today.
 
 A method's (a rule's) ``display`` is how tables name it: presentation, not a knob (``NOT_KNOBS``; out of folder names
 and the drift check, ``specbench.job_folders.PRESENTATION_KEYS``). The job writes it into each record
@@ -184,6 +196,15 @@ def _yaml_knobs(folder: str, name: str) -> dict[str, Any] | None:
 def _yaml_display(folder: str, name: str) -> str | None:
     display = dict(_yaml_items(folder, name) or ()).get("display")
     return display if isinstance(display, str) and display else None
+
+
+def yaml_display(name: str | None, conf_dir: str | Path | None = None) -> str | None:
+    """The ``display`` of ``conf/method/<name>.yaml``, else of ``conf/hetero/<name>.yaml`` (a rule's), as a job would
+    write it today; None without either. ``analysis`` names a row by it only when no record names it."""
+    if not isinstance(name, str) or not name:
+        return None
+    conf = Path(conf_dir or CONF_DIR)
+    return _yaml_display(str(conf / "method"), name) or _yaml_display(str(conf / "hetero"), name)
 
 
 def hetero_display(rule: str | None, node: HeteroConfig | None = None, conf_dir: str | Path | None = None) -> str | None:

@@ -1,6 +1,7 @@
 """Display names (issue 42): how a table names a method is the method YAML's ``display``, written by the job into each
-record (``method_display``, ``hetero_display``) and read back by ``analysis.metrics.display_names``; older records are
-named by the frozen ``analysis.settings.LEGACY_DISPLAY``, so renaming a method in its YAML relabels no old result."""
+record (``method_display``, ``hetero_display``) and read back by ``analysis.metrics.display_names``, so renaming a
+method in its YAML relabels no result (every committed record names itself, ``scripts/migrate_method_identity.py``);
+only a hand-made row that names nothing is named by today's YAML."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from analysis.gammatune.table2 import speedup_table
 from analysis.gammatune.throughput import throughput_table
 from analysis.hetero import hetero_table
 from analysis.metrics import display_names, method_label, method_labels
-from analysis.settings import LEGACY_DISPLAY
+from specbench.config.method import yaml_display
 
 from helpers.analysis_records import record_row
 
@@ -23,7 +24,7 @@ def _job(method: str, display: str | None, wall_ms: float, gammas=(2, 4), **kw) 
 
 def test_a_new_method_is_named_by_its_records_not_by_a_list_in_analysis():
     df = rows_to_frame(_job("specdecode", "SpecDecode", 100.0) + _job("my_policy", "MyPolicy (ours)", 80.0))
-    assert "my_policy" not in LEGACY_DISPLAY
+    assert yaml_display("my_policy") is None  # no YAML file, no list in analysis: only its records name it
     table = speedup_table(df)
     assert "MyPolicy (ours)" in set(table.display["Method"])
     assert "my_policy" not in set(table.display["Method"])
@@ -36,10 +37,10 @@ def test_tags_and_twins_read_on_the_recorded_name():
     label = method_labels(df)
     assert label("my_policy[eta=0.5]") == "MyPolicy (η = 0.5)"
     assert label("specdecode_twin") == "SpecDecode twin (as named)"
-    assert method_label("specdecode_twin") == "SpecDecode (A/A twin)"  # no record names it: the rule for old records
+    assert method_label("specdecode_twin") == "SpecDecode (A/A twin)"  # no record names it: its YAML does
 
 
-def test_records_without_a_name_keep_the_names_they_had():
+def test_rows_without_a_name_are_named_by_todays_yaml():
     df = rows_to_frame(_job("gammatune", None, 80.0) + _job("my_policy", None, 90.0))
     assert display_names(df) == {}
     label = method_labels(df)

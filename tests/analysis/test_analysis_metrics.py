@@ -8,7 +8,8 @@ import math
 import pytest
 
 from analysis.frame import job_rows, rows_to_frame
-from analysis.metrics import mean_std, method_key, method_label, throughput
+from analysis.metrics import mean_std, method_label, throughput
+from specbench.config.method import method_key
 
 from helpers.analysis_records import VICUNA, record_row
 

@@ -13,12 +13,13 @@ import pytest
 import yaml
 
 from analysis.cli import main
-from analysis.frame import load_records, rows_to_frame, scenarios
+from analysis.frame import load_records, rows_to_frame, scenarios, variant_key
 from analysis.gammatune.table2 import speedup_table
 from analysis.hetero import rule_method
-from analysis.metrics import method_key, method_label
-from analysis.settings import method_defaults, setting_partitions
+from analysis.metrics import method_label
+from analysis.settings import setting_partitions
 from specbench.config.method import method_defaults as yaml_method_defaults
+from specbench.config.method import method_key
 from specbench.paths import CONF_DIR
 
 from helpers.analysis_fixture import COMMITTED
@@ -70,7 +71,6 @@ def test_knobs_at_their_defaults_do_not_split():
     df = _sweep({"gammatune#full": full, "gammatune#empty": {}, "gammatune#float": {"delta": 2.0, "eta": 0.25}})
     assert sorted(df["method"].unique()) == ["gammatune", "specdecode"]
     assert yaml_method_defaults("gammatune") == full  # the job keys by one place: the method's own YAML
-    assert method_defaults("gammatune") == full  # analysis' frozen copy for records without a key: equal today
     assert method_key("hf_heuristic_carryover", {"transient": False}) == "hf_heuristic_carryover"  # its default
     assert method_key("assistant_threshold", {"threshold": 0.4, "adaptive_threshold": False}) == "assistant_threshold"
     assert method_key("assistant_threshold", {"threshold": 0.2}) == "assistant_threshold[threshold=0.2]"
@@ -78,7 +78,9 @@ def test_knobs_at_their_defaults_do_not_split():
 
 
 def test_labels_of_engine_options_and_legacy_tags_are_kept():
-    assert method_key("specdecode", {}, "fast_linear=all,fused_prefill") == "specdecode[fast_linear=all,fused_prefill]"
+    engine = "fast_linear=all,fused_prefill"
+    assert variant_key(None, "specdecode", {}, engine, None, None) == "specdecode[fast_linear=all,fused_prefill]"
+    assert variant_key("specdecode", "specdecode", {}, engine, None, None) == "specdecode[fast_linear=all,fused_prefill]"
     assert method_label("specdecode[fast_linear=all,fused_prefill]") == "SpecDecode (fast_linear=all, fused_prefill)"
     assert method_label("gammatune_plus[carryover,expand=drafted]") == "GammaTune+ (carry-over, expand on A = d)"
     assert method_key("no_such_method", {"eta": 0.9, "transient": False}) == "no_such_method[carryover]"  # no defaults

@@ -179,7 +179,7 @@ def test_analysis_keys_a_record_by_what_it_ran_not_by_todays_defaults():
     base = {"pair": "p", "prompt_id": "a", "turn": 1, "new_tokens": 4, "wall_ms": 10.0, "method": "gammatune",
             "method_params": {"eta": 0.5}}
     df = rows_to_frame([{**base, "method_key": "gammatune"},  # 0.5 was the default when it ran
-                        base,  # an old record: the frozen defaults (eta 0.25)
+                        base,  # a row without a key: keyed as a job would key it today (eta 0.25)
                         {**base, "method_key": "gammatune[delta=3]", "engine": "fused_prefill", "pair": "q"},
                         {**base, "method_key": "gammatune[delta=3]", "pair": "q", "engine": "plain"}])
     assert df["method"].tolist() == ["gammatune", "gammatune[eta=0.5]", "gammatune[delta=3,fused_prefill]",

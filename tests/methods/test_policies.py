@@ -476,6 +476,40 @@ def test_every_method_yaml_passes_every_key_on(stem):
     assert load_method(stem).policy == cfg.policy
 
 
+def _same(a, b) -> bool:
+    """Equal as a YAML value and a Python default are (a list and a tuple of the same items alike)."""
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return list(a) == list(b)
+    if isinstance(a, bool) or isinstance(b, bool):  # True == 1 in Python, never in a YAML knob
+        return a is b
+    return a == b
+
+
+@pytest.mark.parametrize("name", [n for n in POLICIES.names() if n != "fixed"])
+def test_a_policys_constructor_defaults_are_its_own_yamls(name):
+    """One source of defaults (``specbench.config.method``): the YAML. A policy's constructor keeps defaults only to
+    be built by hand, and they are its own YAML's (``conf/method/<policy>.yaml``), knob for knob: a default changed
+    in one place and not the other fails here."""
+    cfg = OmegaConf.to_container(OmegaConf.load(METHOD_DIR / f"{name}.yaml"))
+    assert cfg["policy"] == name
+    yaml_knobs = {k: v for k, v in cfg.items() if k not in NOT_KNOBS}
+    knobs = POLICIES.get(name).knobs()
+    assert list(knobs) == [k for k in knobs if k in yaml_knobs] and set(knobs) == set(yaml_knobs)
+    assert all(_same(knobs[k], yaml_knobs[k]) for k in knobs), {k: (knobs[k], yaml_knobs[k]) for k in knobs}
+    assert POLICIES.get("fixed").knobs() == {}  # SpecDecode's policy: no knob, nothing to agree on
+
+
+def test_gammatune_plus_takes_gammatunes_knobs_from_gammatune():
+    """GammaTune+ writes only its own three knobs; GammaTune's come from GammaTune's constructor."""
+    plus, base = GammaTunePlus.knobs(), GammaTune.knobs()
+    assert {k: plus[k] for k in base} == base
+    assert set(plus) - set(base) == {"threshold", "adaptive_threshold", "persist_threshold"}
+    policy = build_policy("gammatune_plus", 4, {"eta": 0.5, "delta": 1, "threshold": 0.3})
+    assert (policy.eta, policy.delta, policy.gamma_max, policy.confidence.threshold_init) == (0.5, 1, 32, 0.3)
+    with pytest.raises(ConfigError, match="no setting 'etta'"):
+        build_policy("gammatune_plus", 4, {"etta": 0.5})
+
+
 def test_the_check_covers_the_papers_and_the_labs_methods():
     assert set(OURS) | {"adaedl", "svip", "max_confidence", "logit_margin", "tapout", "banditspec",
                         "banditspec_exp3", "smartspec", "cost_aware"} <= set(speculative_yamls())

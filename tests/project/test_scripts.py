@@ -34,6 +34,7 @@ HELP = {
     "gpu_smoke.py": "usage",
     "gpu_timing.py": "--repeats",
     "hetero_acceptance.py": "usage",
+    "migrate_method_identity.py": "--check",
     "peer_exactness.py": "--rules",
     "specdecode_bench_conformance.py": "--figure",
 }
