@@ -27,11 +27,13 @@ from __future__ import annotations
 from methods.bandits import EXP3, UCB1, RewardScale, parse_arms
 from methods.base import COSTS, GammaPolicy, RoundOutcome
 from methods.costs import CostModel
+from methods.registry import policy
 from specbench.config import check_bool, check_number
 
 ALGORITHMS = ("ucb", "exp3")
 
 
+@policy("banditspec")
 class BanditSpec(GammaPolicy):
     """γ = the arm a UCB1 / EXP3 bandit pulls; reward = tokens per ms of the round."""
 

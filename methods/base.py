@@ -39,6 +39,8 @@ import copy
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
+from methods.registry import policy
+
 #: per drafted token: the draft's probability of its token, the entropy (nats) of the
 #: distribution it was drawn from, and the margin ``p(top-1) − p(top-2)`` of that distribution
 FEATURES = frozenset({"confidence", "entropy", "margin"})
@@ -161,6 +163,7 @@ class GammaPolicy(ABC):
         vars(self).update(copy.deepcopy(snapshot))
 
 
+@policy("fixed")
 class FixedGamma(GammaPolicy):
     """SpecDecode: a constant γ every round (Leviathan et al. 2023; Chen et al. 2023)."""
 

@@ -94,6 +94,7 @@ import numpy as np
 
 from methods.base import COSTS, DraftStep, GammaPolicy, RoundOutcome
 from methods.costs import CostModel
+from methods.registry import policy
 from specbench.config import check_bool, check_number
 
 #: feature -> bucket edges (ascending) and the bucket's prior acceptance (its centre; entropy: a guess
@@ -120,6 +121,7 @@ def _bucket_prior(feature: str) -> np.ndarray:
 #: the least a round may cost in ρ's prior (ms): a zero cost table would divide by zero
 FREE_ROUND_MS = 1e-9
 
+@policy("cost_aware")
 class CostAware(GammaPolicy):
     """Optimal stopping of each round for the most tokens per ms (module docstring)."""
 

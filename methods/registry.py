@@ -1,31 +1,25 @@
-"""Registry of speculation-length policies: ``policy:`` in ``conf/method/*.yaml`` (imported lazily)."""
+"""Registry of speculation-length policies: ``policy:`` in ``conf/method/*.yaml``, found where each is defined.
+
+A policy declares its name on its class, ``@policy("<name>")`` (``specbench.registry``'s one convention), in any
+module of ``methods/``; ``POLICIES`` finds the declarations by reading the package's sources and imports a policy's
+module the first time its name is asked for, so choosing one policy imports no other. Adding a policy is its
+module, its ``conf/method/<name>.yaml`` and its test (``docs/pages/extending.md``); nothing here changes.
+"""
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from methods.base import GammaPolicy
 from specbench.registry import ConfigError, Registry
 
-POLICIES: Registry[type[GammaPolicy]] = Registry("gamma policy", {
-    "fixed": "methods.base:FixedGamma",  # SpecDecode
-    # adaptive speculation length (GammaTune paper's comparison set)
-    "hf_heuristic": "methods.hf_heuristic:HFHeuristic",
-    "assistant_threshold": "methods.threshold:AssistantThreshold",
-    "gammatune": "methods.gammatune:GammaTune",
-    "gammatune_plus": "methods.gammatune:GammaTunePlus",
-    # the γ-policy lab (issue 14): the field's training-free policies, and ours
-    "adaedl": "methods.adaedl:AdaEDL",
-    "svip": "methods.svip:SVIP",
-    "max_confidence": "methods.max_confidence:MaxConfidence",
-    "logit_margin": "methods.logit_margin:LogitMargin",
-    "tapout": "methods.tapout:TapOut",
-    "banditspec": "methods.banditspec:BanditSpec",
-    "smartspec": "methods.smartspec:SmartSpec",
-    "cost_aware": "methods.cost_aware:CostAware",
-})
+if TYPE_CHECKING:  # methods.base declares a policy itself, so it imports this module, not the reverse
+    from methods.base import GammaPolicy
+
+POLICIES: Registry[type[GammaPolicy]] = Registry("gamma policy", package="methods", marker="policy")
+#: the decorator a policy is declared with: ``@policy("gammatune")`` on its class
+policy = POLICIES.register
 
 
 def policy_params(cls: type[GammaPolicy]) -> list[str]:

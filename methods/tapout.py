@@ -24,6 +24,7 @@ from methods.base import COSTS, DraftStep, GammaPolicy, RoundOutcome
 from methods.costs import CostModel
 from methods.logit_margin import LogitMargin
 from methods.max_confidence import MaxConfidence
+from methods.registry import policy
 from methods.stoppers import StopRule
 from methods.svip import SVIP
 from specbench.config import check_bool, check_number
@@ -31,6 +32,7 @@ from specbench.config import check_bool, check_number
 STOPPERS: dict[str, type[StopRule]] = {cls.name: cls for cls in (MaxConfidence, LogitMargin, SVIP, AdaEDL)}
 
 
+@policy("tapout")
 class TapOut(GammaPolicy):
     """γ = the initial γ; the round's stopper = the arm a UCB1 / EXP3 bandit pulls."""
 
