@@ -21,8 +21,7 @@ from __future__ import annotations
 
 import math
 
-from methods.base import DraftStep
-from methods.registry import policy
+from methods.base import DraftStep, policy
 from methods.stoppers import StopRule
 from specbench.config import check_number
 

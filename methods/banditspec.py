@@ -25,9 +25,8 @@ The initial γ joins the arms (when it is not one) and is the arm the first roun
 from __future__ import annotations
 
 from methods.bandits import EXP3, UCB1, RewardScale, parse_arms
-from methods.base import COSTS, GammaPolicy, RoundOutcome
+from methods.base import COSTS, GammaPolicy, RoundOutcome, policy
 from methods.costs import CostModel
-from methods.registry import policy
 from specbench.config import check_bool, check_number
 
 ALGORITHMS = ("ucb", "exp3")

@@ -39,7 +39,7 @@ import copy
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
-from methods.registry import policy
+from specbench.registry import Registry
 
 #: per drafted token: the draft's probability of its token, the entropy (nats) of the
 #: distribution it was drawn from, and the margin ``p(top-1) − p(top-2)`` of that distribution
@@ -161,6 +161,13 @@ class GammaPolicy(ABC):
         assert isinstance(snapshot, dict), "a snapshot of GammaPolicy.snapshot"
         vars(self).clear()
         vars(self).update(copy.deepcopy(snapshot))
+
+
+#: every policy by name (``policy:`` in ``conf/method/*.yaml``), each declared on its class with ``@policy("<name>")``
+#: in a module of ``methods/`` and imported the first time its name is asked for (``specbench.registry``); here, beside
+#: the interface every policy subclasses, so that declaring one imports nothing else (``methods.registry`` builds them)
+POLICIES: Registry[type[GammaPolicy]] = Registry("gamma policy", package="methods", marker="policy")
+policy = POLICIES.register
 
 
 @policy("fixed")

@@ -92,9 +92,8 @@ import math
 
 import numpy as np
 
-from methods.base import COSTS, DraftStep, GammaPolicy, RoundOutcome
+from methods.base import COSTS, DraftStep, GammaPolicy, RoundOutcome, policy
 from methods.costs import CostModel
-from methods.registry import policy
 from specbench.config import check_bool, check_number
 
 #: feature -> bucket edges (ascending) and the bucket's prior acceptance (its centre; entropy: a guess

@@ -70,8 +70,7 @@ from __future__ import annotations
 
 import math
 
-from methods.base import DraftStep, GammaPolicy, RoundOutcome
-from methods.registry import policy
+from methods.base import DraftStep, GammaPolicy, RoundOutcome, policy
 from methods.threshold import DEFAULT_THRESHOLD, ConfidenceStop
 from specbench.config import check_bool, check_choice, check_number
 

@@ -28,8 +28,7 @@ Facts checked in that source (see also ../shared/notes/transformers-assisted-gen
 
 from __future__ import annotations
 
-from methods.base import GammaPolicy, RoundOutcome
-from methods.registry import policy
+from methods.base import GammaPolicy, RoundOutcome, policy
 from specbench.config import check_bool
 
 

@@ -13,8 +13,7 @@ favourite in a long tail) have the same confidence.
 
 from __future__ import annotations
 
-from methods.base import DraftStep
-from methods.registry import policy
+from methods.base import DraftStep, policy
 from methods.stoppers import StopRule
 from specbench.config import check_number
 

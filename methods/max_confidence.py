@@ -16,8 +16,7 @@ TapOut text was not available offline to check its value).
 
 from __future__ import annotations
 
-from methods.base import DraftStep
-from methods.registry import policy
+from methods.base import DraftStep, policy
 from methods.stoppers import StopRule
 from specbench.config import check_number
 

@@ -1,8 +1,9 @@
 """Registry of speculation-length policies: ``policy:`` in ``conf/method/*.yaml``, found where each is defined.
 
-A policy declares its name on its class, ``@policy("<name>")`` (``specbench.registry``'s one convention), in any
-module of ``methods/``; ``POLICIES`` finds the declarations by reading the package's sources and imports a policy's
-module the first time its name is asked for, so choosing one policy imports no other. Adding a policy is its
+A policy declares its name on its class, ``@policy("<name>")`` (``methods.base``, beside ``POLICIES``;
+``specbench.registry``'s one convention), in any module of ``methods/``; ``POLICIES`` finds the declarations by
+reading the package's sources and imports a policy's module the first time its name is asked for, so choosing one
+policy imports no other. Adding a policy is its
 module, its ``conf/method/<name>.yaml`` and its test (``docs/pages/extending.md``); nothing here changes.
 """
 
@@ -10,16 +11,12 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from specbench.registry import ConfigError, Registry
+from methods.base import POLICIES, GammaPolicy, policy
+from specbench.registry import ConfigError
 
-if TYPE_CHECKING:  # methods.base declares a policy itself, so it imports this module, not the reverse
-    from methods.base import GammaPolicy
-
-POLICIES: Registry[type[GammaPolicy]] = Registry("gamma policy", package="methods", marker="policy")
-#: the decorator a policy is declared with: ``@policy("gammatune")`` on its class
-policy = POLICIES.register
+__all__ = ["POLICIES", "build_policy", "policy", "policy_params"]
 
 
 def policy_params(cls: type[GammaPolicy]) -> list[str]:

@@ -26,9 +26,8 @@ from __future__ import annotations
 
 from collections import deque
 
-from methods.base import COSTS, GammaPolicy, RoundOutcome
+from methods.base import COSTS, GammaPolicy, RoundOutcome, policy
 from methods.costs import CostModel
-from methods.registry import policy
 from specbench.config import check_bool, check_number
 
 

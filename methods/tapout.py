@@ -20,11 +20,10 @@ from __future__ import annotations
 from methods.adaedl import AdaEDL
 from methods.bandits import EXP3, UCB1, RewardScale
 from methods.banditspec import ALGORITHMS
-from methods.base import COSTS, DraftStep, GammaPolicy, RoundOutcome
+from methods.base import COSTS, DraftStep, GammaPolicy, RoundOutcome, policy
 from methods.costs import CostModel
 from methods.logit_margin import LogitMargin
 from methods.max_confidence import MaxConfidence
-from methods.registry import policy
 from methods.stoppers import StopRule
 from methods.svip import SVIP
 from specbench.config import check_bool, check_number

@@ -39,8 +39,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from methods.base import DraftStep, GammaPolicy, RoundOutcome
-from methods.registry import policy
+from methods.base import DraftStep, GammaPolicy, RoundOutcome, policy
 from specbench.config import check_bool, check_number
 from specbench.registry import ConfigError
 

@@ -16,7 +16,7 @@ Asking for a name (``get``) imports only the module that declares it; importing 
 alone, so listing the known names imports nothing. The scan is read once per registry and cached
 (``declarations``); a name declared twice, a marker whose name is no literal, or a module whose import does not
 register the name it declares fails with the module's name. The same decorator, the same scan, for every kind:
-``methods.registry.POLICIES`` (``@policy``), ``specbench.tasks.config.TASKS`` (``@dataset``, on a dataset module's
+``methods.base.POLICIES`` (``@policy``), ``specbench.tasks.config.TASKS`` (``@dataset``, on a dataset module's
 ``load``: the entry is the module), ``analysis.registry`` (``@artefact``), and a drafter (``@drafter``) the same way.
 
 A registry may also be given ``entries`` by hand (an object, or a ``"module:attribute"`` string imported the first
