@@ -134,15 +134,24 @@ class Registry(Generic[T]):
         self.kind = kind
         self.package, self.marker = package, marker
         self._items: dict[str, T | str] = {}
+        self._origins: dict[str, str] = {}  # where each registered object was defined
         self._declared: dict[str, str] | None = None if package else {}
         for name, obj in (entries or {}).items():
             self.add(name, obj)
 
     def declared(self) -> dict[str, str]:
-        """``{name: module}`` of the package's declarations (scanned once, then cached); empty without a package."""
+        """``{name: module}`` of the package's declarations (scanned once, then cached); empty without a package.
+        What was registered before the scan is checked against it then (``add``)."""
         if self._declared is None:
             self._declared = declarations(self.package, self.marker)  # type: ignore[arg-type]
+            for name, where in self._origins.items():
+                self._check_origin(name, where)
         return self._declared
+
+    def _check_origin(self, name: str, where: str) -> None:
+        declared = self.declared().get(name)
+        if declared is not None and where != declared:
+            raise ValueError(f"{self.kind} {name!r} registered twice: declared in {declared}, registered from {where}")
 
     def register(self, name: str) -> Callable[[T], T]:
         """The decorator a declaration is written with (``@policy("name")``): registers the object, returns it."""
@@ -161,9 +170,10 @@ class Registry(Generic[T]):
             if self._items[name] is obj:
                 return
             raise ValueError(f"{self.kind} {name!r} registered twice (again from {where})")
-        declared = self.declared().get(name) if self.package is not None and where is not None else None
-        if declared is not None and where != declared:
-            raise ValueError(f"{self.kind} {name!r} registered twice: declared in {declared}, registered from {where}")
+        if self.package is not None and where is not None:
+            if self._declared is not None:  # else checked when the scan is first read: importing scans nothing
+                self._check_origin(name, where)
+            self._origins[name] = where
         self._items[name] = obj
 
     def get(self, name: str) -> T:

@@ -121,3 +121,15 @@ def test_what_the_scan_reads_is_what_importing_registers(registry):
         importlib.import_module(module)
     assert reg.undeclared() == []
     assert sorted(reg.load_all()) == reg.names() == sorted(reg.declared())
+
+
+def test_importing_a_declaring_module_scans_nothing_and_the_scan_then_checks_what_it_registered(package):
+    name, write = package
+    write("light", '@thing("alpha")\nclass Alpha:\n    pass\n')
+    things = importlib.import_module(name).THINGS
+    importlib.import_module(f"{name}.light")  # the decorator registers; no source is read yet
+    things.add("beta", object(), module=f"{name}.elsewhere")
+    write("heavy", '@thing("beta")\nclass Beta:\n    pass\n')  # declared elsewhere than it was registered from
+    with pytest.raises(ValueError, match=rf"'beta' registered twice: declared in {name}.heavy, registered from "
+                                         rf"{name}.elsewhere"):
+        things.names()
