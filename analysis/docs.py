@@ -19,7 +19,8 @@ A committed folder run under rules since replaced holds a ``SUPERSEDED.md`` (:da
 paragraph follows the source line of every block that shows a file of that folder (``superseded``), so no page
 shows such a result without saying so.
 
-The record's field definitions are generated the same way, from their one declaration (``specbench.records``:
+The long map's module tables (``docs/pages/house.md``: ``<!-- modules: PACKAGE -->``) are generated from the
+modules' docstrings (``analysis.module_map``). The record's field definitions are generated the same way, from their one declaration (``specbench.records``:
 ``Record``'s field metadata), one block per group of fields (``render_fields``)::
 
     <!-- fields: timing -->
@@ -43,6 +44,8 @@ import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from analysis.module_map import refresh_modules, stale_modules, without_module_blocks
 
 ROOT = Path(__file__).resolve().parents[1]
 #: the files whose figures must come from committed files (the lab notebook results/README.md is not one)
@@ -282,13 +285,14 @@ def render(path: str, options: dict[str, str], root: Path = ROOT) -> str:
 
 
 def refresh_text(text: str, root: Path = ROOT) -> str:
-    """The Markdown with every block rewritten from its file, and every fields block from the declaration."""
+    """The Markdown with every block rewritten from its file, every fields block from the declaration, and every
+    modules block from the modules' docstrings (``analysis.module_map``)."""
     out, end = [], 0
     for match in _includes(text):
         path, options = parse_args(match["args"])
         out += [text[end:match.start("body")], render(path, options, root)]
         end = match.end("body")
-    return refresh_fields("".join([*out, text[end:]]))
+    return refresh_modules(refresh_fields("".join([*out, text[end:]])), root)
 
 
 def stale_blocks(doc: Path, root: Path = ROOT) -> list[str]:
@@ -304,7 +308,7 @@ def stale_blocks(doc: Path, root: Path = ROOT) -> list[str]:
         if block.body != expected:
             problems.append(f"{_rel(doc, root)}:{block.line}: the block differs from {block.path} "
                             f"(run `python -m analysis.docs refresh`)")
-    return problems + stale_fields(doc, root)
+    return problems + stale_fields(doc, root) + stale_modules(doc, root)
 
 
 # ---------------------------------------------------------------------- the record's declared fields
@@ -372,7 +376,7 @@ def _outside(text: str) -> str:
     numbers are kept): what a person wrote."""
     for match in reversed(_includes(text)):
         text = text[:match.start()] + "\n" * match.group(0).count("\n") + text[match.end():]
-    return COMMENT_RE.sub(lambda m: "\n" * m.group(0).count("\n"), text)
+    return COMMENT_RE.sub(lambda m: "\n" * m.group(0).count("\n"), without_module_blocks(text))
 
 
 def stray_figures(doc: Path, text: str | None = None, allowed=None) -> list[Stray]:

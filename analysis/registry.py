@@ -24,21 +24,22 @@ Scopes (``SCOPES``, in the order the CLI makes them): ``scenario`` (per scenario
 one-vocabulary records, ``analysis.frame.scenarios``), ``sweep`` (once, every record), ``setting``
 (per setting, both temperatures together, ``analysis.settings.setting_partitions``) and ``replay``
 (a single results folder's replay rows, ``runners.replay``'s output, and its records). Within a
-scope, artefacts come in the order of ``MODULES`` and, within a module, of definition; in a
-scenario, the ``terminal`` ones (made with ``--print-only`` too: what reaches the terminal) first.
+scope, artefacts come in the order of their modules' paths under ``analysis/`` and, within a module, of
+definition; in a scenario, the ``terminal`` ones (made with ``--print-only`` too: what reaches the terminal) first.
 
-Imports only ``specbench.registry`` (its "did you mean" message): the modules of ``MODULES`` import
-this one, and ``load`` imports them.
+Found as every registry is (``specbench.registry``'s one convention): ``ARTEFACTS`` reads the package's sources
+for ``@artefact("<key>", ...)``, so a new table is one function in any module of ``analysis/`` and nothing else;
+``get(key)`` imports only the module that defines it, ``load()`` (the CLI, ``--list``) every one that defines any.
+Imports only ``specbench.registry``: the artefacts' modules import this one, and ``load`` imports them.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from specbench.registry import ConfigError, unknown_name_message
+from specbench.registry import Registry
 
 SCENARIO, SWEEP, SETTING, REPLAY = "scenario", "sweep", "setting", "replay"
 SCOPES = {
@@ -48,21 +49,6 @@ SCOPES = {
     REPLAY: "once, for a single results folder: its replay rows (python -m runners.replay grid) and records",
 }
 KINDS = {"tables": "table", "figures": "figure"}
-#: the modules that define artefacts, in the order the CLI makes them within a scope
-MODULES = (
-    "analysis.drift",
-    "analysis.policy_lab",
-    "analysis.acceptance",
-    "analysis.gammatune.table2",
-    "analysis.gammatune.throughput",
-    "analysis.gammatune.rounds",
-    "analysis.gammatune.latency",
-    "analysis.gammatune.knob_sweep",
-    "analysis.hetero",
-    "analysis.leviathan",
-    "analysis.categories",
-    "analysis.time_breakdown",
-)
 
 
 @dataclass(frozen=True)
@@ -118,7 +104,8 @@ class Artefact:
         return self.fn(*(getattr(inputs, need) for need in self.needs))
 
 
-_REGISTRY: dict[str, Artefact] = {}
+#: every artefact by key, declared where it is defined (``@artefact``), found by reading ``analysis/``'s sources
+ARTEFACTS: Registry[Artefact] = Registry("artefact", package="analysis", marker="artefact")
 
 
 def artefact(key: str, label: str, *, about: str, scope: str, needs: tuple[str, ...],
@@ -137,24 +124,21 @@ def artefact(key: str, label: str, *, about: str, scope: str, needs: tuple[str, 
         raise ValueError(f"artefact {key}: unknown needs {unknown}; known: {', '.join(INPUT_NAMES)}")
 
     def register(fn: Callable) -> Callable:
-        if key in _REGISTRY and _REGISTRY[key].fn is not fn:
-            raise ValueError(f"artefact {key} is registered twice ({_REGISTRY[key].fn.__module__} and {fn.__module__})")
-        _REGISTRY[key] = Artefact(key, label, about, scope, tuple(needs), fn, when, terminal, headline, lines)
+        ARTEFACTS.add(key, Artefact(key, label, about, scope, tuple(needs), fn, when, terminal, headline, lines),
+                      module=fn.__module__)
         return fn
 
     return register
 
 
 def load() -> dict[str, Artefact]:
-    """Every artefact, by key, in the order of ``MODULES`` (importing them registers theirs), then of
-    definition. An artefact defined outside ``MODULES`` fails: ``--list`` would not show it."""
-    for module in MODULES:
-        importlib.import_module(module)
-    stray = sorted(a.key for a in _REGISTRY.values() if a.fn.__module__ not in MODULES)
-    if stray:
-        raise ValueError(f"artefacts defined outside analysis.registry.MODULES: {', '.join(stray)}")
-    order = {m: i for i, m in enumerate(MODULES)}
-    return dict(sorted(_REGISTRY.items(), key=lambda kv: order[kv[1].fn.__module__]))
+    """Every artefact, by key, in the order of their modules' paths, then of definition (importing every module
+    that declares one). An artefact registered where the scan cannot see it fails."""
+    order = {module: i for i, module in enumerate(dict.fromkeys(ARTEFACTS.declared().values()))}
+    known = ARTEFACTS.load_all()
+    if ARTEFACTS.undeclared():  # registered where the scan cannot see it: --list would miss it in a fresh process
+        raise ValueError(f"artefacts with no @artefact(\"<key>\", ...) in analysis/'s sources: {ARTEFACTS.undeclared()}")
+    return dict(sorted(known.items(), key=lambda kv: order.get(kv[1].fn.__module__, len(order))))
 
 
 def artefacts(scope: str) -> list[Artefact]:
@@ -165,11 +149,9 @@ def artefacts(scope: str) -> list[Artefact]:
 
 
 def get(key: str) -> Artefact:
-    """The artefact ``key``; an unknown key fails with ``ConfigError``: "did you mean …? known: …"."""
-    known = load()
-    if key not in known:
-        raise ConfigError(unknown_name_message("artefact", key, known))
-    return known[key]
+    """The artefact ``key`` (importing only the module that defines it); an unknown key fails with ``ConfigError``:
+    "did you mean …? known: …"."""
+    return ARTEFACTS.get(key)
 
 
 def listing() -> str:

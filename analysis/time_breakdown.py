@@ -1,6 +1,7 @@
 """Where the time goes: the per-record breakdown (``specbench.records``: ``ttft_ms``, ``draft_ms``,
 ``verify_ms``, ``overhead_ms``, ``predicted_wall_ms``) as a table and a stacked-bar figure per
-pair × method (× cross-vocabulary rule, task, temperature, initial γ).
+pair × method (× cross-vocabulary rule, task, temperature, initial γ), and how the latency a user sees is spread
+over the prompt turns (``latency_percentiles_table``: TTFT and TPOT percentiles, as serving benchmarks report them).
 
 Every cell pools its records: totals over the records, then per generated token (ms/token) and as
 shares of the time after the first token (``wall − TTFT``). The overhead per round is the total
@@ -26,6 +27,8 @@ from analysis.metrics import fmt_mean_std, fmt_num, method_labels, ordered_metho
 from analysis.registry import SETTING, artefact
 from analysis.render import Table
 
+#: the percentiles of the latency table (vLLM's serving benchmark reports the median and p99 by default)
+PERCENTILES = (50, 90, 99)
 KEYS = ["pair", "method", "hetero", "task", "temperature", "gamma_init"]
 PARTS = ("ttft", "draft", "verify", "overhead")
 
@@ -133,3 +136,43 @@ def plot_time_breakdown(df: pd.DataFrame) -> Figure | None:
     ax.set_title("Where the time goes (records pooled per cell)", fontsize=10)
     ax.legend(fontsize=7, loc="lower right")
     return fig
+
+
+@artefact("tables/latency_percentiles", "latency percentiles table", scope=SETTING, needs=("records",),
+          about="TTFT and TPOT per cell over its prompt turns: mean and 50th / 90th / 99th percentiles (ms)")
+def latency_percentiles_table(df: pd.DataFrame) -> Table | None:
+    """TTFT and TPOT (``specbench.records``: ``ttft_ms``, ``tpot_ms``) per pair × method × task × temperature ×
+    initial γ: the mean and ``PERCENTILES`` over the cell's records (one per prompt turn), as vLLM's serving
+    benchmark reports a run (``benchmarks/benchmark_serving.py: calculate_metrics``: ``np.mean`` and
+    ``np.percentile``, linear interpolation between order statistics; a turn of one new token has no TPOT and
+    counts for TTFT only, as there). A tail percentile of few turns is an interpolation between the largest ones:
+    read it with ``n``."""
+    data = df[df["pair"].notna() & df["method"].notna()] if {"pair", "method", "ttft_ms"} <= set(df) else df[:0]
+    if data.empty:
+        return None
+    if "hetero" not in data:
+        data = data.assign(hetero=None)
+    rows: list[dict[str, Any]] = []
+    for values, group in data.groupby(KEYS, dropna=False, sort=True):
+        row: dict[str, Any] = {**dict(zip(KEYS, values, strict=True)), "n_records": len(group)}
+        for metric in ("ttft_ms", "tpot_ms"):
+            x = group[metric].dropna().to_numpy(dtype=float) if metric in group else np.array([])
+            row[f"mean_{metric}"] = float(x.mean()) if len(x) else math.nan
+            row.update({f"p{p}_{metric}": float(np.percentile(x, p)) if len(x) else math.nan for p in PERCENTILES})
+        rows.append(row)
+    out = pd.DataFrame(rows)
+    order = {m: i for i, m in enumerate(ordered_methods(out["method"]))}
+    out = out.assign(_m=out["method"].map(order)).sort_values(
+        ["pair", "task", "temperature", "_m", "gamma_init"], na_position="first").drop(columns="_m")
+    display = pd.DataFrame({
+        "Pair": out["pair"], "Method": out["method"].map(method_labels(df)),
+        "Hetero": out["hetero"].map(lambda v: v if isinstance(v, str) else ""), "Task": out["task"],
+        "T": out["temperature"].map(lambda v: fmt_num(v, 1)), "γ": out["gamma_init"].map(lambda v: fmt_num(v, 0)),
+        "n": out["n_records"],
+        **{f"{name} {stat}": out[f"{stat}_{metric}"].map(lambda v: fmt_num(v, 1))
+           for name, metric in (("TTFT", "ttft_ms"), ("TPOT", "tpot_ms"))
+           for stat in ("mean", *(f"p{p}" for p in PERCENTILES))},
+    })
+    caption = ("Latency per cell over its prompt turns, in ms: time to first token (TTFT) and time per output token "
+               "after it (TPOT), mean and percentiles (numpy's linear interpolation, as vLLM's serving benchmark).")
+    return Table("latency_percentiles", caption, display, out.reset_index(drop=True))

@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import math
 
-from methods.base import DraftStep
+from methods.base import DraftStep, policy
 from methods.stoppers import StopRule
 from specbench.config import check_number
 
 
+@policy("adaedl")
 class AdaEDL(StopRule):
     """Stop once ``1 − √(entropy_scale · H(q)) < threshold``."""
 

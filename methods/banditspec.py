@@ -25,7 +25,7 @@ The initial γ joins the arms (when it is not one) and is the arm the first roun
 from __future__ import annotations
 
 from methods.bandits import EXP3, UCB1, RewardScale, parse_arms
-from methods.base import COSTS, GammaPolicy, RoundOutcome
+from methods.base import COSTS, GammaPolicy, RoundOutcome, policy
 from methods.costs import CostModel
 from specbench.config import check_bool, check_number
 
@@ -33,6 +33,7 @@ ALGORITHMS = ("ucb", "exp3")
 ARMS = (1, 2, 3, 4, 5, 6, 7, 8)  # the default arms (module docstring), as conf/method/banditspec.yaml writes them
 
 
+@policy("banditspec")
 class BanditSpec(GammaPolicy):
     """γ = the arm a UCB1 / EXP3 bandit pulls; reward = tokens per ms of the round."""
 

@@ -41,6 +41,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
+from specbench.registry import Registry
+
 #: per drafted token: the draft's probability of its token, the entropy (nats) of the
 #: distribution it was drawn from, and the margin ``p(top-1) − p(top-2)`` of that distribution
 FEATURES = frozenset({"confidence", "entropy", "margin"})
@@ -180,6 +182,14 @@ class GammaPolicy(ABC):
         vars(self).update(copy.deepcopy(snapshot))
 
 
+#: every policy by name (``policy:`` in ``conf/method/*.yaml``), each declared on its class with ``@policy("<name>")``
+#: in a module of ``methods/`` and imported the first time its name is asked for (``specbench.registry``); here, beside
+#: the interface every policy subclasses, so that declaring one imports nothing else (``methods.registry`` builds them)
+POLICIES: Registry[type[GammaPolicy]] = Registry("gamma policy", package="methods", marker="policy")
+policy = POLICIES.register
+
+
+@policy("fixed")
 class FixedGamma(GammaPolicy):
     """SpecDecode: a constant γ every round (Leviathan et al. 2023; Chen et al. 2023)."""
 

@@ -92,7 +92,7 @@ import math
 
 import numpy as np
 
-from methods.base import COSTS, DraftStep, GammaPolicy, RoundOutcome
+from methods.base import COSTS, DraftStep, GammaPolicy, RoundOutcome, policy
 from methods.costs import CostModel
 from specbench.config import check_bool, check_number
 
@@ -120,6 +120,7 @@ def _bucket_prior(feature: str) -> np.ndarray:
 #: the least a round may cost in ρ's prior (ms): a zero cost table would divide by zero
 FREE_ROUND_MS = 1e-9
 
+@policy("cost_aware")
 class CostAware(GammaPolicy):
     """Optimal stopping of each round for the most tokens per ms (module docstring)."""
 

@@ -71,7 +71,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from methods.base import DraftStep, GammaPolicy, RoundOutcome
+from methods.base import DraftStep, GammaPolicy, RoundOutcome, policy
 from methods.threshold import DEFAULT_THRESHOLD, ConfidenceStop
 from specbench.config import check_bool, check_choice, check_number
 
@@ -79,6 +79,7 @@ CEIL_EPS = 1e-9
 EXPAND_ON = ("gamma", "drafted")
 
 
+@policy("gammatune")
 class GammaTune(GammaPolicy):
     """EWMA of accepted tokens (+δ on fully accepted rounds), bounded, rounded up."""
 
@@ -150,6 +151,7 @@ class GammaTune(GammaPolicy):
         }
 
 
+@policy("gammatune_plus")
 class GammaTunePlus(GammaTune):
     """GammaTune + stop drafting once the draft's probability of its token is below τ (Sec. 4.2)."""
 

@@ -28,10 +28,11 @@ Facts checked in that source (see also ../shared/notes/transformers-assisted-gen
 
 from __future__ import annotations
 
-from methods.base import GammaPolicy, RoundOutcome
+from methods.base import GammaPolicy, RoundOutcome, policy
 from specbench.config import check_bool
 
 
+@policy("hf_heuristic")
 class HFHeuristic(GammaPolicy):
     """+2 after a round whose drafted tokens were all accepted, else ``max(1, γ − 1)``.
 

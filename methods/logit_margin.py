@@ -13,11 +13,12 @@ favourite in a long tail) have the same confidence.
 
 from __future__ import annotations
 
-from methods.base import DraftStep
+from methods.base import DraftStep, policy
 from methods.stoppers import StopRule
 from specbench.config import check_number
 
 
+@policy("logit_margin")
 class LogitMargin(StopRule):
     """Stop once ``q(top-1) − q(top-2) < threshold``."""
 

@@ -16,11 +16,12 @@ TapOut text was not available offline to check its value).
 
 from __future__ import annotations
 
-from methods.base import DraftStep
+from methods.base import DraftStep, policy
 from methods.stoppers import StopRule
 from specbench.config import check_number
 
 
+@policy("max_confidence")
 class MaxConfidence(StopRule):
     """Stop once the draft's confidence in its token is below ``threshold``."""
 

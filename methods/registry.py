@@ -1,30 +1,21 @@
-"""Registry of speculation-length policies: ``policy:`` in ``conf/method/*.yaml`` (imported lazily)."""
+"""Registry of speculation-length policies: ``policy:`` in ``conf/method/*.yaml``, found where each is defined.
+
+A policy declares its name on its class, ``@policy("<name>")`` (``methods.base``, beside ``POLICIES``;
+``specbench.registry``'s one convention), in any module of ``methods/``; ``POLICIES`` finds the declarations by
+reading the package's sources and imports a policy's module the first time its name is asked for, so choosing one
+policy imports no other. Adding a policy is its
+module, its ``conf/method/<name>.yaml`` and its test (``docs/pages/extending.md``); nothing here changes.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from methods.base import GammaPolicy
-from specbench.registry import ConfigError, Registry
+from methods.base import POLICIES, GammaPolicy, policy
+from specbench.registry import ConfigError
 
-POLICIES: Registry[type[GammaPolicy]] = Registry("gamma policy", {
-    "fixed": "methods.base:FixedGamma",  # SpecDecode
-    # adaptive speculation length (GammaTune paper's comparison set)
-    "hf_heuristic": "methods.hf_heuristic:HFHeuristic",
-    "assistant_threshold": "methods.threshold:AssistantThreshold",
-    "gammatune": "methods.gammatune:GammaTune",
-    "gammatune_plus": "methods.gammatune:GammaTunePlus",
-    # the γ-policy lab (issue 14): the field's training-free policies, and ours
-    "adaedl": "methods.adaedl:AdaEDL",
-    "svip": "methods.svip:SVIP",
-    "max_confidence": "methods.max_confidence:MaxConfidence",
-    "logit_margin": "methods.logit_margin:LogitMargin",
-    "tapout": "methods.tapout:TapOut",
-    "banditspec": "methods.banditspec:BanditSpec",
-    "smartspec": "methods.smartspec:SmartSpec",
-    "cost_aware": "methods.cost_aware:CostAware",
-})
+__all__ = ["POLICIES", "build_policy", "policy", "policy_params"]
 
 
 def policy_params(cls: type[GammaPolicy]) -> list[str]:

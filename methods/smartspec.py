@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from methods.base import COSTS, GammaPolicy, RoundOutcome
+from methods.base import COSTS, GammaPolicy, RoundOutcome, policy
 from methods.costs import CostModel
 from specbench.config import check_bool, check_number
 
@@ -38,6 +38,7 @@ def expected_tokens(alpha: float, k: int) -> float:
     return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
 
 
+@policy("smartspec")
 class SmartSpec(GammaPolicy):
     """γ = argmax_k E[tokens | k] / C(k), k = 0 .. k_max."""
 

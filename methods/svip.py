@@ -18,11 +18,12 @@ length of a round (the paper's SVIP drafts up to a large cap and lets entropy de
 
 from __future__ import annotations
 
-from methods.base import DraftStep
+from methods.base import DraftStep, policy
 from methods.stoppers import StopRule, sqrt_entropy
 from specbench.config import check_number
 
 
+@policy("svip")
 class SVIP(StopRule):
     """Stop once ``√H(q) > threshold``."""
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from methods.adaedl import AdaEDL
 from methods.bandits import EXP3, UCB1, RewardScale
 from methods.banditspec import ALGORITHMS
-from methods.base import COSTS, DraftStep, GammaPolicy, RoundOutcome
+from methods.base import COSTS, DraftStep, GammaPolicy, RoundOutcome, policy
 from methods.costs import CostModel
 from methods.logit_margin import LogitMargin
 from methods.max_confidence import MaxConfidence
@@ -31,6 +31,7 @@ from specbench.config import check_bool, check_number
 STOPPERS: dict[str, type[StopRule]] = {cls.name: cls for cls in (MaxConfidence, LogitMargin, SVIP, AdaEDL)}
 
 
+@policy("tapout")
 class TapOut(GammaPolicy):
     """γ = the initial γ; the round's stopper = the arm a UCB1 / EXP3 bandit pulls."""
 

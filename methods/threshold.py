@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from methods.base import DraftStep, GammaPolicy, RoundOutcome
+from methods.base import DraftStep, GammaPolicy, RoundOutcome, policy
 from specbench.config import check_bool, check_number
 from specbench.registry import ConfigError
 
@@ -133,6 +133,7 @@ class ConfidenceStop:
         return out
 
 
+@policy("assistant_threshold")
 class AssistantThreshold(GammaPolicy):
     """Fixed γ; drafting stops early once the draft's probability of its token is below τ.
 

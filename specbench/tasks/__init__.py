@@ -1,14 +1,13 @@
 """Tasks: where prompts come from, and how a turn is formatted for a model.
 
 One module per dataset, registered by its name: ``TASKS`` maps the ``loader:`` of ``conf/task/<name>.yaml`` to
-``specbench.tasks.<name>``, found by convention (every module here but the shared ones below) and imported the
-first time it is chosen (lm-evaluation-harness's lazy registry). A dataset module declares its defaults, its rows'
-fields, its source and its loader (``specbench.tasks.config.TaskModule``): ``embedded``, ``specbench``,
-``speed_bench``, ``cnn_dailymail``, ``humaneval``, ``scrolls``, ``custom``. A new dataset is one module here, one
-``conf/task/<name>.yaml`` and one fixture, ``tests/fixtures/tasks/<name>.jsonl``
-(``tests/specbench/test_task_modules.py`` says so for each).
+``specbench.tasks.<name>``, which declares it (``@dataset("<name>")`` on its ``load``; found by reading this
+package's sources) and is imported the first time it is chosen (lm-evaluation-harness's lazy registry). A dataset
+module declares its defaults, its rows' fields, its source and its loader (``specbench.tasks.config.TaskModule``).
+A new dataset is one module here, one ``conf/task/<name>.yaml`` and one fixture, ``tests/fixtures/tasks/<name>.jsonl``
+(``tests/specbench/test_task_modules.py`` says so for each; ``docs/pages/extending.md``).
 
-What the datasets share, one concept a module (``specbench.tasks.config.SHARED_MODULES``):
+What the datasets share, one concept a module (declaring no dataset):
 
 * ``base``: ``Prompt`` (one benchmark item) and what a load found out (``LoadedRows``, ``TaskFacts``);
 * ``config``: ``TaskConfig`` (the validated ``task`` node), the registry ``TASKS`` and ``TaskModule``;

@@ -7,7 +7,7 @@ Rows: ``article``, ``highlights`` (the reference summary), ``id``.
 from __future__ import annotations
 
 from specbench.tasks.base import Prompt
-from specbench.tasks.config import TaskConfig
+from specbench.tasks.config import TaskConfig, dataset
 from specbench.tasks.files import local_rows
 from specbench.tasks.rows import templated
 from specbench.tasks.sources import hub_rows, hub_source
@@ -27,6 +27,7 @@ def source(cfg: TaskConfig) -> str:
     return hub_source(cfg)
 
 
+@dataset("cnn_dailymail")
 def load(cfg: TaskConfig) -> list[Prompt]:
     """CNN/DailyMail news summarization (one article per prompt)."""
     template = cfg.setting("template")

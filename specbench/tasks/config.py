@@ -2,17 +2,17 @@
 
 ``TaskConfig`` and the ``task.prompt_format`` values are validated at the boundary
 (``specbench.config.JobConfig.from_mapping``; ``specbench.tasks.load_task`` validates a plain mapping the same
-way). ``TASKS`` is the registry its ``loader`` key names: each dataset's name maps to its module in this package
-(``specbench.tasks.<name>``), imported the first time it is chosen (lm-evaluation-harness's lazy registry). A
+way). ``TASKS`` is the registry its ``loader`` key names: each dataset's module in this package declares its name
+(``@dataset("<name>")`` on its ``load``, ``specbench.registry``'s one convention), and is imported the first time
+the name is chosen (lm-evaluation-harness's lazy registry). A
 dataset module declares what ``TaskModule`` says: its defaults, its rows' fields, its source and its loader.
 """
 
 from __future__ import annotations
 
-import pkgutil
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from specbench.checks import check_choice, check_int, check_str, field_names, only_known
@@ -136,22 +136,20 @@ class TaskModule(Protocol):
     def load(self, cfg: TaskConfig) -> list[Prompt] | LoadedRows: ...
 
 
-#: the package's modules that are no dataset: what the datasets share. Every other module here is one.
-SHARED_MODULES = frozenset({"base", "config", "files", "formats", "load", "rows", "sources"})
+#: the datasets by name, each declared by its module (``@dataset("<name>")`` on its ``load``), found by reading this
+#: package's sources, each entry the dataset's module (``TaskModule``), imported the first time it is chosen
+TASKS: Registry[TaskModule] = Registry("task loader", package=__package__, marker="dataset")
 
 
-def dataset_modules() -> dict[str, str]:
-    """Every dataset of this package by name, found by convention: each ``specbench/tasks/<name>.py`` but the
-    ``SHARED_MODULES``, as the lazy entry ``"specbench.tasks.<name>"`` (listed from the folder, imported only when
-    chosen), so a new dataset is registered by its module alone."""
-    found = pkgutil.iter_modules([str(Path(__file__).resolve().parent)])
-    names = sorted(m.name for m in found if not m.ispkg and m.name not in SHARED_MODULES)
-    return {name: f"{__package__}.{name}" for name in names}
+def dataset(name: str) -> Callable[[Callable], Callable]:
+    """Declare the decorated ``load`` as dataset ``name``'s loader (``specbench.registry``'s convention): the registry's
+    entry is the module that defines it, so its ``DEFAULTS``, ``FIELDS``, ``source`` and ``load`` are read from there."""
 
+    def declare(load: Callable) -> Callable:
+        TASKS.add(name, sys.modules[load.__module__])  # type: ignore[arg-type]
+        return load
 
-#: the datasets by name (``embedded``, ``specbench``, ``speed_bench``, ``cnn_dailymail``, ``humaneval``, ``scrolls``,
-#: ``custom``), each entry its module (``TaskModule``), imported the first time it is chosen
-TASKS: Registry[TaskModule] = Registry("task loader", dataset_modules())
+    return declare
 
 
 def loader_defaults(loader: str) -> Mapping[str, str]:

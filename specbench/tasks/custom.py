@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from specbench.registry import ConfigError
 from specbench.tasks.base import Prompt
-from specbench.tasks.config import TaskConfig
+from specbench.tasks.config import TaskConfig, dataset
 from specbench.tasks.files import local_rows
 from specbench.tasks.rows import reference, render
 
@@ -21,6 +21,7 @@ def source(cfg: TaskConfig) -> str:
     return f"loader {cfg.loader!r}"  # no source of its own: only task.data_files, refused when missing
 
 
+@dataset("custom")
 def load(cfg: TaskConfig) -> list[Prompt]:
     """Local rows: ``task.prompt_field`` (a string, or a list of turns), optional
     ``task.id_field`` / ``task.category_field`` / ``task.reference_field``; or

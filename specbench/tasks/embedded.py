@@ -7,7 +7,7 @@ from __future__ import annotations
 from importlib import resources
 
 from specbench.tasks.base import Prompt
-from specbench.tasks.config import TaskConfig
+from specbench.tasks.config import TaskConfig, dataset
 from specbench.tasks.files import rows_from_json_text
 
 DEFAULTS: dict[str, str] = {}
@@ -19,6 +19,7 @@ def source(cfg: TaskConfig) -> str:
     return "specbench/data/prompts.jsonl (in the package)"
 
 
+@dataset("embedded")
 def load(cfg: TaskConfig) -> list[Prompt]:
     """The prompt set shipped inside the package (``specbench/data/prompts.jsonl``)."""
     text = resources.files("specbench").joinpath("data/prompts.jsonl").read_text(encoding="utf-8")

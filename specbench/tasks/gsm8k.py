@@ -10,7 +10,7 @@ number.
 from __future__ import annotations
 
 from specbench.tasks.base import Prompt
-from specbench.tasks.config import TaskConfig
+from specbench.tasks.config import TaskConfig, dataset
 from specbench.tasks.files import local_rows
 from specbench.tasks.rows import templated
 from specbench.tasks.sources import hub_rows, hub_source
@@ -25,6 +25,7 @@ def source(cfg: TaskConfig) -> str:
     return hub_source(cfg)
 
 
+@dataset("gsm8k")
 def load(cfg: TaskConfig) -> list[Prompt]:
     """GSM8K math word problems (one question per prompt, its worked answer the reference)."""
     rows = local_rows(cfg) if cfg.data_files else hub_rows(cfg, cfg.setting("path"), cfg.setting("subset"),

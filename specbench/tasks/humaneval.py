@@ -14,7 +14,7 @@ from pathlib import Path
 
 from specbench.registry import ConfigError
 from specbench.tasks.base import Prompt
-from specbench.tasks.config import TaskConfig
+from specbench.tasks.config import TaskConfig, dataset
 from specbench.tasks.files import local_rows, read_rows
 from specbench.tasks.rows import templated
 from specbench.tasks.sources import hub_rows, hub_source
@@ -55,6 +55,7 @@ def source(cfg: TaskConfig) -> str:
     return hub_source(cfg, revision=False) + fallback
 
 
+@dataset("humaneval")
 def load(cfg: TaskConfig) -> list[Prompt]:
     """OpenAI HumanEval (164 problems), from ``task.source`` (module docstring); ``task.data_files`` overrides
     it."""

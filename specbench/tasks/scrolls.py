@@ -15,7 +15,7 @@ from pathlib import Path
 
 from specbench.registry import ConfigError
 from specbench.tasks.base import Prompt
-from specbench.tasks.config import TaskConfig
+from specbench.tasks.config import TaskConfig, dataset
 from specbench.tasks.files import local_rows, rows_from_json_text
 from specbench.tasks.rows import templated
 from specbench.tasks.sources import unreachable
@@ -63,6 +63,7 @@ def source(cfg: TaskConfig) -> str:
     return f"huggingface_hub: {path}/{subset}.zip -> {subset}/{split}.jsonl"
 
 
+@dataset("scrolls")
 def load(cfg: TaskConfig) -> list[Prompt]:
     """SCROLLS long-context tasks (``task.subset``; qasper by default): one prompt per row, in the
     split's stored order, as hf-bench takes them (``hf_bench/benchmark.py``: ``dataset.take(N)``,

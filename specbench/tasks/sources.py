@@ -130,8 +130,8 @@ def hub_dataset(cfg: TaskConfig, path: str, subset: str | None, split: str,
 
 
 def hub_source(cfg: TaskConfig, revision: bool = True) -> str:
-    """``task_source`` of a Hub dataset read through ``datasets``: ``datasets: <path> <subset> split=<split>``,
+    """``task_source`` of a Hub dataset read through ``datasets``: ``datasets: <path> [<subset>] split=<split>``,
     and `` revision=<revision>`` when ``revision`` and the task (or its loader's default) names one."""
     path, subset, split = cfg.setting("path"), cfg.setting("subset"), cfg.setting("split")
     named = cfg.setting("revision") if revision else None
-    return f"datasets: {path} {subset} split={split}" + (f" revision={named}" if named else "")
+    return f"datasets: {path}" + (f" {subset}" if subset else "") + f" split={split}" + (f" revision={named}" if named else "")

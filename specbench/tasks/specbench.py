@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from specbench.registry import ConfigError
 from specbench.tasks.base import Prompt
-from specbench.tasks.config import TaskConfig
+from specbench.tasks.config import TaskConfig, dataset
 from specbench.tasks.files import local_rows, read_rows
 from specbench.tasks.rows import reference, require_fields
 from specbench.tasks.sources import fetch_url, url_cache_path
@@ -24,6 +24,7 @@ def source(cfg: TaskConfig) -> str:
     return f"{url} (cached at {url_cache_path(url)})"
 
 
+@dataset("specbench")
 def load(cfg: TaskConfig) -> list[Prompt]:
     """Spec-Bench's 480 questions (13 categories; 80 two-turn MT-bench questions)."""
     if cfg.data_files:

@@ -13,7 +13,7 @@ from typing import Any
 
 from specbench.registry import ConfigError
 from specbench.tasks.base import LoadedRows, Prompt
-from specbench.tasks.config import TaskConfig
+from specbench.tasks.config import TaskConfig, dataset
 from specbench.tasks.files import local_rows
 from specbench.tasks.rows import require_fields
 from specbench.tasks.sources import hub_dataset, hub_source
@@ -54,6 +54,7 @@ def _turns(row: Mapping[str, Any], cfg: TaskConfig) -> tuple[str, ...]:
     return tuple(turns)
 
 
+@dataset("speed_bench")
 def load(cfg: TaskConfig) -> LoadedRows:
     """SPEED-Bench (Abramovich et al. 2026, NVIDIA: a unified benchmark for speculative decoding): its
     ``qualitative`` config holds 880 prompts, 80 in each of 11 categories (``coding``, ``humanities``,

@@ -176,3 +176,31 @@ def test_job_records_and_analysis_show_the_breakdown(pair, tmp_path):
     assert (tmp_path / "out" / "figures" / "time_breakdown.png").stat().st_size > 0
     data = (tmp_path / "out" / "tables" / "time_breakdown.data.csv").read_text()
     assert "predicted_wall_s" in data
+    latency = (tmp_path / "out" / "tables" / "latency_percentiles.md").read_text()  # found by its @artefact alone
+    assert "TTFT p99" in latency and "TPOT p50" in latency and "| SpecDecode (plain) |" in latency
+
+
+def test_latency_percentiles_are_numpys_over_each_cells_prompt_turns():
+    """``analysis.time_breakdown.latency_percentiles_table``: per cell, the mean and the 50th / 90th / 99th
+    percentiles of TTFT and TPOT over its records (linear interpolation: 1..100 ms give 50.5, 90.1, 99.01); a turn
+    of one token has no TPOT and counts for TTFT only; cells never pool."""
+    import pandas as pd
+
+    from analysis.registry import get
+    from analysis.time_breakdown import latency_percentiles_table
+
+    cell = {"pair": "p", "hetero": None, "task": "t", "temperature": 0.0}
+    rows = [{**cell, "method": "specdecode", "gamma_init": 4.0, "ttft_ms": float(v), "tpot_ms": float(v) / 10}
+            for v in range(1, 101)]
+    rows.append({**cell, "method": "specdecode", "gamma_init": 4.0, "ttft_ms": 1000.0, "tpot_ms": None})
+    rows += [{**cell, "method": "ar", "gamma_init": None, "ttft_ms": 7.0, "tpot_ms": 3.0}] * 3
+    table = latency_percentiles_table(pd.DataFrame(rows))
+    data = table.data.set_index("method")
+    assert data.loc["specdecode", "n_records"] == 101 and data.loc["ar", "n_records"] == 3
+    assert data.loc["specdecode", ["p50_tpot_ms", "p90_tpot_ms", "p99_tpot_ms"]].tolist() == pytest.approx(
+        [5.05, 9.01, 9.901])
+    assert data.loc["specdecode", "mean_tpot_ms"] == pytest.approx(5.05)
+    assert data.loc["specdecode", "p50_ttft_ms"] == 51.0  # 101 turns: the 1-token one counts here
+    assert data.loc["ar", ["mean_ttft_ms", "p99_ttft_ms", "p50_tpot_ms"]].tolist() == [7.0, 7.0, 3.0]
+    assert "TTFT p90" in table.display.columns and get("tables/latency_percentiles").fn is latency_percentiles_table
+    assert latency_percentiles_table(pd.DataFrame(columns=["pair", "method", "ttft_ms"])) is None

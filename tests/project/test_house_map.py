@@ -1,6 +1,6 @@
-"""The long map (``docs/pages/house.md``) names every module of the four packages, and draws the layers the
-import contracts enforce (issue 42: the map had fallen ten modules behind and drew ``jobs ─▶ replay``, which a
-contract forbids)."""
+"""The long map (``docs/pages/house.md``) names every module of the four packages (generated from their docstrings,
+issue 51), and draws the layers the import contracts enforce (issue 42: the map had fallen ten modules behind and
+drew ``jobs ─▶ replay``, which a contract forbids)."""
 
 from __future__ import annotations
 
@@ -11,21 +11,35 @@ ROOT = Path(__file__).resolve().parents[2]
 HOUSE = (ROOT / "docs" / "pages" / "house.md").read_text(encoding="utf-8")
 
 
-def test_every_module_is_named_in_the_house_map():
-    """Every module but a dataset's: a dataset is one module of ``specbench/tasks/`` found by its name (with its
-    task file and fixture, ``tests/specbench/test_task_modules.py``), so adding one touches no map."""
-    from specbench.tasks.config import SHARED_MODULES
+PACKAGES = ("specbench", "methods", "runners", "analysis")
 
-    missing = []
-    for package in ("specbench", "methods", "runners", "analysis"):
-        for path in sorted((ROOT / package).rglob("*.py")):
-            if path.name in ("__init__.py", "__main__.py") or "hetero" in path.parts:
-                continue
-            if path.parent == ROOT / "specbench" / "tasks" and path.stem not in SHARED_MODULES:
-                continue  # a dataset module
-            if f"`{path.name}`" not in HOUSE and f"{path.stem}.py" not in HOUSE:
-                missing.append(str(path.relative_to(ROOT)))
-    assert not missing, f"name these in docs/pages/house.md's module table: {missing}"
+
+def test_every_module_is_on_the_house_map_from_its_own_docstring():
+    """The module tables are generated (``analysis.module_map``: one block per package, each current), so a new
+    module is named by its docstring and ``python -m analysis.docs refresh``, never by a hand edit (issue 51)."""
+    from analysis.module_map import module_blocks, stale_modules
+
+    assert [m["package"] for m in module_blocks(HOUSE)] == list(PACKAGES)
+    assert stale_modules(ROOT / "docs" / "pages" / "house.md", ROOT) == []
+    missing = [str(p.relative_to(ROOT)) for package in PACKAGES for p in sorted((ROOT / package).rglob("*.py"))
+               if f"| `{p.relative_to(ROOT).as_posix()}` |" not in HOUSE]
+    assert not missing, missing
+
+
+def test_a_new_module_makes_its_table_stale_until_a_refresh_and_needs_a_docstring(tmp_path):
+    from analysis.module_map import refresh_modules, stale_modules
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "old.py").write_text('"""The old one.\n\nDetails."""\n', encoding="utf-8")
+    page = tmp_path / "map.md"
+    page.write_text(refresh_modules("# Map\n<!-- modules: pkg -->\n<!-- /modules -->\n", tmp_path), encoding="utf-8")
+    assert stale_modules(page, tmp_path) == [] and "| `pkg/old.py` | The old one. |" in page.read_text()
+    (tmp_path / "pkg" / "new.py").write_text('"""A new | piped one,\nover two lines."""\n', encoding="utf-8")
+    assert "differs from its modules' docstrings" in stale_modules(page, tmp_path)[0]
+    page.write_text(refresh_modules(page.read_text(), tmp_path), encoding="utf-8")
+    assert stale_modules(page, tmp_path) == [] and "| `pkg/new.py` | A new \\| piped one, over two lines. |" in page.read_text()
+    (tmp_path / "pkg" / "bare.py").write_text("x = 1\n", encoding="utf-8")
+    assert "no module docstring" in stale_modules(page, tmp_path)[0]
 
 
 def test_the_maps_do_not_draw_an_import_the_contracts_forbid():

@@ -19,13 +19,11 @@ import pytest
 from omegaconf import OmegaConf
 
 from specbench.tasks import TASKS, Prompt, load_task, task_source
-from specbench.tasks.config import SHARED_MODULES
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "specbench" / "tasks"
 FIXTURES = ROOT / "tests" / "fixtures" / "tasks"
 NAMES = sorted(p.stem for p in (ROOT / "conf" / "task").glob("*.yaml"))
-SHARED = SHARED_MODULES | {"__init__"}  # the package's modules that are no dataset
 
 #: task files whose dataset has no fixture, and why
 NO_FIXTURE = {
@@ -78,7 +76,7 @@ def test_every_task_file_names_a_registered_module(name):
 
 def test_no_dataset_module_or_fixture_without_its_task_file():
     assert TASKS.names() == NAMES
-    assert sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem not in SHARED) == NAMES
+    assert TASKS.declared() == {name: f"specbench.tasks.{name}" for name in NAMES}  # each module named as its dataset
     assert {p.stem for p in FIXTURES.glob("*.jsonl")} <= set(NAMES)
     assert set(NO_FIXTURE) <= set(NAMES) and all(NO_FIXTURE.values())
 
