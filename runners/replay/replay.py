@@ -119,9 +119,8 @@ class _Row:
         self.x = trace.tokens[: self.m]
         self.n, self.p, self.eos = len(self.x), trace.prompt_tokens, set(trace.eos)
         self.policy, self.needs = policy, policy_needs(policy)
-        kind = getattr(trace, "kind", "model")
-        self.asks = kind in ("model", "hybrid")  # prompt lookup never asks stop_drafting
-        self.hybrid = kind == "hybrid"  # a round's proposer is the hybrid's choice (``HybridTrace.source``)
+        self.asks = getattr(trace, "asks_policy", True)  # a deterministic proposer's trace never asks stop_drafting
+        self.hybrid = getattr(trace, "chooses_source", False)  # the hybrid's choice per round (``HybridTrace.source``)
         self.src = "model"
         self.trace = trace
         self.res = ReplayResult(trace, self.n, "eos" if self.x[-1] in self.eos else "max_new_tokens")
