@@ -80,6 +80,8 @@ DRAFTER_KINDS: Registry[DrafterKind] = Registry("drafter", {
                          batched="runners.drafters.batched_model:BatchedModelDrafter"),
     "prompt_lookup": DrafterKind("runners.drafters.prompt_lookup:PromptLookupDrafter", loads_model=False,
                                  asks_policy=False, method="ngram", trace="prompt_lookup", draft_cost="free"),
+    "suffix": DrafterKind("runners.drafters.suffix:SuffixDrafter", loads_model=False, asks_policy=False,
+                          method="suffix", trace="prompt_lookup", draft_cost="free"),
     "hybrid": DrafterKind("runners.drafters.hybrid:HybridDrafter", loads_model=True, asks_policy=True,
                           method="hybrid_ngram_draft_model", trace="hybrid"),
     "slem": DrafterKind("runners.drafters.slem:SLEMDrafter", loads_model=True, asks_policy=True,
