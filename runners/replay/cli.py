@@ -156,22 +156,16 @@ def trace_config(config: JobConfig, out_dir: str | os.PathLike, gamma_max: int |
     target, tokenizer, eos = loaded.target, loaded.tokenizer, loaded.eos
     if gamma_max is None:
         gamma_max = max(1, config.max_new_tokens - 1)
-    trace_kind = drafter_kind(pair.draft.kind).trace  # the drafter's declaration (specbench.drafter_kinds)
-    lookup = trace_kind == LookupTrace.kind  # a deterministic proposer: its proposal at every position
-    if lookup:
-        from runners.drafters import DrafterContext, build_drafter
-        from runners.replay.trace_lookup import build_lookup_trace
-        from specbench.models import logits_width
+    from runners.drafters import DRAFTERS, DrafterContext, build_drafter
+    from runners.replay.trace_lookup import build_lookup_trace
+    from specbench.models import logits_width
 
-        draft = build_drafter(pair.draft.kind, DrafterContext(tokenizer, eos, logits_width(target),
-                                                              options=pair.draft.options))
-    else:
-        draft = loaded.draft
-    hybrid = None
-    if trace_kind == HybridTrace.kind:  # the model's rollouts, then the lookup's proposals on the same output
-        from runners.drafters import DRAFTERS
-
-        hybrid = DRAFTERS.get(pair.draft.kind).trace_parts(pair.draft.options, eos)
+    trace_kind, kind, options = drafter_kind(pair.draft.kind).trace, pair.draft.kind, pair.draft.options  # declared
+    lookup, draft, hybrid = trace_kind == LookupTrace.kind, loaded.draft, None
+    if lookup:  # a deterministic proposer: its proposal at every position (it has no model)
+        draft = build_drafter(kind, DrafterContext(tokenizer, eos, logits_width(target), options=options))
+    elif trace_kind == HybridTrace.kind:  # the model's rollouts, then the lookup's proposals on the same output
+        hybrid = DRAFTERS.get(kind).trace_parts(options, eos)
     path = out / TRACE_FILE
     reused = {tr.key: tr for f in find_trace_files(reuse_target) for tr in read_traces(f)} if reuse_target else {}
     done = {tr.key: tr for tr in read_traces(path)} if path.exists() else {}
