@@ -35,14 +35,13 @@ match, so no ψ is needed (``confidences``: the product of the draft tokens' pro
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 import torch
 
 from methods.base import DraftStep, GammaPolicy
 from methods.hetero.slrs import SLRS, SLRSTooLarge, top_k_proposal
-from runners.drafters.text_sync import DEFAULT_LOOKBEHIND, need_model
+from runners.drafters.text_sync import CrossVocab
 from runners.drafters.tli import TLIDrafter
 from runners.drafters.vocab_map import cached_strings
 from runners.engine.base import Draft
@@ -54,25 +53,13 @@ class SLRSDrafter(TLIDrafter):
 
     name = "slrs"
 
-    def __init__(
-        self,
-        draft_model: Any,
-        draft_tokenizer: Any,
-        target_tokenizer: Any,
-        eos_token_ids: Iterable[int],
-        target_vocab_size: int,
-        draft_eos_token_ids: Iterable[int] | None = None,
-        lookbehind: int = DEFAULT_LOOKBEHIND,
-        max_nodes: int = 32,
-        max_lookahead: int | None = None,
-        draft_top_k: int | None = 8,
-    ) -> None:
-        super().__init__(draft_model, draft_tokenizer, target_tokenizer, eos_token_ids, target_vocab_size,
-                         draft_eos_token_ids, lookbehind)
+    def __init__(self, pair: CrossVocab, max_nodes: int = 32, max_lookahead: int | None = None,
+                 draft_top_k: int | None = 8) -> None:
+        super().__init__(pair)
         self.draft_top_k = draft_top_k
         self.rule = SLRS(
-            cached_strings(draft_tokenizer, self.draft_width),
-            cached_strings(target_tokenizer, self.target_vocab_size),
+            cached_strings(pair.draft_tokenizer, self.draft_width),
+            cached_strings(pair.target_tokenizer, self.target_vocab_size),
             draft_eos_ids=self.draft_eos,
             target_eos_id=self.target_eos,
             max_lookahead=max_lookahead,
@@ -170,8 +157,6 @@ class SLRSDrafter(TLIDrafter):
 
     @classmethod
     def from_context(cls, ctx: Any) -> SLRSDrafter:
-        need_model("slrs", ctx)
         h = ctx.hetero
-        return cls(ctx.draft_model, ctx.draft_tokenizer, ctx.target_tokenizer, ctx.eos_token_ids,
-                   ctx.target_vocab_size, lookbehind=h.lookbehind, max_nodes=h.max_nodes,
-                   max_lookahead=h.max_lookahead, draft_top_k=h.draft_top_k)
+        return cls(CrossVocab.of("slrs", ctx), max_nodes=h.max_nodes, max_lookahead=h.max_lookahead,
+                   draft_top_k=h.draft_top_k)

@@ -22,7 +22,7 @@ import torch
 
 from methods.base import GammaPolicy
 from methods.hetero.token_level import UnionSpace, to_target
-from runners.drafters.text_sync import need_model
+from runners.drafters.text_sync import CrossVocab
 from runners.drafters.vocab_map import MappedDrafter
 from runners.engine.base import Draft
 from runners.engine.verify import Sampling, probs, sample
@@ -34,8 +34,8 @@ class UnionDrafter(MappedDrafter):
 
     name = "union"
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, pair: CrossVocab) -> None:
+        super().__init__(pair)
         self.d2u = UnionSpace(self.mapping).draft_to_union.to(self.device)
 
     def _pick(self, logits: torch.Tensor, sampling: Sampling, generator: Any) -> tuple:
@@ -56,6 +56,4 @@ class UnionDrafter(MappedDrafter):
 
     @classmethod
     def from_context(cls, ctx: Any) -> UnionDrafter:
-        need_model("union", ctx)
-        return cls(ctx.draft_model, ctx.draft_tokenizer, ctx.target_tokenizer, ctx.eos_token_ids,
-                   ctx.target_vocab_size, lookbehind=ctx.hetero.lookbehind)
+        return cls(CrossVocab.of("union", ctx))

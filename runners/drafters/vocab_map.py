@@ -7,14 +7,14 @@ and the target's logits width (ids at or past it are outside the target's vocabu
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from methods.base import DraftStep, GammaPolicy
 from methods.hetero.vocab import VocabMapping, build_vocab_mapping, token_strings
-from runners.drafters.text_sync import DEFAULT_LOOKBEHIND, TextSyncedDrafter
+from runners.drafters.text_sync import CrossVocab, TextSyncedDrafter
 from runners.engine.base import Draft
 from specbench.models import logits_width
 from specbench.registry import ConfigError
@@ -72,21 +72,13 @@ class MappedDrafter(TextSyncedDrafter):
     on the draft model's device: ``self.index``; ``self.d2t``) and the target's logits width
     (``self.target_vocab_size``)."""
 
-    def __init__(
-        self,
-        draft_model: Any,
-        draft_tokenizer: Any,
-        target_tokenizer: Any,
-        eos_token_ids: Iterable[int],
-        target_vocab_size: int,
-        draft_eos_token_ids: Iterable[int] | None = None,
-        lookbehind: int = DEFAULT_LOOKBEHIND,
-        mapping: VocabMapping | None = None,
-    ) -> None:
-        super().__init__(draft_model, draft_tokenizer, target_tokenizer, eos_token_ids, draft_eos_token_ids, lookbehind)
-        self.target_vocab_size = int(target_vocab_size)
-        self.draft_width = logits_width(draft_model)
-        self.mapping = mapping or drafter_mapping(self, self.target_vocab_size)
+    def __init__(self, pair: CrossVocab) -> None:
+        super().__init__(pair)
+        if pair.target_vocab_size is None:
+            raise ValueError(f"{self.name}: CrossVocab.target_vocab_size (the target's logits width) is needed")
+        self.target_vocab_size = int(pair.target_vocab_size)
+        self.draft_width = logits_width(pair.draft_model)
+        self.mapping: VocabMapping = pair.mapping or drafter_mapping(self, self.target_vocab_size)
         if self.mapping.target_vocab_size != self.target_vocab_size:
             raise ValueError("mapping.target_vocab_size != target_vocab_size")
         if self.mapping.tensors().shared_draft.numel() == 0:
