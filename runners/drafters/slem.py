@@ -35,12 +35,14 @@ after every *draft* token with that token's probability).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import torch
 
 from methods.base import DraftStep, GammaPolicy
 from methods.hetero.vocab import REPLACEMENT_CHAR
+from methods.rules import take_drafts
 from runners.drafters.text_sync import CrossVocab, TextSyncedDrafter
 from runners.engine.base import Draft
 from runners.engine.verify import Sampling, probs
@@ -74,15 +76,19 @@ class SLEMDrafter(TextSyncedDrafter):
         forwards0 = self.forwards
         drafted: list[int] = []
         confs: list[float] = []
-        for _ in range(max_tokens):
-            logits = self._forward(feed)
-            tok = int(logits.argmax())
-            p = torch.softmax(logits.float(), dim=-1) if sampling.greedy else probs(logits, sampling)
-            drafted.append(tok)
-            confs.append(float(p[tok]))
-            feed = [tok]
-            if tok in self.draft_eos or policy.stop_drafting(DraftStep(len(drafted), tok, confs[-1], budget=max_tokens)):
-                break
+
+        def proposals(feed: list[int]) -> Iterator[DraftStep]:
+            """One greedy *draft* token per forward; the policy is asked about draft tokens (module docstring)."""
+            for _ in range(max_tokens):
+                logits = self._forward(feed)
+                tok = int(logits.argmax())
+                p = torch.softmax(logits.float(), dim=-1) if sampling.greedy else probs(logits, sampling)
+                drafted.append(tok)
+                confs.append(float(p[tok]))
+                feed = [tok]
+                yield DraftStep(len(drafted), tok, confs[-1], budget=max_tokens)
+
+        take_drafts(proposals(feed), policy, self.draft_eos, max_tokens)  # methods.rules
         ended = bool(drafted) and drafted[-1] in self.draft_eos
         body = drafted[:-1] if ended else drafted
         tokens, spans = self.to_target(body)

@@ -35,12 +35,14 @@ match, so no ψ is needed (``confidences``: the product of the draft tokens' pro
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import torch
 
 from methods.base import DraftStep, GammaPolicy
 from methods.hetero.slrs import SLRS, SLRSTooLarge, top_k_proposal
+from methods.rules import take_drafts
 from runners.drafters.text_sync import CrossVocab
 from runners.drafters.tli import TLIDrafter
 from runners.drafters.vocab_map import cached_strings
@@ -122,38 +124,42 @@ class SLRSDrafter(TLIDrafter):
         tokens: list[int] = []
         qs: list[torch.Tensor] = []
         confs: list[float] = []
-        fallback = False
-        feed: list[int] = []
-        for _ in range(max_tokens):
-            if not fallback:
-                feed = self._first_feed(ids + tokens)  # the text of the sequence and the candidates so far
-            logits = self._forward(feed)
-            q: torch.Tensor | None = None
-            if sampling.greedy:
-                tok, conf = self._greedy_candidate(logits)
-            else:
-                if not fallback:
-                    base = len(self.cached)
-                    try:
-                        tok, q, conf = self._sampled_candidate(logits, sampling, generator)
-                    except SLRSTooLarge:
-                        fallback = True
-                        self._crop(base)  # back to the context: TLI continues from the root
-                if fallback:
-                    picked = self.tli_pick(logits, sampling, generator)
-                    if picked is None:  # the processors left no shared token: the draft ends here
-                        break
-                    d_tok, tok, q, conf = picked
-                    feed = [d_tok]
-            tokens.append(tok)
-            confs.append(conf)
-            if q is not None:
-                qs.append(q)
-            if tok == self.bottom or tok in self.eos or policy.stop_drafting(
-                    DraftStep(len(tokens), tok, conf, budget=max_tokens)):
-                break
+        fell_back = [False]
+
+        def proposals() -> Iterator[DraftStep]:
+            """A candidate (or ⊥) per position; ``methods.rules.take_drafts`` stops the round after ⊥ (an id
+            outside the target's vocabulary), an EOS, or when the policy says so."""
+            feed: list[int] = []
+            for _ in range(max_tokens):
+                if not fell_back[0]:
+                    feed = self._first_feed(ids + tokens)  # the text of the sequence and the candidates so far
+                logits = self._forward(feed)
+                q: torch.Tensor | None = None
+                if sampling.greedy:
+                    tok, conf = self._greedy_candidate(logits)
+                else:
+                    if not fell_back[0]:
+                        base = len(self.cached)
+                        try:
+                            tok, q, conf = self._sampled_candidate(logits, sampling, generator)
+                        except SLRSTooLarge:
+                            fell_back[0] = True
+                            self._crop(base)  # back to the context: TLI continues from the root
+                    if fell_back[0]:
+                        picked = self.tli_pick(logits, sampling, generator)
+                        if picked is None:  # the processors left no shared token: the draft ends here
+                            return
+                        d_tok, tok, q, conf = picked
+                        feed = [d_tok]
+                tokens.append(tok)
+                confs.append(conf)
+                if q is not None:
+                    qs.append(q)
+                yield DraftStep(len(tokens), tok, conf, budget=max_tokens)
+
+        take_drafts(proposals(), policy, self.eos, max_tokens, vocab=self.target_vocab_size)
         return Draft(tokens, torch.stack(qs) if qs else None, confs, forwards=self.forwards - forwards0,
-                     fallback=fallback)
+                     fallback=fell_back[0])
 
     @classmethod
     def from_context(cls, ctx: Any) -> SLRSDrafter:

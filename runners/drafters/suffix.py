@@ -51,6 +51,7 @@ from typing import Any
 import torch
 
 from methods.base import GammaPolicy
+from methods.rules import cut_proposal
 from runners.engine.base import Draft, Drafter
 from runners.engine.verify import Sampling
 from specbench.checks import check_int, check_number
@@ -211,11 +212,7 @@ class SuffixDrafter(Drafter):
         out_tokens, out_score = self.output.speculate(*args)
         if out_score > score:
             tokens = out_tokens
-        proposal = tokens[:max_tokens]
-        for j, token in enumerate(proposal):
-            if token in self.eos_token_ids:
-                return proposal[: j + 1]
-        return proposal
+        return cut_proposal(tokens, self.eos_token_ids, max_tokens)  # methods.rules: after an EOS, to the budget
 
     def propose(self, ids: list[int], max_tokens: int, policy: GammaPolicy, sampling: Sampling,
                 generator: torch.Generator | None) -> Draft:

@@ -87,11 +87,7 @@ class TLIDrafter(MappedDrafter):
     def propose(
         self, ids: list[int], max_tokens: int, policy: GammaPolicy, sampling: Sampling, generator: torch.Generator | None
     ) -> Draft:
-        def pick(logits: torch.Tensor) -> tuple[int, int, torch.Tensor | None, float, bool] | None:
-            picked = self.tli_pick(logits, sampling, generator)
-            return None if picked is None else (*picked, False)
-
-        return self._draft_tokens(ids, max_tokens, policy, pick)
+        return self._draft_tokens(ids, max_tokens, policy, lambda logits: self.tli_pick(logits, sampling, generator))
 
     @classmethod
     def from_context(cls, ctx: Any) -> TLIDrafter:

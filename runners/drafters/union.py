@@ -39,14 +39,14 @@ class UnionDrafter(MappedDrafter):
         self.d2u = UnionSpace(self.mapping).draft_to_union.to(self.device)
 
     def _pick(self, logits: torch.Tensor, sampling: Sampling, generator: Any) -> tuple:
-        """One union token: a draft-only token is proposed as an id past the target's logits and ends the draft."""
+        """One union token: a draft-only token is proposed as an id past the target's logits (which ends the draft:
+        ``methods.rules.stop_drafting_after``)."""
         q_draft = probs(logits, 1.0 if sampling.greedy else sampling)
         d_tok = int(q_draft.argmax()) if sampling.greedy else sample(q_draft, generator)
         u_tok = int(self.d2u[d_tok])
         q = to_target(q_draft, self.mapping)
-        outside = u_tok >= self.target_vocab_size
-        conf = float(q_draft[d_tok]) if outside else float(q[u_tok])
-        return d_tok, u_tok, (None if sampling.greedy else q), conf, outside
+        conf = float(q_draft[d_tok]) if u_tok >= self.target_vocab_size else float(q[u_tok])
+        return d_tok, u_tok, (None if sampling.greedy else q), conf
 
     @torch.inference_mode()
     def propose(

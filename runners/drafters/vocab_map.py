@@ -7,13 +7,14 @@ and the target's logits width (ids at or past it are outside the target's vocabu
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 
 from methods.base import DraftStep, GammaPolicy
 from methods.hetero.vocab import VocabMapping, build_vocab_mapping, token_strings
+from methods.rules import take_drafts
 from runners.drafters.text_sync import CrossVocab, TextSyncedDrafter
 from runners.engine.base import Draft
 from specbench.models import logits_width
@@ -88,28 +89,31 @@ class MappedDrafter(TextSyncedDrafter):
 
     def _draft_tokens(
         self, ids: list[int], max_tokens: int, policy: GammaPolicy,
-        pick: Callable[[Any], tuple[int, int, Any, float, bool] | None],
+        pick: Callable[[Any], tuple[int, int, Any, float] | None],
     ) -> Draft:
         """The token-level rules' draft loop (TLI, union): ``pick(logits)`` gives ``(draft id, proposed id,
-        q on target ids or None, confidence, last)``, or None when it can propose nothing there (the
-        draft ends before that position); the draft stops at ``last``, at an EOS of either
-        vocabulary, or when the policy says so."""
+        q on target ids or None, confidence)``, or None when it can propose nothing there (the draft ends
+        before that position). ``methods.rules.take_drafts`` stops the round: after the target's EOS (the
+        mapping sends the draft's EOS there), after an id outside the target's vocabulary (union's draft-only
+        tokens), or when the policy says so."""
         feed = self._first_feed(ids)
         forwards0 = self.forwards
         tokens: list[int] = []
         qs: list[torch.Tensor] = []
         confs: list[float] = []
-        for _ in range(max_tokens):
-            picked = pick(self._forward(feed))
-            if picked is None:
-                break
-            d_tok, tok, q, conf, last = picked
-            tokens.append(tok)
-            confs.append(conf)
-            if q is not None:
-                qs.append(q)
-            feed = [d_tok]
-            if last or d_tok in self.draft_eos or tok in self.eos or policy.stop_drafting(
-                    DraftStep(len(tokens), tok, conf, budget=max_tokens)):
-                break
+
+        def proposals(feed: list[int]) -> Iterator[DraftStep]:
+            for _ in range(max_tokens):
+                picked = pick(self._forward(feed))
+                if picked is None:
+                    return
+                d_tok, tok, q, conf = picked
+                tokens.append(tok)
+                confs.append(conf)
+                if q is not None:
+                    qs.append(q)
+                feed = [d_tok]
+                yield DraftStep(len(tokens), tok, conf, budget=max_tokens)
+
+        take_drafts(proposals(feed), policy, self.eos, max_tokens, vocab=self.target_vocab_size)
         return Draft(tokens, torch.stack(qs) if qs else None, confs, forwards=self.forwards - forwards0)
