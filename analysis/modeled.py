@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from specbench.drafter_kinds import DEFAULT_KIND, DRAFT_COSTS, DRAFTER_KINDS
 from specbench.latency import LatencyModel
 from specbench.sweep_costs import modeled_ms, read_costs, sweep_latency
 
@@ -55,8 +56,9 @@ def _sweeps(root: Path) -> list[tuple[Path, Path]]:
 
 
 def drafter_of(config: Mapping[str, Any] | None) -> str | None:
-    """What a job's resolved config drafts with, when its records are modeled (module docstring): ``ar`` (the
-    target alone), ``model`` (a same-vocabulary draft model) or ``prompt_lookup``; None when not modeled."""
+    """How a job's records are modeled (module docstring), from its resolved config: ``ar`` (the target alone) or
+    its drafter's declared ``draft_cost`` (``specbench.drafter_kinds``: ``forward``, a same-vocabulary draft model;
+    ``free``, a deterministic proposer such as prompt lookup); None when not modeled."""
     if not isinstance(config, Mapping):
         return None
     method = config.get("method") if isinstance(config.get("method"), Mapping) else {}
@@ -69,8 +71,8 @@ def drafter_of(config: Mapping[str, Any] | None) -> str | None:
         return "ar"
     pair = config.get("pair") if isinstance(config.get("pair"), Mapping) else {}
     draft = pair.get("draft") if isinstance(pair.get("draft"), Mapping) else {}
-    kind = draft.get("kind", "model") if draft else None  # a model node names no kind (specbench.model_config)
-    return kind if kind in ("model", "prompt_lookup") else None
+    kind = draft.get("kind", DEFAULT_KIND) if draft else None  # a model node names no kind
+    return DRAFTER_KINDS.get(kind).draft_cost if kind in DRAFTER_KINDS else None
 
 
 def _configs(root: Path, job_dirs: list[str]) -> dict[str, Mapping[str, Any] | None]:
@@ -128,11 +130,11 @@ def attach_modeled(df: pd.DataFrame, root: str | Path) -> pd.DataFrame:
             mine = in_sweep & (out["pair"] == pair) & kinds.notna()
             if not mine.any():
                 continue
-            spec = out[mine & kinds.isin(["model", "prompt_lookup"])]
-            lookup = bool((kinds[spec.index] == "prompt_lookup").any())
+            spec = out[mine & kinds.isin(DRAFT_COSTS)]
+            lookup = bool((kinds[spec.index] == "free").any())  # a free proposer's search is in the overhead
             latency = sweep_latency([r for r in rows if r["pair"] == pair], _overhead_ms(spec, lookup))
             for index in out.index[mine]:
-                _charge(out, index, latency, kinds[index] == "model")
+                _charge(out, index, latency, kinds[index] == "forward")
     return out
 
 

@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from specbench.drafter_kinds import DEFAULT_KIND
 from specbench.record_io import read_records
 from specbench.speculation_profile import (
     PERCENTILES,
@@ -44,14 +45,14 @@ REPLAY_ROWS = "replay_full.jsonl"
 
 
 def _draft_kind(job: Path) -> str | None:
-    """The job's ``config.pair.draft.kind`` (its ``summary.json``; ``model`` for a draft node without a kind, as
-    ``specbench.config.pair`` reads it); None without a summary or a draft."""
+    """The job's ``config.pair.draft.kind`` (its ``summary.json``; ``specbench.drafter_kinds.DEFAULT_KIND`` for a draft
+    node without a kind, as ``specbench.config.pair`` reads it); None without a summary or a draft."""
     try:
         config = json.loads((job / "summary.json").read_text(encoding="utf-8")).get("config") or {}
     except (OSError, ValueError):
         return None
     draft = (config.get("pair") or {}).get("draft") if isinstance(config.get("pair"), Mapping) else None
-    return draft.get("kind", "model") if isinstance(draft, Mapping) else None
+    return draft.get("kind", DEFAULT_KIND) if isinstance(draft, Mapping) else None
 
 
 def _rows(path: Path) -> Iterable[tuple[str, dict[str, Any], str | None]]:

@@ -3,8 +3,10 @@
 Every loop that runs a round and the replay that re-enacts one call these functions, so the batch-1 loop,
 the batched loop, the replay and the drafters cannot drift apart (issue 42):
 
-* ``stop_drafting_after``: when a drafter stops drafting (``runners.drafters.model.ModelDrafter.propose``,
-  ``runners.drafters.batched_model.BatchedModelDrafter.propose``, ``runners.replay.replay._Row.draft_step``);
+* ``stop_drafting_after``: when a drafter stops drafting; ``take_drafts`` applies it to the proposals a drafter
+  yields, so no drafter writes it (every batch-1 drafter in ``runners.drafters``; the batched draft model
+  (``runners.drafters.batched_model.BatchedModelDrafter.propose``) and the replay
+  (``runners.replay.replay._Row.draft_step``) call ``stop_drafting_after`` per row and per token);
 * ``verified_block``: which drafted tokens the target verifies, and which it is fed
   (``runners.engine.speculative.SpeculativeRunner.generate``,
   ``runners.engine.batched.BatchedSpeculativeRunner.generate``, ``runners.replay.replay._Row.verify``);
@@ -20,24 +22,52 @@ No torch, no numpy: a call costs the batch-1 loop one function call and the list
 
 from __future__ import annotations
 
-from collections.abc import Container, Sequence
+from collections.abc import Container, Iterable, Sequence
 
 from methods.base import DraftStep, GammaPolicy, RoundOutcome
 
 
-def stop_drafting_after(token: int, step: DraftStep, policy: GammaPolicy, eos: Container[int], drafted: int,
-                        limit: int) -> bool:
+def stop_drafting_after(token: int, step: DraftStep, policy: GammaPolicy | None, eos: Container[int], drafted: int,
+                        limit: int, vocab: int | None = None) -> bool:
     """Whether a drafter stops after ``token``, the ``drafted``-th token of its round (``step``: what the policy
-    is shown of it). In this order: after an EOS (the policy is not asked about an EOS); when
-    ``policy.stop_drafting(step)`` says so (asked after every other token, the one that reaches ``limit``
-    included, so a policy that counts its questions is asked the same ones by every drafter and by the
-    replay); once ``drafted`` reaches ``limit``, the most tokens the round may draft (its budget, or what the
-    trace's rollout holds). The token it stops after is still proposed.
+    is shown of it). In this order: after an EOS (the policy is not asked about an EOS); after a token outside
+    the target's vocabulary (an id ``>= vocab``: union's draft-only tokens, SLRS's ⊥; nothing after it can be
+    accepted, and the policy is not asked about it); when ``policy.stop_drafting(step)`` says so (asked after
+    every other token, the one that reaches ``limit`` included, so a policy that counts its questions is asked
+    the same ones by every drafter and by the replay; ``policy=None``: a deterministic proposer, which has no
+    probabilities to show, is never asked); once ``drafted`` reaches ``limit``, the most tokens the round may
+    draft (its budget, or what the trace's rollout holds). The token it stops after is still proposed.
 
-    Called by ``runners.drafters.model.ModelDrafter.propose``,
-    ``runners.drafters.batched_model.BatchedModelDrafter.propose`` and ``runners.replay.replay._Row.draft_step``.
+    Called by ``take_drafts``, ``runners.drafters.batched_model.BatchedModelDrafter.propose`` and
+    ``runners.replay.replay._Row.draft_step``.
     """
-    return token in eos or policy.stop_drafting(step) or drafted >= limit
+    return (token in eos or (vocab is not None and token >= vocab)
+            or (policy is not None and policy.stop_drafting(step)) or drafted >= limit)
+
+
+def take_drafts(steps: Iterable[DraftStep], policy: GammaPolicy | None, eos: Container[int], limit: int,
+                vocab: int | None = None) -> int:
+    """How many of the proposals a drafter yields (``steps``, one ``DraftStep`` per drafted token, computed only
+    when asked for: a draft model's next forward runs when the next step is drawn) its round drafts: drawn until
+    ``stop_drafting_after`` says stop, or until the drafter has nothing more to propose. The drafter proposes the
+    tokens of the steps drawn; every batch-1 drafter's round stops here (``policy=None`` for a deterministic
+    proposer: cut after an EOS and at ``limit`` only)."""
+    drawn = 0
+    if limit < 1:
+        return 0
+    for step in steps:
+        drawn += 1
+        if stop_drafting_after(step.token, step, policy, eos, drawn, limit, vocab):
+            break
+    return drawn
+
+
+def cut_proposal(tokens: Sequence[int], eos: Container[int], limit: int) -> list[int]:
+    """A deterministic proposal (prompt lookup, suffix decoding: no probabilities, the policy never asked) as its
+    round drafts it: ``take_drafts`` over its tokens, so cut after an EOS (kept: the target may accept it and end
+    the sequence a round earlier) and to ``limit`` tokens."""
+    n = take_drafts((DraftStep(i + 1, int(t), budget=limit) for i, t in enumerate(tokens)), None, eos, limit)
+    return list(tokens[:n])
 
 
 def verified_block(tokens: list[int], budget: int, vocab: int | None,

@@ -30,6 +30,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from specbench.config.pair import loads_model  # noqa: E402 - after the repository is on the path
+from specbench.drafter_kinds import DEFAULT_KIND  # noqa: E402
+
 DEFAULT = ["method=specdecode,gammatune", "gamma=2,4", "task.n_prompts=2", "max_new_tokens=32"]
 LAUNCHERS = {"basic": [], "local": ["hydra/launcher=local"], "ray": ["hydra/launcher=ray"]}
 
@@ -43,7 +46,7 @@ def distinct_weights(summaries: list[dict]) -> set[tuple]:
         ar_only = ((config.get("method") or {}).get("runner")) == "ar"
         for side in ("target",) if ar_only else ("target", "draft"):
             node = pair.get(side) or {}
-            if node.get("path") and node.get("kind", "model") in ("model", "hybrid"):
+            if node.get("path") and (side == "target" or loads_model(node.get("kind", DEFAULT_KIND))):
                 out.add(tuple(node.get(k) for k in ("path", "gguf_file", "dtype", "quant", "device", "revision")))
     return out
 

@@ -48,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from methods.hetero import SLRSTooLarge, tli_distribution, to_target
     from runners.drafters.slrs import SLRSDrafter
+    from runners.drafters.text_sync import CrossVocab
     from runners.drafters.tli import TLIDrafter
     from runners.engine.speculative import AutoregressiveRunner
     from runners.engine.verify import probs
@@ -65,9 +66,9 @@ def main(argv: list[str] | None = None) -> int:
     loaded = load_pair(config)
     target, tok, draft, dtok = loaded.target, loaded.tokenizer, loaded.draft, loaded.draft_tokenizer
     eos, width = loaded.eos, logits_width(target)
-    tli = TLIDrafter(draft, dtok, tok, eos, width, lookbehind=config.hetero.lookbehind)
+    tli = TLIDrafter(CrossVocab(draft, dtok, tok, eos, width, lookbehind=config.hetero.lookbehind))
     h = config.hetero
-    slrs = SLRSDrafter(draft, dtok, tok, eos, width, lookbehind=h.lookbehind, max_nodes=h.max_nodes,
+    slrs = SLRSDrafter(CrossVocab(draft, dtok, tok, eos, width, lookbehind=h.lookbehind), max_nodes=h.max_nodes,
                        max_lookahead=h.max_lookahead, draft_top_k=h.draft_top_k) if args.slrs else None
     rows: list[dict[str, Any]] = []
     for prompt in load_task(config.task):

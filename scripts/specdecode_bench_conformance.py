@@ -72,6 +72,7 @@ from runners.replay.specdecode_bench import latency_model
 from runners.replay.trace_lookup import LookupTrace
 from specbench.latency import LatencyModel, RowRound, ar_batch_ms, batch_round_parts
 from specbench.record_io import read_records
+from specbench.rounds import advance
 
 WORKLOADS = ("cnn", "gsm8k", "instructcoder", "sharegpt")
 PEER_PROPOSER = {"eagle": "eagle3", "ngram": "ngram"}
@@ -103,7 +104,7 @@ def their_extra_ms(lat: LatencyModel, res: ReplayResult, name: str, proposer: st
         theirs = theirs_v + (lat.draft_ms(drafted + 1, context, batch) if proposer == "eagle"
                              else 0.0 if drafted == 0 else lat.draft_share * theirs_v)
         extra += theirs - ours
-        t = min(t + accepted + 1, n)
+        t = advance(t, accepted, n)
     return extra
 
 

@@ -57,6 +57,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from specbench.rounds import advance
 from specbench.timed_on import TimedOn
 
 LATENCY_VERSION = 1
@@ -479,13 +480,13 @@ def predict_parts_ms(latency: LatencyModel, prompt_tokens: int, new_tokens: int,
         ttft = latency.target_prefill_ms(p + d) + latency.round_overhead_ms
         if draft_model:
             ttft += draft_forwards_ms(latency, p, 0, 0, d)
-        t = min(a + 1, n)
+        t = advance(0, a, n)
         seen = p + min(a, d - 1) if d >= 1 else 0
     else:
         ttft, t, seen = latency.target_prefill_ms(p), 1, 0
     out = {"ttft_ms": ttft, "verify_ms": 0.0, "draft_ms": 0.0, "overhead_ms": 0.0}
     for d, a in rounds:
-        new_t = min(t + a + 1, n)
+        new_t = advance(t, a, n)
         draft, verify = round_parts(latency, p, t, seen, d, draft_model=draft_model)
         out["verify_ms"] += verify
         out["overhead_ms"] += latency.round_overhead_ms

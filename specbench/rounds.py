@@ -21,6 +21,14 @@ SUMMARY_FIELDS = ("rounds", "drafted", "accepted", "acceptance_rate", "mean_acce
                   "drafted_per_pos", "compared_per_pos", "accepted_per_pos")
 
 
+def advance(t: int, accepted: int, n: int) -> int:
+    """The position after a round at position ``t`` (``t`` new tokens emitted) that accepted ``accepted`` draft
+    tokens: those and the target's own token, at most to ``n``, the end of the trace or generation (its last
+    token: an EOS, or the length limit). The one place a replay, an oracle, an importer or the latency model moves
+    a trace's position (a fused first round starts at ``t = 0``)."""
+    return min(t + accepted + 1, n)
+
+
 class Outcome(Protocol):
     """What ``Rounds.observe`` reads of a round's outcome (``methods.base.RoundOutcome`` has it)."""
 

@@ -56,26 +56,25 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from specbench.drafter_kinds import DRAFTER_KINDS
+
 SCHEMA_VERSION = "1.0"
 TOLERANCE = 0.02
 PERCENTILES = (10, 25, 50, 75, 90)
 #: specdec_bench's ``_CHAIN_DRAFTING_METHODS`` (speculation_profile.py at edf879d3): methods whose K = n draft is
 #: a prefix of their K = n + 1 draft, so one measurement extrapolates over K (``chain_analytic``)
 CHAIN_DRAFTING_METHODS = frozenset({"eagle", "eagle1", "eagle2", "eagle3", "draft_model"})
-#: a pair's ``draft.kind`` (``specbench.config.pair.DRAFT_KINDS``) → the speculation algorithm, in vLLM's
-#: ``speculative_config.method`` names where vLLM has one (``draft_model``, ``ngram``)
-DRAFT_KIND_METHODS = {"model": "draft_model", "prompt_lookup": "ngram", "hybrid": "hybrid_ngram_draft_model"}
 
 DraftedRounds = list[tuple[int, int]]
 
 
 def speculation_method(draft_kind: str | None, hetero: str | None = None) -> str | None:
-    """The profile's ``method`` (module docstring): ``DRAFT_KIND_METHODS[draft_kind]``; a draft model of another
-    vocabulary (``hetero``: ``slem``, ``tli``, ``slrs``, ``union``) is ``cross_vocabulary_<hetero>``; None when the
-    kind is not known (a replayed row)."""
-    if hetero:
-        return f"cross_vocabulary_{hetero}"
-    return DRAFT_KIND_METHODS.get(draft_kind) if draft_kind else None
+    """The profile's ``method`` (module docstring): the ``method`` its drafter declares (``specbench.drafter_kinds``,
+    in vLLM's ``speculative_config.method`` names where vLLM has one: ``draft_model``, ``ngram``, ``suffix``), the
+    cross-vocabulary rule's (``hetero``: ``cross_vocabulary_<rule>``) for a draft model of another vocabulary; None
+    when the kind is not known (a replayed row)."""
+    name = hetero or draft_kind
+    return DRAFTER_KINDS.get(name).method if name in DRAFTER_KINDS else None
 
 
 def accept_length_model(method: str | None) -> str:

@@ -1,11 +1,12 @@
 """Drafters: what proposes draft tokens, one proposer per file (vLLM's ``spec_decode`` layout).
 
-``DRAFTERS`` maps a drafter key to its class, imported on first use: the pair's draft kind
-(``model``: a same-vocabulary model; ``prompt_lookup``; ``hybrid``: prompt lookup, else a
-same-vocabulary model) or, for a draft model with another tokenizer, the cross-vocabulary
-algorithm (``slem``, ``tli``, ``union``, ``slrs``). Every class builds itself from a
-``DrafterContext`` (``from_context``) once per job, and checks its pair options before any model
-loads (``check_options``; a drafter with no options accepts none).
+``DRAFTERS`` maps a drafter key to its class, imported on first use; the keys and classes are those of
+``specbench.drafter_kinds.DRAFTER_KINDS``, where each drafter declares what it is (loads a model, asks the
+policy, its batched form, its trace kind, its cost and its algorithm's name), which every other part reads
+instead of testing a name: the pair's draft kind or, for a draft model with another tokenizer, the
+cross-vocabulary algorithm. Every class builds itself from a ``DrafterContext`` (``from_context``) once per
+job, and checks its pair options before any model loads (``check_options``; a drafter with no options
+accepts none); ``build_batched_drafter`` builds a kind's declared batched form.
 """
 
 from __future__ import annotations
@@ -16,17 +17,11 @@ from typing import Any
 
 from runners.engine.base import Drafter
 from specbench.config import HeteroConfig
-from specbench.registry import ConfigError, Registry
+from specbench.drafter_kinds import DRAFTER_KINDS, drafter_kind
+from specbench.registry import ConfigError, Registry, import_target
 
-DRAFTERS: Registry[type[Drafter]] = Registry("drafter", {
-    "model": "runners.drafters.model:ModelDrafter",
-    "prompt_lookup": "runners.drafters.prompt_lookup:PromptLookupDrafter",
-    "hybrid": "runners.drafters.hybrid:HybridDrafter",
-    "slem": "runners.drafters.slem:SLEMDrafter",
-    "tli": "runners.drafters.tli:TLIDrafter",
-    "union": "runners.drafters.union:UnionDrafter",
-    "slrs": "runners.drafters.slrs:SLRSDrafter",
-})
+DRAFTERS: Registry[type[Drafter]] = Registry(
+    "drafter", {name: DRAFTER_KINDS.get(name).drafter for name in DRAFTER_KINDS.names()})
 
 
 @dataclass(frozen=True)
@@ -56,3 +51,10 @@ def check_drafter(name: str, options: Mapping[str, Any]) -> None:
 
 def build_drafter(name: str, ctx: DrafterContext) -> Drafter:
     return DRAFTERS.get(name).from_context(ctx)
+
+
+def build_batched_drafter(name: str, ctx: DrafterContext) -> Any | None:
+    """Drafter ``name``'s declared batched form (``DrafterKind.batched``) built from ``ctx``; None when it has none
+    (the batched loop then runs one batch-1 drafter per row)."""
+    batched = drafter_kind(name).batched
+    return None if batched is None else import_target(batched).from_context(ctx)

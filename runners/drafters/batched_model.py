@@ -102,3 +102,8 @@ class BatchedModelDrafter(BatchDrafter):
         assert self.cache is not None
         self.cache.select(keep)
         self.seq = [self.seq[i] for i in keep]
+
+    @classmethod
+    def from_context(cls, ctx: Any) -> BatchedModelDrafter:
+        """The batched form of the ``model`` drafter (``specbench.drafter_kinds``: its ``batched``)."""
+        return cls(ctx.draft_model, ctx.eos_token_ids)

@@ -98,6 +98,13 @@ class HybridDrafter(Drafter):
         check_int("pair.draft.max_model_tokens", own.get("max_model_tokens"), 1, optional=True)
 
     @classmethod
+    def trace_parts(cls, options: Mapping[str, Any], eos_token_ids: Any) -> tuple[PromptLookupDrafter, dict[str, Any]]:
+        """``(its prompt lookup, its own settings)`` from a pair's ``draft`` options: what the replay lab's hybrid
+        trace needs (``runners.replay.trace.hybrid_of``) besides the draft model's rollouts."""
+        lookup, own = cls._split(options)
+        return PromptLookupDrafter.from_options(lookup, eos_token_ids), own
+
+    @classmethod
     def from_context(cls, ctx: Any) -> HybridDrafter:
         if ctx.draft_model is None:
             raise ConfigError("the hybrid drafter needs a draft model (pair.draft composes one from conf/model/)")

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import torch
 
 from methods.base import DraftStep, GammaPolicy, policy_needs
-from methods.rules import stop_drafting_after
+from methods.rules import take_drafts
 from runners.engine.base import Draft, Drafter
 from runners.engine.features import draft_features
 from runners.engine.kv import cache_arg, crop_to, new_cache
@@ -64,34 +64,37 @@ class ModelDrafter(Drafter):
         if n < len(self.seq):
             crop_to(self.cache, n)
             self.seq = self.seq[:n]
-        feed = ids[n:]
         needs = policy_needs(policy)
         tokens: list[int] = []
         qs: list[torch.Tensor] = []
         confidences: list[float] = []
         steps: list[DraftStep] = []
-        for i in range(max_tokens):
-            inp = torch.tensor([feed], device=self.device)
-            logits = self.model(input_ids=inp, **cache_arg(self.model, self.cache), use_cache=True, logits_to_keep=1).logits[0, -1]
-            self.seq.extend(feed)
-            if sampling.greedy:
-                tok = greedy_token(logits)
-                feats = draft_features(logits, tok, needs)
-            else:
-                q = probs(logits, sampling)
-                tok = sample(q, generator)
-                qs.append(q)
-                feats = draft_features(logits, tok, needs | {"confidence"}, probs=q)
-            tokens.append(tok)
-            if "confidence" in feats:
-                confidences.append(feats["confidence"])
-            if "confidence" not in needs:
-                feats.pop("confidence", None)
-            feed = [tok]
-            step = DraftStep(i + 1, tok, budget=max_tokens, **feats)
-            steps.append(step)
-            if stop_drafting_after(tok, step, policy, self.eos, i + 1, max_tokens):  # methods.rules
-                break
+
+        def proposals(feed: list[int]) -> Iterator[DraftStep]:
+            """One forward per drafted token, run when ``methods.rules.take_drafts`` draws the next step."""
+            for i in range(max_tokens):
+                inp = torch.tensor([feed], device=self.device)
+                logits = self.model(input_ids=inp, **cache_arg(self.model, self.cache), use_cache=True,
+                                    logits_to_keep=1).logits[0, -1]
+                self.seq.extend(feed)
+                if sampling.greedy:
+                    tok = greedy_token(logits)
+                    feats = draft_features(logits, tok, needs)
+                else:
+                    q = probs(logits, sampling)
+                    tok = sample(q, generator)
+                    qs.append(q)
+                    feats = draft_features(logits, tok, needs | {"confidence"}, probs=q)
+                tokens.append(tok)
+                if "confidence" in feats:
+                    confidences.append(feats["confidence"])
+                if "confidence" not in needs:
+                    feats.pop("confidence", None)
+                feed = [tok]
+                steps.append(DraftStep(i + 1, tok, budget=max_tokens, **feats))
+                yield steps[-1]
+
+        take_drafts(proposals(ids[n:]), policy, self.eos, max_tokens)  # methods.rules: when the round stops
         return Draft(tokens, torch.stack(qs) if qs else None, confidences, steps, forwards=len(tokens))
 
     def commit(self, ids: list[int]) -> None:

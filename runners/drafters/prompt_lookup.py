@@ -37,6 +37,7 @@ import numpy as np
 import torch
 
 from methods.base import GammaPolicy
+from methods.rules import cut_proposal
 from runners.engine.base import Draft, Drafter
 from runners.engine.verify import Sampling
 from specbench.registry import ConfigError
@@ -109,11 +110,9 @@ class PromptLookupDrafter(Drafter):
             starts = np.flatnonzero(hit)
             if starts.size:
                 i = int(starts[0] if self.match == "first" else starts[-1])
-                proposal = seq[i + n : min(i + n + max_tokens, length)].tolist()
-                for j, tok in enumerate(proposal):
-                    if tok in self.eos_token_ids:
-                        return proposal[: j + 1]
-                return proposal
+                # the round's stop rule (methods.rules): cut after an EOS, kept, and to max_tokens
+                return cut_proposal(seq[i + n : min(i + n + max_tokens, length)].tolist(), self.eos_token_ids,
+                                    max_tokens)
         return []
 
     def propose(

@@ -35,14 +35,15 @@ after every *draft* token with that token's probability).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterator
 from typing import Any
 
 import torch
 
 from methods.base import DraftStep, GammaPolicy
 from methods.hetero.vocab import REPLACEMENT_CHAR
-from runners.drafters.text_sync import DEFAULT_LOOKBEHIND, TextSyncedDrafter, need_model
+from methods.rules import take_drafts
+from runners.drafters.text_sync import CrossVocab, TextSyncedDrafter
 from runners.engine.base import Draft
 from runners.engine.verify import Sampling, probs
 from specbench.config import check_choice
@@ -55,18 +56,9 @@ class SLEMDrafter(TextSyncedDrafter):
 
     name = "slem"
 
-    def __init__(
-        self,
-        draft_model: Any,
-        draft_tokenizer: Any,
-        target_tokenizer: Any,
-        eos_token_ids: Iterable[int],
-        draft_eos_token_ids: Iterable[int] | None = None,
-        lookbehind: int = DEFAULT_LOOKBEHIND,
-        slem_gamma: str = SLEM_GAMMA[0],
-    ) -> None:
+    def __init__(self, pair: CrossVocab, slem_gamma: str = SLEM_GAMMA[0]) -> None:
         check_choice("slem_gamma", slem_gamma, SLEM_GAMMA)
-        super().__init__(draft_model, draft_tokenizer, target_tokenizer, eos_token_ids, draft_eos_token_ids, lookbehind)
+        super().__init__(pair)
         self.slem_gamma = slem_gamma
 
     def limits(self, gamma: int, room: int) -> tuple[int, int]:
@@ -84,15 +76,19 @@ class SLEMDrafter(TextSyncedDrafter):
         forwards0 = self.forwards
         drafted: list[int] = []
         confs: list[float] = []
-        for _ in range(max_tokens):
-            logits = self._forward(feed)
-            tok = int(logits.argmax())
-            p = torch.softmax(logits.float(), dim=-1) if sampling.greedy else probs(logits, sampling)
-            drafted.append(tok)
-            confs.append(float(p[tok]))
-            feed = [tok]
-            if tok in self.draft_eos or policy.stop_drafting(DraftStep(len(drafted), tok, confs[-1], budget=max_tokens)):
-                break
+
+        def proposals(feed: list[int]) -> Iterator[DraftStep]:
+            """One greedy *draft* token per forward; the policy is asked about draft tokens (module docstring)."""
+            for _ in range(max_tokens):
+                logits = self._forward(feed)
+                tok = int(logits.argmax())
+                p = torch.softmax(logits.float(), dim=-1) if sampling.greedy else probs(logits, sampling)
+                drafted.append(tok)
+                confs.append(float(p[tok]))
+                feed = [tok]
+                yield DraftStep(len(drafted), tok, confs[-1], budget=max_tokens)
+
+        take_drafts(proposals(feed), policy, self.draft_eos, max_tokens)  # methods.rules
         ended = bool(drafted) and drafted[-1] in self.draft_eos
         body = drafted[:-1] if ended else drafted
         tokens, spans = self.to_target(body)
@@ -140,6 +136,4 @@ class SLEMDrafter(TextSyncedDrafter):
 
     @classmethod
     def from_context(cls, ctx: Any) -> SLEMDrafter:
-        need_model("slem", ctx)
-        return cls(ctx.draft_model, ctx.draft_tokenizer, ctx.target_tokenizer, ctx.eos_token_ids,
-                   lookbehind=ctx.hetero.lookbehind, slem_gamma=ctx.hetero.slem_gamma)
+        return cls(CrossVocab.of("slem", ctx), slem_gamma=ctx.hetero.slem_gamma)

@@ -35,14 +35,15 @@ match, so no ψ is needed (``confidences``: the product of the draft tokens' pro
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterator
 from typing import Any
 
 import torch
 
 from methods.base import DraftStep, GammaPolicy
 from methods.hetero.slrs import SLRS, SLRSTooLarge, top_k_proposal
-from runners.drafters.text_sync import DEFAULT_LOOKBEHIND, need_model
+from methods.rules import take_drafts
+from runners.drafters.text_sync import CrossVocab
 from runners.drafters.tli import TLIDrafter
 from runners.drafters.vocab_map import cached_strings
 from runners.engine.base import Draft
@@ -54,25 +55,13 @@ class SLRSDrafter(TLIDrafter):
 
     name = "slrs"
 
-    def __init__(
-        self,
-        draft_model: Any,
-        draft_tokenizer: Any,
-        target_tokenizer: Any,
-        eos_token_ids: Iterable[int],
-        target_vocab_size: int,
-        draft_eos_token_ids: Iterable[int] | None = None,
-        lookbehind: int = DEFAULT_LOOKBEHIND,
-        max_nodes: int = 32,
-        max_lookahead: int | None = None,
-        draft_top_k: int | None = 8,
-    ) -> None:
-        super().__init__(draft_model, draft_tokenizer, target_tokenizer, eos_token_ids, target_vocab_size,
-                         draft_eos_token_ids, lookbehind)
+    def __init__(self, pair: CrossVocab, max_nodes: int = 32, max_lookahead: int | None = None,
+                 draft_top_k: int | None = 8) -> None:
+        super().__init__(pair)
         self.draft_top_k = draft_top_k
         self.rule = SLRS(
-            cached_strings(draft_tokenizer, self.draft_width),
-            cached_strings(target_tokenizer, self.target_vocab_size),
+            cached_strings(pair.draft_tokenizer, self.draft_width),
+            cached_strings(pair.target_tokenizer, self.target_vocab_size),
             draft_eos_ids=self.draft_eos,
             target_eos_id=self.target_eos,
             max_lookahead=max_lookahead,
@@ -135,43 +124,45 @@ class SLRSDrafter(TLIDrafter):
         tokens: list[int] = []
         qs: list[torch.Tensor] = []
         confs: list[float] = []
-        fallback = False
-        feed: list[int] = []
-        for _ in range(max_tokens):
-            if not fallback:
-                feed = self._first_feed(ids + tokens)  # the text of the sequence and the candidates so far
-            logits = self._forward(feed)
-            q: torch.Tensor | None = None
-            if sampling.greedy:
-                tok, conf = self._greedy_candidate(logits)
-            else:
-                if not fallback:
-                    base = len(self.cached)
-                    try:
-                        tok, q, conf = self._sampled_candidate(logits, sampling, generator)
-                    except SLRSTooLarge:
-                        fallback = True
-                        self._crop(base)  # back to the context: TLI continues from the root
-                if fallback:
-                    picked = self.tli_pick(logits, sampling, generator)
-                    if picked is None:  # the processors left no shared token: the draft ends here
-                        break
-                    d_tok, tok, q, conf = picked
-                    feed = [d_tok]
-            tokens.append(tok)
-            confs.append(conf)
-            if q is not None:
-                qs.append(q)
-            if tok == self.bottom or tok in self.eos or policy.stop_drafting(
-                    DraftStep(len(tokens), tok, conf, budget=max_tokens)):
-                break
+        fell_back = [False]
+
+        def proposals() -> Iterator[DraftStep]:
+            """A candidate (or ⊥) per position; ``methods.rules.take_drafts`` stops the round after ⊥ (an id
+            outside the target's vocabulary), an EOS, or when the policy says so."""
+            feed: list[int] = []
+            for _ in range(max_tokens):
+                if not fell_back[0]:
+                    feed = self._first_feed(ids + tokens)  # the text of the sequence and the candidates so far
+                logits = self._forward(feed)
+                q: torch.Tensor | None = None
+                if sampling.greedy:
+                    tok, conf = self._greedy_candidate(logits)
+                else:
+                    if not fell_back[0]:
+                        base = len(self.cached)
+                        try:
+                            tok, q, conf = self._sampled_candidate(logits, sampling, generator)
+                        except SLRSTooLarge:
+                            fell_back[0] = True
+                            self._crop(base)  # back to the context: TLI continues from the root
+                    if fell_back[0]:
+                        picked = self.tli_pick(logits, sampling, generator)
+                        if picked is None:  # the processors left no shared token: the draft ends here
+                            return
+                        d_tok, tok, q, conf = picked
+                        feed = [d_tok]
+                tokens.append(tok)
+                confs.append(conf)
+                if q is not None:
+                    qs.append(q)
+                yield DraftStep(len(tokens), tok, conf, budget=max_tokens)
+
+        take_drafts(proposals(), policy, self.eos, max_tokens, vocab=self.target_vocab_size)
         return Draft(tokens, torch.stack(qs) if qs else None, confs, forwards=self.forwards - forwards0,
-                     fallback=fallback)
+                     fallback=fell_back[0])
 
     @classmethod
     def from_context(cls, ctx: Any) -> SLRSDrafter:
-        need_model("slrs", ctx)
         h = ctx.hetero
-        return cls(ctx.draft_model, ctx.draft_tokenizer, ctx.target_tokenizer, ctx.eos_token_ids,
-                   ctx.target_vocab_size, lookbehind=h.lookbehind, max_nodes=h.max_nodes,
-                   max_lookahead=h.max_lookahead, draft_top_k=h.draft_top_k)
+        return cls(CrossVocab.of("slrs", ctx), max_nodes=h.max_nodes, max_lookahead=h.max_lookahead,
+                   draft_top_k=h.draft_top_k)

@@ -25,6 +25,7 @@ Text sync (both drafters; ``commit`` after every round):
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -90,29 +91,50 @@ class Detokenizer:
         return [tid, *ids[1:]] if tid is not None else ids
 
 
+@dataclass(frozen=True)
+class CrossVocab:
+    """What every cross-vocabulary drafter (SLEM, TLI, union, SLRS) is built from, written once: the draft model and
+    its tokenizer; the target's tokenizer, EOS ids and logits width (``target_vocab_size``: the string-mapping
+    drafters need it, SLEM does not); the draft's EOS ids (None: the draft model's own); the look-behind window
+    (``hetero.lookbehind``); a string mapping already built (None: ``runners.drafters.vocab_map`` builds it once
+    per pair of tokenizers). A rule's own knobs (``slem_gamma``, ``tli_processors``, SLRS's bounds) are its
+    constructor's keywords."""
+
+    draft_model: Any
+    draft_tokenizer: Any
+    target_tokenizer: Any
+    eos_token_ids: Iterable[int]
+    target_vocab_size: int | None = None
+    draft_eos_token_ids: Iterable[int] | None = None
+    lookbehind: int = DEFAULT_LOOKBEHIND
+    mapping: Any = None
+
+    @classmethod
+    def of(cls, name: str, ctx: Any) -> CrossVocab:
+        """From a job's ``runners.drafters.DrafterContext``, for the drafter ``name`` (which needs the draft model)."""
+        need_model(name, ctx)
+        return cls(ctx.draft_model, ctx.draft_tokenizer, ctx.target_tokenizer, ctx.eos_token_ids,
+                   ctx.target_vocab_size, lookbehind=ctx.hetero.lookbehind)
+
+
 class TextSyncedDrafter(Drafter):
     """A draft model with its own tokenizer, kept in sync with the target's text (module docstring)."""
 
-    def __init__(
-        self,
-        draft_model: Any,
-        draft_tokenizer: Any,
-        target_tokenizer: Any,
-        eos_token_ids: Iterable[int],
-        draft_eos_token_ids: Iterable[int] | None = None,
-        lookbehind: int = DEFAULT_LOOKBEHIND,
-    ) -> None:
+    def __init__(self, pair: CrossVocab) -> None:
+        lookbehind = pair.lookbehind
         if isinstance(lookbehind, bool) or not isinstance(lookbehind, int) or lookbehind < 1:
             raise ConfigError(f"lookbehind must be an integer >= 1, got {lookbehind!r}")
-        self.model = draft_model
-        self.device = model_device(draft_model)
-        self.dtok = Detokenizer(draft_tokenizer)
-        self.ttok = Detokenizer(target_tokenizer)
-        self.eos = sorted(set(int(e) for e in eos_token_ids))
+        self.model = pair.draft_model
+        self.device = model_device(pair.draft_model)
+        self.dtok = Detokenizer(pair.draft_tokenizer)
+        self.ttok = Detokenizer(pair.target_tokenizer)
+        self.eos = sorted(set(int(e) for e in pair.eos_token_ids))
         if not self.eos:
             raise ValueError("eos_token_ids (the target's) must not be empty")
-        self.target_eos = target_tokenizer.eos_token_id if target_tokenizer.eos_token_id in self.eos else self.eos[0]
-        self.draft_eos = set(draft_eos_token_ids) if draft_eos_token_ids is not None else set(eos_ids(draft_model, draft_tokenizer))
+        target_eos = pair.target_tokenizer.eos_token_id
+        self.target_eos = target_eos if target_eos in self.eos else self.eos[0]
+        draft_eos = pair.draft_eos_token_ids
+        self.draft_eos = set(draft_eos) if draft_eos is not None else set(eos_ids(pair.draft_model, pair.draft_tokenizer))
         self.lookbehind = lookbehind
         self.cache: Any = None
         self.t_ids: list[int] = []

@@ -32,15 +32,13 @@ drafter's k most likely.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 import torch
 
 from methods.base import GammaPolicy
 from methods.hetero.token_level import restrict_logits, tli_restrict, to_target
-from methods.hetero.vocab import VocabMapping
-from runners.drafters.text_sync import DEFAULT_LOOKBEHIND, need_model
+from runners.drafters.text_sync import CrossVocab
 from runners.drafters.vocab_map import MappedDrafter
 from runners.engine.base import Draft
 from runners.engine.verify import Sampling, probs, sample
@@ -55,21 +53,9 @@ class TLIDrafter(MappedDrafter):
 
     name = "tli"
 
-    def __init__(
-        self,
-        draft_model: Any,
-        draft_tokenizer: Any,
-        target_tokenizer: Any,
-        eos_token_ids: Iterable[int],
-        target_vocab_size: int,
-        draft_eos_token_ids: Iterable[int] | None = None,
-        lookbehind: int = DEFAULT_LOOKBEHIND,
-        mapping: VocabMapping | None = None,
-        tli_processors: str = TLI_PROCESSORS[0],
-    ) -> None:
+    def __init__(self, pair: CrossVocab, tli_processors: str = TLI_PROCESSORS[0]) -> None:
         check_choice("tli_processors", tli_processors, TLI_PROCESSORS)
-        super().__init__(draft_model, draft_tokenizer, target_tokenizer, eos_token_ids, target_vocab_size,
-                         draft_eos_token_ids, lookbehind, mapping)
+        super().__init__(pair)
         self.tli_processors = tli_processors
 
     def tli_distribution(self, logits: torch.Tensor, sampling: Sampling) -> torch.Tensor | None:
@@ -101,14 +87,8 @@ class TLIDrafter(MappedDrafter):
     def propose(
         self, ids: list[int], max_tokens: int, policy: GammaPolicy, sampling: Sampling, generator: torch.Generator | None
     ) -> Draft:
-        def pick(logits: torch.Tensor) -> tuple[int, int, torch.Tensor | None, float, bool] | None:
-            picked = self.tli_pick(logits, sampling, generator)
-            return None if picked is None else (*picked, False)
-
-        return self._draft_tokens(ids, max_tokens, policy, pick)
+        return self._draft_tokens(ids, max_tokens, policy, lambda logits: self.tli_pick(logits, sampling, generator))
 
     @classmethod
     def from_context(cls, ctx: Any) -> TLIDrafter:
-        need_model("tli", ctx)
-        return cls(ctx.draft_model, ctx.draft_tokenizer, ctx.target_tokenizer, ctx.eos_token_ids,
-                   ctx.target_vocab_size, lookbehind=ctx.hetero.lookbehind, tli_processors=ctx.hetero.tli_processors)
+        return cls(CrossVocab.of("tli", ctx), tli_processors=ctx.hetero.tli_processors)

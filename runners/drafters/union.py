@@ -22,7 +22,7 @@ import torch
 
 from methods.base import GammaPolicy
 from methods.hetero.token_level import UnionSpace, to_target
-from runners.drafters.text_sync import need_model
+from runners.drafters.text_sync import CrossVocab
 from runners.drafters.vocab_map import MappedDrafter
 from runners.engine.base import Draft
 from runners.engine.verify import Sampling, probs, sample
@@ -34,19 +34,19 @@ class UnionDrafter(MappedDrafter):
 
     name = "union"
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, pair: CrossVocab) -> None:
+        super().__init__(pair)
         self.d2u = UnionSpace(self.mapping).draft_to_union.to(self.device)
 
     def _pick(self, logits: torch.Tensor, sampling: Sampling, generator: Any) -> tuple:
-        """One union token: a draft-only token is proposed as an id past the target's logits and ends the draft."""
+        """One union token: a draft-only token is proposed as an id past the target's logits (which ends the draft:
+        ``methods.rules.stop_drafting_after``)."""
         q_draft = probs(logits, 1.0 if sampling.greedy else sampling)
         d_tok = int(q_draft.argmax()) if sampling.greedy else sample(q_draft, generator)
         u_tok = int(self.d2u[d_tok])
         q = to_target(q_draft, self.mapping)
-        outside = u_tok >= self.target_vocab_size
-        conf = float(q_draft[d_tok]) if outside else float(q[u_tok])
-        return d_tok, u_tok, (None if sampling.greedy else q), conf, outside
+        conf = float(q_draft[d_tok]) if u_tok >= self.target_vocab_size else float(q[u_tok])
+        return d_tok, u_tok, (None if sampling.greedy else q), conf
 
     @torch.inference_mode()
     def propose(
@@ -56,6 +56,4 @@ class UnionDrafter(MappedDrafter):
 
     @classmethod
     def from_context(cls, ctx: Any) -> UnionDrafter:
-        need_model("union", ctx)
-        return cls(ctx.draft_model, ctx.draft_tokenizer, ctx.target_tokenizer, ctx.eos_token_ids,
-                   ctx.target_vocab_size, lookbehind=ctx.hetero.lookbehind)
+        return cls(CrossVocab.of("union", ctx))

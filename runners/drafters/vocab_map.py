@@ -7,14 +7,15 @@ and the target's logits width (ids at or past it are outside the target's vocabu
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 
 from methods.base import DraftStep, GammaPolicy
 from methods.hetero.vocab import VocabMapping, build_vocab_mapping, token_strings
-from runners.drafters.text_sync import DEFAULT_LOOKBEHIND, TextSyncedDrafter
+from methods.rules import take_drafts
+from runners.drafters.text_sync import CrossVocab, TextSyncedDrafter
 from runners.engine.base import Draft
 from specbench.models import logits_width
 from specbench.registry import ConfigError
@@ -72,21 +73,13 @@ class MappedDrafter(TextSyncedDrafter):
     on the draft model's device: ``self.index``; ``self.d2t``) and the target's logits width
     (``self.target_vocab_size``)."""
 
-    def __init__(
-        self,
-        draft_model: Any,
-        draft_tokenizer: Any,
-        target_tokenizer: Any,
-        eos_token_ids: Iterable[int],
-        target_vocab_size: int,
-        draft_eos_token_ids: Iterable[int] | None = None,
-        lookbehind: int = DEFAULT_LOOKBEHIND,
-        mapping: VocabMapping | None = None,
-    ) -> None:
-        super().__init__(draft_model, draft_tokenizer, target_tokenizer, eos_token_ids, draft_eos_token_ids, lookbehind)
-        self.target_vocab_size = int(target_vocab_size)
-        self.draft_width = logits_width(draft_model)
-        self.mapping = mapping or drafter_mapping(self, self.target_vocab_size)
+    def __init__(self, pair: CrossVocab) -> None:
+        super().__init__(pair)
+        if pair.target_vocab_size is None:
+            raise ValueError(f"{self.name}: CrossVocab.target_vocab_size (the target's logits width) is needed")
+        self.target_vocab_size = int(pair.target_vocab_size)
+        self.draft_width = logits_width(pair.draft_model)
+        self.mapping: VocabMapping = pair.mapping or drafter_mapping(self, self.target_vocab_size)
         if self.mapping.target_vocab_size != self.target_vocab_size:
             raise ValueError("mapping.target_vocab_size != target_vocab_size")
         if self.mapping.tensors().shared_draft.numel() == 0:
@@ -96,28 +89,31 @@ class MappedDrafter(TextSyncedDrafter):
 
     def _draft_tokens(
         self, ids: list[int], max_tokens: int, policy: GammaPolicy,
-        pick: Callable[[Any], tuple[int, int, Any, float, bool] | None],
+        pick: Callable[[Any], tuple[int, int, Any, float] | None],
     ) -> Draft:
         """The token-level rules' draft loop (TLI, union): ``pick(logits)`` gives ``(draft id, proposed id,
-        q on target ids or None, confidence, last)``, or None when it can propose nothing there (the
-        draft ends before that position); the draft stops at ``last``, at an EOS of either
-        vocabulary, or when the policy says so."""
+        q on target ids or None, confidence)``, or None when it can propose nothing there (the draft ends
+        before that position). ``methods.rules.take_drafts`` stops the round: after the target's EOS (the
+        mapping sends the draft's EOS there), after an id outside the target's vocabulary (union's draft-only
+        tokens), or when the policy says so."""
         feed = self._first_feed(ids)
         forwards0 = self.forwards
         tokens: list[int] = []
         qs: list[torch.Tensor] = []
         confs: list[float] = []
-        for _ in range(max_tokens):
-            picked = pick(self._forward(feed))
-            if picked is None:
-                break
-            d_tok, tok, q, conf, last = picked
-            tokens.append(tok)
-            confs.append(conf)
-            if q is not None:
-                qs.append(q)
-            feed = [d_tok]
-            if last or d_tok in self.draft_eos or tok in self.eos or policy.stop_drafting(
-                    DraftStep(len(tokens), tok, conf, budget=max_tokens)):
-                break
+
+        def proposals(feed: list[int]) -> Iterator[DraftStep]:
+            for _ in range(max_tokens):
+                picked = pick(self._forward(feed))
+                if picked is None:
+                    return
+                d_tok, tok, q, conf = picked
+                tokens.append(tok)
+                confs.append(conf)
+                if q is not None:
+                    qs.append(q)
+                feed = [d_tok]
+                yield DraftStep(len(tokens), tok, conf, budget=max_tokens)
+
+        take_drafts(proposals(feed), policy, self.eos, max_tokens, vocab=self.target_vocab_size)
         return Draft(tokens, torch.stack(qs) if qs else None, confs, forwards=self.forwards - forwards0)

@@ -72,9 +72,12 @@ class Drafter(ABC):
     ) -> Draft:
         """Draft up to ``max_tokens`` tokens continuing ``ids`` (the whole sequence so
         far, prompt included), greedily when ``sampling.greedy``, else sampled from the draft's
-        distribution processed by ``sampling`` (``runners.engine.verify.probs``). Must ask ``policy.stop_drafting(step)`` after each drafted
-        token when it has probabilities (a ``methods.base.DraftStep`` with the features the
-        policy ``needs``), and stop after drafting an EOS (which is not asked about)."""
+        distribution processed by ``sampling`` (``runners.engine.verify.probs``). A drafter does not decide
+        when its round stops: it yields one ``methods.base.DraftStep`` per drafted token (with the features
+        the policy ``needs``), computed when drawn, and ``methods.rules.take_drafts`` draws them until the
+        round's stop rule says stop (after an EOS or a token outside the target's vocabulary, when
+        ``policy.stop_drafting(step)`` says so, at ``max_tokens``); a deterministic proposer (no
+        probabilities) is cut by ``methods.rules.cut_proposal`` and the policy is never asked."""
 
     def commit(self, ids: list[int]) -> None:  # noqa: B027 - optional hook
         """The sequence after verification (drop cached states past the accepted part)."""

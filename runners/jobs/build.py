@@ -36,7 +36,7 @@ import torch
 
 from methods.base import GammaPolicy
 from methods.registry import build_policy
-from runners.drafters import DrafterContext, build_drafter, check_drafter
+from runners.drafters import DrafterContext, build_batched_drafter, build_drafter, check_drafter
 from runners.engine.contract import OneAtATime
 from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
 from runners.engine.verify import DeviceGenerators, Sampling
@@ -254,10 +254,9 @@ class Job:
 
     def _batched(self) -> tuple[Any, Any]:
         """``(runner, ar)`` at batch size > 1: the target alone at batch B (an ``ar`` job's runner, else the paired
-        baseline) and, for a speculative job, our loop with a batched draft model (a same-vocabulary model) or one
-        drafter per row (any other); ``per_row``: one policy per row slot, the job's own in slot 0 and copies of
+        baseline) and, for a speculative job, our loop with the drafter's declared batched form
+        (``specbench.drafter_kinds``: a same-vocabulary model's) or one drafter per row (any other); ``per_row``: one policy per row slot, the job's own in slot 0 and copies of
         it in the others (``shared``: the job's policy alone)."""
-        from runners.drafters.batched_model import BatchedModelDrafter
         from runners.engine.batch_drafters import PerRowDrafters
         from runners.engine.batched import BatchedAutoregressiveRunner, BatchedSpeculativeRunner
 
@@ -270,8 +269,7 @@ class Job:
             self.policies = [self.policy, *(copy.deepcopy(self.policy) for _ in range(config.batch_size - 1))]
         if config.hetero_rule is not None:  # the pair's vocabulary overlap, for the summary
             self._overlap(self._drafter())
-        drafter = (BatchedModelDrafter(self.draft_model, self.eos) if config.drafter == "model"
-                   else PerRowDrafters(self._drafter))
+        drafter = build_batched_drafter(config.drafter, self._drafter_context()) or PerRowDrafters(self._drafter)
         runner = BatchedSpeculativeRunner(self.target, drafter, self.policies, self.eos, self.sampling,
                                           config.batch_gamma, fast=self.batch_kernels)
         return runner, ar
@@ -282,8 +280,11 @@ class Job:
         return sorted({str(p.device) for m in models for p in m.parameters()} or {str(model_device(self.target))})
 
     def _drafter(self) -> Any:
+        return build_drafter(self.config.drafter, self._drafter_context())
+
+    def _drafter_context(self) -> DrafterContext:
         config = self.config
-        ctx = DrafterContext(
+        return DrafterContext(
             target_tokenizer=self.tokenizer,
             eos_token_ids=self.eos,
             target_vocab_size=logits_width(self.target),
@@ -292,7 +293,6 @@ class Job:
             options=config.pair.draft.options,
             hetero=config.hetero,
         )
-        return build_drafter(config.drafter, ctx)
 
     def _overlap(self, drafter: Any) -> None:
         """The pair's vocabulary overlap (``summary.json: hetero.vocabulary``) and the shared target ids."""

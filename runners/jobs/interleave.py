@@ -71,6 +71,7 @@ from runners.jobs.record import Timed, Unit
 from runners.jobs.report import INVALID_JOBS, append_line, print_job_line
 from runners.jobs.round_order import SCHEMES, round_order, round_seed
 from runners.jobs.sweep_costs import COSTS_FILE, round_rows, time_round, widths_for
+from specbench.drafter_kinds import draft_cost
 from specbench.records import positions_balanced
 from specbench.registry import ConfigError
 
@@ -348,7 +349,8 @@ class InterleavedSweep:
         the records, after the warm-up. A failure is logged and the round goes on (the analysis then has fewer
         samples)."""
         try:
-            item = next((it for it in items if it.run.config.drafter in ("model", "prompt_lookup")), items[0])
+            item = next((it for it in items if it.run.config.drafter is not None  # a drafter the analysis models
+                         and draft_cost(it.run.config.drafter) is not None), items[0])
             job = item.run.job
             samples = time_round(job, item.inp.ids, self._widths.get(pair) or [1], seed=round_seed(self.seed, pair, r))
             rows = round_rows(job, pair, r, samples)

@@ -27,13 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from specbench.config import JobConfig
+from specbench.drafter_kinds import draft_cost
 from specbench.latency import LatencyModel, predict_wall_ms
 from specbench.registry import ConfigError
 from specbench.timed_on import TimedOn, refusal
 
 log = logging.getLogger("specbench")
 
-PREDICTED_DRAFTERS = (None, "model", "prompt_lookup")  # None: method=ar
 
 
 def job_timed_on(config: JobConfig) -> TimedOn:
@@ -80,7 +80,8 @@ def predicted_wall(latency: LatencyModel | None, config: JobConfig, fused_prefil
     """The latency model's wall time (ms) for ``gen``'s rounds, or None (module docstring)."""
     if latency is None or not config.greedy or config.method.runner == "hf":
         return None
-    if config.drafter not in PREDICTED_DRAFTERS:
+    cost = draft_cost(config.drafter)  # specbench.drafter_kinds: None for a drafter whose rounds are not modeled
+    if cost is None:
         return None
     return predict_wall_ms(latency, prompt_tokens, len(gen.tokens), gen.rounds.drafted, gen.rounds.accepted,
-                           draft_model=config.drafter == "model", fused_prefill=fused_prefill)[1]
+                           draft_model=cost == "forward", fused_prefill=fused_prefill)[1]

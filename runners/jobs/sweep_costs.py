@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from runners.jobs.build import Job
+from specbench.drafter_kinds import draft_cost
 
 COSTS_FILE = Path(".specbench") / "costs.jsonl"
 DRAFT_WIDTHS = (1, 2, 3, 4)
@@ -95,7 +96,8 @@ def time_round(job: Job, ids: Sequence[int], widths: Sequence[int], repeats: int
         cache = new_cache(target)
         sample("target", p, 0, lambda: verify(cache, ids, 1))
         crop_to(cache, p)  # a padded prefill (verify buckets) keeps the prompt's positions only
-        draft = job.draft_model if job.config.drafter == "model" else None  # same vocabulary: the input's ids
+        # a drafter whose tokens cost a draft-model forward (specbench.drafter_kinds; same vocabulary: the input's ids)
+        draft = job.draft_model if draft_cost(job.config.drafter) == "forward" else None
         draft_cache = None
         if draft is not None:
             draft_cache = new_cache(draft)

@@ -63,6 +63,7 @@ from runners.replay.trace import (
     DEFAULT_GAMMA_MAX,
     META_FILE,
     TRACE_FILE,
+    HybridTrace,
     find_trace_files,
     hybrid_of,
     read_traces,
@@ -70,7 +71,9 @@ from runners.replay.trace import (
 )
 from runners.replay.trace_base import TRACE_VERSION
 from runners.replay.trace_build import build_trace
+from runners.replay.trace_lookup import LookupTrace
 from specbench.config import JobConfig, compose
+from specbench.drafter_kinds import drafter_kind
 from specbench.latency import LatencyModel
 from specbench.record_io import write_json_atomic
 from specbench.registry import ConfigError
@@ -98,8 +101,8 @@ def traceable(config: JobConfig) -> str | None:
         return "temperature > 0 (traces are for greedy decoding)"
     if draft is None:
         return "the pair has no draft"
-    if draft.kind not in ("model", "prompt_lookup", "hybrid"):
-        return f"draft kind {draft.kind!r} is neither a model, prompt lookup nor the hybrid of both"
+    if drafter_kind(draft.kind).trace is None:  # its declaration (specbench.drafter_kinds)
+        return f"draft kind {draft.kind!r} declares no trace kind: the lab cannot replay it"
     if not config.pair.same_tokenizer or config.hetero_rule is not None:
         return "the draft has another tokenizer"
     if config.method.runner == "hf":
@@ -153,21 +156,16 @@ def trace_config(config: JobConfig, out_dir: str | os.PathLike, gamma_max: int |
     target, tokenizer, eos = loaded.target, loaded.tokenizer, loaded.eos
     if gamma_max is None:
         gamma_max = max(1, config.max_new_tokens - 1)
-    lookup = pair.draft.kind == "prompt_lookup"
-    if lookup:
-        from runners.drafters.prompt_lookup import PromptLookupDrafter
-        from runners.replay.trace_lookup import build_lookup_trace
+    from runners.drafters import DRAFTERS, DrafterContext, build_drafter
+    from runners.replay.trace_lookup import build_lookup_trace
+    from specbench.models import logits_width
 
-        draft = PromptLookupDrafter.from_options(pair.draft.options, eos)
-    else:
-        draft = loaded.draft
-    hybrid = None
-    if pair.draft.kind == "hybrid":  # the model's rollouts, then the lookup's proposals on the same output
-        from runners.drafters.hybrid import HybridDrafter
-        from runners.drafters.prompt_lookup import PromptLookupDrafter
-
-        lookup_options, own = HybridDrafter._split(pair.draft.options)
-        hybrid = (PromptLookupDrafter.from_options(lookup_options, eos), own)
+    trace_kind, kind, options = drafter_kind(pair.draft.kind).trace, pair.draft.kind, pair.draft.options  # declared
+    lookup, draft, hybrid = trace_kind == LookupTrace.kind, loaded.draft, None
+    if lookup:  # a deterministic proposer: its proposal at every position (it has no model)
+        draft = build_drafter(kind, DrafterContext(tokenizer, eos, logits_width(target), options=options))
+    elif trace_kind == HybridTrace.kind:  # the model's rollouts, then the lookup's proposals on the same output
+        hybrid = DRAFTERS.get(kind).trace_parts(options, eos)
     path = out / TRACE_FILE
     reused = {tr.key: tr for f in find_trace_files(reuse_target) for tr in read_traces(f)} if reuse_target else {}
     done = {tr.key: tr for tr in read_traces(path)} if path.exists() else {}
@@ -302,9 +300,9 @@ def calibrate_main(args: argparse.Namespace) -> int:
     if threads:
         torch.set_num_threads(int(threads))
     pair = config.pair
-    lookup = pair.draft is not None and pair.draft.kind == "prompt_lookup"
-    if pair.draft is None or (pair.draft.model is None and not lookup):
+    if pair.draft is None:
         raise ConfigError(f"calibrate needs a pair with a draft model or prompt lookup; {pair.name!r} has neither")
+    lookup = pair.draft.model is None  # a proposer without a model (prompt lookup): no draft forwards to time
     loaded = load_pair(config)
     target, draft, tok = loaded.target, loaded.draft, loaded.tokenizer
     dtok = loaded.draft_tokenizer if not pair.same_tokenizer else tok

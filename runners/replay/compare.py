@@ -33,6 +33,7 @@ from typing import Any
 from runners.replay.grid import MethodSpec
 from runners.replay.replay import replay_job
 from runners.replay.trace import find_trace_files, read_traces
+from specbench.drafter_kinds import draft_cost
 from specbench.markdown import to_markdown
 from specbench.records import pooled_tokens_per_s
 from specbench.rounds import Rounds, pooled_acceptance
@@ -172,7 +173,7 @@ def compare_rows(real: str | Path, traces_dir: str | Path, latency_dir: str | Pa
         # the cost table against the engine's own clock on the job's *real* rounds (no drift correction:
         # compare with ar_real_over_predicted): the target's verification forwards, the drafter's forwards
         parts = [predict_parts_ms(latency, r["prompt_tokens"], r["new_tokens"], r["drafted_trace"], r["accepted_trace"],
-                                  draft_model=config.drafter == "model") for r in records]
+                                  draft_model=draft_cost(config.drafter) == "forward") for r in records]
         cost_ratios = {}
         for part in ("verify", "draft"):
             measured, predicted = sum(r.get(f"{part}_ms") or 0.0 for r in records), sum(q[f"{part}_ms"] for q in parts)

@@ -227,7 +227,7 @@ def replay_grid(traces: Sequence[Trace], methods: Sequence[MethodSpec], gammas: 
                              method.display, method.params)
     if latency is None or not traces:
         return rows
-    if any(getattr(tr, "kind", "model") == "hybrid" for tr in traces):
+    if any(getattr(tr, "chooses_source", False) for tr in traces):
         errors.append("oracle: not computed for the hybrid drafter's traces (the oracle chooses among one proposer's "
                       "drafts; the hybrid switches proposer by its own rule): the best fixed γ rows are the reference")
     else:

@@ -61,6 +61,7 @@ from runners.replay.specdecode_bench import SOURCE, latency_model
 from runners.replay.trace import META_FILE, TRACE_FILE, write_traces
 from runners.replay.trace_base import TRACE_VERSION
 from runners.replay.trace_lookup import LookupTrace
+from specbench.rounds import advance
 
 REPOSITORY = "SpecDecode-Bench/simulator"
 #: the proposer's acceptance field in their schema (``request.py: Request.from_json``)
@@ -209,7 +210,7 @@ def capped_rounds(res: ReplayResult, cap: int) -> int:
     t, n, out = 1, res.new_tokens, 0
     for gamma, accepted in zip(res.rounds.gamma, res.rounds.accepted):
         out += min(gamma, n - t - 1) > cap
-        t = min(t + accepted + 1, n)
+        t = advance(t, accepted, n)
     return out
 
 

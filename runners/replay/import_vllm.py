@@ -68,6 +68,7 @@ from runners.replay.import_specdecode_bench import (
 from runners.replay.replay import ReplayResult
 from runners.replay.trace import META_FILE, TRACE_FILE, write_traces
 from runners.replay.trace_base import TRACE_VERSION
+from specbench.rounds import advance
 
 SOURCE = (f"vLLM per-request metrics.{vllm_metrics.BLOCK} ({vllm_metrics.FLAG} {vllm_metrics.LEVEL}): "
           "per_step_drafted, per_step_accepted")
@@ -134,7 +135,7 @@ def censored_rounds(res: ReplayResult, trace: VllmTrace) -> int:
     for gamma, accepted in zip(res.rounds.gamma, res.rounds.accepted):
         if t <= len(exact):
             out += min(gamma, n - t - 1) > exact[t - 1]
-        t = min(t + accepted + 1, n)
+        t = advance(t, accepted, n)
     return out
 
 

@@ -60,6 +60,7 @@ from methods.base import GammaPolicy, RoundOutcome
 from runners.replay.replay import ReplayResult, max_new, replay
 from runners.replay.trace import Trace
 from specbench.latency import LatencyModel, round_ms
+from specbench.rounds import advance
 
 ORACLE = "oracle"
 AGREEMENT_ORACLE = "oracle_agreement"
@@ -119,7 +120,7 @@ class AgreementOracle(GammaPolicy):
         return a
 
     def observe(self, outcome: RoundOutcome) -> None:
-        self.t = min(self.t + outcome.accepted + 1, self.trace.n)
+        self.t = advance(self.t, outcome.accepted, self.trace.n)
 
 
 def agreement_oracle(trace: Trace, latency: LatencyModel | None = None,
@@ -154,10 +155,7 @@ def oracle_schedule(trace: Trace, latency: LatencyModel, max_new_tokens: int | N
             if d >= 2:
                 draft_rest += latency.draft_ms(1, p + t + d - 2)
             cost = latency.verify_ms(d + 1, p + t - 1) + latency.round_overhead_ms + draft_rest
-            if d <= a:
-                nxt, lag = min(t + d + 1, n), 2
-            else:
-                nxt, lag = t + a + 1, 1
+            nxt, lag = advance(t, min(d, a), n), 2 if d <= a else 1
             cost += 0.0 if nxt >= n else v[nxt][lag]
             if cost < best:
                 best, best_d = cost, d
@@ -199,10 +197,7 @@ def oracle_schedule(trace: Trace, latency: LatencyModel, max_new_tokens: int | N
         if go < stay:
             d = best_d
             a = trace.agreement(t)
-            if d <= a:
-                t, lag = min(t + d + 1, n), 2
-            else:
-                t, lag = t + a + 1, 1
+            t, lag = advance(t, min(d, a), n), 2 if d <= a else 1
             is_fresh = False
         else:
             d = 0
@@ -230,7 +225,7 @@ def once_schedule(trace: Trace, latency: LatencyModel,
         a = trace.agreement(t)
         best, best_d = round_ms(latency, p, t, 0, 0) + v[t + 1], 0
         for d in range(1, avail + 1):
-            cost = round_ms(latency, p, t, 0, d) + v[min(t + min(d, a) + 1, n)]
+            cost = round_ms(latency, p, t, 0, d) + v[advance(t, min(d, a), n)]
             if cost < best:
                 best, best_d = cost, d
         v[t], choice[t] = best, best_d
@@ -238,7 +233,7 @@ def once_schedule(trace: Trace, latency: LatencyModel,
     t = 1
     while t < n:
         ds.append(choice[t])
-        t = min(t + min(choice[t], trace.agreement(t)) + 1, n)
+        t = advance(t, min(choice[t], trace.agreement(t)), n)
     return latency.target_prefill_ms(p) + v[1], ds
 
 

@@ -55,7 +55,7 @@ from runners.replay.trace import Trace
 from specbench.config import GAMMA_MODES
 from specbench.latency import LatencyModel, RowRound, batch_round_parts, seen_after
 from specbench.records import pooled_tokens_per_s
-from specbench.rounds import Rounds
+from specbench.rounds import Rounds, advance
 
 
 @dataclass
@@ -119,9 +119,8 @@ class _Row:
         self.x = trace.tokens[: self.m]
         self.n, self.p, self.eos = len(self.x), trace.prompt_tokens, set(trace.eos)
         self.policy, self.needs = policy, policy_needs(policy)
-        kind = getattr(trace, "kind", "model")
-        self.asks = kind in ("model", "hybrid")  # prompt lookup never asks stop_drafting
-        self.hybrid = kind == "hybrid"  # a round's proposer is the hybrid's choice (``HybridTrace.source``)
+        self.asks = getattr(trace, "asks_policy", True)  # a deterministic proposer's trace never asks stop_drafting
+        self.hybrid = getattr(trace, "chooses_source", False)  # the hybrid's choice per round (``HybridTrace.source``)
         self.src = "model"
         self.trace = trace
         self.res = ReplayResult(trace, self.n, "eos" if self.x[-1] in self.eos else "max_new_tokens")
@@ -176,7 +175,7 @@ class _Row:
     def end_round(self, costs: dict[str, float], round_ms: float | None) -> None:
         """The round's outcome recorded and observed; the row moves on."""
         res, accepted = self.res, self.accepted
-        new_t = min(self.t + accepted + 1, self.n)
+        new_t = advance(self.t, accepted, self.n)
         if round_ms is not None:
             res.round_ms.append(round_ms)
         self.seen = seen_after(self.p, self.t, self.seen, self.model_proposed, accepted, new_t)

@@ -250,6 +250,7 @@ class HybridTrace(Trace):
     min_lookup_tokens: int = 1
     max_model_tokens: int | None = None
     kind = "hybrid"
+    chooses_source = True
 
     def __post_init__(self) -> None:
         super().__post_init__()

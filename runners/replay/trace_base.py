@@ -62,6 +62,8 @@ class TraceViews:
     _agree: list[int] = field(init=False, repr=False, compare=False, default_factory=list)
 
     kind = "model"
+    asks_policy = True  # the replay asks stop_drafting after each rollout token, as the drafter it traces does
+    chooses_source = False  # each round's proposer is chosen per round (``HybridTrace.source``)
 
     def head_json(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """A trace line: the common fields around the kind's own ``body`` (``kind`` named unless ``model``)."""

@@ -1,10 +1,12 @@
-"""Greedy traces of a prompt lookup pair: what ``runners.replay`` needs to replay any policy exactly.
+"""Greedy traces of a deterministic proposer: what ``runners.replay`` needs to replay any policy exactly.
 
-Prompt lookup (``runners.drafters.prompt_lookup.PromptLookupDrafter``) drafts by copying what followed an
-earlier occurrence of the sequence's last n-gram. Its proposal at position ``t`` (``t`` new tokens
-emitted; the prefix is ``prompt + x_1 .. x_t``) is a deterministic function of that prefix, and the
-proposal for a budget ``k`` is the first ``k`` tokens of the proposal for any larger budget (the
-match does not depend on ``k``). So one target pass (the greedy output ``x``) plus the proposal of
+The drafters whose declared trace kind is ``prompt_lookup`` (``specbench.drafter_kinds``): prompt lookup
+(``runners.drafters.prompt_lookup.PromptLookupDrafter``), which drafts by copying what followed an earlier
+occurrence of the sequence's last n-gram, and suffix decoding (``runners.drafters.suffix.SuffixDrafter``). Such a
+drafter has ``lookup(ids, k)``: its proposal at position ``t`` (``t`` new tokens emitted; the prefix is
+``prompt + x_1 .. x_t``, the request begun at the prompt) is a deterministic function of that prefix, and the
+proposal for a budget ``k`` is the first ``k`` tokens of the proposal for any larger budget (the match does not
+depend on ``k``). So one target pass (the greedy output ``x``) plus the proposal of
 the largest budget any round can have at each ``t`` — ``max_new_tokens − 1 − t`` — gives every
 round of every policy.
 
@@ -34,6 +36,7 @@ class LookupTrace(TraceViews):
 
     proposals: list[list[int]]
     kind = "prompt_lookup"
+    asks_policy = False  # a deterministic proposer is never asked stop_drafting
 
     def __post_init__(self) -> None:
         n = len(self.tokens)
@@ -107,6 +110,7 @@ def build_lookup_trace(
     x = list(ar.tokens)
     ids = prompt_ids + x
     t0 = time.perf_counter()
+    drafter.begin(list(prompt_ids))  # a drafter with state of its own (suffix decoding's trees) starts the request
     proposals = [drafter.lookup(ids[: len(prompt_ids) + t], min(gamma_max, max_new_tokens - 1 - t))
                  for t in range(1, len(x))]
     extra = dict(meta.pop("extra", {}) or {})

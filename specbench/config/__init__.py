@@ -61,6 +61,7 @@ from specbench.checks import (
 )
 from specbench.config.method import HeteroConfig, MethodConfig
 from specbench.config.pair import ModelSpec, PairConfig, check_device, on_device
+from specbench.drafter_kinds import drafter_kind
 from specbench.registry import ConfigError
 from specbench.resources import parse_bytes
 from specbench.tasks.config import TaskConfig
@@ -356,22 +357,23 @@ class JobConfig:
         draft = pair.draft
         if draft is None:
             raise ConfigError(f"method {method.name!r} needs a draft but pair {pair.name!r} has none")
-        if method.runner == "hf" and (not pair.same_tokenizer or draft.kind != "model"):
+        declared = drafter_kind(draft.kind)  # what the pair's drafter is (specbench.drafter_kinds)
+        if method.runner == "hf" and (not pair.same_tokenizer or not declared.plain_model):
             raise ConfigError(
                 f"method {method.name!r} runs transformers' assisted generation with a draft model of the "
                 f"target's vocabulary; pair {pair.name!r} has none. Use our engine's methods instead."
             )
         rule = self.hetero_rule
-        if rule is None and not pair.same_tokenizer and draft.kind == "model":
+        if rule is None and not pair.same_tokenizer and declared.plain_model:
             raise ConfigError(
                 f"pair {pair.name!r} has a draft with a different tokenizer than its target, and hetero=none "
                 f"needs one vocabulary. Use hetero=auto, hetero=slem (greedy) or hetero=tli (any temperature), "
                 f"or hetero=union / hetero=slrs."
             )
-        if draft.kind == "hybrid" and not pair.same_tokenizer:
-            raise ConfigError(f"pair {pair.name!r}: a hybrid draft proposes target tokens (lookup, else its model) "
-                              f"and needs a draft model of the target's tokenizer (same_tokenizer: true)")
-        if rule is not None and draft.kind != "model":
+        if declared.loads_model and not declared.plain_model and not pair.same_tokenizer:
+            raise ConfigError(f"pair {pair.name!r}: a {draft.kind} draft proposes target tokens with its draft model, "
+                              f"which needs the target's tokenizer (same_tokenizer: true)")
+        if rule is not None and not declared.plain_model:
             raise ConfigError(f"hetero={rule} needs a draft model with its tokenizer; pair {pair.name!r} drafts "
                               f"with {draft.kind!r}")
 

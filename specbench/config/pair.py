@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specbench.checks import check_bool, check_choice, check_int, check_str, field_names, only_known
+from specbench.drafter_kinds import DEFAULT_KIND, DRAFTER_KINDS, pair_kinds
 from specbench.registry import ConfigError
 
 DTYPES = ("float32", "float16", "bfloat16", "auto")
@@ -73,8 +74,11 @@ class ModelSpec:
         return self.name or self.path
 
 
-DRAFT_KINDS = ("model", "prompt_lookup", "hybrid")
-MODEL_DRAFT_KINDS = ("model", "hybrid")  # kinds whose draft node names a model to load (hybrid: lookup, else it)
+
+def loads_model(kind: Any) -> bool:
+    """Whether a draft node of ``kind`` names a model to load (its declaration, ``specbench.drafter_kinds``); an
+    unknown kind is refused by ``DraftConfig.from_mapping``, and here loads nothing."""
+    return isinstance(kind, str) and kind in DRAFTER_KINDS and DRAFTER_KINDS.get(kind).loads_model
 
 DEVICE = re.compile(r"cpu|cuda(:\d+)?")
 
@@ -89,8 +93,8 @@ def check_device(value: Any) -> str | None:
 
 def on_device(node: Any, device: str) -> Any:
     """A raw pair node (``conf/pair/*.yaml``, composed) with its models moved to ``device``: ``target.device`` and,
-    for a draft that loads a model (``MODEL_DRAFT_KINDS``; a node without ``kind`` is a model), ``draft.device``;
-    a prompt lookup draft has no device. Nothing else changes (a ``device_map`` still places its model), and
+    for a draft that loads a model (its kind's ``loads_model``; a node without ``kind`` is a model), ``draft.device``;
+    a draft without a model (prompt lookup) has no device. Nothing else changes (a ``device_map`` still places its model), and
     ``node`` is left as it was. ``specbench.config.JobConfig.from_mapping`` applies it before the pair is typed,
     so the job and its summary (config and provenance) name the device it ran on."""
     if not isinstance(node, Mapping):
@@ -99,16 +103,17 @@ def on_device(node: Any, device: str) -> Any:
     if isinstance(node.get("target"), Mapping):
         moved["target"] = {**node["target"], "device": device}
     draft = node.get("draft")
-    if isinstance(draft, Mapping) and draft.get("kind", "model") in MODEL_DRAFT_KINDS:
+    if isinstance(draft, Mapping) and loads_model(draft.get("kind", DEFAULT_KIND)):
         moved["draft"] = {**draft, "device": device}
     return moved
 
 
 @dataclass(frozen=True)
 class DraftConfig:
-    """What proposes draft tokens: ``kind`` (a key of ``runners.drafters.DRAFTERS``), its ``model`` when
-    it has one (``MODEL_DRAFT_KINDS``), and the kind's own ``options`` (validated by the drafter, e.g.
-    prompt lookup's n-gram sizes; a ``hybrid`` draft has both a model and lookup options)."""
+    """What proposes draft tokens: ``kind`` (a drafter of ``specbench.drafter_kinds.DRAFTER_KINDS`` that proposes in
+    the target's vocabulary), its ``model`` when its declaration ``loads_model``, and the kind's own ``options``
+    (validated by the drafter, e.g. prompt lookup's n-gram sizes; a hybrid draft has both a model and lookup
+    options; a ``plain_model`` draft has no options)."""
 
     kind: str
     name: str
@@ -120,15 +125,16 @@ class DraftConfig:
         if not isinstance(node, Mapping):
             raise ConfigError(f"{where} must be a mapping, got {node!r}")
         values = dict(node)
-        kind = check_choice(f"{where}.kind", values.pop("kind", "model"), DRAFT_KINDS)
+        kind = check_choice(f"{where}.kind", values.pop("kind", DEFAULT_KIND), pair_kinds())
+        declared = DRAFTER_KINDS.get(kind)
         model_keys = field_names(ModelSpec)
         model_part = {k: v for k, v in values.items() if k in model_keys}
         options = {k: v for k, v in values.items() if k not in model_keys}
         name = str(values.get("name") or values.get("path") or kind)
-        if kind == "model":
-            only_known(options, where, model_keys)  # a model draft has no other settings
+        if declared.plain_model:
+            only_known(options, where, model_keys)  # a plain model draft has no other settings
             return cls(kind, name, ModelSpec.from_mapping(model_part, where), {})
-        if kind in MODEL_DRAFT_KINDS:
+        if declared.loads_model:
             return cls(kind, name, ModelSpec.from_mapping(model_part, where), options)
         extra = [k for k, v in model_part.items() if k not in ("name",) and v not in (None, False)]
         if extra:

@@ -25,6 +25,7 @@ import torch
 from methods.base import FixedGamma
 from methods.hetero.vocab import token_strings
 from runners.drafters.slem import SLEMDrafter
+from runners.drafters.text_sync import CrossVocab
 from runners.drafters.tli import TLIDrafter
 from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
 from runners.engine.verify import Sampling
@@ -44,7 +45,7 @@ def test_slem_greedy_equals_target_greedy(bpe, char, gamma):
         target, draft = tiny_model(BPE_SIZE, seed=10 + seed), tiny_model(len(char), seed=20 + seed)
         ids = bpe(prompt).input_ids
         want = AutoregressiveRunner(target, [0]).generate(ids, 24).tokens
-        drafter = SLEMDrafter(draft, char, bpe, [0])
+        drafter = SLEMDrafter(CrossVocab(draft, char, bpe, [0]))
         assert run(target, drafter, gamma, ids, 24).tokens == want
         assert drafter.d_ids == char(drafter.prompt_text + drafter.gen_text).input_ids  # in sync with the text
 
@@ -59,8 +60,8 @@ def test_slem_and_tli_with_a_llama_style_tokenizer(bpe, char, pairing):
     target, draft = tiny_model(len(ttok), seed=50), tiny_model(len(dtok), seed=51)
     ids = ttok("the quick brown fox").input_ids
     want = AutoregressiveRunner(target, [0]).generate(ids, 20).tokens
-    assert run(target, SLEMDrafter(draft, dtok, ttok, [0]), 3, ids, 20).tokens == want
-    assert run(target, TLIDrafter(draft, dtok, ttok, [0], len(ttok)), 3, ids, 20).tokens == want
+    assert run(target, SLEMDrafter(CrossVocab(draft, dtok, ttok, [0])), 3, ids, 20).tokens == want
+    assert run(target, TLIDrafter(CrossVocab(draft, dtok, ttok, [0], len(ttok))), 3, ids, 20).tokens == want
 
 
 def test_slem_with_oracles_accepts_and_reuses_the_draft_cache(bpe, char):
@@ -70,7 +71,7 @@ def test_slem_with_oracles_accepts_and_reuses_the_draft_cache(bpe, char):
     want = AutoregressiveRunner(target, [0]).generate(ids, 40).tokens
     assert bpe.decode(want, skip_special_tokens=True) == TEXT[19:] and want[-1] == 0  # the text, then EOS
     draft = Oracle(tiny_model(len(char), seed=4), char, TEXT, 0)
-    drafter = SLEMDrafter(draft, char, bpe, [0])
+    drafter = SLEMDrafter(CrossVocab(draft, char, bpe, [0]))
     gen = run(target, drafter, 8, ids, 40)
     assert gen.tokens == want and gen.stop_reason == "eos"
     # most proposals are accepted (only a word cut by the end of a draft is not)
@@ -86,7 +87,7 @@ def test_slem_with_oracles_accepts_and_reuses_the_draft_cache(bpe, char):
 def test_slem_alignment_after_a_non_canonical_target_token(bpe, char):
     """The target emitted ``'Ġqu'`` (not the canonical ``'Ġquick'``): re-encoding the window
     must still propose only tokens that continue the accepted text."""
-    drafter = SLEMDrafter(tiny_model(len(char), seed=5), char, bpe, [0])
+    drafter = SLEMDrafter(CrossVocab(tiny_model(len(char), seed=5), char, bpe, [0]))
     prompt = bpe("the").input_ids
     drafter.begin(prompt)
     accepted = prompt + bpe(" qu", add_special_tokens=False).input_ids
@@ -105,7 +106,7 @@ def test_slem_alignment_beats_encoding_the_new_text_alone(char):
     from helpers import sentencepiece_like
 
     sp = sentencepiece_like("always")
-    drafter = SLEMDrafter(tiny_model(len(char), seed=5), char, sp, [0])
+    drafter = SLEMDrafter(CrossVocab(tiny_model(len(char), seed=5), char, sp, [0]))
     prompt = sp("the").input_ids
     drafter.begin(prompt)
     accepted = prompt + sp.convert_tokens_to_ids(["▁", "q", "u"])  # "the qu", non-canonical
@@ -121,7 +122,7 @@ def test_slem_proposes_the_target_eos_after_a_draft_eos(bpe, char):
     prompt = TEXT[:-4]
     ids = bpe(prompt).input_ids
     draft = Oracle(tiny_model(len(char), seed=7), char, TEXT, 0)
-    drafter = SLEMDrafter(draft, char, bpe, [0])
+    drafter = SLEMDrafter(CrossVocab(draft, char, bpe, [0]))
     drafter.begin(ids)
     draft_out = drafter.propose(ids + bpe(" m", add_special_tokens=False).input_ids, 8, FixedGamma(8), Sampling(0.0), None)
     assert draft_out.tokens[-1] == 0 and bpe.decode(draft_out.tokens[:-1]) == "at"
@@ -133,7 +134,7 @@ def test_tli_greedy_equals_target_greedy(bpe, char, gamma):
         target, draft = tiny_model(BPE_SIZE, seed=30 + seed), tiny_model(len(char), seed=40 + seed)
         ids = bpe(prompt).input_ids
         want = AutoregressiveRunner(target, [0]).generate(ids, 20).tokens
-        assert run(target, TLIDrafter(draft, char, bpe, [0], BPE_SIZE), gamma, ids, 20).tokens == want
+        assert run(target, TLIDrafter(CrossVocab(draft, char, bpe, [0], BPE_SIZE)), gamma, ids, 20).tokens == want
 
 
 def test_tli_with_oracles_accepts(bpe, char):
@@ -141,7 +142,7 @@ def test_tli_with_oracles_accepts(bpe, char):
     target = Oracle(tiny_model(BPE_SIZE, seed=8), bpe, TEXT, 0)
     draft = Oracle(tiny_model(len(char), seed=9), char, TEXT, 0)
     want = AutoregressiveRunner(target, [0]).generate(ids, 60).tokens
-    gen = run(target, TLIDrafter(draft, char, bpe, [0], BPE_SIZE), 4, ids, 60)
+    gen = run(target, TLIDrafter(CrossVocab(draft, char, bpe, [0], BPE_SIZE)), 4, ids, 60)
     assert gen.tokens == want
     # the char drafter can only propose single characters; the target agrees on the 1-char tokens
     assert sum(gen.rounds.accepted) > 0
@@ -151,7 +152,7 @@ def test_tli_q_is_a_target_distribution_on_shared_tokens_and_the_model_is_untouc
     draft = tiny_model(len(char), seed=11)
     before = copy.deepcopy(draft.state_dict())
     head = draft.get_output_embeddings()
-    drafter = TLIDrafter(draft, char, bpe, [0], BPE_SIZE + 20)  # a padded target head
+    drafter = TLIDrafter(CrossVocab(draft, char, bpe, [0], BPE_SIZE + 20))  # a padded target head
     ids = bpe("the dog sat").input_ids
     drafter.begin(ids)
     out = drafter.propose(ids, 5, FixedGamma(5), Sampling(0.8), torch.Generator().manual_seed(1))
@@ -175,7 +176,7 @@ def test_tli_samples_its_token_from_q(bpe, char):
     test is deterministic; tolerance: the statistic must stay below df + 6 sqrt(2 df), about the
     0.9999 quantile, while sampling from the unrestricted or the wrong-temperature distribution
     lands far above it)."""
-    drafter = TLIDrafter(tiny_model(len(char), seed=12), char, bpe, [0], BPE_SIZE)
+    drafter = TLIDrafter(CrossVocab(tiny_model(len(char), seed=12), char, bpe, [0], BPE_SIZE))
     ids = bpe("a cat").input_ids
     drafter.begin(ids)
     gen = torch.Generator().manual_seed(123)
@@ -208,7 +209,7 @@ def test_policy_is_asked_after_each_draft_token(bpe, char):
     ids = bpe("the cat").input_ids
     for cls in (SLEMDrafter, TLIDrafter):
         args = (BPE_SIZE,) if cls is TLIDrafter else ()
-        drafter = cls(tiny_model(len(char), seed=13), char, bpe, [0], *args)
+        drafter = cls(CrossVocab(tiny_model(len(char), seed=13), char, bpe, [0], *args))
         drafter.begin(ids)
         policy = StopAfterTwo()
         out = drafter.propose(ids, 8, policy, Sampling(0.0), None)
@@ -238,20 +239,20 @@ def test_real_pair_gemma3_target_smollm2_draft():
 
     # each drafter on one of two prompts (prose, code), two drafters per prompt: every algorithm meets
     # the real pair's tokenizers once (all four on both prompts doubled the suite's slowest test)
-    drafters = ((SLEMDrafter(draft, dtok, ttok, eos), TLIDrafter(draft, dtok, ttok, eos, vocab)),
-                (UnionDrafter(draft, dtok, ttok, eos, vocab), SLRSDrafter(draft, dtok, ttok, eos, vocab)))
+    drafters = ((SLEMDrafter(CrossVocab(draft, dtok, ttok, eos)), TLIDrafter(CrossVocab(draft, dtok, ttok, eos, vocab))),
+                (UnionDrafter(CrossVocab(draft, dtok, ttok, eos, vocab)), SLRSDrafter(CrossVocab(draft, dtok, ttok, eos, vocab))))
     for prompt, pair in zip(("The capital of France is", "def fibonacci(n):\n"), drafters):
         ids = ttok(prompt).input_ids
         want = AutoregressiveRunner(target, eos).generate(ids, 24).tokens
         for drafter in pair:
             out = SpeculativeRunner(target, drafter, FixedGamma(4), eos).generate(ids, 24)
             assert out.tokens == want, type(drafter).__name__
-    drafter = TLIDrafter(draft, dtok, ttok, eos, vocab)
+    drafter = TLIDrafter(CrossVocab(draft, dtok, ttok, eos, vocab))
     drafter.begin(ids)
     out = drafter.propose(ids, 3, FixedGamma(3), Sampling(1.0), torch.Generator().manual_seed(0))
     assert out.q.shape == (len(out.tokens), vocab)
     assert torch.allclose(out.q.sum(-1), torch.ones(len(out.tokens)), atol=1e-4)
-    slrs = SLRSDrafter(draft, dtok, ttok, eos, vocab)  # ψ on the real pair: top-8 proposals, a small tree
+    slrs = SLRSDrafter(CrossVocab(draft, dtok, ttok, eos, vocab))  # ψ on the real pair: top-8 proposals, a small tree
     psi, bottom = slrs.psi_after(ids, 1.0)
     assert float(psi.sum()) + bottom == pytest.approx(1.0, abs=1e-4)
     out = slrs.propose(ids, 3, FixedGamma(3), Sampling(1.0), torch.Generator().manual_seed(0))

@@ -19,6 +19,7 @@ from omegaconf import OmegaConf
 
 from methods.base import FixedGamma
 from runners.drafters.slem import SLEMDrafter
+from runners.drafters.text_sync import CrossVocab
 from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
 from runners.jobs.job import run_job
 from specbench.config import HeteroConfig, JobConfig
@@ -57,7 +58,7 @@ def test_greedy_output_is_the_targets_under_both_rules(bpe, char, slem_gamma, dr
         target, draft = tiny_model(len(ttok), seed=30 + seed), tiny_model(len(dtok), seed=40 + seed)
         ids = ttok(prompt).input_ids
         want = AutoregressiveRunner(target, [0]).generate(ids, 24).tokens
-        gen = _run(target, SLEMDrafter(draft, dtok, ttok, [0], slem_gamma=slem_gamma), gamma, ids, 24)
+        gen = _run(target, SLEMDrafter(CrossVocab(draft, dtok, ttok, [0]), slem_gamma=slem_gamma), gamma, ids, 24)
         assert gen.tokens == want, (prompt, slem_gamma)
         assert all(d <= room for d, room in zip(gen.rounds.drafted, _rooms(gen, 24), strict=True))
         if slem_gamma == "target_tokens":
@@ -76,7 +77,7 @@ def test_the_default_verifies_every_retokenized_token_of_gamma_longer_draft_toke
     gens = {}
     for rule in RULES:
         draft = Oracle(tiny_model(BPE_SIZE, seed=6), bpe, TEXT, 0)
-        gens[rule] = gen = _run(target, SLEMDrafter(draft, bpe, char, [0], slem_gamma=rule), gamma, ids, 60)
+        gens[rule] = gen = _run(target, SLEMDrafter(CrossVocab(draft, bpe, char, [0]), slem_gamma=rule), gamma, ids, 60)
         assert gen.tokens == want, rule
         assert all(d <= room for d, room in zip(gen.rounds.drafted, _rooms(gen, 60), strict=True))
     default, former = gens["draft_tokens"], gens["target_tokens"]
@@ -88,11 +89,11 @@ def test_the_default_verifies_every_retokenized_token_of_gamma_longer_draft_toke
 
 def test_limits_count_gamma_in_drafter_tokens_only_by_default(bpe, char):
     draft = tiny_model(BPE_SIZE, seed=7)
-    assert SLEMDrafter(draft, bpe, char, [0]).limits(5, 3) == (5, 3)  # γ drafter tokens, kept up to the budget
-    assert SLEMDrafter(draft, bpe, char, [0], slem_gamma="target_tokens").limits(5, 3) == (3, 3)
-    assert SLEMDrafter(draft, bpe, char, [0]).limits(0, 3) == (0, 3)  # γ = 0: a plain target step
+    assert SLEMDrafter(CrossVocab(draft, bpe, char, [0])).limits(5, 3) == (5, 3)  # γ drafter tokens, kept up to the budget
+    assert SLEMDrafter(CrossVocab(draft, bpe, char, [0]), slem_gamma="target_tokens").limits(5, 3) == (3, 3)
+    assert SLEMDrafter(CrossVocab(draft, bpe, char, [0])).limits(0, 3) == (0, 3)  # γ = 0: a plain target step
     with pytest.raises(ConfigError, match="slem_gamma"):
-        SLEMDrafter(draft, bpe, char, [0], slem_gamma="both")
+        SLEMDrafter(CrossVocab(draft, bpe, char, [0]), slem_gamma="both")
 
 
 def test_the_knob_is_a_config_setting_of_slem_and_auto_only():

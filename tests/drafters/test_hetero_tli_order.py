@@ -28,6 +28,7 @@ import runners.engine.speculative as speculative
 import runners.engine.verify as verify
 from methods.base import FixedGamma
 from methods.hetero.token_level import to_target
+from runners.drafters.text_sync import CrossVocab
 from runners.drafters.tli import TLIDrafter
 from runners.engine.speculative import SpeculativeRunner
 from runners.engine.verify import Sampling
@@ -96,7 +97,7 @@ def _max_gap(got: dict, want: dict) -> float:
 
 def _drafter(toy, order: str, cls=TLIDrafter) -> TLIDrafter:
     ttok, dtok, _, draft, _ = toy
-    return cls(draft, dtok, ttok, [0], len(ttok), tli_processors=order)
+    return cls(CrossVocab(draft, dtok, ttok, [0], len(ttok)), tli_processors=order)
 
 
 def test_the_two_orders_propose_from_different_distributions(toy):
@@ -198,7 +199,7 @@ def test_processing_first_may_leave_nothing_to_propose_and_the_draft_ends(toy):
             out.logits = out.logits * 0 + logits.to(out.logits.device)
             return out
 
-    drafter = TLIDrafter(Favourites(toy[3].model), dtok, ttok, [0], len(ttok), tli_processors="before_restrict")
+    drafter = TLIDrafter(CrossVocab(Favourites(toy[3].model), dtok, ttok, [0], len(ttok)), tli_processors="before_restrict")
     drafter.begin(prompt)
     out = drafter.propose(prompt, 3, FixedGamma(3), SAMPLING, torch.Generator().manual_seed(0))
     assert out.tokens == [] and out.q is None

@@ -27,6 +27,7 @@ from methods.hetero import SLRS, tli_distribution, to_target
 from methods.hetero.slrs import top_k_proposal
 from methods.hetero.vocab import token_strings
 from runners.drafters.slrs import SLRSDrafter
+from runners.drafters.text_sync import CrossVocab
 from runners.drafters.tli import TLIDrafter
 from runners.drafters.union import UnionDrafter
 from runners.engine.base import Draft, Drafter
@@ -166,7 +167,7 @@ def _context_logits(drafter, ids):
 def test_union_drafter_proposes_draft_only_tokens_outside_the_target_vocabulary(bpe, char):
     """Target: the character vocabulary; draft: the byte-level BPE one (most of its tokens are draft-only)."""
     draft = tiny_model(len(bpe), seed=21)
-    drafter = UnionDrafter(draft, bpe, char, [0], len(char))
+    drafter = UnionDrafter(CrossVocab(draft, bpe, char, [0], len(char)))
     ids = char("the cat sat").input_ids
     outside_seen = 0
     for seed in range(12):
@@ -186,8 +187,8 @@ def test_union_drafter_proposes_draft_only_tokens_outside_the_target_vocabulary(
 
 def test_theorem_4_1_tli_accepts_at_least_as_often_as_union_at_every_context(bpe, char):
     draft, target = tiny_model(len(bpe), seed=22), tiny_model(len(char), seed=23)
-    tli = TLIDrafter(draft, bpe, char, [0], len(char))
-    union = UnionDrafter(draft, bpe, char, [0], len(char))
+    tli = TLIDrafter(CrossVocab(draft, bpe, char, [0], len(char)))
+    union = UnionDrafter(CrossVocab(draft, bpe, char, [0], len(char)))
     gaps = []
     for text in ("the cat", "a dog sat on the", "def add(a"):
         ids = char(text).input_ids
@@ -209,7 +210,7 @@ def test_union_and_slrs_greedy_equal_target_greedy(bpe, char, direction, gamma):
         target, draft = tiny_model(len(ttok), seed=30 + seed), tiny_model(len(dtok), seed=40 + seed)
         ids = ttok(prompt).input_ids
         want = AutoregressiveRunner(target, [0]).generate(ids, 16).tokens
-        for drafter in (UnionDrafter(draft, dtok, ttok, [0], len(ttok)), SLRSDrafter(draft, dtok, ttok, [0], len(ttok))):
+        for drafter in (UnionDrafter(CrossVocab(draft, dtok, ttok, [0], len(ttok))), SLRSDrafter(CrossVocab(draft, dtok, ttok, [0], len(ttok)))):
             out = SpeculativeRunner(target, drafter, FixedGamma(gamma), [0]).generate(ids, 16)
             assert out.tokens == want, (type(drafter).__name__, prompt)
             assert out.draft_forwards >= sum(out.rounds.drafted) > 0
@@ -221,7 +222,7 @@ def test_union_and_slrs_greedy_equal_target_greedy(bpe, char, direction, gamma):
 @pytest.mark.parametrize("top_k, lookahead", [(3, None), (4, 2), (None, 1)])
 def test_slrs_drafter_psi_equals_the_exact_evaluator(bpe, char, top_k, lookahead):
     draft = tiny_model(len(char), seed=51)
-    drafter = SLRSDrafter(draft, char, bpe, [0], len(bpe), max_nodes=10_000, max_lookahead=lookahead, draft_top_k=top_k)
+    drafter = SLRSDrafter(CrossVocab(draft, char, bpe, [0], len(bpe)), max_nodes=10_000, max_lookahead=lookahead, draft_top_k=top_k)
     rule = SLRS(token_strings(char), token_strings(bpe), draft_eos_ids=[0], target_eos_id=0,
                 max_lookahead=lookahead, max_nodes=10_000)
     for text in ("the quick", "one two th"):
@@ -241,7 +242,7 @@ def test_slrs_drafter_psi_equals_the_exact_evaluator(bpe, char, top_k, lookahead
 
 
 def test_slrs_proposes_from_psi_and_chains_positions(bpe, char):
-    drafter = SLRSDrafter(tiny_model(len(char), seed=52), char, bpe, [0], len(bpe), max_nodes=10_000, draft_top_k=3)
+    drafter = SLRSDrafter(CrossVocab(tiny_model(len(char), seed=52), char, bpe, [0], len(bpe)), max_nodes=10_000, draft_top_k=3)
     ids = bpe("the dog").input_ids
     drafter.begin(ids)
     out = drafter.propose(ids, 3, FixedGamma(3), Sampling(1.0), torch.Generator().manual_seed(3))
@@ -253,7 +254,7 @@ def test_slrs_proposes_from_psi_and_chains_positions(bpe, char):
             assert t == len(bpe) and i == len(out.tokens) - 1
     # position 2's ψ is computed on the text of the sequence plus candidate 1
     if len(out.tokens) >= 2 and out.tokens[0] < len(bpe):
-        fresh = SLRSDrafter(drafter.model, char, bpe, [0], len(bpe), max_nodes=10_000, draft_top_k=3)
+        fresh = SLRSDrafter(CrossVocab(drafter.model, char, bpe, [0], len(bpe)), max_nodes=10_000, draft_top_k=3)
         psi2, _ = fresh.psi_after(ids + out.tokens[:1], 1.0)
         assert torch.allclose(out.q[1].double(), psi2, atol=1e-5)
 
@@ -262,8 +263,8 @@ def test_slrs_falls_back_to_tli_past_the_expansion_bound_and_counts_it(bpe, char
     draft = tiny_model(len(char), seed=53)
     target = tiny_model(len(bpe), seed=54)
     ids = bpe("the cat sat").input_ids
-    slrs = SLRSDrafter(draft, char, bpe, [0], len(bpe), max_nodes=1)  # only the root fits: every position falls back
-    tli = TLIDrafter(draft, char, bpe, [0], len(bpe))
+    slrs = SLRSDrafter(CrossVocab(draft, char, bpe, [0], len(bpe)), max_nodes=1)  # only the root fits: every position falls back
+    tli = TLIDrafter(CrossVocab(draft, char, bpe, [0], len(bpe)))
     for d in (slrs, tli):
         d.begin(ids)
     a = slrs.propose(ids, 3, FixedGamma(3), Sampling(1.0), torch.Generator().manual_seed(5))

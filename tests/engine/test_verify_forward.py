@@ -9,6 +9,7 @@ import torch
 from methods.base import FixedGamma
 from runners.drafters.model import ModelDrafter
 from runners.drafters.prompt_lookup import PromptLookupDrafter
+from runners.drafters.text_sync import CrossVocab
 from runners.engine.kv import cache_len, new_cache
 from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
 from runners.engine.verify_forward import (
@@ -244,7 +245,8 @@ def test_fused_first_round_with_heterogeneous_drafters(kind):
     for text in ("the quick brown fox", "one two three"):
         ids = bpe.encode(text)
         want = AutoregressiveRunner(target, [0]).generate(ids, 20).tokens
-        drafter = SLEMDrafter(draft, char, bpe, [0]) if kind == "slem" else TLIDrafter(draft, char, bpe, [0], len(bpe))
+        drafter = (SLEMDrafter(CrossVocab(draft, char, bpe, [0])) if kind == "slem"
+                   else TLIDrafter(CrossVocab(draft, char, bpe, [0], len(bpe))))
         out = SpeculativeRunner(target, drafter, FixedGamma(3), [0], fused_prefill=True).generate(ids, 20)
         assert out.tokens == want
 

@@ -159,6 +159,7 @@ def test_prediction_table_sets_leviathan_beside_the_measured_speedup(tmp_path):
 
 def test_calibration_pools_and_overheads_of_a_cross_vocabulary_pair():
     from runners.drafters.slem import SLEMDrafter
+    from runners.drafters.text_sync import CrossVocab
     from runners.replay.latency import ModelTimer, measure_overheads
 
     from helpers.tiny import tiny_model, tiny_tokenizer
@@ -173,7 +174,7 @@ def test_calibration_pools_and_overheads_of_a_cross_vocabulary_pair():
     built = []
 
     def make():
-        built.append(SLEMDrafter(draft, char, bpe, [0]))
+        built.append(SLEMDrafter(CrossVocab(draft, char, bpe, [0])))
         return built[-1]
 
     over = measure_overheads(target, draft, [0], bpe(text).input_ids, new_tokens=8, repeats=1, drafter=make)

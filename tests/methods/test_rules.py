@@ -10,7 +10,14 @@ from pathlib import Path
 import pytest
 
 from methods.base import DraftStep, GammaPolicy
-from methods.rules import emitted_tokens, round_outcome, stop_drafting_after, verified_block
+from methods.rules import (
+    cut_proposal,
+    emitted_tokens,
+    round_outcome,
+    stop_drafting_after,
+    take_drafts,
+    verified_block,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 EOS = {0}
@@ -155,3 +162,45 @@ def test_the_policy_is_asked_after_every_other_token_the_last_included(stop, dra
     policy = _Asked(stop=stop)
     assert stop_drafting_after(5, DraftStep(drafted, 5), policy, EOS, drafted, limit) is stops
     assert policy.calls == [("stop_drafting", drafted)]
+
+
+def test_a_token_outside_the_vocabulary_stops_drafting_without_asking_the_policy():
+    policy = _Asked()
+    assert stop_drafting_after(VOCAB, DraftStep(1, VOCAB), policy, EOS, 1, 4, vocab=VOCAB)
+    assert not stop_drafting_after(VOCAB - 1, DraftStep(1, VOCAB - 1), policy, EOS, 1, 4, vocab=VOCAB)
+    assert policy.calls == [("stop_drafting", 1)]  # asked about the token inside the vocabulary only
+
+
+def test_a_deterministic_proposer_is_never_asked():
+    assert stop_drafting_after(5, DraftStep(1, 5), None, EOS, 4, 4) and not stop_drafting_after(5, DraftStep(1, 5),
+                                                                                                None, EOS, 1, 4)
+
+
+# ----------------------------------------------------------------------------- take_drafts, cut_proposal
+
+
+def _proposals(tokens: list[int], drawn: list[int]):
+    """A drafter's generator: records each token as it is drawn (a draft model's forward runs then)."""
+    for i, tok in enumerate(tokens):
+        drawn.append(tok)
+        yield DraftStep(i + 1, tok)
+
+
+@pytest.mark.parametrize(("tokens", "stop", "limit", "vocab", "taken", "asked"), [
+    ([5, 6, 7, 8], False, 3, None, 3, 3),  # the budget: a fourth token is never computed
+    ([5, 0, 7], False, 5, None, 2, 1),  # after an EOS, not asked about it
+    ([5, VOCAB + 1, 7], False, 5, VOCAB, 2, 1),  # after a token outside the vocabulary
+    ([5, 6, 7], True, 5, None, 1, 1),  # the policy's stop
+    ([5, 6], False, 5, None, 2, 2),  # the drafter has nothing more to propose
+    ([5, 6], False, 0, None, 0, 0),  # no budget: nothing drawn
+])
+def test_take_drafts_draws_until_the_round_stops(tokens, stop, limit, vocab, taken, asked):
+    policy, drawn = _Asked(stop=stop), []
+    assert take_drafts(_proposals(tokens, drawn), policy, EOS, limit, vocab) == taken
+    assert drawn == tokens[:taken] and len(policy.calls) == asked
+
+
+def test_cut_proposal_keeps_the_eos_and_cuts_to_the_budget():
+    assert cut_proposal([5, 6, 0, 7], EOS, 10) == [5, 6, 0]
+    assert cut_proposal([5, 6, 7], EOS, 2) == [5, 6]
+    assert cut_proposal([5, 6], EOS, 0) == []

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from runners.drafters.prompt_lookup import PromptLookupDrafter
+from runners.drafters import check_drafter
 from specbench.config import JobConfig, PairConfig
+from specbench.drafter_kinds import drafter_kind
 from specbench.models.sources import PYPI_MODELS
 
 from helpers import compose
@@ -45,23 +46,20 @@ def test_pair_composes_and_follows_the_schema(name):
     assert name == f"{target.name}_{draft.name}", "name = <target name>_<draft name>"
     check_model_path(target.path)
     assert target.dtype in DTYPES and target.quant in (None, "int8", "int4")
-    assert draft.kind in ("model", "prompt_lookup", "hybrid")
-    if draft.kind in ("model", "hybrid"):  # hybrid: prompt lookup, else a draft model
+    declared = drafter_kind(draft.kind)  # what the pair's drafter is (specbench.drafter_kinds), not its name
+    assert not declared.own_vocabulary  # a cross-vocabulary algorithm is hetero='s choice, not a pair's kind
+    check_drafter(draft.kind, draft.options)  # the drafter takes the pair's options
+    if declared.loads_model:
         check_model_path(draft.model.path)
         assert draft.model.dtype in DTYPES and draft.model.quant in (None, "int8", "int4")
         same = (draft.model.path, draft.model.dtype, draft.model.quant) == (target.path, target.dtype, target.quant)
         if same and not draft.model.transform:  # the same weights in another dtype or quantization are a draft
             pytest.fail("a draft identical to its target")
-        if draft.kind == "hybrid":
+        if not declared.plain_model:  # it proposes target tokens with its model (the hybrid)
             assert pair.same_tokenizer is True
-            lookup = {k: v for k, v in draft.options.items() if k in PromptLookupDrafter.OPTIONS}
-            d = PromptLookupDrafter.from_options(lookup)
-            assert 1 <= d.min_ngram_size <= d.max_ngram_size
     else:
         assert draft.model is None
         assert pair.same_tokenizer is True  # its tokens are the target's own
-        d = PromptLookupDrafter.from_options(draft.options)
-        assert 1 <= d.min_ngram_size <= d.max_ngram_size
 
 
 def test_pair_files_hold_only_what_differs():
@@ -73,7 +71,7 @@ def test_pair_files_hold_only_what_differs():
         assert "/model@target" in str(raw["defaults"]), name
         for side in ("target", "draft"):
             node = raw.get(side) or {}
-            assert "path" not in node or node.get("kind") == "prompt_lookup", (name, side)
+            assert "path" not in node, (name, side)
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,111 @@
+"""What each drafter is, declared once: ``DrafterKind``, and ``DRAFTER_KINDS``, the registry of every drafter.
+
+A drafter (``runners.drafters``) proposes tokens in the target's vocabulary. Config, jobs, replay, cost timing
+and analysis need to know what a drafter *is* — whether it loads a model, asks the γ policy, has a batched
+form, how the replay lab traces it, how the latency model charges it, which algorithm it is in vLLM's and
+specdec_bench's names — and they read it here, from its declaration, never by testing its name.
+
+The declaration sits in the registry entry because the config layer and ``analysis`` read it and may import
+neither ``runners`` (the import contracts in ``pyproject.toml``) nor torch: this module imports neither, and
+names the drafter's class as a ``"module:Class"`` string that only ``runners.drafters`` imports
+(``runners.drafters.DRAFTERS`` is built from it).
+
+A pair's ``draft.kind`` (``conf/pair/*.yaml``; a node without one is ``DEFAULT_KIND``) is a key of this registry
+whose drafter proposes in the target's vocabulary; the cross-vocabulary drafters (``own_vocabulary``) are chosen
+by ``hetero=`` instead, and draft with the pair's ``plain_model`` draft.
+
+Adding a drafter: its module in ``runners/drafters/``, its entry here, a pair YAML that names it, its test
+(``docs/pages/extending-drafter.md``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from specbench.registry import Registry
+
+#: ``draft_cost``'s values: a draft-model forward per drafted token, or nothing (the round's overhead holds it)
+DRAFT_COSTS = ("forward", "free")
+
+
+@dataclass(frozen=True)
+class DrafterKind:
+    """A drafter's declaration.
+
+    * ``drafter``: its class, ``"module:Class"`` (imported by ``runners.drafters`` only, on first use).
+    * ``loads_model``: the pair's ``draft`` node names a model to load (``conf/model/``), which the job's
+      ``device`` moves (``specbench.config.pair.on_device``); otherwise the node holds only the kind's options.
+    * ``plain_model``: the draft *is* that model and nothing else: transformers' assisted generation can run it
+      (``method.runner=hf``), and a cross-vocabulary rule drafts with it when the tokenizers differ.
+    * ``own_vocabulary``: a cross-vocabulary algorithm (Timor et al.): drafts with a ``plain_model`` draft of
+      another tokenizer, chosen by ``hetero=``, never a pair's ``draft.kind``.
+    * ``asks_policy``: asks the policy's ``stop_drafting`` after each drafted token (``methods.rules``); a
+      deterministic proposer (no probabilities) is never asked.
+    * ``batched``: its batched form at batch size > 1 (``"module:Class"``, built by ``from_context``); None:
+      one batch-1 drafter per row (``runners.engine.batch_drafters.PerRowDrafters``).
+    * ``trace``: the replay lab's trace kind (``runners.replay``: ``model`` rollouts, ``prompt_lookup``
+      per-position proposals of a deterministic proposer with ``lookup(ids, k)``, ``hybrid``); None: the lab
+      cannot replay it.
+    * ``draft_cost``: how the latency model (``specbench.latency``) charges its drafted tokens (``DRAFT_COSTS``);
+      None: its rounds are not modeled.
+    * ``method``: the speculation algorithm, in vLLM's ``speculative_config.method`` names where vLLM has one
+      (``specbench.speculation_profile``).
+    """
+
+    drafter: str
+    loads_model: bool
+    asks_policy: bool
+    method: str
+    plain_model: bool = False
+    own_vocabulary: bool = False
+    batched: str | None = None
+    trace: str | None = None
+    draft_cost: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.draft_cost not in (None, *DRAFT_COSTS):
+            raise ValueError(f"draft_cost must be one of {DRAFT_COSTS} or None, got {self.draft_cost!r}")
+        if self.plain_model and not self.loads_model:
+            raise ValueError("a plain_model drafter loads its model")
+        if self.own_vocabulary and self.trace is not None:
+            raise ValueError("the replay lab traces same-vocabulary drafters only")
+
+
+#: the kind of a pair's ``draft`` node that names none: a draft model of the target's vocabulary
+DEFAULT_KIND = "model"
+
+DRAFTER_KINDS: Registry[DrafterKind] = Registry("drafter", {
+    "model": DrafterKind("runners.drafters.model:ModelDrafter", loads_model=True, asks_policy=True,
+                         method="draft_model", plain_model=True, trace="model", draft_cost="forward",
+                         batched="runners.drafters.batched_model:BatchedModelDrafter"),
+    "prompt_lookup": DrafterKind("runners.drafters.prompt_lookup:PromptLookupDrafter", loads_model=False,
+                                 asks_policy=False, method="ngram", trace="prompt_lookup", draft_cost="free"),
+    "suffix": DrafterKind("runners.drafters.suffix:SuffixDrafter", loads_model=False, asks_policy=False,
+                          method="suffix", trace="prompt_lookup", draft_cost="free"),
+    "hybrid": DrafterKind("runners.drafters.hybrid:HybridDrafter", loads_model=True, asks_policy=True,
+                          method="hybrid_ngram_draft_model", trace="hybrid"),
+    "slem": DrafterKind("runners.drafters.slem:SLEMDrafter", loads_model=True, asks_policy=True,
+                        method="cross_vocabulary_slem", own_vocabulary=True),
+    "tli": DrafterKind("runners.drafters.tli:TLIDrafter", loads_model=True, asks_policy=True,
+                       method="cross_vocabulary_tli", own_vocabulary=True),
+    "union": DrafterKind("runners.drafters.union:UnionDrafter", loads_model=True, asks_policy=True,
+                         method="cross_vocabulary_union", own_vocabulary=True),
+    "slrs": DrafterKind("runners.drafters.slrs:SLRSDrafter", loads_model=True, asks_policy=True,
+                        method="cross_vocabulary_slrs", own_vocabulary=True),
+})
+
+
+def drafter_kind(name: str) -> DrafterKind:
+    """The declaration of drafter ``name`` (``ConfigError`` with "did you mean" for an unknown one)."""
+    return DRAFTER_KINDS.get(name)
+
+
+def draft_cost(drafter: str | None) -> str | None:
+    """How the latency model charges the drafted tokens of a job whose drafter is ``drafter`` (``JobConfig.drafter``):
+    its declared ``draft_cost``; ``free`` for none (the target alone drafts nothing); None when not modeled."""
+    return "free" if drafter is None else drafter_kind(drafter).draft_cost
+
+
+def pair_kinds() -> list[str]:
+    """The kinds a pair's ``draft.kind`` may name: every drafter that proposes in the target's vocabulary."""
+    return [name for name in DRAFTER_KINDS.names() if not DRAFTER_KINDS.get(name).own_vocabulary]
