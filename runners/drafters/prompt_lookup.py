@@ -30,22 +30,20 @@ keeps it lossless) and no confidences, so ``policy.stop_drafting`` is never aske
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable
 
 import numpy as np
 import torch
 
 from methods.base import GammaPolicy
 from methods.rules import cut_proposal
-from runners.engine.base import Draft, Drafter
+from runners.engine.base import Draft, OptionsDrafter
 from runners.engine.verify import Sampling
-from specbench.registry import ConfigError
 
 MATCH_RULES = ("first", "last")
 
 
-class PromptLookupDrafter(Drafter):
+class PromptLookupDrafter(OptionsDrafter):
     name = "prompt_lookup"
 
     def __init__(
@@ -72,26 +70,7 @@ class PromptLookupDrafter(Drafter):
         self.eos_token_ids = frozenset(int(t) for t in eos_token_ids)
 
     OPTIONS = ("max_ngram_size", "min_ngram_size", "match")
-
-    @classmethod
-    def from_options(cls, options: Mapping[str, Any], eos_token_ids: Iterable[int] | int | None = ()) -> PromptLookupDrafter:
-        """From the options of a pair's ``draft`` node (``kind: prompt_lookup``); a bad one is a ``ConfigError``."""
-        unknown = sorted(set(options) - set(cls.OPTIONS) - {"name"})
-        if unknown:
-            raise ConfigError(f"pair.draft: prompt lookup has no setting {unknown[0]!r}; its settings: {', '.join(cls.OPTIONS)}")
-        kwargs = {k: options[k] for k in cls.OPTIONS if options.get(k) is not None}
-        try:
-            return cls(eos_token_ids=eos_token_ids, **kwargs)
-        except ValueError as exc:
-            raise ConfigError(f"pair.draft: {exc}") from None
-
-    @classmethod
-    def check_options(cls, options: Mapping[str, Any]) -> None:
-        cls.from_options(options)
-
-    @classmethod
-    def from_context(cls, ctx: Any) -> PromptLookupDrafter:
-        return cls.from_options(ctx.options, ctx.eos_token_ids)
+    LABEL = "prompt lookup"
 
     def lookup(self, ids: list[int], max_tokens: int) -> list[int]:
         """The tokens to propose after ``ids`` (empty when nothing matches)."""

@@ -45,17 +45,15 @@ pair's ``draft`` node (``conf/pair/gemma3-270m_suffix.yaml``): ``max_tree_depth`
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable
 
 import torch
 
 from methods.base import GammaPolicy
 from methods.rules import cut_proposal
-from runners.engine.base import Draft, Drafter
+from runners.engine.base import Draft, OptionsDrafter
 from runners.engine.verify import Sampling
 from specbench.checks import check_int, check_number
-from specbench.registry import ConfigError
 
 
 class _Node:
@@ -135,12 +133,13 @@ def _path(node: _Node, limit: int, min_token_prob: float) -> tuple[list[int], fl
     return tokens, score
 
 
-class SuffixDrafter(Drafter):
+class SuffixDrafter(OptionsDrafter):
     """Suffix decoding (module docstring): the request's suffix tree and its output's, kept in step with the
     sequence; ``lookup(ids, k)`` is the proposal (what the replay lab's lookup trace records)."""
 
     name = "suffix"
     OPTIONS = ("max_tree_depth", "max_spec_tokens", "max_spec_factor", "max_spec_offset", "min_token_prob")
+    LABEL = "suffix decoding"
 
     def __init__(self, max_tree_depth: int = 24, max_spec_tokens: int | None = None, max_spec_factor: float = 1.0,
                  max_spec_offset: float = 0.0, min_token_prob: float = 0.1,
@@ -156,27 +155,6 @@ class SuffixDrafter(Drafter):
         self.seq: list[int] | None = None  # no request begun: the first ``ids`` seen is its prompt
 
     # ------------------------------------------------------------------ built from a pair's draft node
-    @classmethod
-    def from_options(cls, options: Mapping[str, Any], eos_token_ids: Iterable[int] | int | None = ()) -> SuffixDrafter:
-        """From the options of a pair's ``draft`` node (``kind: suffix``); a bad one is a ``ConfigError``."""
-        unknown = sorted(set(options) - set(cls.OPTIONS) - {"name"})
-        if unknown:
-            raise ConfigError(f"pair.draft: suffix decoding has no setting {unknown[0]!r}; its settings: "
-                              f"{', '.join(cls.OPTIONS)}")
-        kwargs = {k: options[k] for k in cls.OPTIONS if options.get(k) is not None}
-        try:
-            return cls(eos_token_ids=eos_token_ids, **kwargs)
-        except ConfigError as exc:
-            raise ConfigError(f"pair.draft.{exc}") from None
-
-    @classmethod
-    def check_options(cls, options: Mapping[str, Any]) -> None:
-        cls.from_options(options)
-
-    @classmethod
-    def from_context(cls, ctx: Any) -> SuffixDrafter:
-        return cls.from_options(ctx.options, ctx.eos_token_ids)
-
     # ------------------------------------------------------------------ the trees and the proposal
     def begin(self, prompt_ids: list[int]) -> None:
         """A new request: the trees of its prompt (and of an output not yet begun)."""

@@ -17,12 +17,15 @@ accepted): the loop drops anything a drafter proposes after it.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
 from methods.base import DraftStep, GammaPolicy, RoundOutcome
 from runners.engine.verify import Sampling
+from specbench.registry import ConfigError
 from specbench.rounds import Rounds
 
 
@@ -90,6 +93,36 @@ class Drafter(ABC):
         vocabulary (SLEM, ``runners.drafters.slem``) drafts γ and keeps up to ``room``."""
         n = max(0, min(int(gamma), int(room)))
         return n, n
+
+
+class OptionsDrafter(Drafter):
+    """A drafter built from its pair's ``draft`` options alone, no model (prompt lookup, suffix decoding): ``OPTIONS``
+    names the settings its constructor takes, ``LABEL`` names it in errors. An unknown setting, or a value the
+    constructor rejects (``ValueError``, ``ConfigError`` included), is a one-line ``ConfigError`` naming
+    ``pair.draft``."""
+
+    OPTIONS: tuple[str, ...] = ()
+    LABEL = "this drafter"
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any], eos_token_ids: Iterable[int] | int | None = ()) -> Any:
+        unknown = sorted(set(options) - set(cls.OPTIONS) - {"name"})
+        if unknown:
+            raise ConfigError(f"pair.draft: {cls.LABEL} has no setting {unknown[0]!r}; its settings: "
+                              f"{', '.join(cls.OPTIONS)}")
+        kwargs = {k: options[k] for k in cls.OPTIONS if options.get(k) is not None}
+        try:
+            return cls(eos_token_ids=eos_token_ids, **kwargs)
+        except ValueError as exc:
+            raise ConfigError(f"pair.draft: {exc}") from None
+
+    @classmethod
+    def check_options(cls, options: Mapping[str, Any]) -> None:
+        cls.from_options(options)
+
+    @classmethod
+    def from_context(cls, ctx: Any) -> Any:
+        return cls.from_options(ctx.options, ctx.eos_token_ids)
 
 
 @dataclass
