@@ -5,24 +5,29 @@ and analysis need to know what a drafter *is* — whether it loads a model, asks
 form, how the replay lab traces it, how the latency model charges it, which algorithm it is in vLLM's and
 specdec_bench's names — and they read it here, from its declaration, never by testing its name.
 
-The declaration sits in the registry entry because the config layer and ``analysis`` read it and may import
-neither ``runners`` (the import contracts in ``pyproject.toml``) nor torch: this module imports neither, and
-names the drafter's class as a ``"module:Class"`` string that only ``runners.drafters`` imports
-(``runners.drafters.DRAFTERS`` is built from it).
+A drafter declares itself where it is defined, on its class: ``@drafter("suffix", loads_model=False, …)`` in
+``runners/drafters/suffix.py``. ``DRAFTER_KINDS`` finds the declarations by reading the sources of
+``runners.drafters`` (``specbench.registry.declaration_entries``: the decorator's literal arguments, never an
+import), because the config layer and ``analysis`` read them and may import neither ``runners`` (the import
+contracts in ``pyproject.toml``) nor torch; a declaration names its class as ``"module:Class"``, which only
+``runners.drafters`` imports (``runners.drafters.DRAFTERS`` is built from it).
 
 A pair's ``draft.kind`` (``conf/pair/*.yaml``; a node without one is ``DEFAULT_KIND``) is a key of this registry
 whose drafter proposes in the target's vocabulary; the cross-vocabulary drafters (``own_vocabulary``) are chosen
 by ``hetero=`` instead, and draft with the pair's ``plain_model`` draft.
 
-Adding a drafter: its module in ``runners/drafters/``, its entry here, a pair YAML that names it, its test
-(``docs/pages/extending-drafter.md``).
+Adding a drafter: its module in ``runners/drafters/`` (declared with ``@drafter``), a pair YAML that names it, its
+test: three files (``docs/pages/extending-drafter.md``).
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-from specbench.registry import Registry
+from specbench.registry import NOT_LITERAL, Registry, declaration_entries
 
 #: ``draft_cost``'s values: a draft-model forward per drafted token, or nothing (the round's overhead holds it)
 DRAFT_COSTS = ("forward", "free")
@@ -74,25 +79,51 @@ class DrafterKind:
 #: the kind of a pair's ``draft`` node that names none: a draft model of the target's vocabulary
 DEFAULT_KIND = "model"
 
-DRAFTER_KINDS: Registry[DrafterKind] = Registry("drafter", {
-    "model": DrafterKind("runners.drafters.model:ModelDrafter", loads_model=True, asks_policy=True,
-                         method="draft_model", plain_model=True, trace="model", draft_cost="forward",
-                         batched="runners.drafters.batched_model:BatchedModelDrafter"),
-    "prompt_lookup": DrafterKind("runners.drafters.prompt_lookup:PromptLookupDrafter", loads_model=False,
-                                 asks_policy=False, method="ngram", trace="prompt_lookup", draft_cost="free"),
-    "suffix": DrafterKind("runners.drafters.suffix:SuffixDrafter", loads_model=False, asks_policy=False,
-                          method="suffix", trace="prompt_lookup", draft_cost="free"),
-    "hybrid": DrafterKind("runners.drafters.hybrid:HybridDrafter", loads_model=True, asks_policy=True,
-                          method="hybrid_ngram_draft_model", trace="hybrid"),
-    "slem": DrafterKind("runners.drafters.slem:SLEMDrafter", loads_model=True, asks_policy=True,
-                        method="cross_vocabulary_slem", own_vocabulary=True),
-    "tli": DrafterKind("runners.drafters.tli:TLIDrafter", loads_model=True, asks_policy=True,
-                       method="cross_vocabulary_tli", own_vocabulary=True),
-    "union": DrafterKind("runners.drafters.union:UnionDrafter", loads_model=True, asks_policy=True,
-                         method="cross_vocabulary_union", own_vocabulary=True),
-    "slrs": DrafterKind("runners.drafters.slrs:SLRSDrafter", loads_model=True, asks_policy=True,
-                        method="cross_vocabulary_slrs", own_vocabulary=True),
-})
+#: where drafters are declared (``@drafter``), read as sources
+DRAFTER_PACKAGE = "runners.drafters"
+
+
+def drafter(name: str, **declaration: Any) -> Callable[[type], type]:
+    """The decorator a drafter's class is declared with, in its own module (``@drafter("suffix", loads_model=False,
+    asks_policy=False, method="suffix", …)``: ``DrafterKind``'s fields but ``drafter``, as literals). The registry
+    reads it from the source; importing the module checks that it makes a valid ``DrafterKind``."""
+
+    def declare(cls: type) -> type:
+        DrafterKind(f"{cls.__module__}:{cls.__qualname__}", **declaration)
+        return cls
+
+    return declare
+
+
+class ScannedKinds:
+    """``DRAFTER_KINDS``: every drafter declared with ``@drafter`` in ``package``, read from the sources the first time
+    one is asked for (never imported), then cached; ``get``/``names``/``in`` as a ``Registry``."""
+
+    def __init__(self, package: str) -> None:
+        self.package = package
+
+    @functools.cached_property
+    def _registry(self) -> Registry[DrafterKind]:
+        kinds = {}
+        for name, (module, obj, arguments) in declaration_entries(self.package, "drafter").items():
+            unread = sorted(k for k, v in arguments.items() if v is NOT_LITERAL)
+            if unread:
+                raise ValueError(f"{module}: @drafter({name!r}, {unread[0]}=...) must be a literal (declarations are "
+                                 "read from the source, never imported)")
+            kinds[name] = DrafterKind(f"{module}:{obj}", **arguments)
+        return Registry("drafter", kinds)
+
+    def get(self, name: str) -> DrafterKind:
+        return self._registry.get(name)
+
+    def names(self) -> list[str]:
+        return self._registry.names()
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._registry
+
+
+DRAFTER_KINDS = ScannedKinds(DRAFTER_PACKAGE)
 
 
 def drafter_kind(name: str) -> DrafterKind:

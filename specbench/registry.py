@@ -68,11 +68,17 @@ def _dotted(node: ast.expr) -> str:
     return ""
 
 
-def declared_names(source: str, marker: str, filename: str = "<source>") -> list[str]:
-    """The names ``source`` declares: each module-level class or function decorated with ``@<marker>("<name>", …)``,
-    in the order of definition. A ``@<marker>(…)`` whose first argument is no string literal is refused (the scan
-    could not see its name, so the name could never be found)."""
-    names = []
+#: a declaration's keyword argument that the scan cannot read without importing (no literal)
+NOT_LITERAL = object()
+
+
+def declared_entries(source: str, marker: str, filename: str = "<source>") -> list[tuple[str, str, dict[str, Any]]]:
+    """What ``source`` declares: ``(name, object, arguments)`` for each module-level class or function decorated with
+    ``@<marker>("<name>", key=literal, …)``, in the order of definition; ``object`` is the decorated class's or
+    function's name, ``arguments`` the decorator's keyword arguments, read without importing (``NOT_LITERAL`` for
+    one that is no literal: a registry that reads arguments refuses it). A ``@<marker>(…)`` whose first argument
+    is no string literal is refused (the scan could not see its name, so the name could never be found)."""
+    entries = []
     for node in ast.parse(source, filename).body:
         if not isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
             continue
@@ -83,8 +89,19 @@ def declared_names(source: str, marker: str, filename: str = "<source>") -> list
             if not (isinstance(first, ast.Constant) and isinstance(first.value, str)):
                 raise ValueError(f"{filename}:{deco.lineno}: @{marker}(...) must name its entry with a string literal "
                                  "(the registry finds names by reading the source)")
-            names.append(first.value)
-    return names
+            arguments = {}
+            for keyword in deco.keywords:
+                try:
+                    arguments[keyword.arg] = ast.literal_eval(keyword.value)
+                except ValueError:
+                    arguments[keyword.arg] = NOT_LITERAL
+            entries.append((first.value, node.name, arguments))
+    return entries
+
+
+def declared_names(source: str, marker: str, filename: str = "<source>") -> list[str]:
+    """The names ``source`` declares (``declared_entries``), in the order of definition."""
+    return [name for name, _, _ in declared_entries(source, marker, filename)]
 
 
 def package_modules(package: str) -> list[tuple[str, Path]]:
@@ -100,19 +117,25 @@ def package_modules(package: str) -> list[tuple[str, Path]]:
     return out
 
 
-def declarations(package: str, marker: str) -> dict[str, str]:
-    """``{name: module}`` for every ``@<marker>("<name>")`` in ``package``'s sources (read, never imported), in the
-    order of the modules' paths, then of definition. A name declared twice fails, naming both modules."""
-    found: dict[str, str] = {}
+def declaration_entries(package: str, marker: str) -> dict[str, tuple[str, str, dict[str, Any]]]:
+    """``{name: (module, object, arguments)}`` for every ``@<marker>("<name>", …)`` in ``package``'s sources (read,
+    never imported; ``declared_entries``), in the order of the modules' paths, then of definition. A name declared
+    twice fails, naming both modules."""
+    found: dict[str, tuple[str, str, dict[str, Any]]] = {}
     for module, path in package_modules(package):
         text = path.read_text(encoding="utf-8")
         if f"@{marker}(" not in text:
             continue
-        for name in declared_names(text, marker, str(path)):
+        for name, obj, arguments in declared_entries(text, marker, str(path)):
             if name in found:
-                raise ValueError(f"{name!r} is declared twice (@{marker}): in {found[name]} and in {module}")
-            found[name] = module
+                raise ValueError(f"{name!r} is declared twice (@{marker}): in {found[name][0]} and in {module}")
+            found[name] = (module, obj, arguments)
     return found
+
+
+def declarations(package: str, marker: str) -> dict[str, str]:
+    """``{name: module}`` for every ``@<marker>("<name>")`` in ``package``'s sources (``declaration_entries``)."""
+    return {name: module for name, (module, _, _) in declaration_entries(package, marker).items()}
 
 
 def origin(obj: object) -> str | None:

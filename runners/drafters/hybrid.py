@@ -35,11 +35,13 @@ from runners.drafters.prompt_lookup import PromptLookupDrafter
 from runners.engine.base import Draft, Drafter
 from runners.engine.verify import Sampling
 from specbench.config import check_int
+from specbench.drafter_kinds import drafter
 from specbench.registry import ConfigError
 
 OPTIONS = ("min_lookup_tokens", "max_model_tokens")
 
 
+@drafter("hybrid", loads_model=True, asks_policy=True, method="hybrid_ngram_draft_model", trace="hybrid")
 class HybridDrafter(Drafter):
     name = "hybrid"
 

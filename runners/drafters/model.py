@@ -13,6 +13,7 @@ from runners.engine.base import Draft, Drafter
 from runners.engine.features import draft_features
 from runners.engine.kv import cache_arg, crop_to, new_cache
 from runners.engine.verify import Sampling, greedy_token, probs, sample
+from specbench.drafter_kinds import drafter
 from specbench.models import model_device
 
 
@@ -24,6 +25,8 @@ def common_prefix_len(a: list[int], b: list[int]) -> int:
     return i
 
 
+@drafter("model", loads_model=True, asks_policy=True, method="draft_model", plain_model=True, trace="model",
+         draft_cost="forward", batched="runners.drafters.batched_model:BatchedModelDrafter")
 class ModelDrafter(Drafter):
     """A draft model sharing the target's vocabulary.
 

@@ -39,10 +39,13 @@ from methods.base import GammaPolicy
 from methods.rules import cut_proposal
 from runners.engine.base import Draft, OptionsDrafter
 from runners.engine.verify import Sampling
+from specbench.drafter_kinds import drafter
 
 MATCH_RULES = ("first", "last")
 
 
+@drafter("prompt_lookup", loads_model=False, asks_policy=False, method="ngram", trace="prompt_lookup",
+         draft_cost="free")
 class PromptLookupDrafter(OptionsDrafter):
     name = "prompt_lookup"
 

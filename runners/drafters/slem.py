@@ -48,8 +48,10 @@ from runners.engine.base import Draft
 from runners.engine.verify import Sampling, probs
 from specbench.config import check_choice
 from specbench.config.method import SLEM_GAMMA
+from specbench.drafter_kinds import drafter
 
 
+@drafter("slem", loads_model=True, asks_policy=True, method="cross_vocabulary_slem", own_vocabulary=True)
 class SLEMDrafter(TextSyncedDrafter):
     """Algorithm 2 (String-Level Exact Match): greedy draft tokens, re-tokenized into target ids;
     ``slem_gamma``: what γ counts (module docstring)."""

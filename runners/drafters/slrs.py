@@ -48,8 +48,10 @@ from runners.drafters.tli import TLIDrafter
 from runners.drafters.vocab_map import cached_strings
 from runners.engine.base import Draft
 from runners.engine.verify import Sampling, probs, sample
+from specbench.drafter_kinds import drafter
 
 
+@drafter("slrs", loads_model=True, asks_policy=True, method="cross_vocabulary_slrs", own_vocabulary=True)
 class SLRSDrafter(TLIDrafter):
     """Algorithm 3 per position, TLI (its fallback) past the expansion bound (module docstring)."""
 

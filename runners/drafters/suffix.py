@@ -54,6 +54,7 @@ from methods.rules import cut_proposal
 from runners.engine.base import Draft, OptionsDrafter
 from runners.engine.verify import Sampling
 from specbench.checks import check_int, check_number
+from specbench.drafter_kinds import drafter
 
 
 class _Node:
@@ -133,6 +134,7 @@ def _path(node: _Node, limit: int, min_token_prob: float) -> tuple[list[int], fl
     return tokens, score
 
 
+@drafter("suffix", loads_model=False, asks_policy=False, method="suffix", trace="prompt_lookup", draft_cost="free")
 class SuffixDrafter(OptionsDrafter):
     """Suffix decoding (module docstring): the request's suffix tree and its output's, kept in step with the
     sequence; ``lookup(ids, k)`` is the proposal (what the replay lab's lookup trace records)."""

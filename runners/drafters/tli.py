@@ -44,8 +44,10 @@ from runners.engine.base import Draft
 from runners.engine.verify import Sampling, probs, sample
 from specbench.config import check_choice
 from specbench.config.method import TLI_PROCESSORS
+from specbench.drafter_kinds import drafter
 
 
+@drafter("tli", loads_model=True, asks_policy=True, method="cross_vocabulary_tli", own_vocabulary=True)
 class TLIDrafter(MappedDrafter):
     """Algorithm 4 (Token-Level Intersection): sample from the drafter restricted to shared tokens;
     ``tli_processors``: whether the sampling processors act before or after the restriction

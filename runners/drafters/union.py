@@ -26,8 +26,10 @@ from runners.drafters.text_sync import CrossVocab
 from runners.drafters.vocab_map import MappedDrafter
 from runners.engine.base import Draft
 from runners.engine.verify import Sampling, probs, sample
+from specbench.drafter_kinds import drafter
 
 
+@drafter("union", loads_model=True, asks_policy=True, method="cross_vocabulary_union", own_vocabulary=True)
 class UnionDrafter(MappedDrafter):
     """Algorithm 1 (union of the vocabularies): sample from the whole drafter; draft-only tokens are
     proposed as ids outside the target's vocabulary and rejected by the loop."""

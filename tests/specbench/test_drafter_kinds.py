@@ -11,7 +11,7 @@ import pytest
 
 from runners.drafters import DRAFTERS
 from runners.engine.base import Drafter
-from specbench.drafter_kinds import DEFAULT_KIND, DRAFTER_KINDS, DrafterKind, pair_kinds
+from specbench.drafter_kinds import DEFAULT_KIND, DRAFTER_KINDS, DrafterKind, ScannedKinds, pair_kinds
 from specbench.registry import ConfigError, import_target
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -82,3 +82,32 @@ def test_the_config_layer_reads_declarations_without_torch():
             "analysis.modeled; assert 'torch' not in sys.modules, 'torch imported'; "
             "assert 'runners' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, env={"PYTHONPATH": str(ROOT)})
+
+
+def test_declarations_are_read_from_the_drafters_sources_without_importing_them():
+    """A drafter declares itself on its class (``@drafter``); the config layer reads the declaration from the source:
+    asking for one imports neither torch nor any drafter module."""
+    code = ("import sys; from specbench.drafter_kinds import drafter_kind; k = drafter_kind('suffix'); "
+            "print(k.drafter, k.trace, 'torch' in sys.modules, sorted(m for m in sys.modules if m.startswith('runners.')))")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
+                         cwd=Path(__file__).resolve().parents[2]).stdout.split()
+    assert out == ["runners.drafters.suffix:SuffixDrafter", "prompt_lookup", "False", "[]"]
+
+
+def test_a_drafter_module_is_found_by_its_declaration_alone(tmp_path, monkeypatch):
+    """The recipe's one step besides its files: a module in the package with ``@drafter(...)`` is a drafter kind;
+    a declaration the scan cannot read (no literal) or cannot build (a bad field) fails, naming the module."""
+    package = tmp_path / "mydrafters"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "echo.py").write_text(
+        "from specbench.drafter_kinds import drafter\n\n\n"
+        "@drafter('echo', loads_model=False, asks_policy=False, method='ngram', trace='prompt_lookup', "
+        "draft_cost='free')\nclass EchoDrafter:\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    kinds = ScannedKinds("mydrafters")
+    assert kinds.names() == ["echo"] and kinds.get("echo").drafter == "mydrafters.echo:EchoDrafter"
+    (package / "bad.py").write_text("from x import drafter, COST\n\n\n@drafter('bad', loads_model=False, "
+                                    "asks_policy=False, method='m', draft_cost=COST)\nclass Bad:\n    pass\n")
+    with pytest.raises(ValueError, match=r"mydrafters.bad: @drafter\('bad', draft_cost=...\) must be a literal"):
+        ScannedKinds("mydrafters").names()
