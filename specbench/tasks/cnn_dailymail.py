@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from specbench.tasks.base import Prompt
 from specbench.tasks.config import TaskConfig, dataset
-from specbench.tasks.files import local_rows
 from specbench.tasks.rows import templated
-from specbench.tasks.sources import hub_rows, hub_source
+from specbench.tasks.sources import hub_source, task_rows
 
 # The prompt wording of the heterogeneous-vocabularies benchmark (Timor et al. 2025). The paper does not
 # print its prompts; this is the one of its benchmark code (github.com/keyboardAnt/hf-bench,
@@ -31,8 +30,5 @@ def source(cfg: TaskConfig) -> str:
 def load(cfg: TaskConfig) -> list[Prompt]:
     """CNN/DailyMail news summarization (one article per prompt)."""
     template = cfg.setting("template")
-    if cfg.data_files:
-        rows = local_rows(cfg)
-    else:
-        rows = hub_rows(cfg, cfg.setting("path"), cfg.setting("subset"), cfg.setting("split"), FIELDS)
+    rows = task_rows(cfg, FIELDS)
     return templated(cfg, rows, template, "id", "highlights", cfg.setting("category"))

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from specbench.tasks.base import Prompt
 from specbench.tasks.config import TaskConfig, dataset
-from specbench.tasks.files import local_rows
 from specbench.tasks.rows import templated
-from specbench.tasks.sources import hub_rows, hub_source
+from specbench.tasks.sources import hub_source, task_rows
 
 TEMPLATE = "{question}"  # the question as it stands (no few-shot exemplars, no instruction)
 DEFAULTS = {"path": "openai/gsm8k", "subset": "main", "split": "test", "template": TEMPLATE, "category": "math"}
@@ -28,6 +27,5 @@ def source(cfg: TaskConfig) -> str:
 @dataset("gsm8k")
 def load(cfg: TaskConfig) -> list[Prompt]:
     """GSM8K math word problems (one question per prompt, its worked answer the reference)."""
-    rows = local_rows(cfg) if cfg.data_files else hub_rows(cfg, cfg.setting("path"), cfg.setting("subset"),
-                                                           cfg.setting("split"), FIELDS)
+    rows = task_rows(cfg, FIELDS)
     return templated(cfg, rows, cfg.setting("template"), "id", "answer", cfg.setting("category"))

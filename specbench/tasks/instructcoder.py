@@ -21,9 +21,8 @@ from __future__ import annotations
 
 from specbench.tasks.base import Prompt
 from specbench.tasks.config import TaskConfig, dataset
-from specbench.tasks.files import local_rows
 from specbench.tasks.rows import templated
-from specbench.tasks.sources import hub_rows, hub_source
+from specbench.tasks.sources import hub_source, task_rows
 
 #: SpecDecode-Bench's prompt (``InstructCoderDataset.sample``): the code, a blank line, the instruction, and the
 #: request for code only
@@ -40,6 +39,5 @@ def source(cfg: TaskConfig) -> str:
 @dataset("instructcoder")
 def load(cfg: TaskConfig) -> list[Prompt]:
     """InstructCoder edit requests (one per prompt, the edited code the reference)."""
-    rows = local_rows(cfg) if cfg.data_files else hub_rows(cfg, cfg.setting("path"), cfg.setting("subset"),
-                                                           cfg.setting("split"), FIELDS)
+    rows = task_rows(cfg, FIELDS)
     return templated(cfg, rows, cfg.setting("template"), "id", "output", cfg.setting("category"))

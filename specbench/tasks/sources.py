@@ -29,6 +29,7 @@ from typing import Any
 
 from specbench.registry import ConfigError
 from specbench.tasks.config import TaskConfig
+from specbench.tasks.files import local_rows
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +128,14 @@ def hub_dataset(cfg: TaskConfig, path: str, subset: str | None, split: str,
     except Exception as exc:
         raise unreachable(cfg, what, fields, exc) from exc
     return ds.to_list(), resolved_revision(ds)
+
+
+def task_rows(cfg: TaskConfig, fields: Sequence[str]) -> list[dict]:
+    """A Hub dataset's rows, or the local files' when ``task.data_files`` names some: the task's own ``path``,
+    ``subset`` and ``split`` settings (``hub_rows``, ``specbench.tasks.files.local_rows``)."""
+    if cfg.data_files:
+        return local_rows(cfg)
+    return hub_rows(cfg, cfg.setting("path"), cfg.setting("subset"), cfg.setting("split"), fields)
 
 
 def hub_source(cfg: TaskConfig, revision: bool = True) -> str:
