@@ -116,3 +116,47 @@ def test_a_jobs_prediction_charges_the_replays_rounds():
     assert ttft == lat.target_prefill_ms(p) and wall == pytest.approx(ttft + rounds, rel=1e-12)
     parts = predict_parts_ms(lat, p, n, drafted, accepted)
     assert parts["overhead_ms"] == pytest.approx(len(drafted) * lat.round_overhead_ms)
+
+
+def test_a_captured_graph_keeps_the_tensors_its_forward_reads_alive(monkeypatch):
+    """A CUDA graph holds no Python reference to the tensors whose addresses it recorded: the token ids that
+    ``GraphTimer._run`` builds were freed when it returned, and on an H100 (2026-11-28) the first replay read
+    recycled memory as token ids (a device-side assert in the embedding). ``capture_graph`` now ties ``forward``
+    (its closure: the inputs) to the graph. Checked here with torch.cuda's graph machinery stubbed (no GPU): the
+    input lives while the graph does and is freed with it."""
+    import contextlib
+    import gc
+    import weakref
+
+    import torch
+
+    class FakeGraph:  # records nothing, as a real graph records no Python reference
+        def replay(self) -> None:
+            pass
+
+    class FakeStream:
+        def wait_stream(self, other) -> None:
+            pass
+
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", FakeGraph)
+    monkeypatch.setattr(torch.cuda, "Stream", FakeStream)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda: FakeStream())
+    monkeypatch.setattr(torch.cuda, "stream", lambda s: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "graph", lambda g: contextlib.nullcontext())
+
+    def build() -> tuple[object, weakref.ref]:
+        inp = torch.arange(4)  # built in this frame, as GraphTimer._run builds its token ids
+
+        def forward():
+            return inp * 2
+
+        graph, out = runners.replay.latency.capture_graph(forward, warmup=1)
+        assert torch.equal(out, torch.arange(4) * 2)
+        return graph, weakref.ref(inp)
+
+    graph, ref = build()
+    gc.collect()
+    assert ref() is not None, "the graph's input was freed while the graph can still replay"
+    del graph
+    gc.collect()
+    assert ref() is None
