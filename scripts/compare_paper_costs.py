@@ -7,8 +7,11 @@
    H100 (``runners.replay.specdecode_bench``), our loop's calibration (transformers eager), the same forward
    captured in a CUDA graph; with the round of γ = 4 EAGLE-like drafts each implies and the tokens a round
    must yield to beat the target alone;
-3. eager against captured per shape, both runs: how much of a step is launch overhead, and its spread.
-Only reads files; prints the tables (what ``compare.log`` holds).
+3. eager against captured per shape, both runs: how much of a step is launch overhead, and its spread;
+4. one Llama-3.1-8B forward per width against SpecDecode-Bench's fitted vLLM cost: eager, captured, and the
+   weights' read alone (the model's matmuls captured: the floor), where the folder has the floor (issue 53).
+Only reads files; prints the tables (what ``compare.log`` holds). A folder of one lease (issue 53's
+``results/committed/gpu_costs_h100``: the graphs inside ``paper_costs.json``, no second run) prints what it has.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ def _load(folder: Path, name: str) -> dict[str, Any]:
 
 def generate_table(folder: Path) -> list[str]:
     runs = [_load(folder, "paper_costs.json").get("generate", {}), _load(folder, "generate_repeat.json").get("generate", {})]
+    if not runs[0]:  # a lease that ran no generate stage
+        return []
     lines = ["1. transformers generate(), greedy, eager, 128 new tokens after 128: ms per new token (median of 3)",
              f"   {'model':14s} {'params':>7s} {'run 1':>7s} {'run 2':>7s} {'paper':>7s} {'run 1 / paper':>14s} {'run 2 / paper':>14s}"]
     for name, row in runs[0].items():
@@ -47,9 +52,21 @@ def generate_table(folder: Path) -> list[str]:
     return lines
 
 
+def _device(folder: Path) -> str:
+    """The GPU's short name (``H100``, ``H200``) from the folder's ``paper_costs.json``."""
+    name = _load(folder, "paper_costs.json").get("meta", {}).get("device", "GPU")
+    return next((w for w in name.split() if w[:1] in "HABL" and w[1:].isdigit()), name)
+
+
+def _graphs(folder: Path, group: str) -> dict[str, Any]:
+    """The graphs stage's rows of ``group``: ``graphs_<group>.json`` (the H200 lease's per-group files) or, where
+    the folder has none, ``paper_costs.json``'s own ``graphs`` (one process for every shape)."""
+    return _load(folder, f"graphs_{group}.json").get("graphs") or _load(folder, "paper_costs.json").get("graphs", {})
+
+
 def step_table(folder: Path) -> list[str]:
     lat = LatencyModel.load(folder / "latency_llama-3.1-8b_eagle-like-8b.json")
-    graphs = _load(folder, "graphs_llama-3.1-8b.json").get("graphs", {})
+    graphs, dev = _graphs(folder, "llama-3.1-8b"), _device(folder)
     g8, ge = graphs.get("llama-3.1-8b_bfloat16", {}), graphs.get("eagle-like-8b_bfloat16", {})
 
     def cap(row: dict[str, Any], k: int) -> float:
@@ -64,7 +81,7 @@ def step_table(folder: Path) -> list[str]:
                  sdb.OVERHEAD_PER_STEP_MS, verify + draft + sdb.OVERHEAD_PER_STEP_MS, v[1] + sdb.OVERHEAD_PER_STEP_MS))
     v = {k: lat.verify_ms(k, CONTEXT) for k in (1, 4, 16)}
     d1 = lat.draft_ms(1, CONTEXT)
-    rows.append(("our loop: HF eager, H200 (calibrate)", v, f"{GAMMA} x {d1:.2f}", lat.round_overhead_ms,
+    rows.append((f"our loop: HF eager, {dev} (calibrate)", v, f"{GAMMA} x {d1:.2f}", lat.round_overhead_ms,
                  lat.ar_overhead_ms, lat.verify_ms(GAMMA + 1, CONTEXT) + GAMMA * d1 + lat.round_overhead_ms,
                  v[1] + lat.ar_overhead_ms))
     if g8 and ge:
@@ -72,7 +89,7 @@ def step_table(folder: Path) -> list[str]:
         dc = cap(ge, 1)
         # the captured forward with the eager loop's overheads: what graphs alone would change
         verify = cap(g8, 4) + (cap(g8, 16) - cap(g8, 4)) * (GAMMA + 1 - 4) / 12
-        rows.append(("one forward in a CUDA graph, H200 (+ our loop's overheads)", v, f"{GAMMA} x {dc:.2f}",
+        rows.append((f"one forward in a CUDA graph, {dev} (+ our loop's overheads)", v, f"{GAMMA} x {dc:.2f}",
                      lat.round_overhead_ms, lat.ar_overhead_ms, verify + GAMMA * dc + lat.round_overhead_ms,
                      v[1] + lat.ar_overhead_ms))
     lines = [f"2. Llama-3.1-8B with an EAGLE-like draft, context {CONTEXT}, batch 1 (ms); a round drafts γ = {GAMMA} "
@@ -88,14 +105,21 @@ def step_table(folder: Path) -> list[str]:
 
 
 def graphs_table(folder: Path) -> list[str]:
+    """Table 3: both runs as ``run 1/run 2``; a folder of one run prints its one value in each."""
+    if not any(_load(folder, f"graphs_{g}_repeat.json") for g in ("gemma3-270m", "llama-3.1-8b")):
+        return _graphs_one_run(folder)
     lines = ["3. one forward, eager (dynamic cache, as our loop) against captured (static cache, one CUDA graph per "
              "width): median ms of 20, run 1 / run 2; IQR of the 20",
              f"   {'shape':26s} {'k':>3s} {'eager':>15s} {'captured':>13s} {'eager/captured':>15s} {'eager IQR':>11s} "
              f"{'captured IQR':>13s}"]
+    seen: set[str] = set()
     for group in ("gemma3-270m", "llama-3.1-8b"):
-        one = _load(folder, f"graphs_{group}.json").get("graphs", {})
+        one = _graphs(folder, group)
         two = _load(folder, f"graphs_{group}_repeat.json").get("graphs", {})
         for shape, row in one.items():
+            if shape in seen:  # paper_costs.json's graphs serve every group
+                continue
+            seen.add(shape)
             rep = two.get(shape, row)
             for k in (1, 4, 16):
                 e = [r[f"eager_dynamic_k{k}"] for r in (row, rep)]
@@ -105,6 +129,43 @@ def graphs_table(folder: Path) -> list[str]:
                              f"{e[0]['median'] / c[0]['median']:7.1f}/{e[1]['median'] / c[1]['median']:<7.1f} "
                              f"{e[0]['q3'] - e[0]['q1']:5.2f}/{e[1]['q3'] - e[1]['q1']:<5.2f} "
                              f"{c[0]['q3'] - c[0]['q1']:6.2f}/{c[1]['q3'] - c[1]['q1']:<6.2f}")
+    return lines
+
+
+def _graphs_one_run(folder: Path) -> list[str]:
+    lines = ["3. one forward, eager (dynamic cache, as our loop) against captured (static cache, one CUDA graph per "
+             "width): median ms of 20, one run; IQR of the 20",
+             f"   {'shape':26s} {'k':>3s} {'eager':>8s} {'captured':>8s} {'eager/captured':>14s} {'eager IQR':>9s} "
+             f"{'captured IQR':>12s}"]
+    for shape, row in _graphs(folder, "llama-3.1-8b").items():
+        for k in (1, 4, 16):
+            e, c = row[f"eager_dynamic_k{k}"], row[f"captured_k{k}"]
+            lines.append(f"   {shape:26s} {k:3d} {e['median']:8.2f} {c['median']:8.2f} {e['median'] / c['median']:14.1f} "
+                         f"{e['q3'] - e['q1']:9.2f} {c['q3'] - c['q1']:12.2f}")
+    return lines
+
+
+def floor_table(folder: Path) -> list[str]:
+    """Table 4: per verification width, one Llama-3.1-8B forward (context 512, batch 1, bf16) eager, captured and
+    the floor, each over SpecDecode-Bench's fitted vLLM forward on an H100 (``target_forward_ms``): how far the
+    captured forward is from a serving engine's, and how much of that gap the weights' read leaves."""
+    row = _graphs(folder, "llama-3.1-8b").get("llama-3.1-8b_bfloat16", {})
+    widths = sorted(int(key.split("_k")[1]) for key in row if key.startswith("floor_k"))
+    if not widths:
+        return []
+    dev = _device(folder)
+    lines = [f"4. one Llama-3.1-8B forward of k tokens, context {CONTEXT}, batch 1, bf16, on the {dev} (median ms of "
+             f"{row[f'captured_k{widths[0]}']['n']}) against SpecDecode-Bench's fitted vLLM forward on an H100",
+             f"   {'k':>3s} {'vLLM fit':>8s} {'eager':>7s} {'captured':>8s} {'floor':>7s} {'eager/vLLM':>10s} "
+             f"{'captured/vLLM':>13s} {'floor/vLLM':>10s} {'captured/floor':>14s}",
+             ]
+    for k in widths:
+        v = sdb.target_forward_ms(CONTEXT, k)
+        e, c, f = (row[f"{mode}_k{k}"]["median"] for mode in ("eager_dynamic", "captured", "floor"))
+        lines.append(f"   {k:3d} {v:8.2f} {e:7.2f} {c:8.2f} {f:7.2f} {e / v:10.2f} {c / v:13.2f} {f / v:10.2f} "
+                     f"{c / f:14.2f}")
+    lines.append("   floor: every nn.Linear of the model (the LM head included) on k rows, captured alone: the weights "
+                 "read once by cuBLAS, nothing else of the forward")
     return lines
 
 
@@ -118,8 +179,10 @@ def main(argv: list[str] | None = None) -> int:
     meta = _load(folder, "paper_costs.json")["meta"]
     print(f"paper_costs: {meta['device']}, torch {meta['torch']}, transformers {meta['transformers']}, {meta['dtype']}, "
           f"random weights, {meta['time_utc'][:10]}; SpecDecode-Bench: {sdb.SOURCE}")
-    for table in (generate_table, step_table, graphs_table):
-        print("\n".join(table(folder)))
+    for table in (generate_table, step_table, graphs_table, floor_table):
+        lines = table(folder)
+        if lines:
+            print("\n".join(lines))
     return 0
 
 

@@ -92,3 +92,21 @@ def test_specdecode_bench_costs_and_the_comparison_of_the_committed_run(capsys):
     assert compare_paper_costs.main([str(folder)]) == 0
     printed = capsys.readouterr().out
     assert printed.strip() == (folder / "compare.log").read_text().strip()  # the committed log is this output
+
+
+def test_the_h100_lease_folder_prints_its_tables_and_the_floor_against_vllm(capsys):
+    """Issue 53's folder (one lease: the graphs inside paper_costs.json, no second run, no generate stage) reads
+    as its committed compare.log, whose table 4 puts each width's captured forward and floor over vLLM's fit."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import compare_paper_costs
+
+    folder = ROOT / "results" / "committed" / "gpu_costs_h100"
+    assert compare_paper_costs.main([str(folder)]) == 0
+    printed = capsys.readouterr().out
+    assert printed.strip() == (folder / "compare.log").read_text().strip()
+    assert "1. transformers generate()" not in printed and "one run; IQR" in printed
+    row = json.loads((folder / "paper_costs.json").read_text())["graphs"]["llama-3.1-8b_bfloat16"]
+    line = next(ln for ln in printed.splitlines() if ln.split()[:1] == ["16"] and "captured" not in ln)
+    k, vllm, eager, captured, floor, *ratios = (float(x) for x in line.split())
+    assert captured == pytest.approx(row["captured_k16"]["median"], abs=0.005)
+    assert ratios[1] == pytest.approx(captured / sdb.target_forward_ms(512, 16), abs=0.006)
