@@ -31,7 +31,7 @@ register_launcher()  # hydra/launcher=interleaved
 
 @hydra.main(config_path="conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    from runners.jobs.cli import run_cli_job
+    from runners.jobs.run_one import run_cli_job
 
     hc = HydraConfig.get()
     code = run_cli_job(cfg, hc.runtime.output_dir, multirun=hc.mode == RunMode.MULTIRUN)

@@ -1,6 +1,6 @@
 """Records in, the papers' tables and figures out (``python -m analysis RESULTS_DIR``; ``--list`` names them all).
 
-One module per paper or concept, each artefact registered where it is defined (``analysis.registry``,
+One module per paper or concept, each artefact registered where it is defined (``analysis.artefacts``,
 which the CLI iterates): ``analysis.gammatune`` (GammaTune: Table 1 ``latency``, Table 2 ``table2``,
 Figure 1 and the γ sensitivity ``throughput``, Appendix A and Figure 2a ``rounds``, Table 2 across η
 and δ ``knob_sweep``); ``analysis.hetero`` (Timor et al.'s heterogeneous-vocabulary tables, hf-bench's

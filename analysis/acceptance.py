@@ -16,9 +16,9 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
+from analysis.artefacts import REPLAY, artefact
 from analysis.metrics import fmt_ratio, is_ar
 from analysis.policy_lab import BATCH, GROUP, REFERENCES, several_batch_sizes, with_batch
-from analysis.registry import REPLAY, artefact
 from analysis.render import Table
 from specbench.rounds import per_position
 

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from analysis.artefacts import SETTING, artefact
 from analysis.metrics import (
     POOLINGS,
     SHARED_MARK,
@@ -30,7 +31,6 @@ from analysis.metrics import (
     shared_device_mismatch,
     throughput_by,
 )
-from analysis.registry import SETTING, artefact
 from analysis.render import Table
 
 

@@ -55,6 +55,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from analysis.artefacts import SCENARIO, SWEEP, artefact
 from analysis.metrics import (
     POOLINGS,
     aa_original,
@@ -66,7 +67,6 @@ from analysis.metrics import (
     method_labels,
     ordered_methods,
 )
-from analysis.registry import SCENARIO, SWEEP, artefact
 from analysis.render import Table
 from analysis.uncertainty import Estimate, Jackknife, fmt_ci, mean_of, t_quantile
 from specbench.records import positions_balanced

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from analysis.artefacts import SETTING, artefact
 from analysis.metrics import (
     POOLINGS,
     SHARED_MARK,
@@ -53,7 +54,6 @@ from analysis.metrics import (
     throughput_by,
 )
 from analysis.paper import dataset_key, hetero_rows, model_key
-from analysis.registry import SETTING, artefact
 from analysis.render import Table
 from analysis.uncertainty import Jackknife, Ranked, fmt_ci, mark, resolve, resolved_note
 

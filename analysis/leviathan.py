@@ -34,6 +34,7 @@ from typing import Any
 
 import pandas as pd
 
+from analysis.artefacts import REPLAY, SETTING, artefact
 from analysis.metrics import (
     POOLINGS,
     check_pooling,
@@ -43,7 +44,6 @@ from analysis.metrics import (
     throughput,
     throughput_by,
 )
-from analysis.registry import REPLAY, SETTING, artefact
 from analysis.render import Table
 from specbench.latency import LatencyModel
 from specbench.records import leviathan_alpha, leviathan_speedup

@@ -51,8 +51,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from analysis.artefacts import REPLAY, artefact
 from analysis.metrics import fmt_ratio
-from analysis.registry import REPLAY, artefact
 from analysis.render import Table
 from analysis.uncertainty import Estimate, fmt_ci
 from specbench.record_io import read_records

@@ -23,8 +23,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from analysis.artefacts import SETTING, artefact
 from analysis.metrics import fmt_mean_std, fmt_num, method_labels, ordered_methods
-from analysis.registry import SETTING, artefact
 from analysis.render import Table
 
 #: the percentiles of the latency table (vLLM's serving benchmark reports the median and p99 by default)

@@ -110,7 +110,7 @@ class RoundOutcome:
 class GammaPolicy(ABC):
     """Base class of every speculation-length policy.
 
-    Subclasses are registered in ``methods.registry.POLICIES`` under the same
+    Subclasses are registered in ``methods.policies.POLICIES`` under the same
     string as their ``name`` and the ``policy:`` field of ``conf/method/*.yaml``.
     ``gamma_init`` is the initial γ (the top-level ``gamma`` config key).
     """
@@ -184,7 +184,7 @@ class GammaPolicy(ABC):
 
 #: every policy by name (``policy:`` in ``conf/method/*.yaml``), each declared on its class with ``@policy("<name>")``
 #: in a module of ``methods/`` and imported the first time its name is asked for (``specbench.registry``); here, beside
-#: the interface every policy subclasses, so that declaring one imports nothing else (``methods.registry`` builds them)
+#: the interface every policy subclasses, so that declaring one imports nothing else (``methods.policies`` builds them)
 POLICIES: Registry[type[GammaPolicy]] = Registry("gamma policy", package="methods", marker="policy")
 policy = POLICIES.register
 

@@ -11,7 +11,7 @@ soon as it is measured, so a run cut short keeps what finished):
   GammaTune paper's harness ran) on every model of the paper's four pairs that fits one GPU: wall
   time per new token after a fixed prompt, interleaved across models (A B C A B C), beside the
   paper's Table 1 ("Milliseconds per token", `../shared/papers/gammatune.md`).
-- ``calibrate``: the lab's latency file (``runners.replay.latency.calibrate`` with the real
+- ``calibrate``: the lab's latency file (``runners.replay.calibration.calibrate`` with the real
   ``ModelTimer``, and ``measure_overheads`` on our loop) for each pair: Llama-3.1-8B with an
   EAGLE-like one-layer draft, with Llama-3.2-1B; Vicuna-7B with Vicuna-68M; Vicuna-13B with
   Vicuna-160M. The files are ``LatencyModel`` JSON: ``python -m runners.replay grid --latency`` and
@@ -228,7 +228,7 @@ def stage_calibrate(models: dict[str, Any], args: argparse.Namespace, out: Out) 
     alone would change, not a captured loop."""
     import torch
 
-    from runners.replay.latency import GraphTimer, ModelTimer, calibrate, measure_overheads
+    from runners.replay.calibration import GraphTimer, ModelTimer, calibrate, measure_overheads
     from specbench.provenance import provenance
 
     overheads: dict[str, tuple[str, dict[str, float]]] = {}  # target -> (pair, measured overheads)
@@ -308,7 +308,7 @@ def graph_one(name: str, dtype: str, model: Any, args: argparse.Namespace, out: 
     from transformers import StaticCache
 
     from runners.engine.kv import cache_arg, rewind
-    from runners.replay.latency import ModelTimer
+    from runners.replay.calibration import ModelTimer
     widths = args.widths
     window = getattr(model.config, "sliding_window", None)
     ctx = min(args.context, window - max(widths) - 1) if window else args.context  # inside one window
@@ -424,7 +424,7 @@ def capture_matmuls(model: Any, k: int) -> Any:
     import torch
     import torch.nn.functional as F
 
-    from runners.replay.latency import capture_graph
+    from runners.replay.calibration import capture_graph
 
     linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
     weight = next(model.parameters())
@@ -446,7 +446,7 @@ def compiled_one(name: str, dtype: str, model: Any, args: argparse.Namespace, ou
     import torch
 
     from runners.engine.kv import cache_arg, new_static_cache, rewind
-    from runners.replay.latency import capture_graph
+    from runners.replay.calibration import capture_graph
 
     dev = args.device
     window = getattr(model.config, "sliding_window", None)

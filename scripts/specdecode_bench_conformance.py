@@ -63,7 +63,7 @@ import pandas as pd
 from analysis.policy_lab import policy_comparison
 from analysis.uncertainty import fmt_ci
 from methods.base import GammaPolicy
-from methods.registry import build_policy
+from methods.policies import build_policy
 from runners.replay.batched import rows_for_rule
 from runners.replay.import_specdecode_bench import import_traces
 from runners.replay.oracle import AgreementOracle

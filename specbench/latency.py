@@ -32,7 +32,7 @@ batch-1-shaped view at ``b`` rows. A batched round is charged by ``batch_round_p
 at batch ``b`` by ``ar_batch_ms`` (one row: ``round_parts``, ``ar_wall_ms``, bit for bit).
 
 The file is ``LatencyModel.to_json()`` (``latency_version`` ``LATENCY_VERSION``), written by
-``python -m runners.replay calibrate --pair NAME`` (``runners.replay.latency``: the calibration on
+``python -m runners.replay calibrate --pair NAME`` (``runners.replay.calibration``: the calibration on
 this machine). This module is its one reader: ``LatencyModel.from_json`` / ``load``; the paper's
 ``c`` of a file is ``LatencyModel.c_from_json``; ``methods.costs.CostModel`` and
 ``analysis.leviathan`` read the file through it. The batch tables are one optional key, ``batch``

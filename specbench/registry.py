@@ -17,7 +17,7 @@ alone, so listing the known names imports nothing. The scan is read once per reg
 (``declarations``); a name declared twice, a marker whose name is no literal, or a module whose import does not
 register the name it declares fails with the module's name. The same decorator, the same scan, for every kind:
 ``methods.base.POLICIES`` (``@policy``), ``specbench.tasks.config.TASKS`` (``@dataset``, on a dataset module's
-``load``: the entry is the module), ``analysis.registry`` (``@artefact``), and a drafter (``@drafter``) the same way.
+``load``: the entry is the module), ``analysis.artefacts`` (``@artefact``), and a drafter (``@drafter``) the same way.
 
 A registry may also be given ``entries`` by hand (an object, or a ``"module:attribute"`` string imported the first
 time the name is asked for), as ``specbench.loggers.LOGGERS`` is.

@@ -65,7 +65,7 @@ def _finite(x: Any) -> bool:
 
 def fit_affine(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
     """Least-squares ``(a, b)`` of ``y = a + b·x`` (``b = 0`` for a single distinct x); the one line fit of the latency
-    model's terms (``runners.replay.latency`` calibrates with it too)."""
+    model's terms (``runners.replay.calibration`` calibrates with it too)."""
     n = len(xs)
     if n == 0:
         raise ValueError("nothing to fit")

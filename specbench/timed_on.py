@@ -45,7 +45,7 @@ class TimedOn:
     * ``device``: the target's device type (``cpu``, ``cuda``, ...; ``device_type``);
     * ``dtype``: the target's dtype as its model node names it (``float32``, ``bfloat16``, ...; ``auto``: unstated);
     * ``fast_linear``: the kernels at batch 1 — ``False``, the plain forward, for every calibration
-      (``runners.replay.latency.ModelTimer``); a job's batch-1 engine options are not compared with it (they
+      (``runners.replay.calibration.ModelTimer``); a job's batch-1 engine options are not compared with it (they
       make a measured wall time shorter than predicted by what they save: ``runners.jobs.predict``);
     * ``batch_fast_linear``: the kernels of forwards of more than one row (``calibrate --fast-linear``; a batched
       job's ``summary.json: engine.fast_linear``)."""

@@ -7,6 +7,6 @@
 * ``rounds``: Appendix A's acceptance and mean γ, and Figure 2a's per-round trace of one prompt;
 * ``knob_sweep``: Table 2 across a policy's knobs (η, δ), from replayed rows.
 
-Each artefact is registered where it is defined (``analysis.registry``); ``python -m analysis --list``
+Each artefact is registered where it is defined (``analysis.artefacts``); ``python -m analysis --list``
 names them all.
 """

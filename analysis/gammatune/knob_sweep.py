@@ -31,10 +31,10 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from analysis.artefacts import REPLAY, artefact
 from analysis.gammatune.table2 import _average, speedup_table
 from analysis.metrics import STD_NOTE, fmt_mean_std, method_labels
 from analysis.policy_lab import REFERENCES
-from analysis.registry import REPLAY, artefact
 from analysis.render import Table
 from analysis.settings import KNOB_SYMBOLS
 from specbench.config.method import method_defaults

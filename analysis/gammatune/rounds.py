@@ -19,8 +19,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from analysis.artefacts import SCENARIO, artefact
 from analysis.metrics import fmt_num, method_labels, ordered_methods
-from analysis.registry import SCENARIO, artefact
 from analysis.render import Table
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from analysis.artefacts import SCENARIO, artefact
 from analysis.drift import (
     DRIFT_NORMALISED_NOTE,
     SAME_WORK_MARK,
@@ -50,7 +51,6 @@ from analysis.modeled import (
     paired_agreement,
 )
 from analysis.paper import gammatune_table2
-from analysis.registry import SCENARIO, artefact
 from analysis.render import Table
 from analysis.uncertainty import (
     CI_ROW,

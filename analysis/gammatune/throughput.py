@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from analysis.artefacts import SCENARIO, artefact
 from analysis.drift import SAME_WORK_MARK, SAME_WORK_NOTE, aa_bands, gate_note, same_work
 from analysis.metrics import (
     POOLINGS,
@@ -31,7 +32,6 @@ from analysis.metrics import (
     ordered_methods,
 )
 from analysis.modeled import MODELED_NOTE, OUTSIDE_MARK, agreement, inside, modeled_frame
-from analysis.registry import SCENARIO, artefact
 from analysis.render import Table
 from analysis.uncertainty import (
     Jackknife,

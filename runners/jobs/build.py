@@ -35,7 +35,7 @@ from typing import Any
 import torch
 
 from methods.base import GammaPolicy
-from methods.registry import build_policy
+from methods.policies import build_policy
 from runners.drafters import DrafterContext, build_batched_drafter, build_drafter, check_drafter
 from runners.engine.contract import OneAtATime
 from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner

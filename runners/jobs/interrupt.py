@@ -4,7 +4,7 @@ stops at once (the prompt in flight is lost; everything before it is kept).
 ``StopAfterCurrentPrompt`` holds SIGINT while a job (``runners.jobs.job.run_job``) or an interleaved
 sweep (``runners.jobs.interleave``) decodes. A Ctrl-C that came during a job's last prompt lets that
 job complete; ``stop_sweep()`` then marks the process so that later jobs of the sweep do not start
-(``sweep_stopped()``, checked by ``runners.jobs.cli.run_cli_job``).
+(``sweep_stopped()``, checked by ``runners.jobs.run_one.run_cli_job``).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ the target (``runners.jobs.inputs``), takes the folder's lock, loads the models 
 ``specbench.models.cache.MODEL_CACHE``), warms up, resets the policy, decodes every prompt and appends one
 record per prompt turn to ``records.jsonl`` as soon as it is done (``runners.jobs.record``), and writes
 ``summary.json`` atomically at the start (``running``) and at the end (``complete``, ``failed`` or
-``interrupted``). ``run.py`` calls it through ``runners.jobs.cli.run_cli_job`` (exit codes, messages).
+``interrupted``). ``run.py`` calls it through ``runners.jobs.run_one.run_cli_job`` (exit codes, messages).
 
 A job whose summary says ``complete`` is skipped unless ``overwrite=true``; otherwise prompt turns
 already in ``records.jsonl`` are not redone. A job folder that holds results of another config

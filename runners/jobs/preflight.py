@@ -6,7 +6,7 @@ Hydra.run`` calls ``callbacks.on_run_start`` and then ``core/utils.py: run_job``
 folder). A ``results_dir`` that cannot be created (its parent is a file, or is not writable) would
 end there in a traceback. This callback runs first (``conf/config.yaml``: ``hydra.callbacks``, listed
 before the sweep report, which writes into the sweep folder): one line naming ``results_dir`` on
-stderr, exit status 2, nothing written, as for every other bad value (``runners.jobs.cli.run_cli_job``).
+stderr, exit status 2, nothing written, as for every other bad value (``runners.jobs.run_one.run_cli_job``).
 """
 
 from __future__ import annotations

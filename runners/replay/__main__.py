@@ -1,7 +1,7 @@
-"""``python -m runners.replay trace | calibrate | grid | lab`` (see ``runners.replay.cli``)."""
+"""``python -m runners.replay trace | calibrate | grid | lab`` (see ``runners.replay.commands``)."""
 
 import sys
 
-from runners.replay.cli import main
+from runners.replay.commands import main
 
 sys.exit(main())

@@ -11,7 +11,7 @@ like a job does (one untimed warm-up generation, then a fresh policy across the 
 and ``runners.replay.replay.replay_job`` on the traces; print, per run, whether the rounds are equal
 (γ / drafted / accepted traces), the measured and predicted pooled tokens/s and the relative
 error, and the same for the target alone (AR, measured while tracing). Without ``--latency`` (a json, or a
-folder of ``<pair>.json``) a quick calibration (``runners.replay.latency.calibrate``, few repeats) is made first;
+folder of ``<pair>.json``) a quick calibration (``runners.replay.calibration.calibrate``, few repeats) is made first;
 a given file timed on other torch threads (``--threads``), another device or dtype, or other batch-1 kernels than
 the runs here (the plain loop) is refused in one line (``specbench.timed_on.check_timed_on``).
 (``scripts/validate_replay.py`` before issue 30; the pair's models come from ``specbench.models.cache.load_pair``,
@@ -65,8 +65,8 @@ def live_main(args: argparse.Namespace) -> int:
     torch.set_num_threads(args.threads)
     from runners.drafters.model import ModelDrafter
     from runners.engine.speculative import SpeculativeRunner
+    from runners.replay.calibration import ModelTimer, calibrate, measure_overheads, timed_here
     from runners.replay.grid import load_method
-    from runners.replay.latency import ModelTimer, calibrate, measure_overheads, timed_here
     from runners.replay.replay import replay_job
     from runners.replay.trace_build import build_trace
     from specbench.config import JobConfig, compose

@@ -84,7 +84,7 @@ def export(records: Iterable[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], 
 
 
 def add_parser(targets: Any) -> None:
-    """``export aiperf RECORDS --out FILE`` (``runners.replay.cli``; ``targets`` from ``export_vllm.add_parser``)."""
+    """``export aiperf RECORDS --out FILE`` (``runners.replay.commands``; ``targets`` from ``export_vllm.add_parser``)."""
     s = targets.add_parser("aiperf", help=f"AIPerf's per-request records ({aiperf_record.PROFILE_EXPORT} lines "
                                           "carrying SpecDecodeAcceptanceRecord)")
     s.add_argument("records", help="a records.jsonl, or a results folder searched for them")

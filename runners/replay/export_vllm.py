@@ -78,7 +78,7 @@ def export(records: Iterable[Mapping[str, Any]], level: str = vllm_metrics.LEVEL
 
 
 def add_parser(sub: Any) -> Any:
-    """``export vllm RECORDS --out FILE`` (``runners.replay.cli``); returns the ``export`` targets, for
+    """``export vllm RECORDS --out FILE`` (``runners.replay.commands``); returns the ``export`` targets, for
     ``runners.replay.export_aiperf``'s."""
     e = sub.add_parser("export", help="write a run's records in a peer's format (issue 49)")
     targets = e.add_subparsers(dest="target", required=True)

@@ -99,7 +99,7 @@ class MethodSpec:
     display: str | None = None  # the method YAML's ``display`` (``MethodConfig.display``), as a job's record names it
 
     def build(self, gamma: int) -> GammaPolicy:
-        from methods.registry import build_policy
+        from methods.policies import build_policy
 
         return build_policy(self.policy, gamma, dict(self.params))
 
@@ -115,7 +115,7 @@ class MethodSpec:
 def load_method(spec: str, conf_dir: str | os.PathLike | None = None) -> MethodSpec:
     """``NAME`` (``conf/method/NAME.yaml``, or a registered policy name) or
     ``NAME:key=value,key=value`` (parameters overridden; the label is the whole string)."""
-    from methods.registry import POLICIES
+    from methods.policies import POLICIES
     from specbench.registry import ConfigError
 
     name, overrides = parse_spelling(spec)

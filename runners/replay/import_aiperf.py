@@ -103,7 +103,7 @@ def import_traces(path: str | os.PathLike, pair: str = "aiperf", task: str | Non
 
 
 def add_parser(sources: Any) -> None:
-    """``import aiperf PATH ...`` (``runners.replay.cli``)."""
+    """``import aiperf PATH ...`` (``runners.replay.commands``)."""
     s = sources.add_parser("aiperf", help="AIPerf's per-request SpecDecodeAcceptanceRecord (profile_export.jsonl), "
                                           "SGLang's meta_info, TensorRT-LLM's speculative_decoding")
     s.add_argument("path", help=f"JSON lines: AIPerf's {aiperf_record.PROFILE_EXPORT}, bare records, SGLang or "

@@ -293,7 +293,7 @@ def write_import(out: str | os.PathLike, traces: Sequence[AcceptanceTrace], meta
 
 
 def add_parser(sub: Any) -> Any:
-    """``import specdecode-bench PATH ...`` under the simulator's command line (``runners.replay.cli``); returns the
+    """``import specdecode-bench PATH ...`` under the simulator's command line (``runners.replay.commands``); returns the
     ``import`` command's sources, for the other importers (``runners.replay.import_vllm``)."""
     i = sub.add_parser("import", help="import a peer's acceptance data as traces (issue 41)")
     sources = i.add_subparsers(dest="source", required=True)

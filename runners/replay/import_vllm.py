@@ -172,7 +172,7 @@ def import_traces(path: str | os.PathLike, pair: str = "vllm", task: str | None 
 
 
 def add_parser(sources: Any) -> None:
-    """``import vllm PATH ...`` (``runners.replay.cli``)."""
+    """``import vllm PATH ...`` (``runners.replay.commands``)."""
     s = sources.add_parser("vllm", help=f"vLLM's per-request metrics.{vllm_metrics.BLOCK} "
                                         f"({vllm_metrics.FLAG} {vllm_metrics.LEVEL})")
     s.add_argument("path", help="vLLM responses as JSON lines (bodies or final usage chunks), a logged SSE stream, "

@@ -325,7 +325,7 @@ def _add_commands(p: argparse.ArgumentParser) -> None:
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
-    """``lab`` as a subcommand of ``python -m runners.replay`` (``runners.replay.cli``)."""
+    """``lab`` as a subcommand of ``python -m runners.replay`` (``runners.replay.commands``)."""
     p = sub.add_parser("lab", help="the γ-policy lab: traces, replay, real-run confirmation, compare",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_commands(p)

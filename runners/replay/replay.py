@@ -26,7 +26,7 @@ for fp32/bf16 drafts up to float rounding (tested on tiny models, every policy),
 statistically for a draft whose outputs depend on how its input is chunked (the default
 pair's int8-dynamic draft; see ``runners.replay.trace``).
 
-With a ``LatencyModel`` (``specbench.latency``, calibrated by ``runners.replay.latency``) each round is
+With a ``LatencyModel`` (``specbench.latency``, calibrated by ``runners.replay.calibration``) each round is
 charged by its one rule (``specbench.latency.round_parts``): the target's forward of
 ``d + 1`` tokens at context ``P + t − 1``; the draft's ``d`` forwards (the first feeds what
 the draft's cache has not seen: its prefill in the first drafting round, else 1–3 tokens;

@@ -14,7 +14,7 @@ Shapes (``conf/``), each node typed in its own module:
   live once in ``conf/model/<name>.yaml`` and pairs compose them (``defaults: [/model@target: …]``),
   so a pair file holds only what differs. Every model field not set takes ``ModelSpec``'s default.
 * ``method`` (``specbench.config.method``): ``name``, ``runner`` (``ar`` | ``speculative`` | ``hf``),
-  ``policy`` (a key of ``methods.registry.POLICIES``; none for ``ar``) and the policy's knobs (the
+  ``policy`` (a key of ``methods.policies.POLICIES``; none for ``ar``) and the policy's knobs (the
   other keys); an ``ar`` method's knobs are ``cache`` (``dynamic`` | ``offloaded``) and ``loop``
   (``specbench`` | ``transformers``, i.e. ``generate()``: ``method=hf_native_ar``).
 * ``hetero`` (``specbench.config.method``): the cross-vocabulary algorithm, its own choice (``auto`` =

@@ -1,4 +1,4 @@
-"""The command line and its artefact registry (``analysis.cli``, ``analysis.registry``): every artefact written, a
+"""The command line and its artefact registry (``analysis.make_artefacts``, ``analysis.artefacts``): every artefact written, a
 results folder without some inputs skipped with a word, ``--list`` naming every artefact and nothing written that
 it does not name, the registry refusing what it cannot run; analysis imports specbench only."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.cli import main
+from analysis.make_artefacts import main
 
 
 @pytest.mark.slow
@@ -48,7 +48,7 @@ def test_cli_default_out_print_only_and_missing_data(results, tmp_path, capsys):
 
 
 def test_list_names_every_artefact_without_a_results_folder(capsys):
-    from analysis.registry import SCOPES, load
+    from analysis.artefacts import SCOPES, load
 
     assert main(["--list"]) == 0
     listed = capsys.readouterr().out
@@ -64,7 +64,7 @@ def test_list_names_every_artefact_without_a_results_folder(capsys):
 def test_every_file_the_cli_writes_is_a_registered_artefact(results, tmp_path):
     """The registry key is where an artefact is written: ``tables/<name>`` and ``figures/<name>``
     (a scenario's suffix ``-<task>-t<T>`` appended): nothing is written that ``--list`` does not name."""
-    from analysis.registry import load
+    from analysis.artefacts import load
 
     out = tmp_path / "out"
     assert main([str(results), "--out", str(out)]) == 0
@@ -75,9 +75,9 @@ def test_every_file_the_cli_writes_is_a_registered_artefact(results, tmp_path):
 
 
 def test_a_table_under_another_name_than_its_key_is_refused(complete, tmp_path, capsys):
-    from analysis.cli import Report
+    from analysis.artefacts import SCENARIO, Artefact, Inputs
     from analysis.gammatune.rounds import acceptance_table
-    from analysis.registry import SCENARIO, Artefact, Inputs
+    from analysis.make_artefacts import Report
 
     wrong = Artefact("tables/acceptance_rates", "acceptance table", "one line", SCENARIO, ("records",), acceptance_table)
     report = Report(tmp_path)
@@ -87,7 +87,7 @@ def test_a_table_under_another_name_than_its_key_is_refused(complete, tmp_path, 
 
 
 def test_registry_refuses_what_it_cannot_run():
-    from analysis.registry import SCENARIO, artefact, get
+    from analysis.artefacts import SCENARIO, artefact, get
 
     with pytest.raises(ValueError, match="unknown needs"):
         artefact("tables/x", "x", about="x", scope=SCENARIO, needs=("record",))
@@ -106,7 +106,7 @@ def test_analysis_imports_only_specbench(root):
     import subprocess
     import sys
 
-    code = ("import sys, analysis.cli, analysis.wandb_source; "
+    code = ("import sys, analysis.make_artefacts, analysis.wandb_source; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('runners', 'methods', 'wandb')))")
     out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

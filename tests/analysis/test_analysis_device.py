@@ -106,7 +106,7 @@ def test_a_target_on_two_kinds_is_two_targets_for_the_tables_keyed_by_target():
 
 
 def test_two_folders_one_per_device_are_two_pairs(tmp_path):
-    from analysis.cli import load_folders
+    from analysis.make_artefacts import load_folders
 
     for folder, device_id, rate in (("cpu_sweep", CPU, 10.0), ("gpu_sweep", GPU, 100.0)):
         job = tmp_path / folder / "job"

@@ -11,10 +11,10 @@ import pytest
 
 from analysis.categories import category_table
 from analysis.frame import rows_to_frame
-from analysis.gammatune.latency import latency_table
 from analysis.gammatune.rounds import acceptance_table, trace_frame, trace_table
 from analysis.gammatune.table2 import speedup_table
 from analysis.gammatune.throughput import plot_sensitivity, plot_throughput
+from analysis.gammatune.tpot import latency_table
 from analysis.hetero import hetero_table, hfbench_table
 from analysis.paper import model_key
 

@@ -16,8 +16,8 @@ from helpers.policy_lab import lab_script
 
 
 def test_leaderboard_from_cells_equals_leaderboard_from_rows(noisy_pair, tmp_path, root):
-    from analysis.cli import main as analysis_main
     from analysis.leviathan import leviathan_frame
+    from analysis.make_artefacts import main as analysis_main
     from analysis.policy_lab import leaderboard, load_replay
     from runners.replay.grid import cells, replay_grid
 

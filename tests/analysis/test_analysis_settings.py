@@ -12,10 +12,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from analysis.cli import main
 from analysis.frame import load_records, rows_to_frame, scenarios, variant_key
 from analysis.gammatune.table2 import speedup_table
 from analysis.hetero import rule_method
+from analysis.make_artefacts import main
 from analysis.metrics import method_label
 from analysis.settings import setting_partitions
 from specbench.config.method import method_defaults as yaml_method_defaults

@@ -11,11 +11,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.cli import main
 from analysis.drift import drift_normalised, drift_summary, noise_floor_table, probe_cells
 from analysis.frame import DuplicateRecords, load_records, rows_to_frame
 from analysis.gammatune.table2 import speedup_table
 from analysis.gammatune.throughput import throughput_table
+from analysis.make_artefacts import main
 from analysis.metrics import aa_original, method_label, ordered_methods, throughput
 from analysis.uncertainty import UNRESOLVED_MARK, Bootstrap, Design, Estimate, Jackknife, resolve, t_quantile
 

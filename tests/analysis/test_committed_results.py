@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from analysis.cli import main as analysis_main
+from analysis.make_artefacts import main as analysis_main
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "results" / "committed"

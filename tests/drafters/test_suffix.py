@@ -119,7 +119,7 @@ def test_bad_options_fail_before_any_model_loads(options, key):
 
 @pytest.mark.slow
 def test_lossless_and_replayed_exactly_by_the_lab(noisy_pair):
-    from methods.registry import build_policy
+    from methods.policies import build_policy
     from runners.engine.speculative import SpeculativeRunner
     from runners.replay.grid import load_method
     from runners.replay.replay import replay
@@ -143,7 +143,7 @@ def test_lossless_and_replayed_exactly_by_the_lab(noisy_pair):
 
 def test_the_pair_is_typed_prepared_and_declared():
     from runners.jobs.build import prepare
-    from runners.replay.cli import traceable
+    from runners.replay.commands import traceable
     from specbench.config import JobConfig
     from specbench.speculation_profile import speculation_method
 

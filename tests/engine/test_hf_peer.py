@@ -24,7 +24,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from methods.registry import build_policy
+from methods.policies import build_policy
 from runners.drafters.model import ModelDrafter
 from runners.engine.hf_assisted import HFAssistedRunner, HFSettings, hf_settings
 from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner

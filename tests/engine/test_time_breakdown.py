@@ -140,7 +140,7 @@ def test_predicted_wall_of_a_fused_first_round():
 def test_job_records_and_analysis_show_the_breakdown(pair, tmp_path):
     from omegaconf import OmegaConf
 
-    from analysis.cli import main as analysis_main
+    from analysis.make_artefacts import main as analysis_main
     from runners.jobs.job import run_job
 
     from helpers import compose, saved_pair_config
@@ -186,7 +186,7 @@ def test_latency_percentiles_are_numpys_over_each_cells_prompt_turns():
     of one token has no TPOT and counts for TTFT only; cells never pool."""
     import pandas as pd
 
-    from analysis.registry import get
+    from analysis.artefacts import get
     from analysis.time_breakdown import latency_percentiles_table
 
     cell = {"pair": "p", "hetero": None, "task": "t", "temperature": 0.0}

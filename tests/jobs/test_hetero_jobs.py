@@ -160,7 +160,7 @@ def test_prediction_table_sets_leviathan_beside_the_measured_speedup(tmp_path):
 def test_calibration_pools_and_overheads_of_a_cross_vocabulary_pair():
     from runners.drafters.slem import SLEMDrafter
     from runners.drafters.text_sync import CrossVocab
-    from runners.replay.latency import ModelTimer, measure_overheads
+    from runners.replay.calibration import ModelTimer, measure_overheads
 
     from helpers.tiny import tiny_model, tiny_tokenizer
 

@@ -1,7 +1,7 @@
 """Every bad input gets a clear one-line error before work starts, and leaves nothing behind (issue 17).
 
 One test per kind of bad input users really produce, through ``run.py``'s job entry point
-(``runners.jobs.cli.run_cli_job``: what ``run.py`` calls after Hydra composed the config), plus a
+(``runners.jobs.run_one.run_cli_job``: what ``run.py`` calls after Hydra composed the config), plus a
 property-based test that throws generated bad configs and data files at it and asserts: exit status
 2, one ERROR line that names the offending key or file, no traceback, no job folder.
 """
@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from omegaconf import OmegaConf
 
-from runners.jobs.cli import run_cli_job
+from runners.jobs.run_one import run_cli_job
 
 from helpers import ROOT, compose
 

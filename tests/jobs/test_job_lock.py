@@ -146,8 +146,8 @@ def test_kill_9_the_holder_and_the_next_run_takes_the_lock_and_resumes(tiny_conf
 
 
 def test_analysis_refuses_a_folder_with_a_turn_recorded_twice(tmp_path):
-    from analysis.cli import main
     from analysis.frame import DuplicateRecords, load_records
+    from analysis.make_artefacts import main
 
     job = tmp_path / "gamma=2,method=specdecode"
     job.mkdir()

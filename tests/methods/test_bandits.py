@@ -7,7 +7,7 @@ from __future__ import annotations
 from methods.bandits import EXP3, UCB1
 from methods.banditspec import BanditSpec
 from methods.base import RoundOutcome
-from methods.registry import build_policy
+from methods.policies import build_policy
 
 from helpers.policy_lab import latency_json
 

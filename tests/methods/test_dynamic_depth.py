@@ -11,7 +11,7 @@ import pytest
 
 from methods.base import DraftStep
 from methods.max_confidence import MaxConfidence
-from methods.registry import build_policy
+from methods.policies import build_policy
 from runners.drafters.model import ModelDrafter
 from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
 from specbench.registry import ConfigError

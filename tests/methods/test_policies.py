@@ -19,7 +19,7 @@ from omegaconf import OmegaConf
 from methods.base import DraftStep, RoundOutcome
 from methods.gammatune import GammaTune, GammaTunePlus
 from methods.hf_heuristic import HFHeuristic
-from methods.registry import POLICIES, build_policy, policy_params
+from methods.policies import POLICIES, build_policy, policy_params
 from methods.threshold import AssistantThreshold
 from runners.replay.grid import load_method
 from specbench.config import MethodConfig

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from methods.registry import build_policy
+from methods.policies import build_policy
 from runners.replay import aiperf_record
-from runners.replay.cli import main as cli_main
+from runners.replay.commands import main as cli_main
 from runners.replay.export_aiperf import export, line_of
 from runners.replay.import_aiperf import STATS_FILE, import_stats, import_traces
 from runners.replay.oracle import ScriptedPolicy

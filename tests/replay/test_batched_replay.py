@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from methods.base import COSTS, DraftStep, FixedGamma, GammaPolicy, RoundOutcome, policy_needs
-from methods.registry import build_policy
+from methods.policies import build_policy
 from methods.rules import emitted_tokens, round_outcome, stop_drafting_after, verified_block
 from runners.engine.verify import verify_greedy
 from runners.replay.batched import (
@@ -38,8 +38,8 @@ from runners.replay.batched import (
     replay_job_batched,
     rows_of,
 )
+from runners.replay.calibration import calibrate
 from runners.replay.grid import cells, load_method, replay_grid
-from runners.replay.latency import calibrate
 from runners.replay.oracle import agreement_oracle, oracle, oracle_schedule
 from runners.replay.replay import ReplayResult, max_new, replay, replay_job, replay_rows
 from runners.replay.trace import Trace, write_traces
@@ -526,7 +526,7 @@ def test_the_oracle_at_a_batch_size(traces):
 
 
 def test_bad_batching_is_one_line(traces, tmp_path, capsys):
-    from runners.replay.cli import main
+    from runners.replay.commands import main
 
     build = partial(FixedGamma, 2)
     for size in (0, -2, 2.5, True):
@@ -550,7 +550,7 @@ def test_bad_batching_is_one_line(traces, tmp_path, capsys):
 
 
 def test_lab_replays_every_batch_size_and_the_figure_follows(traces, tmp_path):
-    from analysis.cli import main as analysis_main
+    from analysis.make_artefacts import main as analysis_main
     from analysis.policy_lab import batch_frame, batch_table, leaderboard, load_replay
     from runners.replay import lab
 
@@ -597,7 +597,7 @@ def test_the_committed_leaderboard_renders_as_committed(root):
 @pytest.mark.slow
 def test_the_committed_batched_lab_regenerates_its_tables(root, tmp_path):
     """results/committed/policy_lab_batch: the replay at B in {1, 2, 4, 8} gives its committed tables."""
-    from analysis.cli import main as analysis_main
+    from analysis.make_artefacts import main as analysis_main
 
     folder = root / "results" / "committed" / "policy_lab_batch"
     assert analysis_main([str(folder / "replay"), "--out", str(tmp_path)]) == 0
@@ -689,7 +689,7 @@ def test_the_model_timer_times_forwards_of_several_rows(noisy_pair):
     """``ModelTimer`` at batch b: b rows of their own tokens through a cache of ``context`` columns (cropped back
     after each forward), with the batched engine's attention mask and positions; a calibration at batch sizes
     on real (tiny) models gives a table per size."""
-    from runners.replay.latency import ModelTimer
+    from runners.replay.calibration import ModelTimer
 
     _, target, draft, prompts = noisy_pair
     pool = [t for ids in prompts for t in ids]
@@ -708,7 +708,7 @@ def test_the_model_timer_times_several_rows_on_the_batched_engines_kernels(noisy
     """``calibrate --fast-linear`` (``ModelTimer(batch_models=...)``): forwards of more than one row run on the
     batched engine's transposed kernels (``verify_forward.batch_kernels``), batch 1 on the plain model."""
     from runners.engine.verify_forward import TransposedLinear, batch_kernels
-    from runners.replay.latency import ModelTimer
+    from runners.replay.calibration import ModelTimer
     from specbench.config import EngineConfig
 
     _, target, draft, prompts = noisy_pair
@@ -732,7 +732,7 @@ def test_the_graph_timer_times_the_forward_the_eager_loop_computes(noisy_pair):
     import torch
 
     from runners.engine.kv import cache_arg, new_cache
-    from runners.replay.latency import GraphTimer
+    from runners.replay.calibration import GraphTimer
 
     _, target, draft, prompts = noisy_pair
     pool = [t for ids in prompts for t in ids]

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from methods.registry import build_policy
+from methods.policies import build_policy
 from runners.drafters.hybrid import HybridDrafter
 from runners.drafters.model import ModelDrafter
 from runners.drafters.prompt_lookup import PromptLookupDrafter
@@ -84,7 +84,7 @@ def test_the_trace_command_traces_a_hybrid_pair(tiny_conf, tmp_path):
     import yaml
     from omegaconf import OmegaConf
 
-    from runners.replay.cli import main, trace_config
+    from runners.replay.commands import main, trace_config
     from runners.replay.trace import read_traces
     from specbench.config import JobConfig
 

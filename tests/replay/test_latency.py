@@ -17,7 +17,7 @@ import pytest
 import analysis.leviathan
 import methods.costs
 import runners.jobs.predict
-import runners.replay.latency
+import runners.replay.calibration
 import runners.replay.replay
 import specbench.latency
 from analysis.leviathan import calibration_c, load_calibrations
@@ -43,11 +43,11 @@ def _model(draft_table: bool = True) -> LatencyModel:
 
 
 def test_the_format_is_defined_once():
-    for module in (methods.costs, analysis.leviathan, runners.jobs.predict, runners.replay.latency,
+    for module in (methods.costs, analysis.leviathan, runners.jobs.predict, runners.replay.calibration,
                    runners.replay.replay):
         assert not hasattr(module, "LATENCY_VERSION"), module.__name__
     # the readers hold the core type, not a copy of it
-    assert runners.replay.latency.LatencyModel is LatencyModel and runners.replay.latency.ForwardCost is ForwardCost
+    assert runners.replay.calibration.LatencyModel is LatencyModel and runners.replay.calibration.ForwardCost is ForwardCost
     assert runners.jobs.predict.LatencyModel is LatencyModel and runners.jobs.predict.predict_wall_ms is predict_wall_ms
     assert runners.replay.replay.LatencyModel is LatencyModel
     assert not hasattr(runners.replay.replay, "predict_wall_ms") and not hasattr(runners.replay.replay, "_round_parts")
@@ -150,7 +150,7 @@ def test_a_captured_graph_keeps_the_tensors_its_forward_reads_alive(monkeypatch)
         def forward():
             return inp * 2
 
-        graph, out = runners.replay.latency.capture_graph(forward, warmup=1)
+        graph, out = runners.replay.calibration.capture_graph(forward, warmup=1)
         assert torch.equal(out, torch.arange(4) * 2)
         return graph, weakref.ref(inp)
 

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from methods.registry import build_policy
+from methods.policies import build_policy
 from runners.replay.batched import oracle_batches
 from runners.replay.import_specdecode_bench import Request, import_traces, to_trace
 from runners.replay.oracle import agreement_oracle, oracle, oracle_schedule

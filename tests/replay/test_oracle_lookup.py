@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 
-from methods.registry import build_policy
+from methods.policies import build_policy
 from runners.drafters.prompt_lookup import PromptLookupDrafter
 from runners.replay.grid import load_method
 from runners.replay.replay import replay

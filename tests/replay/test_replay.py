@@ -25,13 +25,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from methods.base import COSTS, FixedGamma, policy_needs
-from methods.registry import POLICIES, build_policy
+from methods.policies import POLICIES, build_policy
 from runners.drafters.model import ModelDrafter
 from runners.engine.speculative import SpeculativeRunner
 from runners.engine.verify import Sampling
-from runners.replay.cli import main
+from runners.replay.calibration import calibrate, fit_affine
+from runners.replay.commands import main
 from runners.replay.grid import BEST_FIXED_TASK, MethodSpec, load_method, result_row
-from runners.replay.latency import calibrate, fit_affine
 from runners.replay.oracle import AGREEMENT_ORACLE, ORACLE, agreement_oracle, oracle, oracle_schedule
 from runners.replay.replay import replay, replay_job
 from runners.replay.trace import (
@@ -435,7 +435,9 @@ def test_grid_cli_writes_rows_and_the_oracle_table(traces, tmp_path, capsys):
     assert {"pair", "method", "gamma_init", "prompt_id", "new_tokens", "rounds", "drafted", "accepted",
             "acceptance_rate", "gamma_trace", "tokens_per_s"} <= set(rows[0])
     assert (out / "replay.csv").exists()
-    from analysis.cli import main as analysis_main  # the simulator writes rows; analysis renders them
+    from analysis.make_artefacts import (
+        main as analysis_main,  # the simulator writes rows; analysis renders them
+    )
 
     assert analysis_main([str(out)]) == 0
     assert (out / "analysis" / "tables" / "replay_oracle.md").exists()

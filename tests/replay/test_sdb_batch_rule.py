@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from analysis.policy_lab import VERDICTS
-from methods.registry import build_policy
+from methods.policies import build_policy
 from runners.replay.batched import batches_of, rows_for_rule
-from runners.replay.cli import main as cli_main
+from runners.replay.commands import main as cli_main
 from runners.replay.import_specdecode_bench import import_traces
 from runners.replay.replay import replay_rows
 from runners.replay.specdecode_bench import latency_model

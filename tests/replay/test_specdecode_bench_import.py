@@ -12,8 +12,8 @@ import random
 
 import pytest
 
-from methods.registry import build_policy
-from runners.replay.cli import main as cli_main
+from methods.policies import build_policy
+from runners.replay.commands import main as cli_main
 from runners.replay.import_specdecode_bench import (
     PLACEHOLDER,
     REJECTED,

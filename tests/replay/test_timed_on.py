@@ -192,7 +192,7 @@ def test_calibrate_times_at_a_jobs_threads_and_says_what_it_timed(tiny_conf, tmp
     at; it used to force 2), takes ``threads=N`` as a job does, and writes threads, device, dtype and the batch-1
     kernels into ``meta``; a job of the same settings then uses the file."""
     torch = pytest.importorskip("torch")
-    from runners.replay import cli
+    from runners.replay import commands as cli
 
     real_compose = cli.compose
 

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from methods.base import COSTS, FixedGamma, policy_needs
-from methods.registry import build_policy
+from methods.policies import build_policy
 from runners.drafters.prompt_lookup import PromptLookupDrafter
 from runners.engine.speculative import SpeculativeRunner
 from runners.replay.grid import MethodSpec, load_method

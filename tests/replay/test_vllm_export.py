@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from methods.registry import build_policy
-from runners.replay.cli import main as cli_main
+from methods.policies import build_policy
+from runners.replay.commands import main as cli_main
 from runners.replay.export_vllm import export, response_of
 from runners.replay.import_vllm import import_traces
 from runners.replay.oracle import ScriptedPolicy

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from methods.registry import build_policy
-from runners.replay.cli import main as cli_main
+from methods.policies import build_policy
+from runners.replay.commands import main as cli_main
 from runners.replay.import_specdecode_bench import PLACEHOLDER, REJECTED, capped_rounds
 from runners.replay.import_vllm import censored_rounds, import_traces, to_trace
 from runners.replay.replay import replay

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from methods.registry import build_policy
+from methods.policies import build_policy
 from runners.jobs.build import prepare
 from specbench.config import (
     SCALARS,

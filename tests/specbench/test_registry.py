@@ -90,9 +90,9 @@ def test_a_module_that_declares_a_name_but_registers_nothing_or_elsewhere_fails(
 #: per registry: how to ask for one name, the registry, the name (``methods.base``, the interface every policy
 #: subclasses, declares ``fixed`` and is imported by the package itself)
 FRESH = {
-    "policies": ("from methods.registry import POLICIES; POLICIES.get('svip')", "methods.registry:POLICIES", "svip"),
+    "policies": ("from methods.policies import POLICIES; POLICIES.get('svip')", "methods.policies:POLICIES", "svip"),
     "datasets": ("from specbench.tasks import TASKS; TASKS.get('gsm8k')", "specbench.tasks.config:TASKS", "gsm8k"),
-    "tables": ("from analysis.registry import get; get('tables/time_breakdown')", "analysis.registry:ARTEFACTS",
+    "tables": ("from analysis.artefacts import get; get('tables/time_breakdown')", "analysis.artefacts:ARTEFACTS",
                "tables/time_breakdown"),
 }
 
@@ -110,7 +110,7 @@ def test_the_projects_registries_import_only_the_asked_names_module(kind):
     assert others_imported.strip() == "[]"
 
 
-@pytest.mark.parametrize("registry", ["methods.registry:POLICIES", "specbench.tasks.config:TASKS"])
+@pytest.mark.parametrize("registry", ["methods.policies:POLICIES", "specbench.tasks.config:TASKS"])
 def test_what_the_scan_reads_is_what_importing_registers(registry):
     """Every module of the package imported: each declared name is registered from the module declaring it, and
     nothing is registered that the sources do not declare (the scan sees every registration)."""

@@ -168,7 +168,7 @@ def test_the_category_table_has_speed_benchs_categories_and_no_fixed_list():
 
 @pytest.mark.slow
 def test_a_job_records_speed_bench_categories_and_asks_later_turns_after_its_answers(tiny_conf, tmp_path):
-    from runners.jobs.cli import run_cli_job
+    from runners.jobs.run_one import run_cli_job
 
     # engine options off: the records' method is then plain ``specdecode``, the table's baseline without AR
     job = compose("warmup=0", "verify_lossless=false", "max_new_tokens=4", "gamma=2", "task=speed_bench",

@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from analysis.artefacts import SETTING, artefact
 from analysis.metrics import POOLINGS, check_pooling, fmt_num, is_ar, throughput
 from analysis.paper import gammatune_table1, model_key
-from analysis.registry import SETTING, artefact
 from analysis.render import Table
 
 

@@ -1,6 +1,6 @@
 """Every artefact ``python -m analysis`` can make, by name: a registry the CLI iterates, as
 lm-evaluation-harness's ``lm_eval.api.registry`` registers models where they are defined
-(``@register_model("name")``) and ``methods.registry`` names the γ policies.
+(``@register_model("name")``) and ``methods.policies`` names the γ policies.
 
 An artefact is one function, registered where it is defined::
 

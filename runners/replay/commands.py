@@ -24,11 +24,11 @@ prompt lookup pair) for a composed config, or for every traceable (pair, task, `
 the greedy jobs under a results folder; rollouts are ``max_new_tokens − 1`` long by default, so replay
 never refuses a policy; ``--reuse-target`` takes the target's greedy outputs from another pair's traces
 (same target, task and length) instead of decoding again. ``calibrate`` measures a pair's latency
-model (``runners.replay.latency``; a prompt lookup pair's draft forwards cost 0) on what a job of the pair would
+model (``runners.replay.calibration``; a prompt lookup pair's draft forwards cost 0) on what a job of the pair would
 run: the config composed from ``pair=NAME`` and ``OVERRIDES`` (Hydra overrides, e.g. ``threads=2`` or
 ``pair.target.dtype=bfloat16``), its torch threads those of a job (``runners.jobs.job``: ``threads``, null = torch's
 own choice, which is left alone; ``--threads N`` sets them), and says so in ``meta`` (threads, device, dtype, the
-kernels: ``runners.replay.latency.timed_here``), which a job's prediction and ``lab compare`` check
+kernels: ``runners.replay.calibration.timed_here``), which a job's prediction and ``lab compare`` check
 (``specbench.timed_on.check_timed_on``; until issue 40 calibrate pinned 2 threads whatever the jobs ran); ``grid`` replays
 methods × initial γ and writes rows (``runners.replay.grid.write_grid``: ``replay.jsonl``, ``replay.csv``,
 ``meta.json``); ``lab`` is the γ-policy lab (``runners.replay.lab``, its grid ``conf/experiment/policy_lab.yaml``).
@@ -285,7 +285,7 @@ def grid_main(args: argparse.Namespace) -> int:
 def calibrate_main(args: argparse.Namespace) -> int:
     import torch
 
-    from runners.replay.latency import ModelTimer, calibrate, measure_overheads, timed_here
+    from runners.replay.calibration import ModelTimer, calibrate, measure_overheads, timed_here
     from specbench.models.cache import load_pair
     from specbench.provenance import provenance
     from specbench.tasks import load_task

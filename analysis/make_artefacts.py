@@ -10,7 +10,7 @@
 Writes ``DIR/tables/<name>.{md,tex,csv,data.csv}`` and ``DIR/figures/<name>.{png,pdf}``
 (default ``DIR``: ``RESULTS_DIR/analysis``; for several folders ``<parent of the first>/<name1>+<name2>/analysis``;
 for ``--wandb``: ``results/wandb/ENTITY_PROJECT/analysis``)
-and prints the Markdown speedup table(s). The artefacts are those of ``analysis.registry`` (each
+and prints the Markdown speedup table(s). The artefacts are those of ``analysis.artefacts`` (each
 registered where it is defined, made scope by scope); one whose inputs are absent is skipped with a
 note; one that fails is reported and the others are still written (exit status 1).
 
@@ -59,6 +59,7 @@ from typing import Any
 
 import pandas as pd
 
+from analysis.artefacts import REPLAY, SCENARIO, SETTING, SWEEP, Artefact, Inputs, artefacts, get, listing
 from analysis.drift import DRIFT_THRESHOLD, drift_normalised, drift_summary
 from analysis.frame import DuplicateRecords, complete_only, load_records, scenarios, split_by_device
 from analysis.hetero import PAPER_MIN_NEW_TOKENS
@@ -66,7 +67,6 @@ from analysis.leviathan import load_calibrations, load_cost_ratios
 from analysis.metrics import POOLINGS
 from analysis.paper import load_paper_numbers
 from analysis.policy_lab import load_replay
-from analysis.registry import REPLAY, SCENARIO, SETTING, SWEEP, Artefact, Inputs, artefacts, get, listing
 from analysis.render import Table, save_figure, to_markdown, write_table
 from analysis.settings import setting_partitions
 
@@ -102,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 class Report:
-    """Makes registered artefacts (``analysis.registry``), writes what they return, and notes what was
+    """Makes registered artefacts (``analysis.artefacts``), writes what they return, and notes what was
     skipped or failed."""
 
     def __init__(self, out: Path | None) -> None:
@@ -154,7 +154,7 @@ def options(args: argparse.Namespace) -> Inputs:
 
 def analyse(df: pd.DataFrame, out: Path | None, args: argparse.Namespace) -> Report:
     """Every registered artefact of ``df`` (already filtered) into ``out`` (``None``: only those whose
-    result reaches the terminal, ``terminal``), scope by scope (``analysis.registry``)."""
+    result reaches the terminal, ``terminal``), scope by scope (``analysis.artefacts``)."""
     report = Report(out)
     shared = options(args)
     same_vocab = df[df["hetero"].isna()]  # GammaTune's artefacts compare γ policies on one vocabulary
