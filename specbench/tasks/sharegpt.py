@@ -1,27 +1,30 @@
-"""``sharegpt``: ShareGPT conversations (the Vicuna training scrape), one conversation's opening turn per prompt: the
-file ``ShareGPT_V3_unfiltered_cleaned_split.json`` of the Hub dataset repository
-``anon8231489123/ShareGPT_Vicuna_unfiltered`` fetched with ``huggingface_hub`` (``hub_file``), or ``task.data_files``.
-One of SpecDecode-Bench's four workloads (``combined_sharegpt.jsonl``, whose traces the policy lab imports:
-``runners.replay.import_specdecode_bench``), the open-ended chat one, so a real engine's acceptance on it can be set
-beside ours. Rows: ``id``, ``conversations`` (a list of ``{"from": "human" | "gpt", "value": text}`` turns); the
-file is one JSON array of them, which ``task.data_files`` reads as it reads JSON lines (``specbench.tasks.files``).
-The prompt is the first turn's ``value``, the reference the second's; a prompt's id is the row's ``id``.
+"""``sharegpt``: ShareGPT conversations (the Vicuna training scrape), one conversation's opening turn per prompt:
+the file ``ShareGPT_V3_unfiltered_cleaned_split.json`` of the Hub dataset repository
+``anon8231489123/ShareGPT_Vicuna_unfiltered``, fetched with ``huggingface_hub`` (``hub_file``), or
+``task.data_files``. One of SpecDecode-Bench's four workloads (``combined_sharegpt.jsonl``, whose traces the policy
+lab imports: ``runners.replay.import_specdecode_bench``), the open-ended chat one, so a real engine's acceptance on
+it can be set beside ours. Rows: ``id``, ``conversations`` (a list of ``{"from": "human" | "gpt", "value": text}``
+turns); the file is one JSON array of them, which ``task.data_files`` reads as it reads JSON lines
+(``specbench.tasks.files``). The prompt is the first turn's ``value``, the reference the second's; a prompt's id is
+the row's ``id``.
 
 Source. SpecDecode-Bench builds the workload with vLLM's benchmark datasets as its fork holds them
-(``SpecDecode-Bench/vllm``): ``scripts/common.py: get_dataset`` (read at commits 00ff3b4 and a6ccf87, the stored
-versions; both the same for this workload) makes ``ShareGPTDataset(dataset_path=<local
-ShareGPT_V3_unfiltered_cleaned_split.json>, random_seed=SEED)`` with ``SEED = 42``, the file downloaded by
-``scripts/run-l3-8b.sh`` with ``huggingface-cli download anon8231489123/ShareGPT_Vicuna_unfiltered
-ShareGPT_V3_unfiltered_cleaned_split.json --repo-type dataset`` (no revision: the repository's default branch).
-``vllm/benchmarks/datasets_bench.py`` (commit 20be7b3): ``ShareGPTDataset.load_data`` reads the file with
-``json.load``, keeps the entries with ``conversations`` of two turns or more, then ``random.seed(42)`` and
-``random.shuffle``; ``ShareGPTDataset.sample`` takes, in that order, ``conversations[0]["value"]`` as the prompt
-(whatever its ``from``: the first turn, a human one in the file's usual row) and ``conversations[1]["value"]`` as
-the completion, applies the tokenizer's chat template to the prompt as one user message (``prompt_format: auto``
-does the same where the tokenizer has one), and skips a row failing ``is_valid_sequence`` on token counts (prompt
-with its template and completion each at least 4 tokens, the prompt at most 1024, both together at most 2048),
-until it has ``--num_reqs`` (500) requests. We keep the same rows and shuffle them the same way (``conversations``:
-``random.Random(42)`` is the generator ``random.seed(42)`` sets up), so our order is theirs.
+(``SpecDecode-Bench/vllm``). ``scripts/common.py: get_dataset`` (read at 00ff3b4 and a6ccf87, the versions the
+index holds; none at 20be7b3; the same for this workload) makes ``ShareGPTDataset(dataset_path=<a local
+ShareGPT_V3_unfiltered_cleaned_split.json>, random_seed=SEED)``, ``SEED = 42`` (the path hard-coded there; their
+README, 197dadb, says ``$SHAREGPT_PATH``), the file downloaded by ``scripts/run-l3-8b.sh`` (75a86ce) with
+``huggingface-cli download anon8231489123/ShareGPT_Vicuna_unfiltered ShareGPT_V3_unfiltered_cleaned_split.json
+--repo-type dataset`` (no revision: the repository's default branch). ``vllm/benchmarks/datasets_bench.py`` (commit
+20be7b3): ``ShareGPTDataset.load_data`` reads the file with ``json.load``, keeps the entries with ``conversations``
+of two turns or more, then ``random.seed(42)`` and ``random.shuffle``; ``ShareGPTDataset.sample`` takes, in that
+order, ``conversations[0]["value"]`` as the prompt (whatever its ``from``: the first turn, the human's in the usual
+row) and ``conversations[1]["value"]`` as the completion, applies the tokenizer's chat template to the prompt as one
+user message (``prompt_format: auto`` does the same where the tokenizer has one), and skips a row failing
+``is_valid_sequence`` on token counts (the templated prompt and the completion each at least 4 tokens, the prompt at
+most 1024, both together at most 2048; ``scripts/bench_latency.py`` calls ``sample`` with ``output_len=None``, so
+the completion's own length counts) until it has ``--num_reqs`` requests (500 in their run scripts). We keep the
+same rows and shuffle them the same way (``conversations``; ``random.Random(42)`` is the generator
+``random.seed(42)`` sets up), so our order is theirs.
 
 What differs: the token-count filter is not applied (it needs the target's tokenizer, which loading a task does not
 have), so the first ``n_prompts`` here are their first requests plus the rows their filter skips in between (a prompt
@@ -99,4 +102,5 @@ def load(cfg: TaskConfig) -> list[Prompt]:
     """ShareGPT conversations in SpecDecode-Bench's order (one prompt each: the first turn, the second the
     reference), from the Hub's file or ``task.data_files``."""
     rows = local_rows(cfg) if cfg.data_files else read_rows(hub_file(cfg))
-    return templated(cfg, conversations(cfg, rows), cfg.setting("template"), "id", "completion", cfg.setting("category"))
+    fields = conversations(cfg, rows)
+    return templated(cfg, fields, cfg.setting("template"), "id", "completion", cfg.setting("category"))

@@ -1,11 +1,11 @@
 """ShareGPT (``specbench/tasks/sharegpt.py``), SpecDecode-Bench's chat workload, read as their vLLM fork reads it
-(``SpecDecode-Bench/vllm``, commit 20be7b3, ``vllm/benchmarks/datasets_bench.py``: ``ShareGPTDataset.load_data``
-and ``.sample``; ``scripts/common.py: get_dataset``, ``SEED = 42``): conversations of two turns or more, shuffled
-by ``random.seed(42); random.shuffle``, the first turn the prompt and the second the reference. Without local files
-it fetches the file SpecDecode-Bench downloads (``scripts/run-l3-8b.sh``: ``huggingface-cli download
-anon8231489123/ShareGPT_Vicuna_unfiltered ShareGPT_V3_unfiltered_cleaned_split.json --repo-type dataset``), here
-from a stand-in for ``huggingface_hub.hf_hub_download``: the suite is offline, so the real call fails, saying how
-to give local files.
+(``SpecDecode-Bench/vllm``: ``vllm/benchmarks/datasets_bench.py`` at 20be7b3, ``ShareGPTDataset.load_data`` and
+``.sample``; ``scripts/common.py: get_dataset`` at 00ff3b4 / a6ccf87, ``SEED = 42``): conversations of two turns
+or more, shuffled by ``random.seed(42); random.shuffle``, the first turn the prompt and the second the reference.
+Without local files it fetches the file SpecDecode-Bench downloads (``scripts/run-l3-8b.sh`` at 75a86ce:
+``huggingface-cli download anon8231489123/ShareGPT_Vicuna_unfiltered ShareGPT_V3_unfiltered_cleaned_split.json
+--repo-type dataset``), here from a stand-in for ``huggingface_hub.hf_hub_download``: the suite is offline, so the
+real call fails, saying how to give local files.
 
 The fixture (``tests/fixtures/tasks/sharegpt.jsonl``) holds rows in that file's shape (``id``, ``conversations``
 of ``{"from": "human" | "gpt", "value": ...}`` turns), one a line; the file itself is one JSON array, which
