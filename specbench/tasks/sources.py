@@ -8,7 +8,8 @@
   task.subset, split=task.split, revision=task.revision)`` (parquet on the Hub; cached by ``datasets``;
   ``revision``: the task's, else its loader's default, ``speed_bench``'s ``main``, else none passed):
   ``hub_dataset``, which also returns the commit ``datasets`` resolved the revision to, when its cache says
-  (``resolved_revision``). A file of a Hub repository (``scrolls``' zip) is read with ``huggingface_hub``.
+  (``resolved_revision``). A file of a Hub repository (``scrolls``' zip, ``sharegpt``'s JSON
+  array) is read with ``huggingface_hub``.
 
 All caches are the standard ones, so ``python -m runners.jobs.prefetch`` run once online lets a sweep run with
 ``HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1``. A source that cannot be reached raises ``ConfigError``
