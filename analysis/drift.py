@@ -49,7 +49,7 @@ and the noise floor of an A/A pair (a method against its twin).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -200,9 +200,6 @@ WORK_FIELDS = ("new_tokens", "drafted_trace", "accepted_trace", "discarded_trace
 #: the fields that name one record of a cell (a prompt turn and its repeat, at one initial γ)
 RECORD_KEYS = ("gamma_init", "prompt_id", "turn", "repeat", "temperature", "task")
 SAME_WORK_MARK = "≡"  # "≡ SpecDecode": the row did SpecDecode's work in every record (module docstring)
-SAME_WORK_NOTE = (f"{SAME_WORK_MARK} X: the row's rounds equal X's in every record of its pair (the same work under "
-                  "another name: analysis.drift, 'same work'); it is not ranked, and its ratio to X is a row of the "
-                  "noise floor (a natural A/A pair).")
 
 
 def _frozen(value: object) -> object:
@@ -364,23 +361,6 @@ def average_band(bands: dict[str, AABand], pairs: list[str]) -> AABand | None:
         return None
     first = bands[pairs[0]]
     return AABand(first.twin, mean_of(bands[p].ratio for p in pairs), first.original)
-
-
-def gate_note(bands: Mapping[str, AABand | None], label: Callable[[str], str] = method_label) -> str:
-    """The comparison tables' caption sentence on the A/A gate of their columns (by name: a pair, or
-    "Average"); "" without a twin. ``label``: as ``AABand.describe``."""
-    shown = {name: band for name, band in bands.items() if band is not None}
-    if not shown:
-        return ""
-    flagged = [name for name, band in shown.items() if band.flagged]
-    text = ("A/A gate (analysis.drift, noise_floor): a ranking step is also marked ≈ when the 95 % CI of the two "
-            "rows' ratio reaches into the column's A/A band, the larger of its twin's CI half-width and its "
-            "deviation from 1 (mean over γ): "
-            + "; ".join(band.describe(name, label) for name, band in shown.items()) + ".")
-    if flagged:
-        text += (f" {AA_FLAG.strip()}: the twin's interval excludes 1 ({', '.join(flagged)}): this sweep's "
-                 "conditions alone moved a comparison whose true ratio is 1.")
-    return text
 
 
 def aa_turn_log_ratios(df: pd.DataFrame) -> pd.DataFrame:

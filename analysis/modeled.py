@@ -37,13 +37,6 @@ from specbench.sweep_costs import modeled_ms, read_costs, sweep_latency
 MODELED_COLUMNS = ("modeled_ttft_ms", "modeled_wall_ms", "modeled_ar_wall_ms")
 MODELED_ROW = "modeled"  # the Source of a table's row of modeled values
 OUTSIDE_MARK = " ✗"  # a modeled value outside the measured cell's 95 % interval
-MODELED_NOTE = (
-    "'modeled': the same statistic of modeled walls — each record's own rounds (drafted, accepted, the forwards' "
-    "widths and contexts) charged with per-call costs the interleaved sweep timed in every round, on the job's "
-    "kernels and threads (analysis.modeled, specbench.sweep_costs); identical work reads identical by construction. "
-    f"'{OUTSIDE_MARK.strip()}': the modeled value lies outside the measured cell's 95 % interval (the per-call "
-    "costs do not explain that measurement)."
-)
 
 
 def _sweeps(root: Path) -> list[tuple[Path, Path]]:
@@ -189,17 +182,8 @@ def inside(point: float, interval: tuple[float, float]) -> bool | None:
     return bool(lo <= point <= hi)
 
 
-PAIRED_NOTE = (
-    "Paired check (measured ÷ modeled): per cell, the jackknife interval of the measured value over the modeled one, "
-    "replicate by replicate on the same prompt turns, so the prompts' spread that both share cancels (a modeled "
-    "value inside the measured interval is a weak test: that interval carries the spread the model shares). An "
-    "interval that excludes 1 says the per-call costs miss something the run paid (or, for one cell among many, "
-    "the one-in-twenty chance of a 95 % interval)."
-)
-
-
 def paired_agreement(intervals: list[tuple[float, float]]) -> str:
-    """The captions' count of the paired check (``PAIRED_NOTE``): in how many cells the interval of measured ÷
+    """The captions' count of the paired check (measured ÷ modeled, ``docs/pages/analysis.md``): in how many cells the interval of measured ÷
     modeled excludes 1, of the cells that have one (a degenerate interval, a baseline's own cell, is no test)."""
     tested = [(lo, hi) for lo, hi in intervals if np.isfinite(lo) and np.isfinite(hi) and hi - lo > 1e-9]
     if not tested:

@@ -1,6 +1,7 @@
 """How sure a comparison is: 95 % confidence intervals by a paired, t-calibrated jackknife over clusters
 of prompt turns, and when a ranking is resolved. The one definition every table and figure uses
-(``Jackknife``, ``Estimate.interval``, ``resolve``); captions quote ``Jackknife.note`` and ``resolved_note``.
+(``Jackknife``, ``Estimate.interval``, ``resolve``); the comparison tables weigh their cells with it
+(``analysis.comparison``), and docs/pages/analysis.md ("Reading the tables") tells a reader how to read the result.
 
 * **unit**: a prompt turn, ``(task, prompt_id, turn)``, with every record of it: all its repeats
   (``repeat``), in every cell (pair × method × initial γ, AR included). Under ``pooling="question"``
@@ -81,14 +82,6 @@ from analysis.metrics import check_pooling, per_group, time_ms
 LEVEL = 0.95
 UNRESOLVED_MARK = " ≈"
 CI_ROW = "95 % CI"  # the Source of a table's row of intervals under the row of point estimates
-
-
-def resolved_note(ranking: str = "by point estimate") -> str:
-    """The caption's sentence for ``UNRESOLVED_MARK``; ``ranking`` says which rows rank together and by what."""
-    return (f"≈: not resolved from a row ranked next to it, just above or below ({ranking}): the 95 % CI of "
-            "their paired ratio contains 1 or, where an A/A twin ran, reaches into its band (paired ratios, not "
-            "overlapping intervals: cells timed on the same prompt turns share the prompts' spread, which cancels "
-            "in a ratio).")
 
 
 @lru_cache(maxsize=512)
