@@ -80,8 +80,7 @@ CELL_KEYS = ["target", "task", "temperature", "pair", "method", "gamma_init", "j
 
 def _probes(df: pd.DataFrame) -> pd.Series:
     column = df["host_probe_ms"] if "host_probe_ms" in df.columns else pd.Series(np.nan, index=df.index)
-    probes = pd.to_numeric(column, errors="coerce")
-    return probes.where(probes > 0)
+    return column.where(column > 0)  # the typed frame's numbers (analysis.frame)
 
 
 def has_probe(df: pd.DataFrame) -> bool:
@@ -112,7 +111,7 @@ def probe_cells(df: pd.DataFrame, threshold: float = DRIFT_THRESHOLD) -> pd.Data
 
 
 def _cell_name(row: pd.Series, label: Callable[[str], str]) -> str:
-    gamma = pd.to_numeric(row.get("gamma_init"), errors="coerce")
+    gamma = row.get("gamma_init")
     where = f"{row.get('pair')}/{label(row.get('method'))}"
     return where + (f" γ={float(gamma):g}" if pd.notna(gamma) else "")
 
@@ -371,10 +370,8 @@ def aa_turn_log_ratios(df: pd.DataFrame) -> pd.DataFrame:
     for pair, twin, original, _ in aa_pairs(df).itertuples(index=False, name=None):
         mine = df[(df["method"] == twin) & (df["pair"] == pair)]
         theirs = df[(df["method"] == original) & (df["pair"] == pair)]
-        tps = pd.to_numeric(mine["tokens_per_s"], errors="coerce")
-        merged = mine.assign(_t=tps)[keys + ["_t"]].merge(
-            theirs.assign(_o=pd.to_numeric(theirs["tokens_per_s"], errors="coerce"))[keys + ["_o"]],
-            on=keys, how="inner")
+        merged = mine.assign(_t=mine["tokens_per_s"])[keys + ["_t"]].merge(
+            theirs.assign(_o=theirs["tokens_per_s"])[keys + ["_o"]], on=keys, how="inner")
         merged = merged[(merged["_t"] > 0) & (merged["_o"] > 0)]
         for pair, gamma, t, o in zip(merged["pair"], merged["gamma_init"], merged["_t"], merged["_o"], strict=True):
             rows.append({"pair": pair, "twin": twin, "gamma_init": gamma, "log_ratio": math.log(t / o)})
@@ -385,7 +382,7 @@ def resolution(log_ratios: pd.Series, n_turns: int) -> tuple[float, float, float
     """(σ, the ± a cell of ``n_turns`` paired turns × repeats resolves, the turns × repeats ±``RESOLVE_TARGET``
     needs at least) from per-turn A/A log-ratios (module docstring, "resolution"); NaNs below two ratios
     (the second one below two turns)."""
-    values = pd.to_numeric(log_ratios, errors="coerce").dropna()
+    values = log_ratios.astype(float).dropna()
     if len(values) < 2 or n_turns < 1:
         return math.nan, math.nan, math.nan
     sigma = float(values.std(ddof=1))

@@ -80,12 +80,12 @@ def _configs(root: Path, job_dirs: list[str]) -> dict[str, Mapping[str, Any] | N
 
 def _overhead_ms(rows: pd.DataFrame, lookup: bool) -> float:
     """The loop's own time per round, pooled over the pair's modeled records (module docstring)."""
-    rounds = pd.to_numeric(rows["rounds"], errors="coerce").sum()
+    rounds = rows["rounds"].sum()  # the typed frame's numbers (analysis.frame): NaN skipped
     if not rounds > 0:
         return 0.0
-    spent = pd.to_numeric(rows["overhead_ms"], errors="coerce").fillna(0.0).sum()
+    spent = rows["overhead_ms"].sum()
     if lookup:
-        spent += pd.to_numeric(rows["draft_ms"], errors="coerce").fillna(0.0).sum()
+        spent += rows["draft_ms"].sum()
     return float(spent / rounds)
 
 
@@ -147,7 +147,7 @@ def _charge(out: pd.DataFrame, index: Any, latency: LatencyModel, draft_model: b
 
 
 def has_modeled(df: pd.DataFrame) -> bool:
-    return "modeled_wall_ms" in df and bool(pd.to_numeric(df["modeled_wall_ms"], errors="coerce").notna().any())
+    return "modeled_wall_ms" in df and bool(df["modeled_wall_ms"].notna().any())
 
 
 def modeled_frame(df: pd.DataFrame) -> pd.DataFrame | None:
@@ -155,17 +155,15 @@ def modeled_frame(df: pd.DataFrame) -> pd.DataFrame | None:
     None when none is modeled."""
     if not has_modeled(df):
         return None
-    wall = pd.to_numeric(df["modeled_wall_ms"], errors="coerce")
+    wall = df["modeled_wall_ms"]  # the typed frame's numbers (analysis.frame) and attach_modeled's floats
     keep = wall.notna() & (wall > 0)
     out = df[keep].copy()
     wall = wall[keep]
-    tokens = pd.to_numeric(out["new_tokens"], errors="coerce")
-    ar_wall = pd.to_numeric(out["modeled_ar_wall_ms"], errors="coerce")
-    ar_tokens = pd.to_numeric(out["ar_tokens_per_s"], errors="coerce") * pd.to_numeric(out["ar_wall_ms"],
-                                                                                        errors="coerce") / 1000.0
-    ar_tokens = ar_tokens.round()
+    tokens = out["new_tokens"]
+    ar_wall = out["modeled_ar_wall_ms"]
+    ar_tokens = (out["ar_tokens_per_s"] * out["ar_wall_ms"] / 1000.0).round()
     out["wall_ms"] = wall
-    out["ttft_ms"] = pd.to_numeric(out["modeled_ttft_ms"], errors="coerce")
+    out["ttft_ms"] = out["modeled_ttft_ms"]
     out["tokens_per_s"] = tokens * 1000.0 / wall
     out["ar_wall_ms"] = ar_wall
     out["ar_tokens_per_s"] = ar_tokens * 1000.0 / ar_wall

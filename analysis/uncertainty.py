@@ -198,13 +198,19 @@ def _column(df: pd.DataFrame, name: str) -> pd.Series:
     return df[name] if name in df.columns else pd.Series(None, index=df.index, dtype=object)
 
 
+def _numbers(df: pd.DataFrame, name: str) -> np.ndarray:
+    """A number column of the typed frame (``analysis.frame``: declared numbers are numeric, null NaN) as floats;
+    all NaN where the frame lacks it."""
+    return df[name].to_numpy(dtype=float) if name in df.columns else np.full(len(df), math.nan)
+
+
 def unit_keys(df: pd.DataFrame, pooling: str = "pooled") -> list[str]:
     """The unit of each record (module docstring) as a string ``task/prompt_id/turn``
     (``task/prompt_id`` under ``question`` pooling)."""
     task, prompt = _column(df, "task"), _column(df, "prompt_id")
     if pooling == "question":
         return [f"{t}\x1f{p}" for t, p in zip(task, prompt, strict=True)]
-    turn = pd.to_numeric(_column(df, "turn"), errors="coerce")
+    turn = _numbers(df, "turn")
     return [f"{t}\x1f{p}\x1f{'' if n != n else f'{n:g}'}" for t, p, n in zip(task, prompt, turn, strict=True)]
 
 
@@ -213,7 +219,7 @@ JOB_KEYS = ("pair", "method", "gamma_init", "temperature", "task")  # a job, whe
 
 def _batch_keys(df: pd.DataFrame) -> list[tuple | None]:
     """Per record, the batch it was decoded in, ``(job, batch_index)``; None at batch 1 (module docstring)."""
-    index = pd.to_numeric(_column(df, "batch_index"), errors="coerce")
+    index = _numbers(df, "batch_index")
     jobs = (_column(df, "job_dir").astype(str) if "job_dir" in df.columns
             else ["\x1f".join(map(str, job)) for job in zip(*(_column(df, k) for k in JOB_KEYS), strict=True)])
     return [None if b != b else (job, int(b)) for job, b in zip(jobs, index, strict=True)]
@@ -291,16 +297,13 @@ class Jackknife:
         if rows.empty:
             return empty
         if ar:
-            rate = pd.to_numeric(_column(rows, "ar_tokens_per_s"), errors="coerce").to_numpy(dtype=float)
-            raw = pd.to_numeric(_column(rows, "ar_wall_ms"), errors="coerce").to_numpy(dtype=float)
+            rate, raw = _numbers(rows, "ar_tokens_per_s"), _numbers(rows, "ar_wall_ms")
             if not (np.isfinite(rate).all() and np.isfinite(raw).all()):
                 return empty
             tokens = rate * raw / 1000.0
             wall = time_ms(rows, "ar_wall_ms").to_numpy(dtype=float)
         else:
-            rate = pd.to_numeric(rows["tokens_per_s"], errors="coerce").to_numpy(dtype=float)
-            tokens = pd.to_numeric(rows["new_tokens"], errors="coerce").to_numpy(dtype=float)
-            raw = pd.to_numeric(rows["wall_ms"], errors="coerce").to_numpy(dtype=float)
+            rate, tokens, raw = (_numbers(rows, c) for c in ("tokens_per_s", "new_tokens", "wall_ms"))
             wall = time_ms(rows).to_numpy(dtype=float)
         shared = np.isfinite(wall) & (wall > 0) & (wall != raw)  # a batched row: its share of the batch's time
         rate = np.where(shared, tokens * 1000.0 / np.where(shared, wall, 1.0), rate)
