@@ -31,7 +31,7 @@ the paper's numbers beside them.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -191,7 +191,27 @@ def hfbench_table(
     kept_index = min_tokens_filter(data, min_new_tokens).index
     if len(kept_index) == 0:
         return None
-    data = data.assign(_kept=data.index.isin(kept_index))
+    notes = _Notes()
+    measured = _hfbench_measured(data.assign(_kept=data.index.isin(kept_index)), notes)
+    table = _beside_the_paper(measured, paper)
+    display = _hfbench_display(table, method_labels(df))
+    kept_how = (f"examples that produced < {min_new_tokens} new tokens under any method, drafter, temperature or "
+                "AR cache of the same target and dataset are dropped from every row (hf-bench's filter; 'n kept' = "
+                "examples kept / examples the row had)" if min_new_tokens > 0 else
+                "no example filter (hf-bench's drops examples shorter than 128 new tokens: see hetero_speedup)")
+    caption = (
+        "Speedup over autoregressive decoding under hf-bench's definitions (Timor et al., Sec. 5 and Appendix D), "
+        "against AR with its KV cache offloaded (hf-bench's baseline) and with the speculative runs' dynamic cache, "
+        f"at the same temperature; {kept_how}. 'paper': Appendix D for the same target, dataset and temperature (its "
+        f"own hardware). Definitions (TTFT, TPOT, Tok/s, the means, the row labels): {HFBENCH_DEFINITIONS}."
+        + notes.caption()
+    )
+    return Table(name, caption, display, table)
+
+
+def _hfbench_measured(data: pd.DataFrame, notes: _Notes) -> pd.DataFrame:
+    """``hfbench_table``'s measured rows, one per cell (``HETERO_KEYS``) with a kept example (``_kept``): hf-bench's
+    means of the kept records (module docstring), the speedups over its two AR baselines, the footnotes (``notes``)."""
     cells, examples = {}, {}
     for values, group in data.groupby(HETERO_KEYS, dropna=False, sort=True):
         if group["_kept"].any():
@@ -204,7 +224,6 @@ def hfbench_table(
         row = dict(zip(HETERO_KEYS, values, strict=True))
         if row["method"] in bases:
             bases[row["method"]][(row["target"], row["task"], row["temperature"])] = hmean(group["hfbench_tokens_per_s"])
-    notes = _Notes()
     rows = []
     for values, group in cells.items():
         row = dict(zip(HETERO_KEYS, values, strict=True))
@@ -237,7 +256,11 @@ def hfbench_table(
                 "left empty."),
         )
         rows.append(row)
-    measured = _sorted(pd.DataFrame(rows))
+    return _sorted(pd.DataFrame(rows))
+
+
+def _beside_the_paper(measured: pd.DataFrame, paper: pd.DataFrame | None) -> pd.DataFrame:
+    """The measured rows, each target × dataset × temperature followed by the paper's rows for it (``paper``)."""
     blocks = []
     published = hetero_rows(paper) if paper is not None else None
     for (target, task, temp), group in measured.groupby(["target", "task", "temperature"], sort=False, dropna=False):
@@ -256,10 +279,13 @@ def hfbench_table(
                 "label_note": "", "note_offloaded": "", "note_same": "",
                 "paper_label": (hit["method_label"] + " / " + hit["target"] + " / " + hit["dataset"]).values,
             }))
-    table = pd.concat(blocks, ignore_index=True)
+    return pd.concat(blocks, ignore_index=True)
+
+
+def _hfbench_display(table: pd.DataFrame, label: Callable[[str], str]) -> pd.DataFrame:
+    """The reader's frame of ``hfbench_table``."""
     paper_row = table["source"] == "paper"
-    label = method_labels(df)
-    display = pd.DataFrame({
+    return pd.DataFrame({
         "Target": table["target"], "Dataset": table["task"], "T": table["temperature"].map(lambda v: fmt_num(v, 1)),
         "Method": [label(m) + n for m, n in zip(table["method"], table["label_note"], strict=True)],
         "Drafter": [d if (m not in AR_KEYS and isinstance(d, str) and d) else "—"
@@ -275,18 +301,6 @@ def hfbench_table(
         "n kept": ["" if p else f"{int(k)}/{int(e)}" for p, k, e in
                    zip(paper_row, table["n_kept"], table["n_examples"], strict=True)],
     })
-    kept_how = (f"examples that produced < {min_new_tokens} new tokens under any method, drafter, temperature or "
-                "AR cache of the same target and dataset are dropped from every row (hf-bench's filter; 'n kept' = "
-                "examples kept / examples the row had)" if min_new_tokens > 0 else
-                "no example filter (hf-bench's drops examples shorter than 128 new tokens: see hetero_speedup)")
-    caption = (
-        "Speedup over autoregressive decoding under hf-bench's definitions (Timor et al., Sec. 5 and Appendix D), "
-        "against AR with its KV cache offloaded (hf-bench's baseline) and with the speculative runs' dynamic cache, "
-        f"at the same temperature; {kept_how}. 'paper': Appendix D for the same target, dataset and temperature (its "
-        f"own hardware). Definitions (TTFT, TPOT, Tok/s, the means, the row labels): {HFBENCH_DEFINITIONS}."
-        + notes.caption()
-    )
-    return Table(name, caption, display, table)
 
 
 def _label_note(row: dict, group: pd.DataFrame, notes: _Notes) -> str:

@@ -118,20 +118,7 @@ def speedup_table(
     cells = weigh(estimates, gates, copies, model["mean"].to_dict() if model is not None else None)
     data = _data(df, per_gamma, pairs, cells, baseline, pooling, paper)
     paired = _paired(frame, pairs, jackknife, baseline, estimates) if model is not None else {}
-    if paired:
-        measured = data["source"] == "measured"
-        found = [paired.get((p, m)) if ok else None for p, m, ok in zip(data["pair"], data["method"], measured,
-                                                                         strict=True)]
-        data["measured_over_modeled"] = [f.point if f else math.nan for f in found]
-        bounds = [f.interval() if f else (math.nan, math.nan) for f in found]
-        data["measured_over_modeled_lo"], data["measured_over_modeled_hi"] = [b[0] for b in bounds], [b[1] for b in bounds]
-    if model is not None:
-        found = [cells.get((p, m)) if ok else None for p, m, ok in zip(data["pair"], data["method"],
-                                                                        data["source"] == "measured", strict=True)]
-        data["modeled_mean"] = [f.modeled if f else math.nan for f in found]
-        data["modeled_std"] = [model["std"].get((p, m), math.nan) if f else math.nan
-                               for p, m, f in zip(data["pair"], data["method"], found, strict=True)]
-        data["modeled_inside"] = [f.modeled_inside if f else None for f in found]
+    _modeled_columns(data, cells, model, paired)
     data["n_gamma"] = data["n_gamma"].astype("Int64")
     data["rank"] = data["rank"].astype("Int64")
     label = method_labels(df)
@@ -154,6 +141,26 @@ def speedup_table(
         caption += (" Paired check (measured ÷ modeled, same prompt turns): " + paired_agreement(
             list(zip(measured["measured_over_modeled_lo"], measured["measured_over_modeled_hi"], strict=True))) + ".")
     return Table("gammatune_table2_speedup", caption, display, data)
+
+
+def _modeled_columns(data: pd.DataFrame, cells: dict[tuple, Weighed], model: pd.DataFrame | None,
+                     paired: dict[tuple[str, str], Estimate]) -> None:
+    """``speedup_table``'s ``data`` gets, on its measured rows, the paired check (``measured_over_modeled``,
+    ``_lo``, ``_hi``: ``_paired``) and the modeled overlay (``modeled_mean``, ``modeled_std``, ``modeled_inside``)."""
+    if paired:
+        measured = data["source"] == "measured"
+        found = [paired.get((p, m)) if ok else None for p, m, ok in zip(data["pair"], data["method"], measured,
+                                                                         strict=True)]
+        data["measured_over_modeled"] = [f.point if f else math.nan for f in found]
+        bounds = [f.interval() if f else (math.nan, math.nan) for f in found]
+        data["measured_over_modeled_lo"], data["measured_over_modeled_hi"] = [b[0] for b in bounds], [b[1] for b in bounds]
+    if model is not None:
+        found = [cells.get((p, m)) if ok else None for p, m, ok in zip(data["pair"], data["method"],
+                                                                        data["source"] == "measured", strict=True)]
+        data["modeled_mean"] = [f.modeled if f else math.nan for f in found]
+        data["modeled_std"] = [model["std"].get((p, m), math.nan) if f else math.nan
+                               for p, m, f in zip(data["pair"], data["method"], found, strict=True)]
+        data["modeled_inside"] = [f.modeled_inside if f else None for f in found]
 
 
 def _data(df: pd.DataFrame, per_gamma: pd.DataFrame, pairs: list[str], cells: dict[tuple, Weighed], baseline: str,
