@@ -1,9 +1,10 @@
 """GammaTune Table 2: speedup over SpecDecode across initial γ (mean ± sample std across initial γ,
 with each cell's 95 % paired jackknife CI), and the same table from drift-normalised records.
 
-Definitions in ``speedup_table``'s docstring, repeated in its caption; the Average column is
-``_average`` (it reproduces the paper's from its pair columns). Pure: a records frame in, a ``Table``
-out, ``None`` when the records hold no baseline.
+Definitions in ``speedup_table``'s docstring, for a reader in docs/pages/analysis.md ("Reading the tables"), which
+the caption links; the Average column is ``_average`` (it reproduces the paper's from its pair columns). The cells'
+uncertainty is weighed by ``analysis.comparison``; this module is the table's estimates and layout. Pure: a records
+frame in, a ``Table`` out, ``None`` when the records hold no baseline.
 """
 
 from __future__ import annotations
