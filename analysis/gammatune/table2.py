@@ -126,10 +126,8 @@ def speedup_table(
     display = _display(data, pairs, cells, gates if bands else None, model is not None, label)
     caption = (
         f"Speedup over {label(baseline)} (GammaTune Table 2), {POOLINGS[pooling]}: per pair, each initial γ's "
-        f"throughput ÷ {label(baseline)}'s mean over its initial γ; cell = mean ± {STD_NOTE}. Average = mean of the "
-        "pair means ± sqrt(mean of the pair variances) (the paper's Average column, which it reproduces). 'paper': "
-        f"GammaTune Table 2 as published (SpecBench, one H100). Row '{CI_ROW}': the cell, replicate by replicate "
-        f"({label(baseline)}'s own is 1 in every replicate). "
+        f"throughput ÷ {label(baseline)}'s mean over its initial γ; cell = mean ± {STD_NOTE}; Average = mean of the "
+        "pair means ± sqrt(mean of the pair variances), as the paper's. 'paper': as published (SpecBench, one H100). "
         + notes(jackknife, "within the column", {_column(p): g for p, g in gates.items()} if bands else None, bool(copies),
                 list(cells.values()) if model is not None else None)
     )
@@ -139,7 +137,7 @@ def speedup_table(
         caption += " " + SHARED_NOTE
     if paired:
         measured = data[(data["source"] == "measured") & (data["pair"] != "average")]
-        caption += (" Paired check (measured ÷ modeled, same prompt turns): " + paired_agreement(
+        caption += (" Paired check: " + paired_agreement(
             list(zip(measured["measured_over_modeled_lo"], measured["measured_over_modeled_hi"], strict=True))) + ".")
     return Table("gammatune_table2_speedup", caption, display, data)
 
