@@ -92,11 +92,11 @@ def modeled_data(frame: pd.DataFrame | None, make: Callable[[pd.DataFrame], Tabl
 
 def bands_note(gates: Mapping[str, AABand | None]) -> str:
     """``A/A band (…): pair ±6.1 %; Average ±3.0 % ≠ 1.`` for the columns with a twin; "" without one."""
-    shown = [f"{name} {gate.text()}" for name, gate in gates.items() if gate is not None]
+    shown = {name: gate for name, gate in gates.items() if gate is not None}
     if not shown:
         return ""
-    flagged = " (≠ 1: the twin's interval excludes 1)" if any(AA_FLAG in s for s in shown) else ""
-    return f"A/A band (noise_floor){flagged}: " + "; ".join(shown) + "."
+    flagged = f" ({AA_FLAG.strip()}: the twin's interval excludes 1)" if any(g.flagged for g in shown.values()) else ""
+    return f"A/A band (noise_floor){flagged}: " + "; ".join(f"{n} {g.text()}" for n, g in shown.items()) + "."
 
 
 def notes(jackknife: Jackknife, ranking: str, gates: Mapping[str, AABand | None] | None = None,
