@@ -38,7 +38,7 @@ def _acceptance(records: pd.DataFrame) -> tuple[float, float]:
     """``(Σ accepted / Σ drafted, (Σ accepted + Σ rounds) / Σ rounds)`` of a cell's records: the acceptance rate
     (``specbench.records``: ``acceptance_rate``) and the tokens per round (the acceptance length: accepted drafts
     plus the target's own token, ``mean_accepted_per_round + 1``); NaN where nothing was drafted / no round ran."""
-    total = {k: pd.to_numeric(records[k], errors="coerce").sum() if k in records else 0.0
+    total = {k: records[k].sum() if k in records else 0.0  # the typed frame's numbers (analysis.frame)
              for k in ("accepted", "drafted", "rounds")}
     rate = total["accepted"] / total["drafted"] if total["drafted"] > 0 else np.nan
     length = (total["accepted"] + total["rounds"]) / total["rounds"] if total["rounds"] > 0 else np.nan

@@ -49,7 +49,7 @@ and the noise floor of an A/A pair (a method against its twin).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -80,8 +80,7 @@ CELL_KEYS = ["target", "task", "temperature", "pair", "method", "gamma_init", "j
 
 def _probes(df: pd.DataFrame) -> pd.Series:
     column = df["host_probe_ms"] if "host_probe_ms" in df.columns else pd.Series(np.nan, index=df.index)
-    probes = pd.to_numeric(column, errors="coerce")
-    return probes.where(probes > 0)
+    return column.where(column > 0)  # the typed frame's numbers (analysis.frame)
 
 
 def has_probe(df: pd.DataFrame) -> bool:
@@ -112,7 +111,7 @@ def probe_cells(df: pd.DataFrame, threshold: float = DRIFT_THRESHOLD) -> pd.Data
 
 
 def _cell_name(row: pd.Series, label: Callable[[str], str]) -> str:
-    gamma = pd.to_numeric(row.get("gamma_init"), errors="coerce")
+    gamma = row.get("gamma_init")
     where = f"{row.get('pair')}/{label(row.get('method'))}"
     return where + (f" γ={float(gamma):g}" if pd.notna(gamma) else "")
 
@@ -200,9 +199,6 @@ WORK_FIELDS = ("new_tokens", "drafted_trace", "accepted_trace", "discarded_trace
 #: the fields that name one record of a cell (a prompt turn and its repeat, at one initial γ)
 RECORD_KEYS = ("gamma_init", "prompt_id", "turn", "repeat", "temperature", "task")
 SAME_WORK_MARK = "≡"  # "≡ SpecDecode": the row did SpecDecode's work in every record (module docstring)
-SAME_WORK_NOTE = (f"{SAME_WORK_MARK} X: the row's rounds equal X's in every record of its pair (the same work under "
-                  "another name: analysis.drift, 'same work'); it is not ranked, and its ratio to X is a row of the "
-                  "noise floor (a natural A/A pair).")
 
 
 def _frozen(value: object) -> object:
@@ -366,23 +362,6 @@ def average_band(bands: dict[str, AABand], pairs: list[str]) -> AABand | None:
     return AABand(first.twin, mean_of(bands[p].ratio for p in pairs), first.original)
 
 
-def gate_note(bands: Mapping[str, AABand | None], label: Callable[[str], str] = method_label) -> str:
-    """The comparison tables' caption sentence on the A/A gate of their columns (by name: a pair, or
-    "Average"); "" without a twin. ``label``: as ``AABand.describe``."""
-    shown = {name: band for name, band in bands.items() if band is not None}
-    if not shown:
-        return ""
-    flagged = [name for name, band in shown.items() if band.flagged]
-    text = ("A/A gate (analysis.drift, noise_floor): a ranking step is also marked ≈ when the 95 % CI of the two "
-            "rows' ratio reaches into the column's A/A band, the larger of its twin's CI half-width and its "
-            "deviation from 1 (mean over γ): "
-            + "; ".join(band.describe(name, label) for name, band in shown.items()) + ".")
-    if flagged:
-        text += (f" {AA_FLAG.strip()}: the twin's interval excludes 1 ({', '.join(flagged)}): this sweep's "
-                 "conditions alone moved a comparison whose true ratio is 1.")
-    return text
-
-
 def aa_turn_log_ratios(df: pd.DataFrame) -> pd.DataFrame:
     """One row per (pair, A/A pair, initial γ, prompt turn, repeat) that a copy (``aa_pairs``) and its original
     both timed: ``pair``, ``twin``, ``gamma_init``, ``log_ratio`` (module docstring, "resolution")."""
@@ -391,10 +370,8 @@ def aa_turn_log_ratios(df: pd.DataFrame) -> pd.DataFrame:
     for pair, twin, original, _ in aa_pairs(df).itertuples(index=False, name=None):
         mine = df[(df["method"] == twin) & (df["pair"] == pair)]
         theirs = df[(df["method"] == original) & (df["pair"] == pair)]
-        tps = pd.to_numeric(mine["tokens_per_s"], errors="coerce")
-        merged = mine.assign(_t=tps)[keys + ["_t"]].merge(
-            theirs.assign(_o=pd.to_numeric(theirs["tokens_per_s"], errors="coerce"))[keys + ["_o"]],
-            on=keys, how="inner")
+        merged = mine.assign(_t=mine["tokens_per_s"])[keys + ["_t"]].merge(
+            theirs.assign(_o=theirs["tokens_per_s"])[keys + ["_o"]], on=keys, how="inner")
         merged = merged[(merged["_t"] > 0) & (merged["_o"] > 0)]
         for pair, gamma, t, o in zip(merged["pair"], merged["gamma_init"], merged["_t"], merged["_o"], strict=True):
             rows.append({"pair": pair, "twin": twin, "gamma_init": gamma, "log_ratio": math.log(t / o)})
@@ -405,7 +382,7 @@ def resolution(log_ratios: pd.Series, n_turns: int) -> tuple[float, float, float
     """(σ, the ± a cell of ``n_turns`` paired turns × repeats resolves, the turns × repeats ±``RESOLVE_TARGET``
     needs at least) from per-turn A/A log-ratios (module docstring, "resolution"); NaNs below two ratios
     (the second one below two turns)."""
-    values = pd.to_numeric(log_ratios, errors="coerce").dropna()
+    values = log_ratios.astype(float).dropna()
     if len(values) < 2 or n_turns < 1:
         return math.nan, math.nan, math.nan
     sigma = float(values.std(ddof=1))

@@ -31,13 +31,15 @@ the paper's numbers beside them.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from analysis.artefacts import SETTING, artefact
+from analysis.comparison import METHOD_LINK, weigh
+from analysis.comparison import notes as shared_notes
 from analysis.metrics import (
     POOLINGS,
     SHARED_MARK,
@@ -55,12 +57,14 @@ from analysis.metrics import (
 )
 from analysis.paper import dataset_key, hetero_rows, model_key
 from analysis.render import Table
-from analysis.uncertainty import Jackknife, Ranked, fmt_ci, mark, resolve, resolved_note
+from analysis.uncertainty import Jackknife, fmt_ci
 
 HETERO_KEYS = ["target", "task", "temperature", "method", "draft", "gamma_init"]
 PAPER_MIN_NEW_TOKENS = 128  # hf-bench's summarize_results.py: minimum_new_toks
 AR_KEYS = ("ar", "ar_offloaded", "hf_native_ar", "hf_native_ar_offloaded")  # hf_native_*: transformers' generate()
 RULE_LABELS = {"sd": "SD", "slem": "SLEM", "tli": "TLI"}
+#: where hf-bench's definitions are written once (``hfbench_table``'s caption names it; ``comparison.METHOD_LINK``)
+HFBENCH_DEFINITIONS = METHOD_LINK.replace("#reading-the-tables", "#hf-benchs-definitions")
 
 
 def rule_method(method: str, hetero: str | None, ar_cache: str | None = None, ar_loop: str | None = None) -> str:
@@ -187,7 +191,27 @@ def hfbench_table(
     kept_index = min_tokens_filter(data, min_new_tokens).index
     if len(kept_index) == 0:
         return None
-    data = data.assign(_kept=data.index.isin(kept_index))
+    notes = _Notes()
+    measured = _hfbench_measured(data.assign(_kept=data.index.isin(kept_index)), notes)
+    table = _beside_the_paper(measured, paper)
+    display = _hfbench_display(table, method_labels(df))
+    kept_how = (f"examples that produced < {min_new_tokens} new tokens under any method, drafter, temperature or "
+                "AR cache of the same target and dataset are dropped from every row (hf-bench's filter; 'n kept' = "
+                "examples kept / examples the row had)" if min_new_tokens > 0 else
+                "no example filter (hf-bench's drops examples shorter than 128 new tokens: see hetero_speedup)")
+    caption = (
+        "Speedup over autoregressive decoding under hf-bench's definitions (Timor et al., Sec. 5 and Appendix D), "
+        "against AR with its KV cache offloaded (hf-bench's baseline) and with the speculative runs' dynamic cache, "
+        f"at the same temperature; {kept_how}. 'paper': Appendix D for the same target, dataset and temperature (its "
+        f"own hardware). Definitions (TTFT, TPOT, Tok/s, the means, the row labels): {HFBENCH_DEFINITIONS}."
+        + notes.caption()
+    )
+    return Table(name, caption, display, table)
+
+
+def _hfbench_measured(data: pd.DataFrame, notes: _Notes) -> pd.DataFrame:
+    """``hfbench_table``'s measured rows, one per cell (``HETERO_KEYS``) with a kept example (``_kept``): hf-bench's
+    means of the kept records (module docstring), the speedups over its two AR baselines, the footnotes (``notes``)."""
     cells, examples = {}, {}
     for values, group in data.groupby(HETERO_KEYS, dropna=False, sort=True):
         if group["_kept"].any():
@@ -200,7 +224,6 @@ def hfbench_table(
         row = dict(zip(HETERO_KEYS, values, strict=True))
         if row["method"] in bases:
             bases[row["method"]][(row["target"], row["task"], row["temperature"])] = hmean(group["hfbench_tokens_per_s"])
-    notes = _Notes()
     rows = []
     for values, group in cells.items():
         row = dict(zip(HETERO_KEYS, values, strict=True))
@@ -233,7 +256,11 @@ def hfbench_table(
                 "left empty."),
         )
         rows.append(row)
-    measured = _sorted(pd.DataFrame(rows))
+    return _sorted(pd.DataFrame(rows))
+
+
+def _beside_the_paper(measured: pd.DataFrame, paper: pd.DataFrame | None) -> pd.DataFrame:
+    """The measured rows, each target × dataset × temperature followed by the paper's rows for it (``paper``)."""
     blocks = []
     published = hetero_rows(paper) if paper is not None else None
     for (target, task, temp), group in measured.groupby(["target", "task", "temperature"], sort=False, dropna=False):
@@ -252,10 +279,13 @@ def hfbench_table(
                 "label_note": "", "note_offloaded": "", "note_same": "",
                 "paper_label": (hit["method_label"] + " / " + hit["target"] + " / " + hit["dataset"]).values,
             }))
-    table = pd.concat(blocks, ignore_index=True)
+    return pd.concat(blocks, ignore_index=True)
+
+
+def _hfbench_display(table: pd.DataFrame, label: Callable[[str], str]) -> pd.DataFrame:
+    """The reader's frame of ``hfbench_table``."""
     paper_row = table["source"] == "paper"
-    label = method_labels(df)
-    display = pd.DataFrame({
+    return pd.DataFrame({
         "Target": table["target"], "Dataset": table["task"], "T": table["temperature"].map(lambda v: fmt_num(v, 1)),
         "Method": [label(m) + n for m, n in zip(table["method"], table["label_note"], strict=True)],
         "Drafter": [d if (m not in AR_KEYS and isinstance(d, str) and d) else "—"
@@ -271,24 +301,6 @@ def hfbench_table(
         "n kept": ["" if p else f"{int(k)}/{int(e)}" for p, k, e in
                    zip(paper_row, table["n_kept"], table["n_examples"], strict=True)],
     })
-    kept_how = (f"examples that produced < {min_new_tokens} new tokens under any method, drafter, temperature or "
-                "AR cache of the same target and dataset are dropped from every row (hf-bench's filter; 'n kept' = "
-                "examples kept / examples the row had)" if min_new_tokens > 0 else
-                "no example filter (hf-bench's drops examples shorter than 128 new tokens: see hetero_speedup)")
-    caption = (
-        "Speedup over autoregressive decoding (heterogeneous-vocabularies paper, Sec. 5 and Appendix D) under "
-        "hf-bench's definitions, which the paper's numbers follow: TTFT = until the first new tokens are streamed "
-        "(for speculative runs: the end of the first draft-and-verify round), arithmetic mean over examples; TPOT = "
-        "(wall − TTFT) / (new tokens − 1), harmonic mean over examples; Tok/s = 1000 / TPOT per example, harmonic "
-        "mean over examples (prefill excluded); speedup = Tok/s over AR's Tok/s at the same temperature, against AR "
-        "with its KV cache offloaded to the CPU (how hf-bench's AR baseline ran) and against AR with the same "
-        f"dynamic cache as the speculative runs. Pooling: per example, then those means; {kept_how}. Methods are "
-        "labelled by what ran (SD = one vocabulary; '+ policy' when γ was not fixed: hf-bench's assisted generation "
-        "= AssistantThreshold, γ = 20, τ = 0.4). 'measured': this results folder; 'paper': Appendix D as published "
-        "for the same target, dataset and temperature (its own hardware; SD (HF) = transformers' standard SD)."
-        + notes.caption()
-    )
-    return Table(name, caption, display, table)
 
 
 def _label_note(row: dict, group: pd.DataFrame, notes: _Notes) -> str:
@@ -364,14 +376,16 @@ def hetero_table(df: pd.DataFrame, pooling: str = "pooled") -> Table | None:
                                      "speedup left empty, never taken from another temperature.")
         rows.append(row)
     table = _sorted(pd.DataFrame(rows))
+    groups = table.groupby(["target", "task", "temperature"], dropna=False, sort=False).ngroup()
+    weighed = {stat: weigh({(g, i): e for g, i, e in zip(groups, table.index, table[stat], strict=True)},
+                           ranked=lambda key, stat=stat: stat == "_estimate")  # a speedup shares its row's rank
+               for stat in ("_estimate", "_speedup")}
     for stat, column in (("_estimate", "tokens_per_s"), ("_speedup", "speedup")):
-        bounds = [e.interval() for e in table[stat]]
+        bounds = [weighed[stat][(g, i)].interval for g, i in zip(groups, table.index, strict=True)]
         table[f"{column}_lo"], table[f"{column}_hi"] = [b[0] for b in bounds], [b[1] for b in bounds]
-    ranked: dict[Any, Ranked] = {}
-    for _, rows_in in table.groupby(["target", "task", "temperature"], dropna=False, sort=False):
-        ranked.update(resolve(dict(zip(rows_in.index, rows_in["_estimate"], strict=True))))
-    table["rank"] = pd.array([ranked[i].rank if i in ranked else None for i in table.index], dtype="Int64")
-    table["resolved"] = [ranked[i].resolved if i in ranked else None for i in table.index]
+    ranked = [weighed["_estimate"][(g, i)] for g, i in zip(groups, table.index, strict=True)]
+    table["rank"] = pd.array([w.rank for w in ranked], dtype="Int64")
+    table["resolved"] = [w.resolved for w in ranked]
     display = pd.DataFrame({
         "Target": table["target"], "Dataset": table["task"], "T": table["temperature"].map(lambda v: fmt_num(v, 1)),
         "Method": table["method"].map(method_labels(df)),
@@ -381,21 +395,18 @@ def hetero_table(df: pd.DataFrame, pooling: str = "pooled") -> Table | None:
         "TTFT (ms)": table["ttft_ms"].map(lambda v: fmt_num(v, 1)),
         "TPOT (ms)": table["tpot_ms"].map(lambda v: fmt_num(v, 1)),
         "Tok/s": table["tokens_per_s"].map(lambda v: fmt_num(v, 1)),
-        "Tok/s 95 % CI": [fmt_ci(e.interval(), 1) + mark(ranked.get(i)) for i, e in table["_estimate"].items()],
+        "Tok/s 95 % CI": [fmt_ci(w.interval, 1) + w.mark for w in ranked],
         "Speedup vs AR": [fmt_mean_std(v) + (SHARED_MARK if shared else "") + n for v, n, shared in
                           zip(table["speedup"], table["note"], table["shared_device"], strict=True)],
         "Speedup 95 % CI": [fmt_ci(e.interval(), 2, "×") for e in table["_speedup"]],
         "n": table["n_records"],
     })
     caption = (
-        "Heterogeneous vocabularies under specbench's own definitions (not the paper's: see hetero_speedup for "
-        "hf-bench's, beside the paper's numbers). TTFT = start to first new token (the target's prefill), mean "
-        "over prompts; TPOT = (wall − TTFT) / (new tokens − 1), mean over prompts; Tok/s = " + POOLINGS[pooling]
-        + "; speedup = Tok/s over AR's Tok/s (dynamic KV cache) for the same target, dataset and temperature. "
-        "Unfiltered. Methods are labelled by what ran (SD = one vocabulary). "
-        f"[lo, hi]: {jackknife.note()}; the speedup's interval carries AR's uncertainty too. "
-        + resolved_note("among the rows of the same target, dataset and T, by Tok/s; their speedups share AR's "
-                        "denominator, so the same marks hold for them")
+        "Heterogeneous vocabularies under specbench's own definitions (hf-bench's, beside the paper's numbers: "
+        f"hetero_speedup); Tok/s = {POOLINGS[pooling]}; speedup over AR with the dynamic KV cache, same target, "
+        "dataset and temperature; unfiltered; methods labelled by what ran (SD = one vocabulary). The speedup's "
+        "interval carries AR's uncertainty too. "
+        + shared_notes(jackknife, "within its target, dataset and T by Tok/s (their speedups share AR's denominator)")
         + notes.caption()
     )
     if table["shared_device"].any():

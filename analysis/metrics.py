@@ -165,7 +165,7 @@ def time_ms(records: pd.DataFrame, column: str = "wall_ms") -> pd.Series:
     """The time each record's tokens divide by in a throughput (``specbench.records.throughput_ms``, the one
     definition): its ``wall_ms`` (``column="ar_wall_ms"``: its AR reference's), or for a row decoded in a batch
     its share of the batch's wall, so that pooled tokens/s over a batched job is its throughput over all rows."""
-    wall = pd.to_numeric(records[column], errors="coerce")
+    wall = records[column].astype(float)  # a number column of the typed frame (analysis.frame)
     if "batch_share_ms" not in records or records["batch_share_ms"].isna().all():
         return wall
     ar = column == "ar_wall_ms"
@@ -183,7 +183,7 @@ def throughput(records: pd.DataFrame, pooling: str = "pooled") -> float:
         return math.nan
     time = time_ms(records)
     if pooling == "mean":
-        batched = time.ne(pd.to_numeric(records["wall_ms"], errors="coerce"))
+        batched = time.ne(records["wall_ms"])
         rates = records["tokens_per_s"].where(~batched, records["new_tokens"] / (time / 1000.0))
         return float(rates.mean())
     if pooling == "question":
@@ -277,7 +277,7 @@ def shared_device_mismatch(records: pd.DataFrame) -> bool:
     """Whether a speedup computed from these records mixes device-sharing conditions (module doc)."""
     if records.empty or "device_jobs" not in records:
         return False
-    jobs = pd.to_numeric(records["device_jobs"], errors="coerce")
+    jobs = records["device_jobs"]  # the typed frame's numbers (analysis.frame)
     if not (jobs > 1).any():
         return False
     cols = [records.get(c, pd.Series([None] * len(records), index=records.index))

@@ -37,13 +37,6 @@ from specbench.sweep_costs import modeled_ms, read_costs, sweep_latency
 MODELED_COLUMNS = ("modeled_ttft_ms", "modeled_wall_ms", "modeled_ar_wall_ms")
 MODELED_ROW = "modeled"  # the Source of a table's row of modeled values
 OUTSIDE_MARK = " ✗"  # a modeled value outside the measured cell's 95 % interval
-MODELED_NOTE = (
-    "'modeled': the same statistic of modeled walls — each record's own rounds (drafted, accepted, the forwards' "
-    "widths and contexts) charged with per-call costs the interleaved sweep timed in every round, on the job's "
-    "kernels and threads (analysis.modeled, specbench.sweep_costs); identical work reads identical by construction. "
-    f"'{OUTSIDE_MARK.strip()}': the modeled value lies outside the measured cell's 95 % interval (the per-call "
-    "costs do not explain that measurement)."
-)
 
 
 def _sweeps(root: Path) -> list[tuple[Path, Path]]:
@@ -87,12 +80,12 @@ def _configs(root: Path, job_dirs: list[str]) -> dict[str, Mapping[str, Any] | N
 
 def _overhead_ms(rows: pd.DataFrame, lookup: bool) -> float:
     """The loop's own time per round, pooled over the pair's modeled records (module docstring)."""
-    rounds = pd.to_numeric(rows["rounds"], errors="coerce").sum()
+    rounds = rows["rounds"].sum()  # the typed frame's numbers (analysis.frame): NaN skipped
     if not rounds > 0:
         return 0.0
-    spent = pd.to_numeric(rows["overhead_ms"], errors="coerce").fillna(0.0).sum()
+    spent = rows["overhead_ms"].sum()
     if lookup:
-        spent += pd.to_numeric(rows["draft_ms"], errors="coerce").fillna(0.0).sum()
+        spent += rows["draft_ms"].sum()
     return float(spent / rounds)
 
 
@@ -154,7 +147,7 @@ def _charge(out: pd.DataFrame, index: Any, latency: LatencyModel, draft_model: b
 
 
 def has_modeled(df: pd.DataFrame) -> bool:
-    return "modeled_wall_ms" in df and bool(pd.to_numeric(df["modeled_wall_ms"], errors="coerce").notna().any())
+    return "modeled_wall_ms" in df and bool(df["modeled_wall_ms"].notna().any())
 
 
 def modeled_frame(df: pd.DataFrame) -> pd.DataFrame | None:
@@ -162,17 +155,15 @@ def modeled_frame(df: pd.DataFrame) -> pd.DataFrame | None:
     None when none is modeled."""
     if not has_modeled(df):
         return None
-    wall = pd.to_numeric(df["modeled_wall_ms"], errors="coerce")
+    wall = df["modeled_wall_ms"]  # the typed frame's numbers (analysis.frame) and attach_modeled's floats
     keep = wall.notna() & (wall > 0)
     out = df[keep].copy()
     wall = wall[keep]
-    tokens = pd.to_numeric(out["new_tokens"], errors="coerce")
-    ar_wall = pd.to_numeric(out["modeled_ar_wall_ms"], errors="coerce")
-    ar_tokens = pd.to_numeric(out["ar_tokens_per_s"], errors="coerce") * pd.to_numeric(out["ar_wall_ms"],
-                                                                                        errors="coerce") / 1000.0
-    ar_tokens = ar_tokens.round()
+    tokens = out["new_tokens"]
+    ar_wall = out["modeled_ar_wall_ms"]
+    ar_tokens = (out["ar_tokens_per_s"] * out["ar_wall_ms"] / 1000.0).round()
     out["wall_ms"] = wall
-    out["ttft_ms"] = pd.to_numeric(out["modeled_ttft_ms"], errors="coerce")
+    out["ttft_ms"] = out["modeled_ttft_ms"]
     out["tokens_per_s"] = tokens * 1000.0 / wall
     out["ar_wall_ms"] = ar_wall
     out["ar_tokens_per_s"] = ar_tokens * 1000.0 / ar_wall
@@ -189,17 +180,8 @@ def inside(point: float, interval: tuple[float, float]) -> bool | None:
     return bool(lo <= point <= hi)
 
 
-PAIRED_NOTE = (
-    "Paired check (measured ÷ modeled): per cell, the jackknife interval of the measured value over the modeled one, "
-    "replicate by replicate on the same prompt turns, so the prompts' spread that both share cancels (a modeled "
-    "value inside the measured interval is a weak test: that interval carries the spread the model shares). An "
-    "interval that excludes 1 says the per-call costs miss something the run paid (or, for one cell among many, "
-    "the one-in-twenty chance of a 95 % interval)."
-)
-
-
 def paired_agreement(intervals: list[tuple[float, float]]) -> str:
-    """The captions' count of the paired check (``PAIRED_NOTE``): in how many cells the interval of measured ÷
+    """The captions' count of the paired check (measured ÷ modeled, ``docs/pages/analysis.md``): in how many cells the interval of measured ÷
     modeled excludes 1, of the cells that have one (a degenerate interval, a baseline's own cell, is no test)."""
     tested = [(lo, hi) for lo, hi in intervals if np.isfinite(lo) and np.isfinite(hi) and hi - lo > 1e-9]
     if not tested:

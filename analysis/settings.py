@@ -65,7 +65,7 @@ def scenario_frame(df: pd.DataFrame, keys: Sequence[str] = SCENARIO_KEYS) -> pd.
     """The scenario settings of each record (``keys`` present in ``df``), nulls as ``None`` and the
     sampling processors as ``None`` at temperature 0 (they do not act there)."""
     out = pd.DataFrame(index=df.index)
-    greedy = pd.to_numeric(df["temperature"], errors="coerce").fillna(0) == 0 if "temperature" in df else None
+    greedy = df["temperature"].fillna(0) == 0 if "temperature" in df else None  # typed (analysis.frame)
     for key in keys:
         col = df[key] if key in df.columns else pd.Series(None, index=df.index, dtype=object)
         values = [None if _blank(v) else v for v in col]

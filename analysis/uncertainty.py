@@ -1,6 +1,7 @@
 """How sure a comparison is: 95 % confidence intervals by a paired, t-calibrated jackknife over clusters
 of prompt turns, and when a ranking is resolved. The one definition every table and figure uses
-(``Jackknife``, ``Estimate.interval``, ``resolve``); captions quote ``Jackknife.note`` and ``resolved_note``.
+(``Jackknife``, ``Estimate.interval``, ``resolve``); the comparison tables weigh their cells with it
+(``analysis.comparison``), and docs/pages/analysis.md ("Reading the tables") tells a reader how to read the result.
 
 * **unit**: a prompt turn, ``(task, prompt_id, turn)``, with every record of it: all its repeats
   (``repeat``), in every cell (pair × method × initial γ, AR included). Under ``pooling="question"``
@@ -81,14 +82,6 @@ from analysis.metrics import check_pooling, per_group, time_ms
 LEVEL = 0.95
 UNRESOLVED_MARK = " ≈"
 CI_ROW = "95 % CI"  # the Source of a table's row of intervals under the row of point estimates
-
-
-def resolved_note(ranking: str = "by point estimate") -> str:
-    """The caption's sentence for ``UNRESOLVED_MARK``; ``ranking`` says which rows rank together and by what."""
-    return (f"≈: not resolved from a row ranked next to it, just above or below ({ranking}): the 95 % CI of "
-            "their paired ratio contains 1 or, where an A/A twin ran, reaches into its band (paired ratios, not "
-            "overlapping intervals: cells timed on the same prompt turns share the prompts' spread, which cancels "
-            "in a ratio).")
 
 
 @lru_cache(maxsize=512)
@@ -205,13 +198,19 @@ def _column(df: pd.DataFrame, name: str) -> pd.Series:
     return df[name] if name in df.columns else pd.Series(None, index=df.index, dtype=object)
 
 
+def _numbers(df: pd.DataFrame, name: str) -> np.ndarray:
+    """A number column of the typed frame (``analysis.frame``: declared numbers are numeric, null NaN) as floats;
+    all NaN where the frame lacks it."""
+    return df[name].to_numpy(dtype=float) if name in df.columns else np.full(len(df), math.nan)
+
+
 def unit_keys(df: pd.DataFrame, pooling: str = "pooled") -> list[str]:
     """The unit of each record (module docstring) as a string ``task/prompt_id/turn``
     (``task/prompt_id`` under ``question`` pooling)."""
     task, prompt = _column(df, "task"), _column(df, "prompt_id")
     if pooling == "question":
         return [f"{t}\x1f{p}" for t, p in zip(task, prompt, strict=True)]
-    turn = pd.to_numeric(_column(df, "turn"), errors="coerce")
+    turn = _numbers(df, "turn")
     return [f"{t}\x1f{p}\x1f{'' if n != n else f'{n:g}'}" for t, p, n in zip(task, prompt, turn, strict=True)]
 
 
@@ -220,7 +219,7 @@ JOB_KEYS = ("pair", "method", "gamma_init", "temperature", "task")  # a job, whe
 
 def _batch_keys(df: pd.DataFrame) -> list[tuple | None]:
     """Per record, the batch it was decoded in, ``(job, batch_index)``; None at batch 1 (module docstring)."""
-    index = pd.to_numeric(_column(df, "batch_index"), errors="coerce")
+    index = _numbers(df, "batch_index")
     jobs = (_column(df, "job_dir").astype(str) if "job_dir" in df.columns
             else ["\x1f".join(map(str, job)) for job in zip(*(_column(df, k) for k in JOB_KEYS), strict=True)])
     return [None if b != b else (job, int(b)) for job, b in zip(jobs, index, strict=True)]
@@ -298,16 +297,13 @@ class Jackknife:
         if rows.empty:
             return empty
         if ar:
-            rate = pd.to_numeric(_column(rows, "ar_tokens_per_s"), errors="coerce").to_numpy(dtype=float)
-            raw = pd.to_numeric(_column(rows, "ar_wall_ms"), errors="coerce").to_numpy(dtype=float)
+            rate, raw = _numbers(rows, "ar_tokens_per_s"), _numbers(rows, "ar_wall_ms")
             if not (np.isfinite(rate).all() and np.isfinite(raw).all()):
                 return empty
             tokens = rate * raw / 1000.0
             wall = time_ms(rows, "ar_wall_ms").to_numpy(dtype=float)
         else:
-            rate = pd.to_numeric(rows["tokens_per_s"], errors="coerce").to_numpy(dtype=float)
-            tokens = pd.to_numeric(rows["new_tokens"], errors="coerce").to_numpy(dtype=float)
-            raw = pd.to_numeric(rows["wall_ms"], errors="coerce").to_numpy(dtype=float)
+            rate, tokens, raw = (_numbers(rows, c) for c in ("tokens_per_s", "new_tokens", "wall_ms"))
             wall = time_ms(rows).to_numpy(dtype=float)
         shared = np.isfinite(wall) & (wall > 0) & (wall != raw)  # a batched row: its share of the batch's time
         rate = np.where(shared, tokens * 1000.0 / np.where(shared, wall, 1.0), rate)

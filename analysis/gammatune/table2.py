@@ -1,9 +1,10 @@
 """GammaTune Table 2: speedup over SpecDecode across initial γ (mean ± sample std across initial γ,
 with each cell's 95 % paired jackknife CI), and the same table from drift-normalised records.
 
-Definitions in ``speedup_table``'s docstring, repeated in its caption; the Average column is
-``_average`` (it reproduces the paper's from its pair columns). Pure: a records frame in, a ``Table``
-out, ``None`` when the records hold no baseline.
+Definitions in ``speedup_table``'s docstring, for a reader in docs/pages/analysis.md ("Reading the tables"), which
+the caption links; the Average column is ``_average`` (it reproduces the paper's from its pair columns). The cells'
+uncertainty is weighed by ``analysis.comparison``; this module is the table's estimates and layout. Pure: a records
+frame in, a ``Table`` out, ``None`` when the records hold no baseline.
 """
 
 from __future__ import annotations
@@ -15,16 +16,8 @@ import numpy as np
 import pandas as pd
 
 from analysis.artefacts import SCENARIO, artefact
-from analysis.drift import (
-    DRIFT_NORMALISED_NOTE,
-    SAME_WORK_MARK,
-    SAME_WORK_NOTE,
-    AABand,
-    aa_bands,
-    average_band,
-    gate_note,
-    same_work,
-)
+from analysis.comparison import Weighed, modeled_data, notes, weigh
+from analysis.drift import DRIFT_NORMALISED_NOTE, SAME_WORK_MARK, AABand, aa_bands, average_band, same_work
 from analysis.metrics import (
     POOLINGS,
     SHARED_MARK,
@@ -40,28 +33,10 @@ from analysis.metrics import (
     ordered_methods,
     shared_device_mismatch,
 )
-from analysis.modeled import (
-    MODELED_NOTE,
-    MODELED_ROW,
-    OUTSIDE_MARK,
-    PAIRED_NOTE,
-    agreement,
-    inside,
-    modeled_frame,
-    paired_agreement,
-)
+from analysis.modeled import MODELED_ROW, OUTSIDE_MARK, modeled_frame, paired_agreement
 from analysis.paper import gammatune_table2
 from analysis.render import Table
-from analysis.uncertainty import (
-    CI_ROW,
-    Estimate,
-    Jackknife,
-    fmt_ci,
-    mark,
-    mean_of,
-    resolve,
-    resolved_note,
-)
+from analysis.uncertainty import CI_ROW, Estimate, Jackknife, fmt_ci, mean_of
 
 AA_ROW = "A/A band"  # the Source of the row that shows each column's A/A gate (analysis.drift, "A/A gate")
 
@@ -116,15 +91,13 @@ def speedup_table(
     (``_average``: reproduces the paper's Average column from its pair columns).
     Pairs without baseline records are left out.
 
-    Under every measured row, a ``95 % CI`` row: each cell's paired jackknife CI over prompt turns
-    (``analysis.uncertainty``; ``table2_estimates``), marked ``≈`` when the method is not resolved
-    from its neighbour in that column's ranking (``resolve``), gated by the column's A/A band where a
-    twin ran (``analysis.drift.aa_bands``; the Average column: ``average_band``), shown in a last row
-    ``A/A band`` (``AA_ROW``) and flagged ``≠ 1`` where the twin's interval excludes 1. A/A twins
-    (``aa_original``) are no method rows here (their ratio to their original is the noise floor,
-    ``analysis.drift``), and never the baseline. A cell whose method did another's work in every record of the
-    pair (``analysis.drift.same_work``) shows ``≡ <original>`` in its CI row and is not ranked (``same_work_as``
-    in ``data``)."""
+    Under every measured row, a ``95 % CI`` row and, where records are modeled, a ``modeled`` row: the cells of
+    ``table2_estimates`` weighed by ``analysis.comparison.weigh`` (interval, ``≈``, the column's A/A gate:
+    ``analysis.drift.aa_bands``, the Average column's ``average_band``, shown in a last row ``A/A band``,
+    ``AA_ROW``), a cell that did another method's work shown ``≡ <original>`` and not ranked. A/A twins
+    (``aa_original``) are no method rows here (their ratio to their original is the noise floor) and never the
+    baseline. ``data``: one row per (pair, method, source) with ``ci_lo``, ``ci_hi``, ``rank``, ``resolved``,
+    ``aa_band``, ``aa_excludes_one``, ``same_work_as`` and the modeled and paired columns (``_paired``)."""
     check_pooling(pooling)
     if aa_original(baseline):
         raise ValueError(f"{baseline} is an A/A twin: it measures the noise floor and is never a baseline")
@@ -134,24 +107,72 @@ def speedup_table(
     if per_gamma.empty:
         return None
     pairs = sorted(per_gamma["pair"].unique())
-    methods = ordered_methods(per_gamma["method"].unique())
     jackknife = Jackknife(df, pooling)
     estimates = table2_estimates(jackknife.cells(rows_df[rows_df["pair"].isin(pairs)], ["pair", "method", "gamma_init"]),
                                  baseline)
     bands = {p: b for p, b in aa_bands(df, pooling, jackknife).items() if p in pairs}
     gates: dict[str, AABand | None] = {**{p: bands.get(p) for p in pairs}, "average": average_band(bands, pairs)}
-    copies = {key: original for key, original in same_work(rows_df).items() if key[0] in pairs}  # never ranked
-    ranks = {p: resolve({m: e for (q, m), e in estimates.items() if q == p and (q, m) not in copies},
-                        band=gate.band if gate else 0.0)
-             for p, gate in gates.items()}
+    copies = {key: original for key, original in same_work(rows_df).items() if key[0] in pairs}
+    frame = modeled_frame(df) if modeled else None  # the modeled records, once: the modeled row and the paired check
+    model = modeled_data(frame, lambda records: speedup_table(records, pooling, baseline, None, modeled=False))
+    model = model[model["source"] == "measured"].set_index(["pair", "method"]) if model is not None else None
+    cells = weigh(estimates, gates, copies, model["mean"].to_dict() if model is not None else None)
+    data = _data(df, per_gamma, pairs, cells, baseline, pooling, paper)
+    paired = _paired(frame, pairs, jackknife, baseline, estimates) if model is not None else {}
+    _modeled_columns(data, cells, model, paired)
+    data["n_gamma"] = data["n_gamma"].astype("Int64")
+    data["rank"] = data["rank"].astype("Int64")
+    label = method_labels(df)
+    display = _display(data, pairs, cells, gates if bands else None, model is not None, label)
+    caption = (
+        f"Speedup over {label(baseline)} (GammaTune Table 2), {POOLINGS[pooling]}: per pair, each initial γ's "
+        f"throughput ÷ {label(baseline)}'s mean over its initial γ; cell = mean ± {STD_NOTE}; Average = mean of the "
+        "pair means ± sqrt(mean of the pair variances), as the paper's. 'paper': as published (SpecBench, one H100). "
+        + notes(jackknife, "within the column", {_column(p): g for p, g in gates.items()} if bands else None, bool(copies),
+                list(cells.values()) if model is not None else None)
+    )
+    if len(rows_df) < len(df):
+        caption += " A/A twins are not rows here (noise_floor)."
+    if data["shared_device"].fillna(False).astype(bool).any():
+        caption += " " + SHARED_NOTE
+    if paired:
+        measured = data[(data["source"] == "measured") & (data["pair"] != "average")]
+        caption += (" Paired check: " + paired_agreement(
+            list(zip(measured["measured_over_modeled_lo"], measured["measured_over_modeled_hi"], strict=True))) + ".")
+    return Table("gammatune_table2_speedup", caption, display, data)
+
+
+def _modeled_columns(data: pd.DataFrame, cells: dict[tuple, Weighed], model: pd.DataFrame | None,
+                     paired: dict[tuple[str, str], Estimate]) -> None:
+    """``speedup_table``'s ``data`` gets, on its measured rows, the paired check (``measured_over_modeled``,
+    ``_lo``, ``_hi``: ``_paired``) and the modeled overlay (``modeled_mean``, ``modeled_std``, ``modeled_inside``)."""
+    if paired:
+        measured = data["source"] == "measured"
+        found = [paired.get((p, m)) if ok else None for p, m, ok in zip(data["pair"], data["method"], measured,
+                                                                         strict=True)]
+        data["measured_over_modeled"] = [f.point if f else math.nan for f in found]
+        bounds = [f.interval() if f else (math.nan, math.nan) for f in found]
+        data["measured_over_modeled_lo"], data["measured_over_modeled_hi"] = [b[0] for b in bounds], [b[1] for b in bounds]
+    if model is not None:
+        found = [cells.get((p, m)) if ok else None for p, m, ok in zip(data["pair"], data["method"],
+                                                                        data["source"] == "measured", strict=True)]
+        data["modeled_mean"] = [f.modeled if f else math.nan for f in found]
+        data["modeled_std"] = [model["std"].get((p, m), math.nan) if f else math.nan
+                               for p, m, f in zip(data["pair"], data["method"], found, strict=True)]
+        data["modeled_inside"] = [f.modeled_inside if f else None for f in found]
+
+
+def _data(df: pd.DataFrame, per_gamma: pd.DataFrame, pairs: list[str], cells: dict[tuple, Weighed], baseline: str,
+          pooling: str, paper: pd.DataFrame | None) -> pd.DataFrame:
+    """``speedup_table``'s ``data`` before its modeled columns: the measured cells, their Average, the paper's."""
 
     def uncertainty(pair: str, method: str) -> dict[str, Any]:
-        lo, hi = estimates[(pair, method)].interval() if (pair, method) in estimates else (math.nan, math.nan)
-        ranked = ranks[pair].get(method)
-        gate = gates[pair]
-        return {"ci_lo": lo, "ci_hi": hi, "rank": ranked.rank if ranked else None,
-                "resolved": ranked.resolved if ranked else None, "aa_band": gate.band if gate else math.nan,
-                "aa_excludes_one": gate.flagged if gate else None, "same_work_as": copies.get((pair, method))}
+        cell = cells.get((pair, method))
+        lo, hi = cell.interval if cell else (math.nan, math.nan)
+        gate = cell.gate if cell else None
+        return {"ci_lo": lo, "ci_hi": hi, "rank": cell.rank if cell else None,
+                "resolved": cell.resolved if cell else None, "aa_band": gate.band if gate else math.nan,
+                "aa_excludes_one": gate.flagged if gate else None, "same_work_as": cell.same_work_as if cell else None}
 
     long = []
     for (pair, method), group in per_gamma.groupby(["pair", "method"], sort=True):
@@ -165,7 +186,7 @@ def speedup_table(
                      "std_tokens_per_s": tps_std, "baseline_tokens_per_s": group["baseline_tokens_per_s"].iloc[0],
                      "pooling": pooling, **uncertainty(pair, method)})
     measured = pd.DataFrame(long)
-    for method in methods:
+    for method in ordered_methods(per_gamma["method"].unique()):
         mean, std = _average(measured[measured["method"] == method])
         long.append({"method": method, "pair": "average", "source": "measured", "mean": mean, "std": std,
                      "pooling": pooling, **uncertainty("average", method)})
@@ -174,92 +195,57 @@ def speedup_table(
     if not published.empty and baseline == "specdecode":
         full = gammatune_table2(paper)
         shown = pd.concat([published, full[(full["pair"] == "average") & full["method"].isin(published["method"])]])
-        for rec in shown.to_dict("records"):
-            long.append({**rec, "source": "paper"})
-    data = pd.DataFrame(long)
-    frame = modeled_frame(df) if modeled else None  # the modeled records, once: the modeled row and the paired check
-    model = _modeled(frame, pooling, baseline) if frame is not None else None
-    paired = _paired(frame, pairs, jackknife, baseline, estimates) if model is not None else {}
-    if paired:
-        bounds = [paired[(p, m)].interval() if ok and (p, m) in paired else (math.nan, math.nan)
-                  for p, m, ok in zip(data["pair"], data["method"], data["source"] == "measured", strict=True)]
-        data["measured_over_modeled"] = [paired[(p, m)].point if ok and (p, m) in paired else math.nan for p, m, ok in
-                                         zip(data["pair"], data["method"], data["source"] == "measured", strict=True)]
-        data["measured_over_modeled_lo"], data["measured_over_modeled_hi"] = [b[0] for b in bounds], [b[1] for b in bounds]
-    if model is not None:
-        measured_rows = data["source"] == "measured"
-        found = [model.get((p, m)) if ok else None for p, m, ok in zip(data["pair"], data["method"], measured_rows,
-                                                                         strict=True)]
-        data["modeled_mean"] = [f[0] if f else math.nan for f in found]
-        data["modeled_std"] = [f[1] if f else math.nan for f in found]
-        data["modeled_inside"] = [inside(f[0], (lo, hi)) if f else None
-                                  for f, lo, hi in zip(found, data["ci_lo"], data["ci_hi"], strict=True)]
-    data["n_gamma"] = data["n_gamma"].astype("Int64")
-    data["rank"] = data["rank"].astype("Int64")
-    display_rows = []
-    label = method_labels(df)
+        long += [{**rec, "source": "paper"} for rec in shown.to_dict("records")]
+    return pd.DataFrame(long)
+
+
+def _display(data: pd.DataFrame, pairs: list[str], cells: dict[tuple, Weighed], gates: dict | None, modeled: bool,
+             label: Any) -> pd.DataFrame:
+    """The reader's frame of ``speedup_table``: per method a measured row, its CI row (and modeled row), the
+    paper's row; a last ``A/A band`` row when a twin ran (``gates``)."""
+    columns = {p: _column(p) for p in [*pairs, "average"]}
+    rows = []
     for method in ordered_methods(data["method"].unique()):
         for source in ("measured", "paper"):
-            rows = data[(data["method"] == method) & (data["source"] == source)]
-            if rows.empty:
+            mine = data[(data["method"] == method) & (data["source"] == source)]
+            if mine.empty:
                 continue
-            cells = {p: rows[rows["pair"] == p] for p in [*pairs, "average"]}
+            found = {p: mine[mine["pair"] == p] for p in columns}
             row = {"Method": label(method), "Source": source}
-            ci_row = {"Method": "", "Source": CI_ROW}
-            for p, cell in cells.items():
-                column = "Average" if p == "average" else p
+            for p, cell in found.items():
                 shared = p != "average" and source == "measured" and not cell.empty and bool(cell["shared_device"].iloc[0])
-                row[column] = (fmt_mean_std(cell["mean"].iloc[0], cell["std"].iloc[0]) + (SHARED_MARK if shared else "")
-                               if not cell.empty else "")
-                ci_row[column] = (fmt_ci(estimates[(p, method)].interval())
-                                  + (f" {SAME_WORK_MARK} {label(copies[(p, method)])}" if (p, method) in copies
-                                     else mark(ranks[p].get(method)))
-                                  if (p, method) in estimates else "")
-            display_rows.append(row)
+                row[columns[p]] = (fmt_mean_std(cell["mean"].iloc[0], cell["std"].iloc[0]) + (SHARED_MARK if shared else "")
+                                   if not cell.empty else "")
+            rows.append(row)
             if source == "measured":
-                display_rows.append(ci_row)
-                if model is not None:
-                    display_rows.append({"Method": "", "Source": MODELED_ROW, **{
-                        ("Average" if p == "average" else p): _modeled_cell(cell) for p, cell in cells.items()}})
-    if bands:
-        display_rows.append({"Method": "", "Source": AA_ROW, **{"Average" if p == "average" else p:
-                                                               gate.text() if gate else "" for p, gate in gates.items()}})
-    display = pd.DataFrame(display_rows)
-    caption = (
-        f"Speedup over {label(baseline)} (GammaTune Table 2). Per pair, the throughput of each initial γ "
-        f"divided by {label(baseline)}'s throughput averaged over all its initial γ; cell = mean ± "
-        f"{STD_NOTE}. Throughput = {POOLINGS[pooling]}. Average = mean of the pair means ± sqrt(mean of the "
-        "pair variances), over the pairs shown for 'measured' rows and over the paper's four pairs for 'paper' "
-        "rows (the paper's own Average column, which that formula reproduces). "
-        "'measured': this results folder; 'paper': GammaTune Table 2 as published (SpecBench, one H100). "
-        f"± : {STD_NOTE} (the paper's spread). [lo, hi] (rows '{CI_ROW}'): {jackknife.note()}, of the same "
-        f"cell, replicate by replicate (Average: the mean of the pair cells); {label(baseline)}'s own cell "
-        "is 1 in every replicate, the other intervals carry its uncertainty. "
-        + resolved_note("within the column, by the cell's point estimate")
-    )
-    if len(rows_df) < len(df):
-        caption += " A/A twins are not rows here: their ratio to the method they copy is the noise floor (noise_floor)."
-    if copies:
-        caption += " " + SAME_WORK_NOTE
-    if bands:
-        caption += (f" Row '{AA_ROW}': each column's A/A band (the widest of the pair's A/A pairs; Average: those ratios averaged over the pairs). "
-                    + gate_note({("Average" if p == "average" else p): gate for p, gate in gates.items()}, label))
-    if "shared_device" in data and data["shared_device"].fillna(False).astype(bool).any():
-        caption += " " + SHARED_NOTE
-    if model is not None:
-        caption += f" {MODELED_NOTE} Here: {agreement(list(data['modeled_inside']))}."
-    if paired:
-        cells = data[(data["source"] == "measured") & (data["pair"] != "average")]
-        caption += (f" {PAIRED_NOTE} Here: " + paired_agreement(list(zip(cells["measured_over_modeled_lo"],
-                                                                          cells["measured_over_modeled_hi"],
-                                                                          strict=True))) + ".")
-    return Table("gammatune_table2_speedup", caption, display, data)
+                rows.append({"Method": "", "Source": CI_ROW, **{columns[p]: _ci_cell(cells.get((p, method)), label)
+                                                                for p in columns}})
+                if modeled:
+                    rows.append({"Method": "", "Source": MODELED_ROW, **{columns[p]: _modeled_cell(cell)
+                                                                         for p, cell in found.items()}})
+    if gates:
+        rows.append({"Method": "", "Source": AA_ROW, **{columns[p]: gate.text() if gate else ""
+                                                        for p, gate in gates.items()}})
+    return pd.DataFrame(rows)
 
 
-def _paired(frame: pd.DataFrame, pairs: list[str], jackknife: Jackknife, baseline: str,
+def _column(pair: str) -> str:
+    return "Average" if pair == "average" else pair
+
+
+def _ci_cell(cell: Weighed | None, label: Any) -> str:
+    if cell is None:
+        return ""
+    return fmt_ci(cell.interval) + (f" {SAME_WORK_MARK} {label(cell.same_work_as)}" if cell.same_work_as else cell.mark)
+
+
+def _paired(frame: pd.DataFrame | None, pairs: list[str], jackknife: Jackknife, baseline: str,
             measured: dict[tuple[str, str], Estimate]) -> dict[tuple[str, str], Estimate]:
-    """Per (pair, method) cell: measured ÷ modeled (``PAIRED_NOTE``), both from the one jackknife of the measured
-    records (``frame``, the modeled records, holds the same prompt turns), so their replicates pair up."""
+    """Per (pair, method) cell: measured ÷ modeled (docs/pages/analysis.md, "modeled"), both from the one jackknife
+    of the measured records (``frame``, the modeled records, holds the same prompt turns), so their replicates pair
+    up."""
+    if frame is None:
+        return {}
     frame = frame[frame["pair"].isin(pairs) & ~is_aa_twin(frame["method"])]
     if frame.empty:
         return {}
@@ -268,17 +254,6 @@ def _paired(frame: pd.DataFrame, pairs: list[str], jackknife: Jackknife, baselin
     except ValueError:  # modeled rows of turns the measured jackknife does not hold: no pairing
         return {}
     return {key: measured[key] / model[key] for key in measured if key in model and key[0] != "average"}
-
-
-def _modeled(frame: pd.DataFrame, pooling: str, baseline: str) -> dict[tuple[str, str], tuple[float, float]] | None:
-    """``(mean, std)`` of every (pair, method) cell of the table of the modeled records (``frame``,
-    ``analysis.modeled.modeled_frame``), the Average column under pair ``average``; None when it makes no table."""
-    table = speedup_table(frame, pooling, baseline, None, modeled=False)
-    if table is None:
-        return None
-    rows = table.data[table.data["source"] == "measured"]
-    return {(p, m): (mean, std) for p, m, mean, std in zip(rows["pair"], rows["method"], rows["mean"], rows["std"],
-                                                          strict=True)}
 
 
 def _modeled_cell(cell: pd.DataFrame) -> str:

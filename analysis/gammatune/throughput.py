@@ -9,6 +9,7 @@ save_figure`` writes PNG and PDF) out, ``None`` when the inputs are absent.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import matplotlib
 
@@ -19,7 +20,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from analysis.artefacts import SCENARIO, artefact
-from analysis.drift import SAME_WORK_MARK, SAME_WORK_NOTE, aa_bands, gate_note, same_work
+from analysis.comparison import modeled_data, notes, weigh
+from analysis.drift import SAME_WORK_MARK, aa_bands, same_work
 from analysis.metrics import (
     POOLINGS,
     check_pooling,
@@ -31,17 +33,9 @@ from analysis.metrics import (
     method_labels,
     ordered_methods,
 )
-from analysis.modeled import MODELED_NOTE, OUTSIDE_MARK, agreement, inside, modeled_frame
+from analysis.modeled import OUTSIDE_MARK, modeled_frame
 from analysis.render import Table
-from analysis.uncertainty import (
-    Jackknife,
-    fmt_ci,
-    mark,
-    mean_of,
-    resolve,
-    resolved_note,
-    unit_keys,
-)
+from analysis.uncertainty import Jackknife, fmt_ci, mean_of, unit_keys
 
 
 @artefact("tables/gammatune_throughput", "throughput table", scope=SCENARIO,
@@ -55,11 +49,10 @@ def throughput_table(df: pd.DataFrame, pooling: str = "pooled", modeled: bool = 
     A(method, γ)``, with ``A`` the AR reference of the same records: their own (``ar_tokens_per_s``
     and ``ar_wall_ms``, the AR decode each record's ``speedup`` divides by: ``ar_source`` paired,
     decoded, cache or self), pooled the same way over the same prompt turns, when every record of the
-    cell has one; else the throughput of the pair's AR job (``method`` ar); else empty. Each with its
-    paired jackknife CI (``analysis.uncertainty``) and ``≈`` when not resolved from its neighbour in
-    the pair's ranking (by Tok/s; by speedup), gated by the pair's A/A band where a twin ran
-    (``analysis.drift.aa_bands``; ``aa_band`` in ``data``). ``data``: one row per (pair, method)
-    (``scope`` "mean over γ") and per (pair, method, γ) (``scope`` "γ"). None when only AR ran.
+    cell has one; else the throughput of the pair's AR job (``method`` ar); else empty. Both weighed by
+    ``analysis.comparison.weigh`` (interval; ``≈`` in the pair's ranking by Tok/s, by speedup; the pair's A/A
+    gate, ``aa_band`` in ``data``). ``data``: one row per (pair, method) (``scope`` "mean over γ") and per (pair,
+    method, γ) (``scope`` "γ"). None when only AR ran.
 
     Where the records carry modeled walls (``analysis.modeled``), a column ``Speedup modeled``: the same speedup of
     the modeled records (``modeled=False`` computes it), ``✗`` when outside the measured speedup's 95 % CI;
@@ -71,11 +64,54 @@ def throughput_table(df: pd.DataFrame, pooling: str = "pooled", modeled: bool = 
     jackknife = Jackknife(df, pooling)
     bands = aa_bands(df, pooling, jackknife)
     copies = same_work(rows_df)  # (pair, method) -> the method whose work it did: shown, never ranked
-    keys = ["pair", "method", "gamma_init"]
+    data = _cells_over_gamma(rows_df, jackknife, pooling)
+    model = modeled_data(modeled_frame(df) if modeled else None,
+                         lambda records: throughput_table(records, pooling, modeled=False))
+    keys = [(p, m, sc, g if np.isfinite(g) else None) for p, m, sc, g in
+            zip(data["pair"], data["method"], data["scope"], data["gamma_init"], strict=True)]
+    overlay = (dict(zip([(p, m, sc, g if np.isfinite(g) else None) for p, m, sc, g in
+                         zip(model["pair"], model["method"], model["scope"], model["gamma_init"], strict=True)],
+                        model["speedup_vs_ar"], strict=True)) if model is not None else None)
+    weighed = {}
+    for stat in ("tokens", "speedup"):
+        weighed[stat] = cells = weigh(dict(zip(keys, data[stat], strict=True)), bands,
+                                      {k: copies[k[:2]] for k in keys if k[:2] in copies},
+                                      overlay if stat == "speedup" else None, ranked=lambda key: key[2] != "γ")
+        column = "tokens_per_s" if stat == "tokens" else "speedup_vs_ar"
+        data[column] = [cells[k].estimate.point for k in keys]
+        data[f"{column}_lo"], data[f"{column}_hi"] = [cells[k].interval[0] for k in keys], [cells[k].interval[1]
+                                                                                             for k in keys]
+        data[f"{column}_rank"] = pd.array([cells[k].rank for k in keys], dtype="Int64")
+        data[f"{column}_resolved"] = [cells[k].resolved for k in keys]
+        data[f"_{stat}_mark"] = [cells[k].mark for k in keys]
+    data["aa_band"] = [bands[p].band if p in bands else math.nan for p in data["pair"]]
+    data["same_work_as"] = [copies.get((p, m)) for p, m in zip(data["pair"], data["method"], strict=True)]
+    if model is not None:
+        data["modeled_speedup_vs_ar"] = [weighed["speedup"][k].modeled for k in keys]
+        data["modeled_inside"] = [weighed["speedup"][k].modeled_inside for k in keys]
+    order = {m: i for i, m in enumerate(ordered_methods(data["method"]))}
+    data = data.sort_values(["pair", "method", "scope", "gamma_init"], key=lambda s: s.map(order) if s.name == "method"
+                            else s, na_position="first").reset_index(drop=True)
+    label = method_labels(df)
+    caption = (
+        f"Throughput and speedup over AR per method (GammaTune Figure 1 as a table), {POOLINGS[pooling]}: Tok/s = "
+        "mean over initial γ of each γ's throughput; Speedup vs AR = mean over initial γ of that throughput ÷ the AR "
+        "reference's on the same prompt turns (column AR reference: the records' own ar_source, else the pair's AR "
+        "job). A/A twins are not rows here (noise_floor). "
+        + notes(jackknife, "within the pair (by Tok/s; by speedup)", dict(sorted(bands.items())), bool(copies),
+                [weighed["speedup"][k] for k in keys if k[2] != "γ"] if model is not None else None)
+    )
+    display = _throughput_display(data[data["scope"] == "mean over γ"], model is not None, label)
+    data = data.drop(columns=["tokens", "speedup", "_tokens_mark", "_speedup_mark"])
+    return Table("gammatune_throughput", caption, display.reset_index(drop=True), data)
+
+
+def _cells_over_gamma(rows_df: pd.DataFrame, jackknife: Jackknife, pooling: str) -> pd.DataFrame:
+    """``throughput_table``'s typed cells: per (pair, method, γ) and per (pair, method) over γ, the Tok/s and
+    speedup ``Estimate``s (``tokens``, ``speedup``), the AR reference they divide by and the counts."""
     ar_jobs = rows_df[rows_df["method"] == "ar"]
     long = []
-    for values, group in rows_df.groupby(keys, dropna=False, sort=True):
-        pair, method, gamma = values
+    for (pair, method, gamma), group in rows_df.groupby(["pair", "method", "gamma_init"], dropna=False, sort=True):
         own = jackknife.estimate(group, ar=True)
         sources = sorted(set(group["ar_source"].dropna().astype(str))) if "ar_source" in group else []
         if not np.isfinite(own.point) and not ar_jobs[ar_jobs["pair"] == pair].empty:
@@ -93,44 +129,12 @@ def throughput_table(df: pd.DataFrame, pooling: str = "pooled", modeled: bool = 
                      "ar_reference": " ".join(sorted({s for v in group["ar_reference"] for s in v.split(" ") if s})),
                      "n_gamma": int(group["gamma_init"].notna().sum()),
                      "n_turns": len(set(unit_keys(records, pooling))), "n_records": len(records)})
-    data = pd.DataFrame(long)
-    means = data[data["scope"] == "mean over γ"]
-    for stat in ("tokens", "speedup"):
-        ranked = {}
-        for pair, rows in means.groupby("pair", sort=True):
-            band = bands[pair].band if pair in bands else 0.0
-            ranked.update({(pair, k): v for k, v in
-                           resolve({m: e for m, e in zip(rows["method"], rows[stat], strict=True)
-                                    if (pair, m) not in copies}, band=band).items()})
-        column = "tokens_per_s" if stat == "tokens" else "speedup_vs_ar"
-        data[column] = [e.point for e in data[stat]]
-        bounds = [e.interval() for e in data[stat]]
-        data[f"{column}_lo"], data[f"{column}_hi"] = [b[0] for b in bounds], [b[1] for b in bounds]
-        found = [ranked.get((p, m)) if scope != "γ" else None
-                 for p, m, scope in zip(data["pair"], data["method"], data["scope"], strict=True)]
-        data[f"{column}_rank"] = pd.array([r.rank if r else None for r in found], dtype="Int64")
-        data[f"{column}_resolved"] = [r.resolved if r else None for r in found]
-        data[f"_{stat}_mark"] = [mark(r) for r in found]
-    data["aa_band"] = [bands[p].band if p in bands else math.nan for p in data["pair"]]
-    data["same_work_as"] = [copies.get((p, m)) for p, m in zip(data["pair"], data["method"], strict=True)]
-    order = {m: i for i, m in enumerate(ordered_methods(data["method"]))}
-    data = data.sort_values(["pair", "method", "scope", "gamma_init"], key=lambda s: s.map(order) if s.name == "method"
-                            else s, na_position="first").reset_index(drop=True)
-    model = None
-    if modeled and (frame := modeled_frame(df)) is not None:
-        inner = throughput_table(frame, pooling, modeled=False)
-        if inner is not None:
-            model = {(p, m, sc, g if np.isfinite(g) else None): v for p, m, sc, g, v in
-                     zip(inner.data["pair"], inner.data["method"], inner.data["scope"], inner.data["gamma_init"],
-                         inner.data["speedup_vs_ar"], strict=True)}
-            data["modeled_speedup_vs_ar"] = [
-                model.get((p, m, sc, g if np.isfinite(g) else None), math.nan) for p, m, sc, g in
-                zip(data["pair"], data["method"], data["scope"], data["gamma_init"], strict=True)]
-            data["modeled_inside"] = [inside(v, (lo, hi)) for v, lo, hi in zip(
-                data["modeled_speedup_vs_ar"], data["speedup_vs_ar_lo"], data["speedup_vs_ar_hi"], strict=True)]
-    shown = data[data["scope"] == "mean over γ"]
-    label = method_labels(df)
-    display = pd.DataFrame({
+    return pd.DataFrame(long)
+
+
+def _throughput_display(shown: pd.DataFrame, modeled: bool, label: Callable[[str], str]) -> pd.DataFrame:
+    """The reader's frame of ``throughput_table``: its mean-over-γ rows (``shown``)."""
+    return pd.DataFrame({
         "Pair": shown["pair"],
         "Method": [label(m) + (f" ({SAME_WORK_MARK} {label(o)})" if isinstance(o, str) else "")
                    for m, o in zip(shown["method"], shown["same_work_as"], strict=True)],
@@ -141,30 +145,10 @@ def throughput_table(df: pd.DataFrame, pooling: str = "pooled", modeled: bool = 
                                                                              strict=True)],
         **({"Speedup modeled": [fmt_mean_std(v) + (OUTSIDE_MARK if f is False else "") if np.isfinite(v) else ""
                                 for v, f in zip(shown["modeled_speedup_vs_ar"], shown["modeled_inside"], strict=True)]}
-           if model is not None else {}),
+           if modeled else {}),
         "AR reference": shown["ar_reference"], "γ values": shown["n_gamma"].astype("Int64"),
         "Prompt turns": shown["n_turns"], "n": shown["n_records"],
     })
-    caption = (
-        f"Throughput and speedup over AR per method (GammaTune Figure 1 as a table). Tok/s = mean over initial γ "
-        f"of each γ's throughput, {POOLINGS[pooling]}. Speedup vs AR = mean over initial γ of that throughput ÷ the "
-        "AR reference's, pooled the same way over the same prompt turns: the AR decodes the records' own speedup "
-        "divides by (column AR reference = their ar_source: paired = timed in the same interleaved round as the "
-        "record; decoded / cache = timed once per prompt turn, by this job or another; self = the AR job itself), "
-        "else the pair's AR job ('AR job'). "
-        f"[lo, hi]: {jackknife.note()}. "
-        + resolved_note("within the pair, by Tok/s for the Tok/s interval and by speedup for the speedup's")
-        + " A/A twins are not rows here (noise_floor)."
-    )
-    if copies:
-        caption += " " + SAME_WORK_NOTE
-    if bands:
-        caption += " " + gate_note(dict(sorted(bands.items())), label)
-    if model is not None:
-        caption += (f" Speedup modeled: {MODELED_NOTE} Here: "
-                    f"{agreement(list(data.loc[data['scope'] == 'mean over γ', 'modeled_inside']))}.")
-    data = data.drop(columns=["tokens", "speedup", "_tokens_mark", "_speedup_mark"])
-    return Table("gammatune_throughput", caption, display.reset_index(drop=True), data)
 
 
 def _cells(df: pd.DataFrame, pooling: str) -> pd.DataFrame:

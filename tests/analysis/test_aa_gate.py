@@ -47,7 +47,7 @@ def test_a_difference_inside_the_twins_band_is_not_resolved():
     methods = {"specdecode": np.ones(N), "gammatune": 1.05 * _noise(0.02, 1)}
     alone = speedup_table(_frame(methods))
     assert _gammatune(alone)["resolved"] and _gammatune(alone)["ci_lo"] > 1.0
-    assert AA_ROW not in set(alone.display["Source"]) and "A/A gate" not in alone.caption
+    assert AA_ROW not in set(alone.display["Source"]) and "A/A band" not in alone.caption
 
     gated = speedup_table(_frame({**methods, "specdecode_twin": _noise(0.15, 2)}))
     cell = _gammatune(gated)
@@ -58,7 +58,7 @@ def test_a_difference_inside_the_twins_band_is_not_resolved():
     assert ci.str.endswith(UNRESOLVED_MARK).all()
     shown = gated.display[gated.display["Source"] == AA_ROW].iloc[0]
     assert shown["p"] == f"±{100 * math.expm1(band):.1f} %" and AA_FLAG not in shown["p"]
-    assert "A/A gate" in gated.caption
+    assert f"A/A band (noise_floor): p ±{100 * math.expm1(band):.1f} %" in gated.caption
 
     means = throughput_table(_frame({**methods, "specdecode_twin": _noise(0.15, 2)})).data
     means = means[means["scope"] == "mean over γ"].set_index("method")
@@ -80,7 +80,7 @@ def test_a_twin_whose_interval_excludes_one_is_flagged():
     table = speedup_table(df)
     assert not _gammatune(table)["resolved"] and _gammatune(table)["aa_excludes_one"]
     assert table.display[table.display["Source"] == AA_ROW]["p"].iloc[0] == f"±8.0 %{AA_FLAG}"
-    assert "the twin's interval excludes 1 (p" in table.caption
+    assert "the twin's interval excludes 1" in table.caption and f"p ±8.0 %{AA_FLAG}" in table.caption
 
     quiet = noise_floor_table(_frame({"specdecode": np.ones(N), "specdecode_twin": _noise(0.05, 3)}))
     assert not quiet.data["excludes_one"].any() and "EXCLUDES" not in noise_floor_lines(quiet)[0]

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from analysis.comparison import METHOD_LINK
 from analysis.drift import drift_normalised, drift_summary, noise_floor_table, probe_cells
 from analysis.frame import DuplicateRecords, load_records, rows_to_frame
 from analysis.gammatune.table2 import speedup_table
@@ -182,8 +183,8 @@ def test_table2_marks_overlapping_methods_not_resolved():
     ci_rows = shown[shown["Source"] == "95 % CI"]["p"].tolist()  # order: SpecDecode, HFHeuristic, GammaTune
     assert [v.endswith(UNRESOLVED_MARK) for v in ci_rows] == [True, True, False]
     assert shown[shown["Method"] == "GammaTune"]["p"].iloc[0] == "2.00 ± 0.00×"  # the paper's cell, unchanged
-    assert "± : sample std (ddof=1) across initial γ (the paper's spread)" in table.caption and "jackknife CI over prompt turns" \
-        in table.caption and "≈: not resolved" in table.caption
+    assert "mean ± sample std (ddof=1) across initial γ" in table.caption and "jackknife CI over prompt turns" \
+        in table.caption and "≈: not resolved" in table.caption and METHOD_LINK in table.caption
 
 
 # ---------------------------------------------------------------- drift
