@@ -165,6 +165,7 @@ def _define_captured_cache() -> type:
                 layer.is_initialized = False
                 layer.keys = layer.values = None
                 layer.cumulative_length = torch.tensor(0, dtype=int)
+                layer.cumulative_length_int = 0
                 layer.max_cache_len = need
             self.graphs.clear()
 

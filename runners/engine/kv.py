@@ -194,14 +194,17 @@ class GrowingStaticLayer(StaticLayer):
     """A ``StaticLayer`` (preallocated keys and values, the length a device tensor) whose length is fixed by its
     first forward (``query_length + headroom``, decided when the mask is sized or at the first write, whichever
     comes first: the same number) and doubled, keys and values copied, when a forward would pass it. Every
-    layer of a cache sees the same lengths, so they grow alike. ``growable=False`` (a cache a CUDA graph
-    replays on: its addresses must not move) raises instead, in one line. Growth reads the position (a device
-    sync), never inside a capture: a captured forward's cache is sized ahead (``reserve``)."""
+    layer of a cache sees the same lengths, so they grow alike. Growth reads a Python mirror of the position
+    (``cumulative_length_int``: ``update`` advances it, ``rewind`` sets it), never the device tensor (no sync).
+    ``growable=False``: a cache a CUDA graph replays on (its addresses must not move; a replay advances the
+    device position only, so its mirror is never read) keeps the length it was given."""
 
     def __init__(self, headroom: int, growable: bool = True) -> None:
         super().__init__(max_cache_len=0)
         self.headroom = int(headroom)
         self.growable = growable
+        #: the position as a Python int (``update`` advances it, ``rewind`` sets it): growth reads it, not the device
+        self.cumulative_length_int = 0
 
     def _fit(self, tokens: int) -> None:
         if self.max_cache_len == 0:
@@ -209,7 +212,7 @@ class GrowingStaticLayer(StaticLayer):
             return
         if not self.growable:
             return
-        need = int(self.cumulative_length) + tokens
+        need = self.cumulative_length_int + tokens
         if need <= self.max_cache_len:
             return
         new_len = max(2 * self.max_cache_len, need + self.headroom)
@@ -228,6 +231,7 @@ class GrowingStaticLayer(StaticLayer):
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any,
                **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
         self._fit(key_states.shape[-2])
+        self.cumulative_length_int += int(key_states.shape[-2])
         return super().update(key_states, value_states, *args, **kwargs)
 
     def batch_select_indices(self, indices: torch.Tensor) -> None:
@@ -262,10 +266,3 @@ class PositionCache(Cache):
     def max_len(self) -> int:
         """The positions the cache holds now (0 before its first forward)."""
         return int(self.layers[0].max_cache_len)
-
-    def reserve(self, length: int) -> None:
-        """Size an unused cache to ``length`` positions (before its first forward): a captured graph's cache."""
-        for layer in self.layers:
-            if layer.is_initialized:
-                raise RuntimeError("reserve() sizes a cache before its first forward")
-            layer.max_cache_len = int(length)
