@@ -169,6 +169,8 @@ def engine_tag(node: Any) -> str | None:
             items.append(f"{key}=" + "/".join(f"{n}:{m}:{r}" for n, (m, r) in sorted(value.items())))
         elif value:
             items.append(f"{key}={value}")
+    if engine.graphs != "eager":  # the static cache's rows never pool with the papers' eager loop's
+        items.append(f"graphs={engine.graphs}")
     return ",".join(items) or None
 
 
@@ -224,7 +226,7 @@ def job_rows(
         # a batched job (ar too): the kernels its batched runner ran, as its summary names them (``auto``
         # resolved: the same config ran the plain kernels before the batched engine took fast_linear)
         filled["engine"] = engine_tag({"fast_linear": ran.get("fast_linear") or False, "verify_buckets": False,
-                                       "fused_prefill": False}) or PLAIN
+                                       "fused_prefill": False, "graphs": ran.get("graphs") or "eager"}) or PLAIN
     if status is None:
         status = str(summary.get("status") or "incomplete") if summary else "incomplete"
     provenance = summary.get("provenance")

@@ -135,10 +135,10 @@ def config_drift(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "
     for key in keys:
         if (not prefix and key in NON_IDENTITY_KEYS) or f"{prefix}{key}" in PRESENTATION_KEYS:
             continue
-        if key not in old and _is_off(new.get(key)):
+        where = f"{prefix}{key}"
+        if key not in old and _is_off(new.get(key), where):
             continue
         a, b = old.get(key), new.get(key)
-        where = f"{prefix}{key}"
         if isinstance(a, Mapping) and isinstance(b, Mapping):
             inner = config_drift(a, b, where + ".")
             if inner is not None:
@@ -148,11 +148,17 @@ def config_drift(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "
     return None
 
 
-def _is_off(value: Any) -> bool:
-    """Null, false, or a mapping whose values are all off (``config_drift``)."""
+#: settings added later whose default is named by a string, and what a config written before them ran
+#: (``config_drift``): ``engine.graphs`` (issue 52) ``eager``, the dynamic cache every earlier job decoded on
+OFF_DEFAULTS = {"engine.graphs": "eager"}
+
+
+def _is_off(value: Any, where: str = "") -> bool:
+    """Null, false, a later setting at its default (``OFF_DEFAULTS``), or a mapping whose values are all off
+    (``config_drift``)."""
     if isinstance(value, Mapping):
-        return all(_is_off(v) for v in value.values())
-    return value is None or value is False
+        return all(_is_off(v, f"{where}.{k}" if where else str(k)) for k, v in value.items())
+    return value is None or value is False or (where in OFF_DEFAULTS and value == OFF_DEFAULTS[where])
 
 
 def check_results_dir(value: Any, key: str = "results_dir") -> Path:

@@ -222,7 +222,8 @@ class Record:
     kernels: dict[str, Any] | None = declare(
         "", "ran", "The kernels the timed decode ran on (`runners.jobs.record.engine_summary`): our loop's "
         "`fast_linear` scope, its padding `buckets` and `fused_prefill`; an AR job's step; a batched job's kernels; "
-        "null for transformers' loops. Schema 4 and older: null, not stated.")
+        "each with `graphs`, the KV cache kind (`engine.graphs`: `eager` the papers' dynamic cache, `static`, "
+        "`captured`; absent before issue 52: eager); null for transformers' loops. Schema 4 and older: null, not stated.")
     ar_baseline: dict[str, Any] | None = declare(
         "", "reference", "How the reference was decoded: `kernels` (the target alone on the fastest step the kernels "
         "of the method compared with it allow: our loop's scope, the fewest rows it transposes `min_rows` and the "

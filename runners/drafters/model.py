@@ -11,7 +11,8 @@ from methods.base import DraftStep, GammaPolicy, policy_needs
 from methods.rules import take_drafts
 from runners.engine.base import Draft, Drafter
 from runners.engine.features import draft_features
-from runners.engine.kv import cache_arg, crop_to, new_cache
+from runners.engine.graphs import forward_logits
+from runners.engine.kv import crop_to, new_cache
 from runners.engine.verify import Sampling, greedy_token, probs, sample
 from specbench.drafter_kinds import drafter
 from specbench.models import model_device
@@ -76,9 +77,7 @@ class ModelDrafter(Drafter):
         def proposals(feed: list[int]) -> Iterator[DraftStep]:
             """One forward per drafted token, run when ``methods.rules.take_drafts`` draws the next step."""
             for i in range(max_tokens):
-                inp = torch.tensor([feed], device=self.device)
-                logits = self.model(input_ids=inp, **cache_arg(self.model, self.cache), use_cache=True,
-                                    logits_to_keep=1).logits[0, -1]
+                logits = forward_logits(self.model, self.cache, feed, 1, self.device)[0, -1]  # captured: a graph
                 self.seq.extend(feed)
                 if sampling.greedy:
                     tok = greedy_token(logits)

@@ -22,8 +22,10 @@ shared and a validity mask per row instead:
 
 Sliding-window layers (Gemma-3) are created with past recording on (``runners.engine.kv.new_cache``)
 and never cropped through ``crop`` here (that would trim them to the window): this module slices
-their full states itself and keeps ``cumulative_length`` equal to the columns. Other cache layer
-kinds (quantized, static, linear attention) are refused with a one-line error.
+their full states itself and keeps ``cumulative_length`` equal to the columns. A static cache
+(``engine.graphs=static``, ``runners.engine.kv.PositionCache``) keeps its keys and values where they are:
+cropping columns is a ``rewind`` (a position), a repack gathers each row's columns and writes them back
+into the same tensors. Other cache layer kinds (quantized, linear attention) are refused with a one-line error.
 
 Greedy output per row equals the row decoded alone up to floating-point summation order (the
 padded forward reduces over the same valid states); the tests compare every row with its own
@@ -37,7 +39,7 @@ from typing import Any
 import torch
 from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
 
-from runners.engine.kv import cache_arg, new_cache
+from runners.engine.kv import GrowingStaticLayer, cache_arg, is_static, new_cache, rewind
 from specbench.models import model_device
 
 #: holes (invalid columns between valid ones) above this share of the columns trigger a repack
@@ -189,18 +191,29 @@ class RaggedCache:
                 index[i, width - n:] = cols
                 valid[i, width - n:] = True
         dev_index = index.to(self.device)
+        static = is_static(self.cache)
         for layer in self.cache.layers:
             if not getattr(layer, "is_initialized", False) or layer.keys is None or layer.keys.numel() == 0:
                 continue
             gather = dev_index[:, None, :, None].expand(-1, layer.keys.shape[1], -1, layer.keys.shape[3])
-            layer.keys = layer.keys.gather(2, gather)
-            layer.values = layer.values.gather(2, gather.expand(-1, -1, -1, layer.values.shape[3]))
+            keys = layer.keys.gather(2, gather)
+            values = layer.values.gather(2, gather.expand(-1, -1, -1, layer.values.shape[3]))
+            if static:  # written back in place: the static tensors keep their addresses
+                layer.keys[:, :, :width].copy_(keys)
+                layer.values[:, :, :width].copy_(values)
+            else:
+                layer.keys, layer.values = keys, values
             if isinstance(layer, DynamicSlidingWindowLayer):
                 layer.cumulative_length = width
+        if static:
+            rewind(self.cache, width)
         self.valid = valid
         self.repacks += 1
 
     def _slice_columns(self, cols: slice) -> None:
+        if is_static(self.cache):  # only ever the first columns: a position
+            rewind(self.cache, cols.stop)
+            return
         for layer in self.cache.layers:
             if not getattr(layer, "is_initialized", False) or layer.keys is None or layer.keys.numel() == 0:
                 continue
@@ -211,6 +224,8 @@ class RaggedCache:
 
     def _check_layers(self) -> None:
         for layer in self.cache.layers:
+            if type(layer) is GrowingStaticLayer:
+                continue
             if not isinstance(layer, DynamicLayer) or type(layer) not in (DynamicLayer, DynamicSlidingWindowLayer):
                 raise NotImplementedError(
                     f"batch_size > 1 supports full and sliding-window attention caches; this model's cache has a "

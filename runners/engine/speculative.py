@@ -66,7 +66,8 @@ import torch
 from methods.base import COSTS, GammaPolicy, policy_needs
 from methods.rules import emitted_tokens, round_outcome, verified_block
 from runners.engine.base import Draft, Drafter, Generation
-from runners.engine.kv import cache_arg, crop_to, new_cache
+from runners.engine.graphs import forward_logits
+from runners.engine.kv import crop_to, new_cache
 from runners.engine.verify import Sampling, greedy_token, probs, sample, verify_greedy, verify_sampling
 from runners.engine.verify_forward import VerifyForward
 from specbench.config.method import AR_CACHES
@@ -110,8 +111,7 @@ class AutoregressiveRunner:
     def _step(self, cache: Any, feed: list[int], seen: int) -> torch.Tensor:
         """The last fed position's logits; ``seen``: the tokens the cache holds after this step."""
         if self.forward is None:
-            inp = torch.tensor([feed], device=self.device)
-            return self.target(input_ids=inp, **cache_arg(self.target, cache), use_cache=True, logits_to_keep=1).logits[0, -1]
+            return forward_logits(self.target, cache, feed, 1, self.device)[0, -1]
         logits = self.forward(cache, feed, 1)[-1]
         if self.forward.pads(len(feed)):
             crop_to(cache, seen)

@@ -50,6 +50,7 @@ from typing import Any
 
 import torch
 
+from runners.engine.graphs import forward_logits
 from runners.engine.kv import cache_arg, crop_to, new_cache
 from specbench.config import EngineConfig
 from specbench.models import model_device
@@ -143,9 +144,8 @@ class VerifyForward:
         r = max(r, keep)
         if m > n:
             feed = feed + [feed[-1]] * (m - n)
-        inp = torch.tensor([feed], device=self.device)
         rows: int | torch.Tensor = r if m == n else torch.arange(n - r, n, device=self.device)
-        logits = self.executor(input_ids=inp, **cache_arg(self.executor, cache), use_cache=True, logits_to_keep=rows).logits[0]
+        logits = forward_logits(self.executor, cache, feed, rows, self.device)[0]  # a captured cache: a graph
         return logits[r - keep:] if r > keep else logits
 
     def pads(self, n: int) -> bool:

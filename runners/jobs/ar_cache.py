@@ -187,8 +187,10 @@ _AR_REFERENCE: dict[str, tuple[Generation, str, int | None]] = {}  # this proces
 
 def baseline(job: ReferenceJob) -> dict[str, Any]:
     """How ``job``'s reference is decoded (part of its key, module docstring): the kernels of ``job.alone``'s step
-    and the untimed ``warmup_per_prompt`` decodes before the timed one."""
-    return {"kernels": job.alone.describe(), "warmup_per_prompt": int(job.config.warmup_per_prompt)}
+    and the KV cache kind it runs on (``engine.graphs``), and the untimed ``warmup_per_prompt`` decodes before the
+    timed one."""
+    kernels = {**job.alone.describe(), "graphs": job.config.engine.graphs}  # a static reference is not an eager one
+    return {"kernels": kernels, "warmup_per_prompt": int(job.config.warmup_per_prompt)}
 
 
 def job_reference_key(job: ReferenceJob, prompt_ids: list[int], cache: str = "dynamic") -> dict[str, Any]:

@@ -38,6 +38,7 @@ from methods.base import GammaPolicy
 from methods.policies import build_policy
 from runners.drafters import DrafterContext, build_batched_drafter, build_drafter, check_drafter
 from runners.engine.contract import OneAtATime
+from runners.engine.graphs import use_graphs
 from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
 from runners.engine.verify import DeviceGenerators, Sampling
 from runners.jobs.ar_cache import ARCache
@@ -46,6 +47,7 @@ from runners.jobs.kernels import shared_kernels
 from runners.jobs.predict import find_latency
 from specbench.config import CHECKPOINT, JobConfig
 from specbench.config.method import hetero_display, method_key
+from specbench.drafter_kinds import drafter_kind
 from specbench.models import (
     checkpoint_processors,
     config_vocab_size,
@@ -136,6 +138,11 @@ class Job:
         self.target, self.tokenizer, self.eos = pair.target, pair.tokenizer, pair.eos
         self.draft_model: Any = pair.draft  # the draft model the job drafts with (None: AR, prompt lookup)
         self.draft_tokenizer: Any = pair.draft_tokenizer
+        # engine.graphs: the cache kind of every cache our loops build for these models, the target alone's too
+        # (the baseline rule; set every job anew: a model loaded once serves a sweep's jobs)
+        own_tokens = config.drafter is not None and drafter_kind(config.drafter).own_vocabulary  # a draft's own tokens
+        use_graphs(config.engine.graphs, (self.target, self.draft_model), config.max_new_tokens,
+                   uncaptured=(self.draft_model,) if own_tokens else ())
         self.sampling = resolve_sampling(config, self.target)
         # the kernels: our loop's at batch 1 (``forward``, the engine options) or at B > 1 (``batch_kernels``), the
         # target alone on the same (the baseline rule, ``ar_forward``); choices measured on this machine (engine
@@ -250,6 +257,7 @@ class Job:
         ``ar_baseline``): its kernels and its untimed warm-ups, the same as the measured decodes'."""
         config = self.config
         kernels = self.batch_kernels.describe() if config.batch_size > 1 else self.alone.describe()
+        kernels = {**kernels, "graphs": config.engine.graphs}  # the KV cache kind it ran on (engine.graphs)
         return {"kernels": kernels, "warmup": config.warmup, "warmup_per_prompt": config.warmup_per_prompt}
 
     def _batched(self) -> tuple[Any, Any]:

@@ -216,15 +216,16 @@ def engine_summary(job: Job) -> dict[str, Any] | None:
     """The kernels the job's timed decodes ran on: our speculative loop's engine options (the fast-linear
     scope, the padding buckets as probed, ``fused_prefill``); our AR loop's step (``AutoregressiveRunner.describe``);
     a batched job's (``ar`` too) batched runner's kernels (``runners.engine.verify_forward.BatchKernels``:
-    ``fast_linear`` only); null for transformers' loops (assisted generation, ``hf_native_ar``)."""
+    ``fast_linear`` only); each with ``graphs``, the KV cache kind (``engine.graphs``); null for transformers' loops (assisted generation, ``hf_native_ar``)."""
+    graphs = {"graphs": job.config.engine.graphs}  # the KV cache kind (engine.graphs; eager: the papers' loop)
     if job.loop is None:  # batch size > 1
-        return job.batch_kernels.describe()
+        return {**job.batch_kernels.describe(), **graphs}
     if job.own_reference:
-        return job.alone.describe()
+        return {**job.alone.describe(), **graphs}
     forward = getattr(job.loop, "forward", None)
     if forward is None or not hasattr(forward, "describe"):
         return None
-    return {**forward.describe(), "fused_prefill": bool(getattr(job.loop, "fused_prefill", False))}
+    return {**forward.describe(), "fused_prefill": bool(getattr(job.loop, "fused_prefill", False)), **graphs}
 
 
 def hetero_summary(job: Job, records: list[dict]) -> dict[str, Any] | None:

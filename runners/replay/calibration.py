@@ -250,34 +250,10 @@ class ModelTimer:
 
 def capture_graph(forward: Callable[[], Any], warmup: int = 2,
                   before: Callable[[], None] | None = None) -> tuple[Any, Any]:
-    """``forward`` captured once in a CUDA graph, by ``torch.cuda.graphs``' recipe (``warmup`` calls on a side
-    stream first, then the capture on the current one): ``(graph, output)``, the output being the tensor every
-    replay rewrites. ``before`` runs ahead of every warm-up call and of the capture, outside the graph (a cache
-    rewound to its position). CUDA only.
+    """``runners.engine.graphs.capture_graph`` (the engine's captured forwards and this timer share it)."""
+    from runners.engine.graphs import capture_graph as capture
 
-    A CUDA graph replays the device addresses it recorded and holds no Python reference to the tensors behind them:
-    an input built inside a caller's frame (the token ids of ``GraphTimer._run``) is freed when that frame returns,
-    its memory handed to the next allocation, and the replay reads whatever lies there (on an H100, 2026-11-28:
-    token ids out of the vocabulary, a device-side assert in the embedding's ``index_select``). So the graph keeps
-    ``forward``, and with it everything its closure holds, alive as long as the graph itself."""
-    import torch
-
-    with torch.inference_mode():
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(max(1, warmup)):
-                if before is not None:
-                    before()
-                forward()
-        torch.cuda.current_stream().wait_stream(side)
-        if before is not None:
-            before()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            out = forward()
-    graph.keep_alive = (forward, before)  # the tensors the recorded addresses point to live as long as the graph
-    return graph, out
+    return capture(forward, warmup, before)
 
 
 class GraphTimer:

@@ -95,6 +95,10 @@ class LoggerConfig:
 # --------------------------------------------------------------------------- engine options
 
 FAST_LINEAR = (False, "head", "all", "auto")
+#: how our loops hold the KV cache (``engine.graphs``, issue 52 item 3): ``eager`` (transformers' dynamic cache, cropped
+#: after a rejection: the papers' loop), ``static`` (a preallocated cache rolled back by position,
+#: ``runners.engine.kv.PositionCache``), ``captured`` (the static cache with CUDA-graph forwards: CUDA only)
+GRAPHS = ("eager", "static", "captured")
 VERIFY_BUCKETS = (False, "auto", "probe")
 
 
@@ -127,7 +131,12 @@ class EngineConfig:
       loop's blocks; 17 for the target alone's step, which takes no γ);
     * ``fused_prefill``: ``false`` | ``true`` | ``auto`` (on for CPU models, off on GPU) — the first
       round drafts from the prompt and the target verifies prompt + draft in its prefill forward (as
-      transformers does); TTFT is then the end of that round.
+      transformers does); TTFT is then the end of that round;
+    * ``graphs``: ``eager`` (the default: transformers' dynamic cache, cropped after a rejection, the loop the
+      papers timed) | ``static`` (every forward of the target and of a draft model on a preallocated cache rolled
+      back by position, ``runners.engine.kv.PositionCache``; at batch 1 and B, the target alone too) |
+      ``captured`` (the static cache, the batch-1 forwards replayed from CUDA graphs, ``runners.engine.graphs``:
+      CUDA only, refused on a CPU model and at ``batch_size`` > 1).
 
     A job's defaults are ``conf/config.yaml``'s ``engine`` node: ``fast_linear`` and ``verify_buckets``
     ``auto`` (on where they were measured to pay: the CPU; README, "Where the time goes"). ``EngineConfig()``
@@ -139,6 +148,7 @@ class EngineConfig:
     verify_buckets: bool | str | Mapping[int, tuple[int, int]] = False
     bucket_k_max: int | None = None
     fused_prefill: bool | str = False
+    graphs: str = "eager"
 
     @classmethod
     def from_mapping(cls, node: Mapping[str, Any] | None) -> EngineConfig:
@@ -155,11 +165,12 @@ class EngineConfig:
         fused = values.get("fused_prefill", cls.fused_prefill)
         fused = "auto" if isinstance(fused, str) and fused.lower() == "auto" else check_bool("engine.fused_prefill", fused)
         k_max = check_int("engine.bucket_k_max", values.get("bucket_k_max", cls.bucket_k_max), 2, optional=True)
-        return cls(fast, spec, k_max, fused)
+        graphs = check_choice("engine.graphs", values.get("graphs", cls.graphs), GRAPHS)
+        return cls(fast, spec, k_max, fused, graphs)
 
     @property
     def any(self) -> bool:
-        return bool(self.fast_linear or self.verify_buckets or self.fused_prefill)
+        return bool(self.fast_linear or self.verify_buckets or self.fused_prefill or self.graphs != "eager")
 
 
 def _buckets(spec: Mapping[Any, Any]) -> dict[int, tuple[int, int]]:
@@ -352,6 +363,8 @@ class JobConfig:
         pair, method = self.pair, self.method
         if self.batch_size > 1:
             self.check_batch()
+        if self.engine.graphs != "eager":
+            self.check_graphs()
         if method.runner == "ar":
             return
         draft = pair.draft
@@ -376,6 +389,19 @@ class JobConfig:
         if rule is not None and not declared.plain_model:
             raise ConfigError(f"hetero={rule} needs a draft model with its tokenizer; pair {pair.name!r} drafts "
                               f"with {draft.kind!r}")
+
+    def check_graphs(self) -> None:
+        """``engine.graphs`` other than ``eager`` is our loops' cache (``runners.engine.kv.PositionCache``):
+        transformers' loops and the offloaded cache keep their own."""
+        method, graphs = self.method, self.engine.graphs
+        if method.runner == "hf" or method.ar_loop == "transformers":
+            raise ConfigError(f"engine.graphs={graphs}: method {method.name!r} runs transformers' generate() on its "
+                              f"own cache; use engine.graphs=eager")
+        if method.ar_cache == "offloaded":
+            raise ConfigError(f"engine.graphs={graphs}: the offloaded KV cache is a dynamic one; use engine.graphs=eager")
+        if graphs == "captured" and self.batch_size > 1:
+            raise ConfigError(f"engine.graphs=captured is built for batch_size=1 (one graph per width); at "
+                              f"batch_size={self.batch_size} use engine.graphs=static")
 
     def check_batch(self) -> None:
         """``batch_size`` > 1 runs ``runners.engine.batched``: our loop (not transformers'), the dynamic

@@ -151,8 +151,8 @@ def test_a_batched_job_takes_fast_linear_and_its_summary_names_the_kernels_it_ra
                         "engine.fast_linear=all"), tmp_path / "fast", progress=False)
     plain = run_job(_cfg(pair_node, tmp_path, "method=specdecode", "gamma=3", "batch_size=2"), tmp_path / "plain",
                     progress=False)
-    assert fast["engine"] == {"fast_linear": "all", "buckets": {}, "fused_prefill": False}
-    assert plain["engine"] == {"fast_linear": False, "buckets": {}, "fused_prefill": False}
+    assert fast["engine"] == {"fast_linear": "all", "buckets": {}, "fused_prefill": False, "graphs": "eager"}
+    assert plain["engine"] == {"fast_linear": False, "buckets": {}, "fused_prefill": False, "graphs": "eager"}
     assert all(r["lossless"] for r in _records(tmp_path / "fast"))
     assert [r["output_ids"] for r in _records(tmp_path / "fast")] == [r["output_ids"] for r in _records(tmp_path / "plain")]
     with pytest.raises(ConfigError, match="engine.verify_buckets is a batch-1 option"):

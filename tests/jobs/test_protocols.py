@@ -207,7 +207,7 @@ def test_the_baseline_runs_on_the_methods_kernels_with_its_warmups(tiny_conf, tm
     monkeypatch.setattr(ar_cache, "_AR_REFERENCE", {})  # another test of this process may have decoded these keys
     fast = ("engine.fast_linear=auto", "engine.verify_buckets={1: [2, 2]}", "warmup_per_prompt=2")
     summary = run_job(_tiny(tiny_conf, "method=specdecode", *fast), tmp_path / "fast", progress=False)
-    step = {"fast_linear": "all", "step": [12, 12], "min_rows": 2}  # the emulated host's cheapest step
+    step = {"fast_linear": "all", "step": [12, 12], "min_rows": 2, "graphs": "eager"}  # the emulated host's cheapest step
     assert summary["baseline"] == {"kernels": step, "warmup": 0, "warmup_per_prompt": 2}
     assert summary["engine"]["fast_linear"] == "all" and summary["engine"]["buckets"] == {"1": [2, 2]}
     records = read_records(tmp_path / "fast" / "records.jsonl")
@@ -223,7 +223,7 @@ def test_the_baseline_runs_on_the_methods_kernels_with_its_warmups(tiny_conf, tm
     decodes.clear()
     plain = run_job(_tiny(tiny_conf, "method=specdecode", "engine.fast_linear=false", "engine.verify_buckets=false"),
                     tmp_path / "plain", progress=False)
-    assert plain["baseline"]["kernels"] == {"fast_linear": False, "step": None}
+    assert plain["baseline"]["kernels"] == {"fast_linear": False, "step": None, "graphs": "eager"}
     assert len(decodes) == len(records) and {k for k, _ in decodes} == {"False"}
     assert all(r["ar_source"] == "decoded" for r in read_records(tmp_path / "plain" / "records.jsonl"))
     assert ar_cache.ENTRY_VERSION == 4
@@ -245,8 +245,9 @@ def test_every_job_of_a_sweep_divides_by_one_target_alone_with_fast_kernels_on(t
     high = run_job(_tiny(tiny_conf, *on, "gamma=16"), tmp_path / "g16", progress=False)
     assert (low["engine"]["buckets"]["1"], high["engine"]["buckets"]["1"]) == ([2, 2], [12, 12])
     assert low["baseline"] == high["baseline"] and low["baseline"]["kernels"] == {
-        "fast_linear": "all", "step": [12, 12], "min_rows": 2}
+        "fast_linear": "all", "step": [12, 12], "min_rows": 2, "graphs": "eager"}
     assert {r["ar_source"] for r in read_records(tmp_path / "g16" / "records.jsonl")} == {"cache"}
     unpadded = run_job(_tiny(tiny_conf, "method=ar", "engine.fast_linear=auto", "engine.verify_buckets=false"),
                        tmp_path / "ar", progress=False)
-    assert unpadded["baseline"]["kernels"] == unpadded["engine"] == {"fast_linear": "all", "step": None, "min_rows": 1}
+    assert unpadded["baseline"]["kernels"] == unpadded["engine"] == {"fast_linear": "all", "step": None, "min_rows": 1,
+                                                                     "graphs": "eager"}
