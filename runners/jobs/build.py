@@ -6,10 +6,11 @@ options and the cross-vocabulary algorithm, and loads the prompts — all before
 and raises ``ConfigError`` for anything wrong. Below this module only typed objects travel.
 
 ``Job(prepared)`` then loads the pair (``specbench.models.cache.load_pair``: once per process, within
-``model_budget``) and wires what decodes: the sampling processors, the runner (autoregressive,
-speculative with its drafter and engine options, or transformers' assisted generation; batched at
-``batch_size`` > 1), and for a cross-vocabulary algorithm the vocabulary overlap. Whatever the batch size,
-the job times one runner and compares it with one target alone, both under one contract: prompts in, a
+``model_budget``) and wires what decodes: the sampling processors, the target alone every record compares with
+(``runners.jobs.target_alone.TargetAlone``), the runner (autoregressive, speculative with its drafter and engine
+options, or transformers' assisted generation; batched at ``batch_size`` > 1), and for a cross-vocabulary
+algorithm the vocabulary overlap. Whatever the batch size, the job times one runner and compares it with one
+target alone, both under one contract: prompts in, a
 ``BatchGeneration`` out (``runners.engine.contract``; a batch-1 loop behind ``OneAtATime``), so the job
 has one decoding path (``runners.jobs.job.JobRun.generate``). Protocol settings applied here (README,
 "Protocols"):
@@ -38,12 +39,13 @@ from methods.base import GammaPolicy
 from methods.registry import build_policy
 from runners.drafters import DrafterContext, build_batched_drafter, build_drafter, check_drafter
 from runners.engine.contract import OneAtATime
-from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
+from runners.engine.speculative import SpeculativeRunner
 from runners.engine.verify import DeviceGenerators, Sampling
 from runners.jobs.ar_cache import ARCache
 from runners.jobs.device_share import DeviceShare
 from runners.jobs.kernels import shared_kernels
 from runners.jobs.predict import find_latency
+from runners.jobs.target_alone import TargetAlone, warm_ups
 from specbench.config import CHECKPOINT, JobConfig
 from specbench.config.method import hetero_display, method_key
 from specbench.models import (
@@ -138,22 +140,19 @@ class Job:
         self.draft_tokenizer: Any = pair.draft_tokenizer
         self.sampling = resolve_sampling(config, self.target)
         # the kernels: our loop's at batch 1 (``forward``, the engine options) or at B > 1 (``batch_kernels``), the
-        # target alone on the same (the baseline rule, ``ar_forward``); choices measured on this machine (engine
+        # target alone on the same (the baseline rule, ``_step_forward``); choices measured on this machine (engine
         # options ``auto``) are shared with the sweep's other jobs (``runners.jobs.kernels``)
         self.batch_kernels: Any = None
         with shared_kernels(self.target, config.pair.target, sweep_dir):
             self.forward = self._engine_forward()
-            self.step_forward = self._step_forward()
+            step = self._step_forward()
             if config.batch_size > 1:
                 from runners.engine.verify_forward import batch_kernels
 
                 self.batch_kernels = batch_kernels(self.target, config.engine)  # the loop's and the baseline's alike
-        native = config.method.ar_loop == "transformers"  # method=hf_native_ar: our AR (dynamic cache) is its reference
-        # the target alone at batch 1: an AR job's loop, the reference every batch-1 record compares with (the AR
-        # cache, ``runners.jobs.ar_cache``) and a batched row's check alone (``runners.jobs.batch``)
-        self.alone = AutoregressiveRunner(self.target, self.eos, self.sampling,
-                                          cache="dynamic" if native else config.method.ar_cache or "dynamic",
-                                          forward=self.ar_forward())
+        #: the target alone every record compares with, at batch 1 and at the job's batch size (the baseline rule:
+        #: ``runners.jobs.target_alone``, the one module every baseline decode goes through)
+        self.target_alone = TargetAlone(self.target, self.eos, self.sampling, config, step, self.batch_kernels)
         self.vocab_facts: dict[str, Any] = {}
         if self.draft_model is not None:
             self.vocab_facts = {
@@ -173,20 +172,18 @@ class Job:
         #: ``analysis`` reads them from the record, never from ``conf/``)
         self.method_display = config.method.display
         self.hetero_display = hetero_display(config.hetero_rule, config.hetero)
-        # the one runner contract (``runners.engine.contract``): ``runner`` (what is timed) and ``ar`` (the target
-        # alone at the job's batch size, the paired baseline at B > 1) take prompts and return a BatchGeneration;
-        # ``loop`` is the batch-1 loop behind ``runner`` (None at B > 1: no batch-1 loop is built there)
+        # the one runner contract (``runners.engine.contract``): ``runner`` (what is timed) takes prompts and returns
+        # a BatchGeneration; ``loop`` is the batch-1 loop behind it (None at B > 1: no batch-1 loop is built there)
         self.loop: Any = None
         if config.batch_size > 1:
-            self.runner, self.ar = self._batched()
+            self.runner = self._batched()
         else:
-            self.loop = self._loop(native)
-            self.ar = OneAtATime(self.alone)
-            self.runner = self.ar if self.loop is self.alone else OneAtATime(self.loop)
+            self.loop = self._loop()
+            self.runner = self.target_alone.runner if self.loop is self.target_alone.loop else OneAtATime(self.loop)
         #: the job's records are their own reference (an ``ar`` job of our loop), chosen once
-        self.own_reference = self.runner is self.ar
+        self.own_reference = self.runner is self.target_alone.runner
 
-    def _loop(self, native: bool) -> Any:
+    def _loop(self) -> Any:
         """The batch-1 loop the job times: ours (speculative or the target alone) or transformers' (assisted
         generation, ``generate()`` for ``method=hf_native_ar``)."""
         config = self.config
@@ -203,11 +200,11 @@ class Job:
             from runners.engine.hf_assisted import HFAssistedRunner
 
             return HFAssistedRunner(self.target, self.draft_model, self.policy, self.eos, self.sampling)
-        if native:  # generate() is timed; our AR stays the reference
+        if config.method.ar_loop == "transformers":  # method=hf_native_ar: generate() is timed; our AR the reference
             from runners.engine.hf_ar import HFAutoregressiveRunner
 
             return HFAutoregressiveRunner(self.target, self.eos, self.sampling, cache=config.method.ar_cache)
-        return self.alone
+        return self.target_alone.loop
 
     def _ours(self) -> bool:
         """Whether the job decodes with our loop at batch 1 (speculative, or the target alone of ``method=ar``)."""
@@ -238,32 +235,17 @@ class Job:
 
         return step_forward(self.target, self.config.engine)
 
-    def ar_forward(self) -> Any:
-        """The baseline rule at batch 1 (issues 40 and 50): the target alone steps on the fastest step our loop's
-        kernels allow (``verify_forward.step_forward``: the transposed copy at one row too, a padded step where the
-        engine pads; one choice per engine config, not per γ), and on transformers' plain kernels when the compared
-        method is transformers' own loop. (At batch size > 1 both take ``batch_kernels``, ``_batched``.)"""
-        return self.step_forward
-
-    def baseline(self) -> dict[str, Any]:
-        """How the target alone that every speedup divides by was decoded (``summary.json: baseline``, a record's
-        ``ar_baseline``): its kernels and its untimed warm-ups, the same as the measured decodes'."""
-        config = self.config
-        kernels = self.batch_kernels.describe() if config.batch_size > 1 else self.alone.describe()
-        return {"kernels": kernels, "warmup": config.warmup, "warmup_per_prompt": config.warmup_per_prompt}
-
-    def _batched(self) -> tuple[Any, Any]:
-        """``(runner, ar)`` at batch size > 1: the target alone at batch B (an ``ar`` job's runner, else the paired
-        baseline) and, for a speculative job, our loop with the drafter's declared batched form
+    def _batched(self) -> Any:
+        """The runner at batch size > 1: the target alone at batch B (an ``ar`` job's) or, for a speculative job, our
+        loop with the drafter's declared batched form
         (``specbench.drafter_kinds``: a same-vocabulary model's) or one drafter per row (any other); ``per_row``: one policy per row slot, the job's own in slot 0 and copies of
         it in the others (``shared``: the job's policy alone)."""
         from runners.engine.batch_drafters import PerRowDrafters
-        from runners.engine.batched import BatchedAutoregressiveRunner, BatchedSpeculativeRunner
+        from runners.engine.batched import BatchedSpeculativeRunner
 
         config = self.config
-        ar = BatchedAutoregressiveRunner(self.target, self.eos, self.sampling, fast=self.batch_kernels)
         if not config.speculative:
-            return ar, ar
+            return self.target_alone.runner
         assert self.policy is not None
         if config.batch_gamma == "per_row":
             self.policies = [self.policy, *(copy.deepcopy(self.policy) for _ in range(config.batch_size - 1))]
@@ -272,7 +254,7 @@ class Job:
         drafter = build_batched_drafter(config.drafter, self._drafter_context()) or PerRowDrafters(self._drafter)
         runner = BatchedSpeculativeRunner(self.target, drafter, self.policies, self.eos, self.sampling,
                                           config.batch_gamma, fast=self.batch_kernels)
-        return runner, ar
+        return runner
 
     def devices(self) -> list[str]:
         """Every device the job's models have parameters on."""
@@ -335,7 +317,7 @@ def warm_up(job: Job, prompts: list[Prompt]) -> None:
     ids, _ = encode_turn(job.tokenizer, [], prompts[0].turns[0], config.task.prompt_format)
     n_tokens = min(16, config.max_new_tokens)
     prompts = [ids] * config.batch_size  # the batch's shapes: B copies of the warm-up prompt
-    for _ in range(config.warmup):
-        job.runner.generate(prompts, n_tokens, job.generator(config.seed))
-        if config.verify_lossless and config.greedy and not job.own_reference:
-            job.ar.generate(prompts, n_tokens)
+    decodes = [lambda k: job.runner.generate(prompts, n_tokens, job.generator(config.seed))]
+    if config.verify_lossless and config.greedy and not job.own_reference:  # the baseline's own warm-ups
+        decodes.append(lambda k: job.target_alone.untimed(prompts, n_tokens))
+    warm_ups(config.warmup, *decodes)
