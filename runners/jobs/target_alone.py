@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from runners.engine.base import Generation
-from runners.engine.batched import BatchedAutoregressiveRunner, BatchGeneration
+from runners.engine.batched import BatchGeneration
 from runners.engine.contract import OneAtATime
-from runners.engine.speculative import AutoregressiveRunner
+from runners.engine.factory import build_runner
 from runners.engine.verify import Sampling
 from runners.jobs.device_share import DeviceShare
 from specbench.config import JobConfig
@@ -70,7 +70,8 @@ def warm_ups(count: int, *decodes: Callable[[int], object]) -> None:
 
 
 class TargetAlone:
-    """The target alone of one job (module docstring): ``loop`` at batch 1 (``AutoregressiveRunner`` on ``step``,
+    """The target alone of one job (module docstring), built by the one runner factory
+    (``runners.engine.factory``): ``loop`` at batch 1 (``AutoregressiveRunner`` on ``step``,
     the fastest 1-token step the compared loop's kernels allow, or transformers' plain kernels; ``method.ar_cache``'s
     KV cache for an ``ar`` job) and ``runner`` at the job's batch size under the one runner contract (``OneAtATime``
     of ``loop``, or ``BatchedAutoregressiveRunner`` on ``batch_kernels``, the method's batched kernels)."""
@@ -81,10 +82,9 @@ class TargetAlone:
         self.step = step
         self.batch_kernels = batch_kernels
         native = config.method.ar_loop == "transformers"  # method=hf_native_ar: our AR (dynamic cache) is its reference
-        self.loop = AutoregressiveRunner(target, eos, sampling,
-                                         cache="dynamic" if native else config.method.ar_cache or "dynamic",
-                                         forward=step)
-        self.runner: Any = (BatchedAutoregressiveRunner(target, eos, sampling, fast=batch_kernels)
+        self.loop = build_runner("ar", target, eos, sampling, forward=step,
+                                 cache="dynamic" if native else config.method.ar_cache or "dynamic")
+        self.runner: Any = (build_runner("ar", target, eos, sampling, batch_size=config.batch_size, kernels=batch_kernels)
                             if config.batch_size > 1 else OneAtATime(self.loop))
 
     # ------------------------------------------------------------------ what it is
