@@ -140,6 +140,15 @@ def vocab_facts(target: Any, draft: Any, tokenizer: Any, draft_tokenizer: Any) -
             "tokenizers_identical": tokenizers_identical(tokenizer, draft_tokenizer)}
 
 
+def method_identity(config: JobConfig) -> tuple[str, Any, Any]:
+    """``(method_key, method_display, hetero_display)``: the method's identity as it ran, written into every record
+    (``specbench.config.method.method_key``; read once per job: it reads the method's YAML and the job's whole
+    config), and how tables name the method and the cross-vocabulary rule that ran (their YAML's ``display``, as it
+    ran: ``analysis`` reads them from the record, never from ``conf/``)."""
+    key = method_key(config.method.name, config.method.params, config.hetero_rule, config.as_dict().get("hetero"))
+    return key, config.method.display, hetero_display(config.hetero_rule, config.hetero)
+
+
 class Job:
     """Models, tokenizers, the drafter and the runner of one job (built once, after ``prepare``): the job's
     composition root. The parts are built where they are defined: the pair (``load_pair``), the kernels
@@ -163,13 +172,7 @@ class Job:
         self.target_alone = TargetAlone(self.target, self.eos, self.sampling, config, step, self.batch_kernels)
         self.vocab_facts = vocab_facts(self.target, self.draft_model, self.tokenizer, self.draft_tokenizer)
         self.latency, self.latency_path = find_latency(config)  # predicted wall times (runners.jobs.predict)
-        #: the method's identity as it ran, written into every record (``specbench.config.method.method_key``; read
-        #: once per job: it reads the method's YAML and the job's whole config), and how tables name the method and
-        #: the cross-vocabulary rule that ran (their YAML's ``display``: ``analysis`` reads them from the record)
-        self.method_key = method_key(config.method.name, config.method.params, config.hetero_rule,
-                                     config.as_dict().get("hetero"))
-        self.method_display, self.hetero_display = config.method.display, hetero_display(config.hetero_rule,
-                                                                                         config.hetero)
+        self.method_key, self.method_display, self.hetero_display = method_identity(config)  # as it ran
         self.shared_target: torch.Tensor | None = None  # hetero: target ids with a string in the draft vocabulary
         self.vocabulary: dict[str, Any] | None = None  # hetero: the pair's vocabulary overlap (``_overlap``)
         #: ``runner``: what is timed, under the one runner contract (``runners.engine.contract``); ``loop``: the
