@@ -79,8 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     from runners.drafters.model import ModelDrafter
     from runners.drafters.prompt_lookup import PromptLookupDrafter
     from runners.engine.batch_drafters import PerRowDrafters
-    from runners.engine.batched import BatchedAutoregressiveRunner, BatchedSpeculativeRunner
-    from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
+    from runners.engine.factory import build_runner
     from runners.engine.verify_forward import BatchKernels, batch_kernels
     from specbench.config import EngineConfig, JobConfig, compose
     from specbench.models.cache import load_pair
@@ -106,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
 
     batch_drafter = BatchedModelDrafter(draft, eos) if args.drafter == "int8" else PerRowDrafters(one_drafter)
     policies = [FixedGamma(args.gamma) for _ in range(b if args.gamma_mode == "per_row" else 1)]
-    ar1, spec1 = AutoregressiveRunner(target, eos), SpeculativeRunner(target, one_drafter(), FixedGamma(args.gamma), eos)
+    ar1 = build_runner("ar", target, eos)
+    spec1 = build_runner("speculative", target, eos, drafter=one_drafter(), policy=FixedGamma(args.gamma))
     scope = {"false": False, "head": "head", "all": "all", "compare": "all"}[args.fast_linear]
     plain, fast = BatchKernels(), batch_kernels(target, EngineConfig(fast_linear=scope))
     if args.fast_linear != "false" and fast.executor is None:
@@ -114,12 +114,10 @@ def main(argv: list[str] | None = None) -> int:
     kernels = fast if args.fast_linear in ("head", "all") else plain
     configs = CONFIGS + (FAST if args.fast_linear == "compare" else ())
     ratio_pairs = RATIOS + (FAST_RATIOS if args.fast_linear == "compare" else ())
-    batched = {"ar@B": BatchedAutoregressiveRunner(target, eos, fast=kernels),
-               "spec@B": BatchedSpeculativeRunner(target, batch_drafter, policies, eos, gamma_mode=args.gamma_mode,
-                                                  fast=kernels),
-               "ar@B+fast": BatchedAutoregressiveRunner(target, eos, fast=fast),
-               "spec@B+fast": BatchedSpeculativeRunner(target, batch_drafter, policies, eos,
-                                                       gamma_mode=args.gamma_mode, fast=fast)}
+    batched = {f"{kind}@B{suffix}": build_runner("speculative" if kind == "spec" else "ar", target, eos, batch_size=b,
+                                                  drafter=batch_drafter, policy=policies, gamma_mode=args.gamma_mode,
+                                                  kernels=with_kernels)
+               for suffix, with_kernels in (("", kernels), ("+fast", fast)) for kind in ("ar", "spec")}
 
     def run(name: str, block: list[list[int]]) -> tuple[float, list[list[int]]]:
         """(wall seconds, outputs) of one configuration over one block."""

@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from methods.base import FixedGamma
     from runners.drafters import DrafterContext, build_drafter
-    from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
+    from runners.engine.factory import build_runner
     from runners.engine.verify_forward import engine_options, step_forward
     from specbench.config import EngineConfig, JobConfig, compose
     from specbench.models import logits_width
@@ -125,15 +125,16 @@ def main(argv: list[str] | None = None) -> int:
         # the baseline rule (issues 40, 50): the target alone on the fastest step the engine's kernels allow
         # (``step_forward``: the transposed copy at one row too, a padded step where the engine pads; no γ)
         step = step_forward(target, engine)
-        runners[f"ar{suffix}"] = AutoregressiveRunner(target, eos, forward=step)
+        runners[f"ar{suffix}"] = build_runner("ar", target, eos, forward=step)
         engine_info[f"ar{suffix}"] = step.describe_step()
         for name, gamma in args.configs:
             opts = engine_options(target, engine, gamma)
             engine_info[f"{name}:{gamma}{suffix}"] = {**opts["forward"].describe(), "fused_prefill": opts["fused_prefill"]}
-            runners[f"{name}:{gamma}{suffix}"] = SpeculativeRunner(target, drafter(name), FixedGamma(gamma), eos, **opts)
+            runners[f"{name}:{gamma}{suffix}"] = build_runner("speculative", target, eos, drafter=drafter(name),
+                                                              policy=FixedGamma(gamma), engine=opts)
     plain_ar = [n for n in runners if n.startswith("ar") and runners[n].describe() == {"fast_linear": False, "step": None}]
     if not plain_ar:  # the rule before issue 40, for comparison: plain one-row steps whatever the loop ran
-        runners["ar plain kernels"] = AutoregressiveRunner(target, eos)
+        runners["ar plain kernels"] = build_runner("ar", target, eos)
         engine_info["ar plain kernels"] = runners["ar plain kernels"].describe()
     print(f"target gemma3-270m fp32, greedy, task={args.task} prompts={len(prompts)} max_new_tokens={args.max_new_tokens} "
           f"repeats={args.repeats} threads={args.threads} (set-up {time.perf_counter() - t0:.1f} s)")

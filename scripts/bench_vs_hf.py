@@ -184,8 +184,7 @@ def build_engines(args: argparse.Namespace, target: Any, draft: Any, eos: list[i
     """The engines to interleave, and the engine options chosen (buckets probed once)."""
     from methods.base import FixedGamma
     from runners.drafters.model import ModelDrafter
-    from runners.engine.hf_assisted import HFAssistedRunner
-    from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
+    from runners.engine.factory import build_runner
     from runners.engine.verify_forward import VerifyForward, choose_buckets, probe_costs, transposed_copy
 
     gamma = args.gamma
@@ -207,16 +206,17 @@ def build_engines(args: argparse.Namespace, target: Any, draft: Any, eos: list[i
         table = {}
         if "buckets" in levers:
             table = info["buckets_fast" if executor is not None else "buckets_plain"]
-        return SpeculativeRunner(target, drafter or ModelDrafter(draft, eos), FixedGamma(gamma), eos, 0.0,
-                                 forward=VerifyForward(target, table, executor, args.fast_scope),
-                                 fused_prefill="fused_prefill" in levers)
+        return build_runner("speculative", target, eos, drafter=drafter or ModelDrafter(draft, eos),
+                            policy=FixedGamma(gamma),
+                            engine={"forward": VerifyForward(target, table, executor, args.fast_scope),
+                                    "fused_prefill": "fused_prefill" in levers})
 
     levers = set(args.levers)
     engines: dict[str, Any] = {
         "ours": ours(levers),
         "plain": ours(set()),
-        "hf": HFAssistedRunner(target, draft, FixedGamma(gamma), eos, 0.0),
-        "ar": AutoregressiveRunner(target, eos, 0.0),
+        "hf": build_runner("hf", target, eos, draft_model=draft, policy=FixedGamma(gamma)),
+        "ar": build_runner("ar", target, eos),
     }
     if args.variants == "all":
         if len(levers) > 1:

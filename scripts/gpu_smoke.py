@@ -151,7 +151,7 @@ def cache_ratio(base: Path, device: str, repeats: int, tokens: int) -> None:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from runners.engine.speculative import AutoregressiveRunner
+    from runners.engine.factory import build_runner
 
     if device == "cpu":
         print("AR cache ratio: skipped (the offloaded cache needs a GPU)")
@@ -159,7 +159,7 @@ def cache_ratio(base: Path, device: str, repeats: int, tokens: int) -> None:
     path = save_model(base / "bigger", tokenizer("bpe"), 4, hidden=512, layers=12)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float16).to(device).eval()
     prompt = list(range(1, 129))
-    runners = {cache: AutoregressiveRunner(model, [], 0.0, cache=cache) for cache in ("dynamic", "offloaded")}
+    runners = {cache: build_runner("ar", model, [], cache=cache) for cache in ("dynamic", "offloaded")}
     for runner in runners.values():  # warm-up
         runner.generate(prompt, 8)
     rates: dict[str, list[float]] = {c: [] for c in runners}

@@ -61,14 +61,14 @@ def build(args: argparse.Namespace, tmp: Path):
 
     from methods.base import FixedGamma
     from runners.drafters.model import ModelDrafter
-    from runners.engine.speculative import SpeculativeRunner
+    from runners.engine.factory import build_runner
 
     tok = tokenizer("bpe")
     target = AutoModelForCausalLM.from_pretrained(save_model(tmp / "t", tok, 4, hidden=512, layers=12),
                                                   dtype=torch.float16).to(args.device).eval()
     draft = AutoModelForCausalLM.from_pretrained(save_model(tmp / "d", tok, 5, hidden=512, layers=2),
                                                  dtype=torch.float16).to(args.device).eval()
-    runner = SpeculativeRunner(target, ModelDrafter(draft, []), FixedGamma(4), [], 0.0)
+    runner = build_runner("speculative", target, [], drafter=ModelDrafter(draft, []), policy=FixedGamma(4))
     return runner, (lambda s: tok(s).input_ids), f"tiny seeded 12x512 target, 2x512 draft, fp16, gamma 4 on {args.device}"
 
 

@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     from runners.drafters.slrs import SLRSDrafter
     from runners.drafters.text_sync import CrossVocab
     from runners.drafters.tli import TLIDrafter
-    from runners.engine.speculative import AutoregressiveRunner
+    from runners.engine.factory import build_runner
     from runners.engine.verify import probs
     from specbench.config import JobConfig, compose
     from specbench.models import logits_width
@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     for prompt in load_task(config.task):
         ids, _ = encode_turn(tok, [], prompt.turns[0], config.task.prompt_format)
         gen = torch.Generator().manual_seed(config.seed)
-        out = AutoregressiveRunner(target, eos, temperature).generate(ids, config.max_new_tokens, gen).tokens
+        out = build_runner("ar", target, eos, temperature).generate(ids, config.max_new_tokens, gen).tokens
         seq = ids + out
         logits = target(input_ids=torch.tensor([seq[:-1]]), logits_to_keep=len(out)).logits[0]
         p_all = probs(logits, temperature).double()

@@ -156,13 +156,13 @@ def sample_target(p: np.ndarray, n: int, seed: int) -> np.ndarray:
 def sample_ours(m: dict[str, Any], rule: str, ids: list[int], n: int, gamma: int, seed: int) -> np.ndarray:
     from methods.base import FixedGamma
     from runners.drafters import DrafterContext, build_drafter
-    from runners.engine.speculative import SpeculativeRunner
+    from runners.engine.factory import build_runner
     from specbench.config import HeteroConfig
 
     ctx = DrafterContext(target_tokenizer=m["tok"], eos_token_ids=m["eos"], target_vocab_size=m["width"],
                          draft_model=m["draft"], draft_tokenizer=m["dtok"], hetero=HeteroConfig(rule))
-    runner = SpeculativeRunner(ForcedPrefill(m["target"], ids[-1]), build_drafter(rule, ctx), FixedGamma(gamma),
-                               m["eos"], m["temperature"])
+    runner = build_runner("speculative", ForcedPrefill(m["target"], ids[-1]), m["eos"], m["temperature"],
+                          drafter=build_drafter(rule, ctx), policy=FixedGamma(gamma))
     gen = torch.Generator().manual_seed(seed)
     counts = np.zeros(m["width"])
     for _ in range(n):

@@ -24,10 +24,11 @@ The key is everything that determines the reference's tokens and its timing:
 * how the CPU ran it: torch's thread count and the CPU capability its kernels were dispatched for
   (``torch.backends.cpu.get_cpu_capability()``: ``ATEN_CPU_CAPABILITY=default`` runs other kernels
   than AVX2 / AVX-512), so a job under one never divides by a reference timed under another;
-* how the target alone was decoded (issue 40's baseline rule, ``baseline``): the kernels of its step
-  (``AutoregressiveRunner.describe``: the fast-linear scope, the fewest rows it transposes and the 1-token
-  padding ``verify_forward.step_forward`` chose, or plain for transformers' loops) and its untimed warm-ups (``warmup_per_prompt`` decodes of the same prompt turn right
-  before the timed one, as the measured decodes get: ``decode_reference``).
+* how the target alone was decoded (issue 40's baseline rule, ``runners.jobs.target_alone.TargetAlone.cache_key``):
+  the kernels of its step (``AutoregressiveRunner.describe``: the fast-linear scope, the fewest rows it transposes
+  and the 1-token padding ``verify_forward.step_forward`` chose, or plain for transformers' loops) and its untimed
+  warm-ups (``warmup_per_prompt`` decodes of the same prompt turn right before the timed one, as the measured
+  decodes get: ``TargetAlone.reference``, which decodes every reference).
 
 Entries are written atomically (a temporary file in the same folder, fsynced, then renamed), so a
 concurrent job never reads half a file; a decode in progress holds an ``flock`` on
@@ -52,8 +53,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from runners.engine.base import Generation
-from runners.engine.speculative import AutoregressiveRunner
 from runners.jobs.device_share import DeviceShare
+from runners.jobs.target_alone import TargetAlone
 from specbench.config import JobConfig, ModelSpec
 from specbench.models import model_device
 from specbench.record_io import write_json_atomic
@@ -161,7 +162,7 @@ class ARCache:
 
 class ReferenceJob(Protocol):
     """What the reference reads of a job (``runners.jobs.build.Job``): its config, its target model and
-    EOS ids, its name, its device registration, the sweep's cache (None: memoised only) and its AR runner."""
+    EOS ids, its name, its device registration, the sweep's cache (None: memoised only) and its target alone."""
 
     config: JobConfig
     target: Any
@@ -169,7 +170,7 @@ class ReferenceJob(Protocol):
     name: str
     share: DeviceShare | None
     ar_cache: ARCache | None
-    alone: AutoregressiveRunner  # the target alone at batch 1, on the fastest step the compared method's kernels allow
+    target_alone: TargetAlone  # decodes every reference (the one baseline, runners.jobs.target_alone)
 
 
 @dataclass(frozen=True)
@@ -185,30 +186,11 @@ class Reference:
 _AR_REFERENCE: dict[str, tuple[Generation, str, int | None]] = {}  # this process's memo, by key hash
 
 
-def baseline(job: ReferenceJob) -> dict[str, Any]:
-    """How ``job``'s reference is decoded (part of its key, module docstring): the kernels of ``job.alone``'s step
-    and the KV cache kind it runs on (``engine.graphs``), and the untimed ``warmup_per_prompt`` decodes before the
-    timed one."""
-    kernels = {**job.alone.describe(), "graphs": job.config.engine.graphs}  # a static reference is not an eager one
-    return {"kernels": kernels, "warmup_per_prompt": int(job.config.warmup_per_prompt)}
-
-
 def job_reference_key(job: ReferenceJob, prompt_ids: list[int], cache: str = "dynamic") -> dict[str, Any]:
     """The cache key of ``prompt_ids`` for ``job``'s target (``reference_key``): a reference is decoded
     with the dynamic cache; an AR job's own decoding is stored under its own ``cache``."""
     return reference_key(job.config.pair.target, prompt_ids, job.config.max_new_tokens, job.eos,
-                         hardware(str(model_device(job.target))), cache, baseline(job))
-
-
-def decode_reference(job: ReferenceJob, prompt_ids: list[int]) -> Generation:
-    """The target alone on ``prompt_ids``, timed, treated like the measured decodes (issue 40): ``job.alone`` (the
-    fastest step the kernels of the method compared with it allow), after the job's ``warmup_per_prompt`` untimed decodes of the same
-    prompt turn (hf-bench's untimed generations, which the measured decode gets in ``JobRun.generate``).
-    Greedy: a reference exists for greedy ``verify_lossless`` only."""
-    assert job.alone.sampling.greedy, "a reference is a greedy decoding"
-    for _ in range(int(job.config.warmup_per_prompt)):
-        job.alone.generate(prompt_ids, job.config.max_new_tokens)
-    return job.alone.generate(prompt_ids, job.config.max_new_tokens)
+                         hardware(str(model_device(job.target))), cache, job.target_alone.cache_key())
 
 
 def reference(job: ReferenceJob, prompt_ids: list[int]) -> Reference:
@@ -220,8 +202,8 @@ def reference(job: ReferenceJob, prompt_ids: list[int]) -> Reference:
 
 def reference_entry(job: ReferenceJob, prompt_ids: list[int]) -> tuple[Generation, str, int | None]:
     """``(reference, source, device_jobs when it was timed)``: memoised in this process, else read from
-    the sweep's on-disk cache (source ``cache``), else decoded here while holding the key's decode lock
-    and written there (source ``decoded``)."""
+    the sweep's on-disk cache (source ``cache``), else decoded here (``TargetAlone.reference``) while holding the
+    key's decode lock and written there (source ``decoded``)."""
     key = job_reference_key(job, prompt_ids)
     digest = key_hash(key)
     if digest in _AR_REFERENCE:
@@ -234,10 +216,8 @@ def reference_entry(job: ReferenceJob, prompt_ids: list[int]) -> tuple[Generatio
         with cache.claim(key) if cache is not None else contextlib.nullcontext():
             entry = cache.get(key) if cache is not None else None
             if entry is None:
-                jobs_before = job.share.sample()[0] if job.share is not None else None
-                gen = decode_reference(job, prompt_ids)
-                jobs_after = job.share.sample()[0] if job.share is not None else None
-                device_jobs = max(j for j in (jobs_before, jobs_after) if j is not None) if job.share else None
+                decoded = job.target_alone.reference(prompt_ids, job.share)
+                gen, device_jobs = decoded.value, decoded.device_jobs
                 _AR_REFERENCE[digest] = (gen, "decoded", device_jobs)
                 if cache is not None:
                     cache.put(key, gen.tokens, gen.ttft_ms, gen.wall_ms, gen.stop_reason, _context(job, device_jobs))

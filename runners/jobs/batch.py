@@ -19,7 +19,7 @@ what the records and the summary say about the batch (issue 31).
   speculative batch, so a fault they share would pass the check above. With greedy ``verify_lossless`` every
   row is also compared with the target alone at batch 1 on its prompt turn (``lossless_alone``,
   ``first_divergence_alone``; ``alone_tokens``): the sweep's AR cache entry when it holds one (a batch-1 job of
-  the sweep decoded it), else an untimed decode by the job's batch-1 AR runner after the batch's timed
+  the sweep decoded it), else an untimed decode by the job's target alone at batch 1 after the batch's timed
   decodes (not stored: it was not timed like a reference). It costs one batch-1 decode per row.
 * **Record fields** (``batch_fields``; ``specbench.records``): ``batch_size`` (B), ``batch_index`` (the
   batch decoding's number in the job folder: unique, so a resumed batch's missing rows and the batches of
@@ -76,11 +76,11 @@ def batch_fields(job_config: Any, index: int, gen: BatchGeneration, row: int,
 
 def alone_tokens(job: Any, ids: list[int], generator: Any) -> list[int]:
     """The target alone at batch 1 on ``ids`` (module docstring, "The row alone"): the AR cache's tokens, else an
-    untimed decode by ``job.alone``."""
+    untimed decode by the job's target alone at batch 1 (``TargetAlone.untimed_row``)."""
     entry = job.ar_cache.get(job_reference_key(job, ids)) if job.ar_cache is not None else None
     if entry is not None:
         return list(entry["tokens"])
-    return list(job.alone.generate(ids, job.config.max_new_tokens, generator).tokens)
+    return list(job.target_alone.untimed_row(ids, generator).tokens)
 
 
 def alone_fields(row_tokens: list[int], alone: list[int]) -> dict[str, Any]:

@@ -6,10 +6,11 @@ options and the cross-vocabulary algorithm, and loads the prompts — all before
 and raises ``ConfigError`` for anything wrong. Below this module only typed objects travel.
 
 ``Job(prepared)`` then loads the pair (``specbench.models.cache.load_pair``: once per process, within
-``model_budget``) and wires what decodes: the sampling processors, the runner (autoregressive,
-speculative with its drafter and engine options, or transformers' assisted generation; batched at
-``batch_size`` > 1), and for a cross-vocabulary algorithm the vocabulary overlap. Whatever the batch size,
-the job times one runner and compares it with one target alone, both under one contract: prompts in, a
+``model_budget``) and wires what decodes: the sampling processors, the target alone every record compares with
+(``runners.jobs.target_alone.TargetAlone``), the runner (autoregressive, speculative with its drafter and engine
+options, or transformers' assisted generation; batched at ``batch_size`` > 1), and for a cross-vocabulary
+algorithm the vocabulary overlap. Whatever the batch size, the job times one runner and compares it with one
+target alone, both under one contract: prompts in, a
 ``BatchGeneration`` out (``runners.engine.contract``; a batch-1 loop behind ``OneAtATime``), so the job
 has one decoding path (``runners.jobs.job.JobRun.generate``). Protocol settings applied here (README,
 "Protocols"):
@@ -38,13 +39,14 @@ from methods.base import GammaPolicy
 from methods.policies import build_policy
 from runners.drafters import DrafterContext, build_batched_drafter, build_drafter, check_drafter
 from runners.engine.contract import OneAtATime
+from runners.engine.factory import build_runner
 from runners.engine.graphs import use_graphs
-from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
 from runners.engine.verify import DeviceGenerators, Sampling
 from runners.jobs.ar_cache import ARCache
 from runners.jobs.device_share import DeviceShare
 from runners.jobs.kernels import shared_kernels
 from runners.jobs.predict import find_latency
+from runners.jobs.target_alone import TargetAlone, warm_ups
 from specbench.config import CHECKPOINT, JobConfig
 from specbench.config.method import hetero_display, method_key
 from specbench.drafter_kinds import drafter_kind
@@ -123,17 +125,44 @@ def resolve_sampling(config: JobConfig, target: Any) -> Sampling:
         raise ConfigError(f"sampling processors from the target checkpoint: {exc}") from None
 
 
+def runner_kind(config: JobConfig) -> str:
+    """The kind of runner a job's method times (``runners.engine.factory.RUNNER_KINDS``): its YAML's ``runner``
+    (``speculative``, ``hf``, ``ar``), ``hf_ar`` for the target alone in transformers' ``generate()``
+    (``ar_loop: transformers``, ``method=hf_native_ar``)."""
+    if config.method.runner == "ar" and config.method.ar_loop == "transformers":
+        return "hf_ar"
+    return config.method.runner
+
+
+def vocab_facts(target: Any, draft: Any, tokenizer: Any, draft_tokenizer: Any) -> dict[str, Any]:
+    """What every record of a job with a draft model says of the two vocabularies (empty without one)."""
+    if draft is None:
+        return {}
+    return {"target_vocab_size": config_vocab_size(target), "draft_vocab_size": config_vocab_size(draft),
+            "tokenizers_identical": tokenizers_identical(tokenizer, draft_tokenizer)}
+
+
+def method_identity(config: JobConfig) -> tuple[str, Any, Any]:
+    """``(method_key, method_display, hetero_display)``: the method's identity as it ran, written into every record
+    (``specbench.config.method.method_key``; read once per job: it reads the method's YAML and the job's whole
+    config), and how tables name the method and the cross-vocabulary rule that ran (their YAML's ``display``, as it
+    ran: ``analysis`` reads them from the record, never from ``conf/``)."""
+    key = method_key(config.method.name, config.method.params, config.hetero_rule, config.as_dict().get("hetero"))
+    return key, config.method.display, hetero_display(config.hetero_rule, config.hetero)
+
+
 class Job:
-    """Models, tokenizers, the drafter and the runner of one job (built once, after ``prepare``)."""
+    """Models, tokenizers, the drafter and the runner of one job (built once, after ``prepare``): the job's
+    composition root. The parts are built where they are defined: the pair (``load_pair``), the kernels
+    (``_kernels``), the target alone (``runners.jobs.target_alone``), the runner (``runners.engine.factory``)."""
 
     def __init__(self, prepared: PreparedJob, sweep_dir: str | Path | None = None) -> None:
         config = self.config = prepared.config
-        self.policy = prepared.policy
-        self.positions = prepared.positions
-        self.task_facts = prepared.task_facts
+        self.policy, self.positions, self.task_facts = prepared.policy, prepared.positions, prepared.task_facts
+        self.policies: list[GammaPolicy] = [self.policy] if self.policy is not None else []
         self.share: DeviceShare | None = None  # set by JobRun.start while the job decodes
+        self.ar_cache: ARCache | None = None  # set by JobRun.start for greedy verify_lossless
         self.name = ""
-        self.ar_cache: ARCache | None = None
         pair = load_pair(config, with_draft=config.speculative)  # an AR job loads its target only
         self.target, self.tokenizer, self.eos = pair.target, pair.tokenizer, pair.eos
         self.draft_model: Any = pair.draft  # the draft model the job drafts with (None: AR, prompt lookup)
@@ -144,84 +173,82 @@ class Job:
         use_graphs(config.engine.graphs, (self.target, self.draft_model), config.max_new_tokens,
                    uncaptured=(self.draft_model,) if own_tokens else ())
         self.sampling = resolve_sampling(config, self.target)
-        # the kernels: our loop's at batch 1 (``forward``, the engine options) or at B > 1 (``batch_kernels``), the
-        # target alone on the same (the baseline rule, ``ar_forward``); choices measured on this machine (engine
-        # options ``auto``) are shared with the sweep's other jobs (``runners.jobs.kernels``)
-        self.batch_kernels: Any = None
-        with shared_kernels(self.target, config.pair.target, sweep_dir):
-            self.forward = self._engine_forward()
-            self.step_forward = self._step_forward()
-            if config.batch_size > 1:
-                from runners.engine.verify_forward import batch_kernels
-
-                self.batch_kernels = batch_kernels(self.target, config.engine)  # the loop's and the baseline's alike
-        native = config.method.ar_loop == "transformers"  # method=hf_native_ar: our AR (dynamic cache) is its reference
-        # the target alone at batch 1: an AR job's loop, the reference every batch-1 record compares with (the AR
-        # cache, ``runners.jobs.ar_cache``) and a batched row's check alone (``runners.jobs.batch``)
-        self.alone = AutoregressiveRunner(self.target, self.eos, self.sampling,
-                                          cache="dynamic" if native else config.method.ar_cache or "dynamic",
-                                          forward=self.ar_forward())
-        self.vocab_facts: dict[str, Any] = {}
-        if self.draft_model is not None:
-            self.vocab_facts = {
-                "target_vocab_size": config_vocab_size(self.target),
-                "draft_vocab_size": config_vocab_size(self.draft_model),
-                "tokenizers_identical": tokenizers_identical(self.tokenizer, self.draft_tokenizer),
-            }
-        self.shared_target: torch.Tensor | None = None  # hetero: target ids with a string in the draft vocabulary
-        self.vocabulary: dict[str, Any] | None = None
+        self.forward, step, self.batch_kernels = self._kernels(sweep_dir)
+        #: the target alone every record compares with (the baseline rule, the one module every baseline decode
+        #: goes through)
+        self.target_alone = TargetAlone(self.target, self.eos, self.sampling, config, step, self.batch_kernels)
+        self.vocab_facts = vocab_facts(self.target, self.draft_model, self.tokenizer, self.draft_tokenizer)
         self.latency, self.latency_path = find_latency(config)  # predicted wall times (runners.jobs.predict)
-        self.policies: list[GammaPolicy] = [self.policy] if self.policy is not None else []
-        #: the method's identity as it ran, written into every record (``specbench.config.method.method_key``; read
-        #: once per job: it reads the method's YAML and the job's whole config)
-        self.method_key = method_key(config.method.name, config.method.params, config.hetero_rule,
-                                     config.as_dict().get("hetero"))
-        #: how tables name the method and the cross-vocabulary rule that ran (their YAML's ``display``, as it ran:
-        #: ``analysis`` reads them from the record, never from ``conf/``)
-        self.method_display = config.method.display
-        self.hetero_display = hetero_display(config.hetero_rule, config.hetero)
-        # the one runner contract (``runners.engine.contract``): ``runner`` (what is timed) and ``ar`` (the target
-        # alone at the job's batch size, the paired baseline at B > 1) take prompts and return a BatchGeneration;
-        # ``loop`` is the batch-1 loop behind ``runner`` (None at B > 1: no batch-1 loop is built there)
+        self.method_key, self.method_display, self.hetero_display = method_identity(config)  # as it ran
+        self.shared_target: torch.Tensor | None = None  # hetero: target ids with a string in the draft vocabulary
+        self.vocabulary: dict[str, Any] | None = None  # hetero: the pair's vocabulary overlap (``_overlap``)
+        #: ``runner``: what is timed, under the one runner contract (``runners.engine.contract``); ``loop``: the
+        #: batch-1 loop behind it (None at B > 1: no batch-1 loop is built there)
         self.loop: Any = None
-        if config.batch_size > 1:
-            self.runner, self.ar = self._batched()
-        else:
-            self.loop = self._loop(native)
-            self.ar = OneAtATime(self.alone)
-            self.runner = self.ar if self.loop is self.alone else OneAtATime(self.loop)
+        self.runner = self._runner()
         #: the job's records are their own reference (an ``ar`` job of our loop), chosen once
-        self.own_reference = self.runner is self.ar
+        self.own_reference = self.runner is self.target_alone.runner
 
-    def _loop(self, native: bool) -> Any:
-        """The batch-1 loop the job times: ours (speculative or the target alone) or transformers' (assisted
-        generation, ``generate()`` for ``method=hf_native_ar``)."""
+    def _kernels(self, sweep_dir: str | Path | None) -> tuple[Any, Any, Any]:
+        """``(forward, step, batch_kernels)``: our loop's at batch 1 (the engine options), the target alone's 1-token
+        step on the same (the baseline rule), the batched kernels at B > 1 (the loop's and the baseline's alike);
+        choices measured on this machine (engine options ``auto``) are shared with the sweep's other jobs
+        (``runners.jobs.kernels``)."""
         config = self.config
-        if config.method.runner == "speculative":
-            from runners.engine.verify_forward import engine_options
+        with shared_kernels(self.target, config.pair.target, sweep_dir):
+            forward, step = self._engine_forward(), self._step_forward()
+            if config.batch_size == 1:
+                return forward, step, None
+            from runners.engine.verify_forward import batch_kernels
 
-            drafter = self._drafter()
-            engine = (engine_options(self.target, config.engine, config.gamma, self.forward)
-                      if self.forward is not None else {})
-            if config.hetero_rule is not None:
-                self._overlap(drafter)
-            return SpeculativeRunner(self.target, drafter, self.policy, self.eos, self.sampling, **engine)
-        if config.method.runner == "hf":
-            from runners.engine.hf_assisted import HFAssistedRunner
+            return forward, step, batch_kernels(self.target, config.engine)
 
-            return HFAssistedRunner(self.target, self.draft_model, self.policy, self.eos, self.sampling)
-        if native:  # generate() is timed; our AR stays the reference
-            from runners.engine.hf_ar import HFAutoregressiveRunner
+    def _runner(self) -> Any:
+        """What the job times, built by the one factory (``runners.engine.factory.build_runner``): the kind its
+        method names (``runner_kind``) with the parts it decodes with. Our target alone (``method=ar``) is the job's
+        ``target_alone.runner`` itself; a batch-1 loop goes behind ``OneAtATime``."""
+        config = self.config
+        kind = runner_kind(config)
+        if kind == "ar":
+            self.loop = self.target_alone.loop if config.batch_size == 1 else None
+            return self.target_alone.runner
+        parts = self._drafting() if kind == "speculative" else {"policy": self.policy}
+        built = build_runner(kind, self.target, self.eos, self.sampling, draft_model=self.draft_model,
+                             batch_size=config.batch_size, cache=config.method.ar_cache or "dynamic", **parts)
+        if config.batch_size > 1:
+            return built
+        self.loop = built
+        return OneAtATime(built)
 
-            return HFAutoregressiveRunner(self.target, self.eos, self.sampling, cache=config.method.ar_cache)
-        return self.alone
+    def _drafting(self) -> dict[str, Any]:
+        """The parts of our speculative loop: the drafter and the policy; at batch 1 the engine options
+        (``verify_forward.engine_options``), at B > 1 the drafter's declared batched form (``specbench.drafter_kinds``:
+        a same-vocabulary model's) or one drafter per row (any other), the batched kernels and ``batch_gamma``
+        (``per_row``: one policy per row slot, the job's own in slot 0 and copies of it in the others; ``shared``:
+        the job's policy alone). A cross-vocabulary job also notes the pair's vocabulary overlap (``_overlap``)."""
+        config = self.config
+        assert self.policy is not None
+        if config.batch_size > 1:
+            from runners.engine.batch_drafters import PerRowDrafters
+
+            if config.batch_gamma == "per_row":
+                self.policies = [self.policy, *(copy.deepcopy(self.policy) for _ in range(config.batch_size - 1))]
+            if config.hetero_rule is not None:  # the pair's vocabulary overlap, for the summary
+                self._overlap(self._drafter())
+            drafter = build_batched_drafter(config.drafter, self._drafter_context()) or PerRowDrafters(self._drafter)
+            return {"drafter": drafter, "policy": self.policies, "kernels": self.batch_kernels,
+                    "gamma_mode": config.batch_gamma}
+        from runners.engine.verify_forward import engine_options
+
+        drafter = self._drafter()
+        engine = engine_options(self.target, config.engine, config.gamma, self.forward) if self.forward is not None else {}
+        if config.hetero_rule is not None:
+            self._overlap(drafter)
+        return {"drafter": drafter, "policy": self.policy, "engine": engine}
 
     def _ours(self) -> bool:
         """Whether the job decodes with our loop at batch 1 (speculative, or the target alone of ``method=ar``)."""
-        config = self.config
-        ours = config.method.runner == "speculative" or (config.method.runner == "ar"
-                                                         and config.method.ar_loop != "transformers")
-        return ours and config.batch_size == 1
+        return runner_kind(self.config) in ("speculative", "ar") and self.config.batch_size == 1
 
     def _engine_forward(self) -> Any:
         """Our loop's ``VerifyForward`` at batch 1 (``engine_forward``: the engine options, probed once per model):
@@ -244,43 +271,6 @@ class Job:
         from runners.engine.verify_forward import step_forward
 
         return step_forward(self.target, self.config.engine)
-
-    def ar_forward(self) -> Any:
-        """The baseline rule at batch 1 (issues 40 and 50): the target alone steps on the fastest step our loop's
-        kernels allow (``verify_forward.step_forward``: the transposed copy at one row too, a padded step where the
-        engine pads; one choice per engine config, not per γ), and on transformers' plain kernels when the compared
-        method is transformers' own loop. (At batch size > 1 both take ``batch_kernels``, ``_batched``.)"""
-        return self.step_forward
-
-    def baseline(self) -> dict[str, Any]:
-        """How the target alone that every speedup divides by was decoded (``summary.json: baseline``, a record's
-        ``ar_baseline``): its kernels and its untimed warm-ups, the same as the measured decodes'."""
-        config = self.config
-        kernels = self.batch_kernels.describe() if config.batch_size > 1 else self.alone.describe()
-        kernels = {**kernels, "graphs": config.engine.graphs}  # the KV cache kind it ran on (engine.graphs)
-        return {"kernels": kernels, "warmup": config.warmup, "warmup_per_prompt": config.warmup_per_prompt}
-
-    def _batched(self) -> tuple[Any, Any]:
-        """``(runner, ar)`` at batch size > 1: the target alone at batch B (an ``ar`` job's runner, else the paired
-        baseline) and, for a speculative job, our loop with the drafter's declared batched form
-        (``specbench.drafter_kinds``: a same-vocabulary model's) or one drafter per row (any other); ``per_row``: one policy per row slot, the job's own in slot 0 and copies of
-        it in the others (``shared``: the job's policy alone)."""
-        from runners.engine.batch_drafters import PerRowDrafters
-        from runners.engine.batched import BatchedAutoregressiveRunner, BatchedSpeculativeRunner
-
-        config = self.config
-        ar = BatchedAutoregressiveRunner(self.target, self.eos, self.sampling, fast=self.batch_kernels)
-        if not config.speculative:
-            return ar, ar
-        assert self.policy is not None
-        if config.batch_gamma == "per_row":
-            self.policies = [self.policy, *(copy.deepcopy(self.policy) for _ in range(config.batch_size - 1))]
-        if config.hetero_rule is not None:  # the pair's vocabulary overlap, for the summary
-            self._overlap(self._drafter())
-        drafter = build_batched_drafter(config.drafter, self._drafter_context()) or PerRowDrafters(self._drafter)
-        runner = BatchedSpeculativeRunner(self.target, drafter, self.policies, self.eos, self.sampling,
-                                          config.batch_gamma, fast=self.batch_kernels)
-        return runner, ar
 
     def devices(self) -> list[str]:
         """Every device the job's models have parameters on."""
@@ -343,7 +333,7 @@ def warm_up(job: Job, prompts: list[Prompt]) -> None:
     ids, _ = encode_turn(job.tokenizer, [], prompts[0].turns[0], config.task.prompt_format)
     n_tokens = min(16, config.max_new_tokens)
     prompts = [ids] * config.batch_size  # the batch's shapes: B copies of the warm-up prompt
-    for _ in range(config.warmup):
-        job.runner.generate(prompts, n_tokens, job.generator(config.seed))
-        if config.verify_lossless and config.greedy and not job.own_reference:
-            job.ar.generate(prompts, n_tokens)
+    decodes = [lambda k: job.runner.generate(prompts, n_tokens, job.generator(config.seed))]
+    if config.verify_lossless and config.greedy and not job.own_reference:  # the baseline's own warm-ups
+        decodes.append(lambda k: job.target_alone.untimed(prompts, n_tokens))
+    warm_ups(config.warmup, *decodes)

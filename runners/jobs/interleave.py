@@ -19,8 +19,8 @@ names and ``ar:<key hash>``); each record's ``interleave`` has ``round``, ``posi
 
 Warm-up: before the timed decodes of a round, one untimed decode of its prompt turn by the target
 alone (``untimed_target``): the input and job of the round's first paired AR decode, or, in a round
-without one, of its first job in the sweep's order; the job's own batch-1 AR runner (``job.alone``) with
-``max_new_tokens`` of that job. It brings the round's new shapes (prompt length, KV cache) and caches
+without one, of its first job in the sweep's order; the job's target alone at batch 1
+(``job.target_alone.untimed_row``) with ``max_new_tokens`` of that job. It brings the round's new shapes (prompt length, KV cache) and caches
 in before anything is timed. It touches no policy (the target alone has none) and writes no record, no
 AR cache entry and no ``ar_paired.jsonl`` row; the round's row says what it decoded (``warmed``: job,
 prompt turn, input and new tokens, its wall time, or the error that stopped it: a failed warm-up is
@@ -61,7 +61,7 @@ from pathlib import Path
 from typing import Any
 
 from runners.engine.base import Generation
-from runners.jobs.ar_cache import Reference, decode_reference, job_reference_key, key_hash, store_reference
+from runners.jobs.ar_cache import Reference, job_reference_key, key_hash, store_reference
 from runners.jobs.build import Job
 from runners.jobs.device_share import DeviceShare
 from runners.jobs.inputs import TurnInput
@@ -83,10 +83,10 @@ PAIRED_FILE = STATE_DIR / "ar_paired.jsonl"  # one row per paired AR decode
 
 
 def untimed_target(job: Job, ids: list[int]) -> Generation:
-    """A round's warm-up (module docstring): the target alone on ``ids``, untimed, with the job's own AR
-    runner and a generator of its own (nothing of the job's random state is drawn on); it has no policy
-    and writes nothing."""
-    return job.alone.generate(ids, job.config.max_new_tokens, job.generator(job.config.seed))
+    """A round's warm-up (module docstring): the target alone on ``ids``, untimed, at batch 1 (``TargetAlone``)
+    with a generator of its own (nothing of the job's random state is drawn on); it has no policy and writes
+    nothing."""
+    return job.target_alone.untimed_row(ids, job.generator(job.config.seed))
 
 
 @dataclass
@@ -382,14 +382,13 @@ class InterleavedSweep:
         return left
 
     def _paired_ar(self, item: _Item, pair: str, where: dict[str, Any]) -> Reference:
-        """The target alone on the item's prompt turn, timed now (after its own host probe)."""
+        """The target alone on the item's prompt turn, timed now (after its own host probe): the job's
+        ``TargetAlone.reference`` (its baseline kernels, after its per-prompt warm-ups, in the one bracket)."""
         run, job = item.run, item.run.job
         assert job is not None and item.ar_digest is not None
         probe_ms = run.probe() if run.probe is not None else None
-        before = job.share.sample()[0] if job.share is not None else None
-        gen = decode_reference(job, item.inp.ids)  # the job's baseline kernels, after its per-prompt warm-ups
-        after = job.share.sample()[0] if job.share is not None else None
-        device_jobs = max(before, after) if before is not None and after is not None else None
+        decoded = job.target_alone.reference(item.inp.ids, job.share)
+        gen, device_jobs = decoded.value, decoded.device_jobs
         decode_id = f"{item.ar_digest[:16]}@{where['round']}"
         append_line(self.sweep_dir / PAIRED_FILE, {
             "ar_decode": decode_id, "key": item.ar_digest, "pair": pair, "target": run.config.pair.target.label,

@@ -55,6 +55,7 @@ from runners.jobs.interrupt import StopAfterCurrentPrompt, stop_sweep
 from runners.jobs.lock import JobLock, JobLocked, describe
 from runners.jobs.record import Timed, Unit, finished_extra, job_summary, make_record, unit_key
 from runners.jobs.report import check_sweep_folder_visible
+from runners.jobs.target_alone import measured, warm_ups
 from specbench.config import JobConfig
 from specbench.job_folders import config_drift
 from specbench.loggers import JobLogger, build_logger
@@ -300,21 +301,19 @@ class JobRun:
         verified = config.verify_lossless and config.greedy
         paired = batched and verified and not job.own_reference  # the target alone decodes the same batch
         index = self._next_batch if batched else None
-        for k in range(config.warmup_per_prompt):  # hf-bench: the same call, untimed, before the timed one
-            job.untimed(prompts, config.max_new_tokens, config.seed + 1 + k)
-            if paired:  # the baseline's own untimed decodes of the batch (issue 40)
-                job.ar.generate(prompts, config.max_new_tokens)
+        alone = job.target_alone  # every decode of the baseline goes through it (runners.jobs.target_alone)
+        untimed = [lambda k: job.untimed(prompts, config.max_new_tokens, config.seed + 1 + k)]  # hf-bench's
+        if paired:  # the baseline's own untimed decodes of the batch (issue 40)
+            untimed.append(lambda k: alone.untimed(prompts))
+        warm_ups(config.warmup_per_prompt, *untimed)
         probe_ms = self.probe() if self.probe is not None else None
         ar_first = paired and index is not None and index % 2 == 1  # the order alternates batch by batch
-        ar = job.ar.generate(prompts, config.max_new_tokens) if ar_first else None
-        before = job.share.sample() if job.share is not None else None
-        gen = job.runner.generate(prompts, config.max_new_tokens, job.generator(config.seed))
-        after = job.share.sample() if job.share is not None else None
+        ar = alone.timed(prompts).value if ar_first else None
+        timed = measured(job.share, lambda: job.runner.generate(prompts, config.max_new_tokens,
+                                                                job.generator(config.seed)))
         if paired and not ar_first:
-            ar = job.ar.generate(prompts, config.max_new_tokens)
-        shared = before is not None and after is not None
-        jobs = max(before[0], after[0]) if shared else None
-        neighbours = sorted(set(before[1]) | set(after[1])) if shared else None
+            ar = alone.timed(prompts).value
+        gen, jobs, neighbours = timed.value, timed.device_jobs, timed.neighbours
         if not batched:
             row = gen.rows[0]
             if verified and job.own_reference:

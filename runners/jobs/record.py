@@ -94,7 +94,7 @@ def make_record(job: Job, unit: Unit, inp: TurnInput, timed: Timed, reference: R
     if config.verify_lossless and config.greedy:
         assert reference is not None, "a verified job's record needs its reference (itself for an ar job)"
         fields.update(ar_source=reference.source, ar_device_jobs=reference.device_jobs, ar_decode=reference.decode_id,
-                      ar_baseline=job.baseline())
+                      ar_baseline=job.target_alone.describe())
         ref = reference.gen
         div = first_divergence(gen.tokens, ref.tokens)
         fields.update(lossless=div is None, first_divergence=div)
@@ -169,7 +169,7 @@ def finished_extra(job: Job, records: list[dict], load_s: float) -> dict[str, An
     """What a complete job's summary adds: load time, the policy's final state, the latency model and
     engine options it ran with, repeats, the host-probe drift, and (cross-vocabulary) ``hetero``."""
     extra = {"load_s": load_s, "policy_state": job.policy.state() if job.policy else None,
-             "latency_model": job.latency_path, "engine": engine_summary(job), "baseline": job.baseline(),
+             "latency_model": job.latency_path, "engine": engine_summary(job), "baseline": job.target_alone.describe(),
              "repeats": job.config.repeats, "drift": drift_summary(records), "batch": batch_summary(records),
              "task": job.task_facts.to_json() if job.task_facts is not None else None}
     hetero = hetero_summary(job, records)
@@ -221,7 +221,7 @@ def engine_summary(job: Job) -> dict[str, Any] | None:
     if job.loop is None:  # batch size > 1
         return {**job.batch_kernels.describe(), **graphs}
     if job.own_reference:
-        return {**job.alone.describe(), **graphs}
+        return {**job.target_alone.loop.describe(), **graphs}
     forward = getattr(job.loop, "forward", None)
     if forward is None or not hasattr(forward, "describe"):
         return None

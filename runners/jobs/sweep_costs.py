@@ -11,7 +11,7 @@ round's untimed warm-up (the round's prompt turn is then in every cache) and bef
 * the target's **prefill** of the round's input (``k`` = its length, context 0) on the loop's
   ``VerifyForward`` (``job.forward``; plain for transformers' loops), as ``SpeculativeRunner`` prefills;
 * the target's forward of ``k`` tokens on a cache holding the input (context = its length), for every ``k``
-  of ``widths``: ``k = 1`` on the target alone's step kernels (``job.ar_forward()``, the baseline rule's),
+  of ``widths``: ``k = 1`` on the target alone's step kernels (``job.target_alone.step``, the baseline rule's),
   ``k ≥ 2`` on the loop's verification kernels keeping ``k`` logits, as a round of ``k − 1`` drafted tokens
   verifies; each ``k`` ``repeats`` times, all of them in one shuffled order (``random.Random(seed)``);
 * a draft model's prefill (``k`` = the input's length, context 0) and its forwards of ``k`` in
@@ -82,7 +82,7 @@ def time_round(job: Job, ids: Sequence[int], widths: Sequence[int], repeats: int
     p = len(ids)
     target = job.target
     verify = job.forward if job.forward is not None else VerifyForward(target)
-    step = job.ar_forward() or verify
+    step = job.target_alone.step or verify
     now = _clock(model_device(target))
     pool = ids * (1 + MAX_WIDTH // max(1, p))
     out: list[dict[str, Any]] = []

@@ -387,7 +387,7 @@ def measure_overheads(target: Any, draft: Any, eos: Iterable[int], prompt_ids: S
     time is part of the round overhead."""
     from methods.base import FixedGamma
     from runners.drafters.model import ModelDrafter
-    from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
+    from runners.engine.factory import build_runner
 
     eos = list(eos)
     make = drafter or (lambda: ModelDrafter(draft, eos))
@@ -397,7 +397,7 @@ def measure_overheads(target: Any, draft: Any, eos: Iterable[int], prompt_ids: S
     try:
         spec, ar, loop, round_ms = [], [], [], []
         for i in range(repeats + 1):
-            runner = SpeculativeRunner(target, make(), FixedGamma(gamma), eos)
+            runner = build_runner("speculative", target, eos, drafter=make(), policy=FixedGamma(gamma))
             for c in clocks.values():
                 c.reset()
             gen = runner.generate(list(prompt_ids), new_tokens)
@@ -409,7 +409,7 @@ def measure_overheads(target: Any, draft: Any, eos: Iterable[int], prompt_ids: S
                 round_ms.append((gen.wall_ms - gen.ttft_ms) / rounds)
             for c in clocks.values():
                 c.reset()
-            gen = AutoregressiveRunner(target, eos).generate(list(prompt_ids), new_tokens)
+            gen = build_runner("ar", target, eos).generate(list(prompt_ids), new_tokens)
             if i and len(gen.tokens) > 1:
                 ar.append(max(0.0, (gen.wall_ms - clocks["target"].total_ms) / (len(gen.tokens) - 1)))
     finally:

@@ -64,7 +64,7 @@ def live_main(args: argparse.Namespace) -> int:
 
     torch.set_num_threads(args.threads)
     from runners.drafters.model import ModelDrafter
-    from runners.engine.speculative import SpeculativeRunner
+    from runners.engine.factory import build_runner
     from runners.replay.calibration import ModelTimer, calibrate, measure_overheads, timed_here
     from runners.replay.grid import load_method
     from runners.replay.replay import replay_job
@@ -113,7 +113,8 @@ def live_main(args: argparse.Namespace) -> int:
               f"c = {latency.c:.2f}, overhead/round {latency.round_overhead_ms:.2f} ms")
 
     # warm-up (untimed), then the traces; AR times come from the trace's own target pass
-    SpeculativeRunner(models.target, ModelDrafter(draft, models.eos), load_method("specdecode").build(2), models.eos).generate(
+    build_runner("speculative", models.target, models.eos, drafter=ModelDrafter(draft, models.eos),
+                 policy=load_method("specdecode").build(2)).generate(
         ids_list[0], min(16, args.max_new_tokens))
     t0 = time.perf_counter()
     traces = [build_trace(models.target, draft, ids, args.max_new_tokens, models.eos, args.gamma_max, args.trace_mode,
@@ -137,10 +138,11 @@ def live_main(args: argparse.Namespace) -> int:
         method = load_method(method_text)
         gamma = int(gamma_text)
         warm = method.build(gamma)
-        SpeculativeRunner(models.target, drafter_cls(draft, models.eos), warm, models.eos).generate(
+        build_runner("speculative", models.target, models.eos, drafter=drafter_cls(draft, models.eos), policy=warm).generate(
             ids_list[0], min(16, args.max_new_tokens))
         policy = method.build(gamma)  # a job resets its policy after the warm-up
-        runner = SpeculativeRunner(models.target, drafter_cls(draft, models.eos), policy, models.eos)
+        runner = build_runner("speculative", models.target, models.eos, drafter=drafter_cls(draft, models.eos),
+                              policy=policy)
         outs = [runner.generate(ids, args.max_new_tokens) for ids in ids_list]
         reps = replay_job(traces, method.build(gamma), latency)
         equal = all(o.rounds.schedule == r.rounds.schedule for o, r in zip(outs, reps))

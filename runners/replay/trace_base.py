@@ -119,14 +119,14 @@ def target_pass(target_model: Any, prompt_ids: list[int], max_new_tokens: int, e
     """The target's greedy output for a trace (``AutoregressiveRunner``, timed), or ``reuse``'s — a trace of
     the same target, prompt and length from another pair — without running the target again."""
     from runners.engine.base import Generation
-    from runners.engine.speculative import AutoregressiveRunner
+    from runners.engine.factory import build_runner
 
     if reuse is not None:
         if reuse.prompt_tokens != len(prompt_ids) or reuse.max_new_tokens != max_new_tokens:
             raise ValueError(f"{reuse.prompt_id}/{reuse.turn}: the reused trace has another prompt or length")
         return Generation(list(reuse.tokens), reuse.ar_ttft_ms or 0.0, reuse.ar_wall_ms or 0.0, reuse.stop_reason,
                           speculative=False)
-    return AutoregressiveRunner(target_model, list(eos), 0.0).generate(prompt_ids, max_new_tokens)
+    return build_runner("ar", target_model, eos).generate(prompt_ids, max_new_tokens)
 
 
 def check_version(obj: Mapping[str, Any]) -> None:
