@@ -1,0 +1,95 @@
+"""The machinery of the registered claims (``analysis.claims``): a claim is a sentence of a page, verbatim, and a
+check over the committed files; ``claim`` registers one, ``problems`` runs them all, ``allowances`` tells
+``analysis.docs`` which figures a check stands behind. The claims themselves are written in ``analysis.claims`` and
+``analysis.claims_gpu``, beside the pages they check."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+COMMITTED = Path("results") / "committed"
+
+Check = Callable[[Path], "str | None"]
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One registered sentence: the page (``doc``, repository-relative), its text (whitespace-insensitive), the
+    committed files its check reads (``sources``), the measured-looking fragments it may hold outside a block
+    (``figures``) and the check."""
+
+    name: str
+    doc: str
+    text: str
+    sources: tuple[str, ...]
+    check: Check
+    figures: tuple[str, ...] = ()
+
+
+CLAIMS: list[Claim] = []
+
+
+def claim(doc: str, text: str, *sources: str, figures: tuple[str, ...] = ()) -> Callable[[Check], Check]:
+    """Register the decorated check as the claim ``text`` of ``doc`` (module docstring)."""
+
+    def register(check: Check) -> Check:
+        CLAIMS.append(Claim(check.__name__, doc, text, tuple(sources), check, figures))
+        return check
+
+    return register
+
+
+def _normalised(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def problems(root: Path = ROOT) -> list[str]:
+    """One line per claim that does not hold, whose sentence is not (any more) in its page, or whose source is
+    missing; empty when every claim stands."""
+    found = []
+    for c in CLAIMS:
+        page = root / c.doc
+        if not page.is_file() or _normalised(c.text) not in _normalised(page.read_text(encoding="utf-8")):
+            found.append(f"{c.doc}: claim {c.name}: its sentence is not in the page (edit the registration with it): "
+                         f"{c.text[:80]}…")
+            continue
+        missing = [s for s in c.sources if not (root / s).exists()]
+        if missing:
+            found.append(f"{c.doc}: claim {c.name}: missing {', '.join(missing)}")
+            continue
+        why = c.check(root)
+        if why:
+            found.append(f"{c.doc}: claim {c.name} no longer holds: {why}")
+    return found
+
+
+def allowances() -> tuple[tuple[str, str], ...]:
+    """The registered claims' figures, as ``analysis.docs`` allowances (fragment, why)."""
+    return tuple((f, f"a registered claim ({c.name}, analysis.claims) checks it against {', '.join(c.sources)}")
+                 for c in CLAIMS for f in c.figures)
+
+
+# ------------------------------------------------------------------------------------------- helpers
+
+def table_md(path: Path) -> pd.DataFrame:
+    """The first Markdown table of a committed file as strings (header row, then rows)."""
+    lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.lstrip().startswith("|")]
+    cells = [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines]
+    return pd.DataFrame(cells[2:], columns=cells[0])
+
+
+def rounds_to(value: float, stated: float, digits: int) -> bool:
+    """Whether ``value`` rounds to ``stated`` at ``digits`` decimals (the figure as the sentence writes it)."""
+    return math.isfinite(value) and abs(round(value, digits) - stated) < 10 ** -(digits + 3)
+
+
+def spearman(x: pd.Series, y: pd.Series) -> float:
+    """Spearman's ρ of two aligned series: Pearson's correlation of their ranks (ties: average ranks)."""
+    return float(x.rank().corr(y.rank()))
