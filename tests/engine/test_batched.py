@@ -7,7 +7,6 @@ import math
 
 import pytest
 import torch
-from transformers import Gemma3ForCausalLM, Gemma3TextConfig
 
 import runners.drafters.batched_model as batched_model
 import runners.drafters.model as model_drafter
@@ -25,7 +24,7 @@ from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
 from runners.engine.verify import Sampling
 
 from helpers.exact_law import enumerated_law, processed_law
-from helpers.tiny import tiny_model, tiny_pair
+from helpers.tiny import tiny_gemma3, tiny_model, tiny_pair
 
 TEXTS = ("the quick brown fox", "one two three four five six seven", "a cat",
          "def add(a, b):\n    return a + b\n translate the sentence")
@@ -123,20 +122,12 @@ def test_repacking_every_round_changes_nothing(pair, refs, monkeypatch):
     assert [g.tokens for g in out.rows] == refs
 
 
-def _gemma(seed: int) -> Gemma3ForCausalLM:
-    torch.manual_seed(seed)
-    cfg = Gemma3TextConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                           num_attention_heads=2, num_key_value_heads=1, head_dim=16, sliding_window=8,
-                           layer_types=["sliding_attention", "full_attention"], max_position_embeddings=256,
-                           eos_token_id=None, bos_token_id=None, pad_token_id=0)
-    return Gemma3ForCausalLM(cfg).eval()
-
 
 @pytest.mark.slow
 def test_a_sliding_window_sees_each_rows_own_last_tokens(monkeypatch):
     """Gemma-3's sliding layers count columns: rows longer than the window (8) stay exact only because the
     cache is repacked before a forward that reaches past it; without the repack rows diverge (can fail)."""
-    target, draft = _gemma(1), _gemma(1)
+    target, draft = tiny_gemma3(1), tiny_gemma3(1)
     with torch.no_grad():
         for p in draft.parameters():
             p.add_(torch.randn_like(p) * 0.003)

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 import torch
 from omegaconf import OmegaConf
-from transformers import Gemma3ForCausalLM, Gemma3TextConfig
 
 from methods import build_policy
 from runners.drafters import DrafterContext, build_batched_drafter, build_drafter
@@ -24,7 +23,7 @@ from runners.engine.verify import Sampling
 from specbench.config import EngineConfig, HeteroConfig, MethodConfig
 from specbench.registry import ConfigError
 
-from helpers.tiny import tiny_model, tiny_pair, tiny_tokenizer
+from helpers.tiny import tiny_gemma3, tiny_model, tiny_pair, tiny_tokenizer
 
 METHOD_DIR = Path(__file__).resolve().parents[2] / "conf" / "method"
 TEXTS = ("the quick brown fox", "one two three four five six seven", "a cat",
@@ -209,21 +208,13 @@ def test_the_static_cache_grows_past_its_first_length(pair):
     assert {layer.keys.shape[2] for layer in cache.layers} == {cache.max_len}
 
 
-def _gemma(seed: int) -> Gemma3ForCausalLM:
-    torch.manual_seed(seed)
-    cfg = Gemma3TextConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                           num_attention_heads=2, num_key_value_heads=1, head_dim=16, sliding_window=8,
-                           layer_types=["sliding_attention", "full_attention"], max_position_embeddings=256,
-                           eos_token_id=None, bos_token_id=None, pad_token_id=0)
-    return Gemma3ForCausalLM(cfg).eval()
-
 
 @pytest.mark.parametrize("rows", [1, 4])
 def test_gemma3s_sliding_window_layers_are_held_whole_and_masked_by_the_model(rows):
     """A sliding-window layer becomes a full static layer (transformers' ``StaticSlidingWindowLayer`` is a ring a
     rollback by position cannot undo); the model's sliding mask keeps its window: rows longer than the window (8)
     decode what the eager loop decodes."""
-    target, draft = _gemma(1), _gemma(1)
+    target, draft = tiny_gemma3(1), tiny_gemma3(1)
     with torch.no_grad():
         for p in draft.parameters():
             p.add_(torch.randn_like(p) * 0.003)

@@ -13,7 +13,13 @@ from typing import NamedTuple
 
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+from transformers import (
+    Gemma3ForCausalLM,
+    Gemma3TextConfig,
+    LlamaConfig,
+    LlamaForCausalLM,
+    PreTrainedTokenizerFast,
+)
 
 CORPUS = [
     "the quick brown fox jumps over the lazy dog",
@@ -125,3 +131,14 @@ def tiny_pair(texts: tuple[str, ...] = ("the quick brown fox",), draft: str = "m
     else:
         raise ValueError(f"draft must be 'model' or 'noisy', got {draft!r}")
     return TinyPair(tok, target, drafter, [tok.encode(t) for t in texts])
+
+
+def tiny_gemma3(seed: int) -> Gemma3ForCausalLM:
+    """A tiny seeded Gemma-3 with one sliding-window layer (window 8) before a full one: the layer kinds of the
+    real Gemma-3-270M, for the caches that must hold a sliding window (batched repacks, the static cache)."""
+    torch.manual_seed(seed)
+    cfg = Gemma3TextConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                           num_attention_heads=2, num_key_value_heads=1, head_dim=16, sliding_window=8,
+                           layer_types=["sliding_attention", "full_attention"], max_position_embeddings=256,
+                           eos_token_id=None, bos_token_id=None, pad_token_id=0)
+    return Gemma3ForCausalLM(cfg).eval()
