@@ -75,9 +75,7 @@ def ranking_across_cost_tables(root: Path) -> str | None:
     vllm = vllm[vllm["pair"].str.contains("eagle")]
     changed = 0
     for workload, stated in zip(("cnn", "gsm8k", "instructcoder", "sharegpt"), (0.41, 0.47, 0.58, 0.32), strict=True):
-        a, b = ({m: float(v) for m, v in zip(t.loc[t["workload"] == workload, "method"],
-                                              t.loc[t["workload"] == workload, "speedup"], strict=True) if m in ADAPTIVE}
-                for t in (vllm, eager))
+        a, b = (_adaptive_speedups(t, workload) for t in (vllm, eager))
         if set(a) != set(ADAPTIVE) or set(b) != set(ADAPTIVE):
             return f"{workload}: not all ten adaptive variants in both leaderboards"
         rho = spearman(pd.Series(a), pd.Series(b)[list(a)])

@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 # the model's names, re-exported for callers of this module (defined in specbench.latency)
+from runners.engine.graphs import capture_graph
 from specbench.latency import BatchCosts, ForwardCost, LatencyModel
 from specbench.sweep_costs import fit_affine
 from specbench.timed_on import TimedOn
@@ -246,14 +247,6 @@ class ModelTimer:
             if context > 0:
                 crop_to(cache, context)
         return ms
-
-
-def capture_graph(forward: Callable[[], Any], warmup: int = 2,
-                  before: Callable[[], None] | None = None) -> tuple[Any, Any]:
-    """``runners.engine.graphs.capture_graph`` (the engine's captured forwards and this timer share it)."""
-    from runners.engine.graphs import capture_graph as capture
-
-    return capture(forward, warmup, before)
 
 
 class GraphTimer:
