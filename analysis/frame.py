@@ -40,6 +40,10 @@ folder at any depth and adds a few columns from the job's summary:
   (written before it existed) counts as the kind of its pair's other records when they all share one kind,
   and otherwise keeps the bare pair name and a null ``device_kind``: a cell of its own, pooled with neither
   (``split_by_device``; idempotent, so frames concatenated from several folders can be split again);
+* ``target_dtype``: the dtype the job's config names for the target (``pair.target.dtype``). A target run in two
+  dtypes is two targets (issue 52): when the frame holds a pair (a target) in more than one, each record's
+  ``pair`` (``target``) becomes ``<name>@<dtype>`` after any device kind (``gemma3-270m_prompt-lookup@bfloat16``
+  beside ``…@float32``), so no table pools or compares the two (``split_by_dtype``; ``split_runs`` does both);
 * ``job_status``: the summary's ``status`` (``"complete"`` / ``"failed"``), or
   ``"incomplete"`` when there is no summary yet (a running or killed job), or
   ``"unreadable"`` when the summary is not valid JSON;
@@ -87,7 +91,9 @@ FRAME_COLUMNS = (
                      "from its `device_id` (`cpu`, `cuda`, `cpu+cuda`; `split_by_device`).", None),
     *(FieldDeclaration(name, "text", True, "", "frame", doc, None) for name, doc in (
         ("target_path", "The target's source."), ("draft_path", "The draft's source."),
-        ("target_quant", "The target's quantization."), ("job_status", "The summary's status."),
+        ("target_quant", "The target's quantization."),
+        ("target_dtype", "The dtype the target's forwards ran in, as the job's config names it (`pair.target.dtype`; "
+                         "`split_by_dtype`)."), ("job_status", "The summary's status."),
         ("job_dir", "The job folder."), ("job_error", "The summary's error."), ("device", "The summary's device."),
         ("source", "Where the row came from.")))
 )
@@ -101,7 +107,7 @@ def column_types() -> dict[str, FieldDeclaration]:
 
 COLUMNS = tuple(column_types())
 IDENTITY_KEYS = ("pair", "method", "task", "target")
-ALWAYS_FROM_CONFIG = ("target_path", "draft_path", "target_quant", "engine")
+ALWAYS_FROM_CONFIG = ("target_path", "draft_path", "target_quant", "target_dtype", "engine")
 
 
 class DuplicateRecords(ValueError):
@@ -208,6 +214,7 @@ def config_columns(config: Mapping[str, Any] | None) -> dict[str, Any]:
         "target_path": _dig(config, "pair", "target", "path"),
         "draft_path": None if ar else _dig(config, "pair", "draft", "path"),
         "target_quant": _dig(config, "pair", "target", "quant"),
+        "target_dtype": _dig(config, "pair", "target", "dtype"),
     }
 
 
@@ -287,6 +294,26 @@ def split_by_device(df: pd.DataFrame) -> pd.DataFrame:
     seen_pairs = _kinds_seen(bare_pairs, own)
     kinds = [kind if kind is not None or len(seen_pairs.get(pair, ())) != 1 else next(iter(seen_pairs[pair]))
              for pair, kind in zip(bare_pairs, own, strict=True)]
+    out = _named_by_kind(df, list(previous), kinds)
+    out["device_kind"] = pd.Series(kinds, index=df.index, dtype=object)
+    return out
+
+
+def split_by_dtype(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with every pair, and every target, whose records ran the target in more than one dtype
+    (``target_dtype``, from the job's config) named ``<name>@<dtype>`` after any device kind (module docstring): a
+    target in bfloat16 is another target than in float32, and their timings never pool or compare. A name seen in
+    one dtype keeps its name. Idempotent: a name already split is split again from its bare name."""
+    if "target_dtype" not in df:
+        return df
+    dtypes = [None if _missing(d) else str(d) for d in df["target_dtype"]]
+    return _named_by_kind(df, dtypes, dtypes)
+
+
+def _named_by_kind(df: pd.DataFrame, previous: list[str | None], kinds: list[str | None]) -> pd.DataFrame:
+    """``df`` with each ``DEVICE_SPLIT`` column's names stripped of their ``@<previous kind>`` and suffixed
+    ``@<kind>`` where that bare name is seen with more than one kind."""
+    out = df.copy()
     for column in DEVICE_SPLIT:
         if column not in df:
             continue
@@ -294,8 +321,18 @@ def split_by_device(df: pd.DataFrame) -> pd.DataFrame:
         seen = _kinds_seen(bare, kinds)
         out[column] = pd.Series([f"{v}@{kind}" if isinstance(v, str) and kind is not None and len(seen[v]) > 1 else v
                                  for v, kind in zip(bare, kinds, strict=True)], index=df.index, dtype=object)
-    out["device_kind"] = pd.Series(kinds, index=df.index, dtype=object)
     return out
+
+
+def split_runs(df: pd.DataFrame) -> pd.DataFrame:
+    """Every pair and target named by what it ran on: the device kind (``split_by_device``), then the target's dtype
+    (``split_by_dtype``); idempotent (a frame concatenated from split frames is split again from the bare names)."""
+    if "target_dtype" in df:
+        dtypes = [None if _missing(d) else str(d) for d in df["target_dtype"]]
+        df = df.assign(**{column: pd.Series([_bare_name(v, d) for v, d in zip(df[column], dtypes, strict=True)],
+                                            index=df.index, dtype=object)
+                          for column in DEVICE_SPLIT if column in df})
+    return split_by_dtype(split_by_device(df))
 
 
 def _kinds_seen(names: list[Any], kinds: list[str | None]) -> dict[Any, set[str]]:
@@ -339,12 +376,12 @@ def variant_key(recorded: Any, method: Any, params: Any, engine: str | None, het
 def rows_to_frame(rows: list[Mapping[str, Any]]) -> pd.DataFrame:
     """A frame with every column present (missing ones all-null) and typed by the record's declaration
     (``column_types``), so a table may always index any column; a pair on several device kinds split
-    (``split_by_device``); ``method`` keyed (module docstring)."""
+    (``split_by_device``), a target in several dtypes split (``split_by_dtype``); ``method`` keyed (module docstring)."""
     df = pd.DataFrame(list(rows))
     for name, declared in column_types().items():
         df[name] = typed_column(df[name] if name in df.columns else pd.Series(None, index=df.index, dtype=object),
                                 declared)
-    df = split_by_device(df)
+    df = split_runs(df)
     engines = list(df["engine"])
     engines = shared_engines_dropped(engines, list(df["pair"]))
     if "gamma_mode" in df:  # one γ per round for a whole batch: a variant of the method (analysis.settings)

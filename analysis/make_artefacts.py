@@ -40,7 +40,7 @@ Uncertainty (``analysis.uncertainty``): every compared number carries a 95 % pai
 jackknife CI over prompt turns (clusters of them at batch size > 1; deterministic: no replicates or seed
 to set), and a ranking whose neighbours are not resolved (the CI of their paired ratio contains 1 or,
 where an A/A twin ran, reaches into the pair's A/A band) is marked ``≈``. Drift
-and noise floor (``analysis.drift``): the terminal gets the sweep's host drift from ``host_probe_ms``
+and noise floor (``analysis.drift``, ``analysis.noise_floor``): the terminal gets the sweep's host drift from ``host_probe_ms``
 (cells whose probe is more than ``--drift-threshold`` (default 0.10) off their target's median are
 named; table ``drift``), a drift-normalised Table 2 under its own name
 (``gammatune_table2_speedup_drift_normalised``, never in place of the measured one), and, when a
@@ -61,7 +61,7 @@ import pandas as pd
 
 from analysis.artefacts import REPLAY, SCENARIO, SETTING, SWEEP, Artefact, Inputs, artefacts, get, listing
 from analysis.drift import DRIFT_THRESHOLD, drift_normalised, drift_summary
-from analysis.frame import DuplicateRecords, complete_only, load_records, scenarios, split_by_device
+from analysis.frame import DuplicateRecords, complete_only, load_records, scenarios, split_runs
 from analysis.hetero import PAPER_MIN_NEW_TOKENS
 from analysis.leviathan import load_calibrations, load_cost_ratios
 from analysis.metrics import POOLINGS
@@ -216,8 +216,8 @@ def load_folders(roots: Sequence[Path]) -> pd.DataFrame:
         df = load_records(root)
         frames.append(df.assign(job_dir=[f"{root}/{d}" for d in df["job_dir"]]))
     frames = [f for f in frames if not f.empty]
-    # a pair run on the CPU in one folder and on a GPU in another is two pairs (``split_by_device``)
-    return split_by_device(pd.concat(frames, ignore_index=True)) if frames else load_records(roots[0])
+    # a pair run on the CPU in one folder and on a GPU in another is two pairs, in two dtypes too (``split_runs``)
+    return split_runs(pd.concat(frames, ignore_index=True)) if frames else load_records(roots[0])
 
 
 def load(args: argparse.Namespace, parser: argparse.ArgumentParser) -> tuple[pd.DataFrame, Path | None]:

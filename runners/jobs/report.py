@@ -11,6 +11,7 @@ missing."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -104,34 +105,81 @@ def print_skipped(job_dir: str | Path, summary: dict) -> bool:
     return True
 
 
-def slowdown_reason(summary: Mapping[str, Any]) -> str | None:
-    """One line on why a speculative job ran slower than the target alone (its ``speedup`` < 1), from
-    what it measured; None when it did not, or when it measured too little to say (AR, no draft
-    forwards). ``c`` = the target alone's time per token ÷ a draft forward (the cost ratio of
-    ``specbench.records.leviathan_speedup``, prefill included in the target's), ``v`` = a verification
-    in target steps, α = Leviathan's acceptance (``leviathan_alpha``); the best fixed γ is Leviathan's
-    expectation with these three, tokens (1 − α^(γ+1)) / (1 − α) per round costing γ/c + v steps."""
+@dataclass(frozen=True)
+class MeasuredCosts:
+    """What a speculative job's own aggregates say its parts cost, in target steps (``measured_costs``)."""
+
+    c: float  #: the target alone's time per token ÷ a draft forward (``specbench.records.leviathan_speedup``'s c)
+    v: float  #: a verification (its mean block) in target steps; 1 when the records have no breakdown
+    alpha: float  #: Leviathan's acceptance (``leviathan_alpha``)
+    v_measured: bool  #: whether ``v`` was measured (the time breakdown) or taken as 1
+
+    def expected(self, gamma: int) -> float:
+        """Leviathan's expected speedup at these costs: (1 − α^(γ+1)) / (1 − α) tokens per round costing γ/c + v
+        target steps."""
+        tokens = gamma + 1.0 if self.alpha >= 1.0 else (1.0 - self.alpha ** (gamma + 1)) / (1.0 - self.alpha)
+        return tokens / (gamma / self.c + self.v)
+
+    def best(self, gammas: range = range(1, 17)) -> tuple[int, float]:
+        """The best fixed γ of ``gammas`` under ``expected``, and that speedup."""
+        gamma = max(gammas, key=self.expected)
+        return gamma, self.expected(gamma)
+
+
+def measured_costs(summary: Mapping[str, Any]) -> MeasuredCosts | None:
+    """The costs a speculative job measured (``MeasuredCosts``): ``c`` from its draft time per draft forward and the
+    target alone's time per token (prefill included), ``v`` from its verify time per round; None for a job that
+    drafted with no draft forward (AR, prompt lookup) or measured no target alone or no acceptance."""
     agg = summary.get("aggregates") or {}
-    speedup, ar_tps = agg.get("speedup"), agg.get("ar_tokens_per_s")
-    forwards, draft_s, verify_s = agg.get("draft_forwards"), agg.get("draft_s"), agg.get("verify_s")
-    alpha = agg.get("leviathan_alpha")
+    ar_tps, forwards, draft_s = agg.get("ar_tokens_per_s"), agg.get("draft_forwards"), agg.get("draft_s")
+    alpha, verify_s = agg.get("leviathan_alpha"), agg.get("verify_s")
     accepted, per_round = agg.get("accepted"), agg.get("mean_accepted_per_round")
-    if speedup is None or speedup >= 1.0 or not ar_tps or not forwards or not draft_s or alpha is None:
+    if not ar_tps or not forwards or not draft_s or alpha is None:
         return None
     step_ms = 1000.0 / ar_tps
     c = step_ms / (1000.0 * draft_s / forwards)
-    parts = [f"a draft forward costs {1 / c:.2f} target steps (c = {c:.1f})"]
-    v = 1.0
     if verify_s and accepted and per_round:
-        v = 1000.0 * verify_s / (accepted / per_round) / step_ms
-        parts.append(f"a verification {v:.2f} target steps")
-    parts.append(f"acceptance α = {alpha:.2f}")
+        return MeasuredCosts(c, 1000.0 * verify_s / (accepted / per_round) / step_ms, alpha, True)
+    return MeasuredCosts(c, 1.0, alpha, False)
 
-    def expected(g: int) -> float:
-        tokens = g + 1.0 if alpha >= 1.0 else (1.0 - alpha ** (g + 1)) / (1.0 - alpha)
-        return tokens / (g / c + v)
 
-    best = max(range(1, 17), key=expected)
+def _engine_ran(summary: Mapping[str, Any]) -> str:
+    """What the job's loop ran on, as its summary's ``engine`` says (the options ``auto`` resolved on this host)."""
+    engine = summary.get("engine") or {}
+    if not engine:
+        return "transformers' loop"
+    buckets = engine.get("buckets") or {}
+    return (f"fast_linear={engine.get('fast_linear') or False}, {len(buckets)} padded block length(s), "
+            f"fused_prefill={bool(engine.get('fused_prefill'))}, graphs={engine.get('graphs', 'eager')}")
+
+
+def cost_line(summary: Mapping[str, Any]) -> str | None:
+    """One line on what a speculative job's parts cost on this host (issue 52, item 4), whatever its speedup: a draft
+    forward and a verification in target steps, α, Leviathan's bound at those costs and the engine options that
+    ran; None when ``measured_costs`` says nothing."""
+    costs = measured_costs(summary)
+    if costs is None:
+        return None
+    gamma, bound = costs.best()
+    verify = f"a verification {costs.v:.2f}" if costs.v_measured else "a verification (not measured: taken as 1)"
+    return (f"a draft forward {1 / costs.c:.2f} target steps, {verify} target steps, α = {costs.alpha:.2f}; "
+            f"Leviathan's bound at these costs {bound:.2f}x (gamma={gamma}); engine: {_engine_ran(summary)}")
+
+
+def slowdown_reason(summary: Mapping[str, Any]) -> str | None:
+    """One line on why a speculative job ran slower than the target alone (its ``speedup`` < 1), from
+    what it measured (``measured_costs``); None when it did not, or when it measured too little to say (AR, no draft
+    forwards). The best fixed γ is Leviathan's expectation with ``c``, ``v`` and α (``MeasuredCosts.expected``)."""
+    agg = summary.get("aggregates") or {}
+    speedup = agg.get("speedup")
+    costs = measured_costs(summary)
+    if speedup is None or speedup >= 1.0 or costs is None:
+        return None
+    parts = [f"a draft forward costs {1 / costs.c:.2f} target steps (c = {costs.c:.1f})"]
+    if costs.v_measured:
+        parts.append(f"a verification {costs.v:.2f} target steps")
+    parts.append(f"acceptance α = {costs.alpha:.2f}")
+    best, bound = costs.best()
     tips = []
     engine = (summary.get("config") or {}).get("engine") or {}
     if not any(engine.get(k) for k in ("fast_linear", "verify_buckets", "fused_prefill")):
@@ -140,7 +188,7 @@ def slowdown_reason(summary: Mapping[str, Any]) -> str | None:
         tips.append("a free draft first: pair=gemma3-270m_hybrid-lookup-int8 (CPU)")
     tips.append("a draft the target agrees with more")
     return (f"slower than the target alone: {', '.join(parts)}; Leviathan's model at these costs gives at most "
-            f"{expected(best):.2f}x (gamma={best}). What pays: a cheaper draft or a cheaper verification "
+            f"{bound:.2f}x (gamma={best}). What pays: a cheaper draft or a cheaper verification "
             f"({'; '.join(tips)}).")
 
 
@@ -156,6 +204,9 @@ def print_summary(job_dir: str | Path, summary: dict) -> None:
     print(f"  throughput     {_fmt(agg.get('tokens_per_s'), '.2f', ' tokens/s')} "
           f"(target alone: {_fmt(agg.get('ar_tokens_per_s'), '.2f', ' tokens/s')})")
     print(f"  speedup vs AR  {_fmt(agg.get('speedup'), '.3f', 'x')}")
+    costs = cost_line(summary)
+    if costs:
+        print(f"  costs          {costs}")
     reason = slowdown_reason(summary)
     if reason:
         print(f"  why            {reason}")

@@ -217,6 +217,28 @@ def test_a_slower_job_says_why_from_what_it_measured():
     assert slowdown_reason({**summary, "aggregates": {**agg, "draft_forwards": 0}}) is None  # AR / lookup only
 
 
+def test_every_speculative_job_says_what_its_parts_cost_and_what_ran():
+    """``cost_line`` (issue 52, item 4): a job that paid says its measured costs too (a draft forward and a
+    verification in target steps, α), Leviathan's bound at those costs, and the engine options its summary says ran;
+    a verification without a time breakdown is said to be unmeasured, not 1 measured."""
+    from runners.jobs.report import cost_line, measured_costs
+
+    agg = {"speedup": 1.3, "ar_tokens_per_s": 10.0, "draft_forwards": 100, "draft_s": 1.0, "verify_s": 3.9,
+           "accepted": 90, "mean_accepted_per_round": 3.0, "leviathan_alpha": 0.8}
+    summary = {"aggregates": agg, "engine": {"fast_linear": "all", "buckets": {"2": [4, 4], "3": [4, 4]},
+                                             "fused_prefill": True, "graphs": "eager"}}
+    line = cost_line(summary)
+    # a target step 100 ms, a draft forward 10 ms (0.10 steps), 30 rounds verified in 3.9 s (1.30 steps)
+    assert "a draft forward 0.10 target steps, a verification 1.30 target steps, α = 0.80" in line
+    costs = measured_costs(summary)
+    bound = max((1 - 0.8 ** (g + 1)) / 0.2 / (g / 10.0 + 1.3) for g in range(1, 17))
+    assert f"bound at these costs {bound:.2f}x" in line and costs.best()[1] == pytest.approx(bound)
+    assert "fast_linear=all, 2 padded block length(s), fused_prefill=True, graphs=eager" in line
+    unmeasured = cost_line({**summary, "aggregates": {**agg, "verify_s": None}})
+    assert "not measured: taken as 1" in unmeasured
+    assert cost_line({**summary, "aggregates": {**agg, "draft_forwards": 0}}) is None  # AR / lookup only
+
+
 @pytest.mark.slow
 def test_the_interleaved_launcher_registers_where_no_hydra_plugin_is_installed():
     """Issue 32: on a bare GPU image (no submitit / Ray launcher, so no ``hydra_plugins`` namespace) Hydra could

@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 #: every Python script with a command line, and an option its --help must show
 HELP = {
     "bench_batch.py": "--batch-size",
+    "bench_engine_costs.py": "--check-tokens",
     "bench_before_after.py": "--before",
     "bench_interleave.py": "--repeats",
     "bench_linear_rows.py": "--rows",

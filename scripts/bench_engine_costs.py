@@ -1,0 +1,235 @@
+#!/usr/bin/env python
+"""Issue 52's table, measured side by side on this host: what the target's verification and the draft's step cost,
+in fp32 and bf16, and what Leviathan's bound makes of those costs (a script, not a test).
+
+    .venv/bin/python scripts/bench_engine_costs.py                       # the default pair, 5 repeats, γ = 5
+    .venv/bin/python scripts/bench_engine_costs.py --repeats 9 --check-tokens 48 --json out.json
+
+Measured, every repeat once per item, the items in an order that rotates from one repeat to the next (interleaved:
+a drifting host biases every item alike); printed as the median over the repeats with the min–max:
+
+* the LM head (the target's ``get_output_embeddings``) on 1, 2, γ and 8 rows: fp32 ``F.linear``, fp32
+  ``mm(W, xᵀ)ᵀ`` (``engine.fast_linear``'s kernel) and bf16 ``F.linear``;
+* the whole target forward of 1 token (a step of the target alone) and of γ + 1 tokens (a verification), on a KV cache
+  of ``--context`` tokens cropped back after each forward, in the pair's dtype and in a bf16 copy;
+* the draft's 1-token forward (the pair's draft: Gemma-3-270M int8 by default), and the same with its LM head cut to
+  ``--head-rows`` rows (FR-Spec's restriction to the most frequent tokens, Zhao et al. 2025: here only its cost, the
+  rows kept are the first ones; which rows a frequency table would keep changes no timing).
+
+Then the ratios the issue asks for: verification of γ + 1 tokens ÷ one step (fp32, bf16), the draft step ÷ the target
+step; and Leviathan et al.'s expected speedup at those costs (``specbench.records.leviathan_speedup``, which charges a
+verification one step) beside the same bound charging the measured verification ``v`` target steps:
+``E[tokens] / (γ·d + v)``, ``E[tokens] = (1 − α^(γ+1)) / (1 − α)``, at ``--alpha`` (default 0.8).
+
+``--check-tokens N``: greedy decoding of N tokens of each embedded prompt by the bf16 copy alone and by our loop with
+that copy as the target (γ fixed): whether a bf16 target stays lossless against itself (a k-token verification can
+round differently from k one-token steps). Run on a quiet machine; say the CPU and the date with every figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--pair", default=None, help="conf/pair/NAME.yaml (default: the config's pair)")
+    p.add_argument("--gamma", type=int, default=5, help="drafted tokens per round: a verification feeds γ + 1")
+    p.add_argument("--context", type=int, default=128, help="KV cache length the forwards run on")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--alpha", type=float, default=0.8, help="acceptance probability for Leviathan's bound")
+    p.add_argument("--check-tokens", type=int, default=0, help="check a bf16 target's losslessness on N tokens")
+    p.add_argument("--head-rows", type=int, default=32768, help="the draft's LM head cut to this many rows (FR-Spec)")
+    p.add_argument("--json", help="write the medians and ratios here")
+    return p.parse_args(argv)
+
+
+def cpu_flags() -> str:
+    """The CPU's model name and the flags that decide these kernels (AMX, AVX-512 BF16 / VNNI, AVX2)."""
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.processor() or "unknown CPU"
+    name = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "?")
+    flags = set(next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), []))
+    wanted = [f for f in ("amx_tile", "amx_bf16", "avx512_bf16", "avx512_vnni", "avx512f", "avx2") if f in flags]
+    return f"{name} ({' '.join(wanted) or 'none of amx/avx512/avx2'})"
+
+
+def forward_item(model: Any, k: int, context: int) -> Any:
+    """A callable that runs ``model`` on ``k`` tokens over a cache of ``context`` tokens, then crops the cache back."""
+    import torch
+
+    from runners.engine.kv import cache_arg, crop_to, new_cache
+    from specbench.models import model_device
+
+    device = model_device(model)
+    cache = new_cache(model)
+    with torch.inference_mode():
+        model(input_ids=torch.arange(10, 10 + context, device=device)[None], **cache_arg(model, cache), use_cache=True,
+              logits_to_keep=1)
+    ids = torch.arange(20, 20 + k, device=device)[None]
+
+    def run() -> None:
+        with torch.inference_mode():
+            model(input_ids=ids, **cache_arg(model, cache), use_cache=True, logits_to_keep=k)
+        crop_to(cache, context)
+
+    return run
+
+
+def head_item(weight: Any, rows: int, kernel: str) -> Any:
+    """A callable applying the LM head ``weight`` to ``rows`` rows with ``kernel`` (``linear`` or ``mm``)."""
+    import torch
+
+    x = torch.randn(rows, weight.shape[1], dtype=weight.dtype)
+    if kernel == "mm":
+        return lambda: torch.mm(weight, x.t()).t()
+    return lambda: torch.nn.functional.linear(x, weight)
+
+
+def cut_head(model: Any, rows: int) -> Any:
+    """A copy of ``model`` whose LM head computes only its first ``rows`` rows (a plain or a dynamically quantized
+    ``nn.Linear``, rebuilt the same way); for timing only: its logits are ``rows`` wide."""
+    import warnings
+
+    import torch
+
+    cut = copy.deepcopy(model)
+    head = cut.get_output_embeddings()
+    weight = head.weight() if callable(head.weight) else head.weight
+    weight = (weight.dequantize() if weight.is_quantized else weight).detach()[:rows].float()
+    small = torch.nn.Linear(weight.shape[1], rows, bias=False)
+    small.weight = torch.nn.Parameter(weight, requires_grad=False)
+    if type(head) is not torch.nn.Linear:  # the int8 draft's dynamically quantized head
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            small = torch.ao.quantization.quantize_dynamic(torch.nn.Sequential(small), {torch.nn.Linear},
+                                                           dtype=torch.qint8)[0]
+    cut.set_output_embeddings(small)
+    return cut
+
+
+def measure(items: dict[str, Any], repeats: int) -> dict[str, list[float]]:
+    """Each item timed once per repeat, after one untimed call, in an order rotating from repeat to repeat."""
+    names = list(items)
+    for fn in items.values():
+        fn()
+    out: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(repeats):
+        shift = r % len(names)
+        for name in names[shift:] + names[:shift]:
+            t0 = time.perf_counter()
+            items[name]()
+            out[name].append((time.perf_counter() - t0) * 1000.0)
+    return out
+
+
+def leviathan_bounds(alpha: float, gamma: int, d: float, v: float) -> tuple[float, float]:
+    """Leviathan's speedup with a verification charged one step (``specbench.records.leviathan_speedup``, c = 1/d),
+    and the same charging it ``v`` steps."""
+    from specbench.records import leviathan_speedup
+
+    tokens = gamma + 1.0 if alpha >= 1.0 else (1.0 - alpha ** (gamma + 1.0)) / (1.0 - alpha)
+    return leviathan_speedup(alpha, gamma, 1.0 / d), tokens / (gamma * d + v)
+
+
+def check_lossless(target: Any, draft: Any, tokenizer: Any, eos: list[int], gamma: int, n: int) -> tuple[int, int]:
+    """(prompts whose loop output equals the bf16 target's own greedy decoding, prompts checked)."""
+    from methods.base import FixedGamma
+    from runners.drafters.model import ModelDrafter
+    from runners.engine.factory import build_runner
+    from specbench.config import JobConfig, compose
+    from specbench.tasks import encode_turn, load_task
+
+    config = JobConfig.from_mapping(compose([]))
+    prompts = [encode_turn(tokenizer, [], p.turns[0], config.task.prompt_format)[0]
+               for p in load_task({"name": "embedded", "loader": "embedded"})]
+    same = 0
+    for ids in prompts:
+        alone = build_runner("ar", target, eos).generate(list(ids), n).tokens
+        loop = build_runner("speculative", target, eos, drafter=ModelDrafter(draft, eos),
+                            policy=FixedGamma(gamma)).generate(list(ids), n).tokens
+        same += int(alone == loop)
+    return same, len(prompts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    import torch
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    from bench_vs_hf import load_bench_pair
+
+    label, target, draft, tokenizer = load_bench_pair(args.pair, None)
+    target16 = copy.deepcopy(target).to(torch.bfloat16)
+    head = target.get_output_embeddings().weight.detach()
+    head16 = head.to(torch.bfloat16)
+    k = args.gamma + 1
+    items: dict[str, Any] = {}
+    for rows in sorted({1, 2, args.gamma, 8}):
+        items[f"head fp32 F.linear {rows} rows"] = head_item(head, rows, "linear")
+        items[f"head fp32 mm(W,xT)T {rows} rows"] = head_item(head, rows, "mm")
+        items[f"head bf16 F.linear {rows} rows"] = head_item(head16, rows, "linear")
+    items["target fp32 1 token"] = forward_item(target, 1, args.context)
+    items[f"target fp32 {k} tokens"] = forward_item(target, k, args.context)
+    items["target bf16 1 token"] = forward_item(target16, 1, args.context)
+    items[f"target bf16 {k} tokens"] = forward_item(target16, k, args.context)
+    items["draft 1 token"] = forward_item(draft, 1, args.context)
+    items[f"draft 1 token, head {args.head_rows} rows"] = forward_item(cut_head(draft, args.head_rows), 1, args.context)
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    print(f"{label}: {cpu_flags()}, {args.threads} torch threads, torch {torch.__version__}, {when}; context "
+          f"{args.context}, γ = {args.gamma}, {args.repeats} repeats (interleaved)")
+    times = measure(items, args.repeats)
+    med = {n: statistics.median(v) for n, v in times.items()}
+    width = max(map(len, med))
+    for name, values in times.items():
+        print(f"  {name:{width}s}  {med[name]:8.2f} ms  ({min(values):.2f}–{max(values):.2f})")
+    ratios = {
+        f"verify {k} / step, fp32": med[f"target fp32 {k} tokens"] / med["target fp32 1 token"],
+        f"verify {k} / step, bf16": med[f"target bf16 {k} tokens"] / med["target bf16 1 token"],
+        "bf16 step / fp32 step": med["target bf16 1 token"] / med["target fp32 1 token"],
+        "draft step / target step, fp32 target": med["draft 1 token"] / med["target fp32 1 token"],
+        "draft step / target step, bf16 target": med["draft 1 token"] / med["target bf16 1 token"],
+        f"draft step, head {args.head_rows} rows / target step, fp32 target":
+            med[f"draft 1 token, head {args.head_rows} rows"] / med["target fp32 1 token"],
+    }
+    for name, value in ratios.items():
+        print(f"  {name}: {value:.3f}")
+    bounds = {}
+    for dtype in ("fp32", "bf16"):
+        d = ratios[f"draft step / target step, {dtype} target"]
+        v = ratios[f"verify {k} / step, {dtype}"]
+        free, charged = leviathan_bounds(args.alpha, args.gamma, d, v)
+        bounds[dtype] = {"verify_free": free, "verify_charged": charged}
+        print(f"  Leviathan's bound at α = {args.alpha}, γ = {args.gamma}, {dtype} target: {free:.2f}× with a free "
+              f"verification, {charged:.2f}× charging it {v:.2f} steps")
+    checked = None
+    if args.check_tokens:
+        same, n = check_lossless(target16, draft, tokenizer, [tokenizer.eos_token_id], args.gamma, args.check_tokens)
+        checked = {"same": same, "prompts": n, "tokens": args.check_tokens}
+        print(f"  bf16 target, our loop against the bf16 target alone ({args.check_tokens} tokens): {same} of {n} "
+              "prompts identical")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"pair": label, "cpu": cpu_flags(), "threads": args.threads, "when": when,
+                                               "median_ms": med, "ms": times, "ratios": ratios, "bounds": bounds,
+                                               "bf16_lossless": checked}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
