@@ -5,8 +5,8 @@ Typed cells in: ``{key: Estimate}`` (``analysis.uncertainty``), each key a tuple
 its cell is ranked within (a pair, Table 2's Average, a target × dataset × temperature) and whose rest says which row
 (a method; a method, a scope and an initial γ). Out, per cell, a ``Weighed``: the estimate, its 95 % interval, its
 rank in its column and whether it is resolved from its neighbours there under the column's A/A band
-(``analysis.drift.aa_bands``; ``analysis.uncertainty.resolve``), the method whose work it did (such a cell is shown,
-never ranked: ``analysis.drift.same_work``), and the modeled value of the same statistic (``analysis.modeled``) with
+(``analysis.noise_floor.aa_bands``; ``analysis.uncertainty.resolve``), the method whose work it did (such a cell is shown,
+never ranked: ``analysis.noise_floor.same_work``), and the modeled value of the same statistic (``analysis.modeled``) with
 whether it lies inside the interval. ``modeled_data`` makes the modeled values: the same table of the modeled records.
 
 How to read all this is written once, in ``docs/pages/analysis.md`` ("Reading the tables"): a caption names that
@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from analysis.drift import AA_FLAG, SAME_WORK_MARK, AABand
 from analysis.modeled import OUTSIDE_MARK, agreement, inside
+from analysis.noise_floor import AA_FLAG, SAME_WORK_MARK, AABand
 from analysis.render import Table
 from analysis.uncertainty import UNRESOLVED_MARK, Estimate, Jackknife, Ranked, mark, resolve
 

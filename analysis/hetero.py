@@ -58,11 +58,11 @@ from analysis.metrics import (
 from analysis.paper import dataset_key, hetero_rows, model_key
 from analysis.render import Table
 from analysis.uncertainty import Jackknife, fmt_ci
+from specbench.drafter_kinds import cross_vocabulary_kinds, drafter_kind
 
 HETERO_KEYS = ["target", "task", "temperature", "method", "draft", "gamma_init"]
 PAPER_MIN_NEW_TOKENS = 128  # hf-bench's summarize_results.py: minimum_new_toks
 AR_KEYS = ("ar", "ar_offloaded", "hf_native_ar", "hf_native_ar_offloaded")  # hf_native_*: transformers' generate()
-RULE_LABELS = {"sd": "SD", "slem": "SLEM", "tli": "TLI"}
 #: where hf-bench's definitions are written once (``hfbench_table``'s caption names it; ``comparison.METHOD_LINK``)
 HFBENCH_DEFINITIONS = METHOD_LINK.replace("#reading-the-tables", "#hf-benchs-definitions")
 
@@ -303,10 +303,16 @@ def _hfbench_display(table: pd.DataFrame, label: Callable[[str], str]) -> pd.Dat
     })
 
 
+def rule_labels() -> dict[str, str]:
+    """hf-bench's labels of what ran: ``SD`` on one vocabulary, and the algorithms transformers chooses by itself for
+    a draft of another tokenizer (their declared ``auto_at``: SLEM and TLI), upper-cased as hf-bench prints them."""
+    return {"sd": "SD", **{rule: rule.upper() for rule in cross_vocabulary_kinds() if drafter_kind(rule).auto_at}}
+
+
 def _label_note(row: dict, group: pd.DataFrame, notes: _Notes) -> str:
     """A footnote marker when hf-bench would have labelled or run this row differently (module doc)."""
     ran = row["method"].split("+", 1)[0].split("[", 1)[0]
-    ran_label = RULE_LABELS.get(ran)
+    ran_label = rule_labels().get(ran)
     if ran_label is None:
         return ""
     first = group.iloc[0]

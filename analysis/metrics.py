@@ -32,7 +32,7 @@ that file alone.
 An A/A twin (``specbench.config.method.aa_twin_of``: ``specdecode_twin`` does exactly SpecDecode's work
 under another label) reads ``SpecDecode (A/A twin)`` and sorts right after its original
 (``aa_original``); it is never a method row of a comparison table nor a baseline, only the
-noise floor's numerator (``analysis.drift``).
+noise floor's numerator (``analysis.noise_floor``).
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ import pandas as pd
 
 from analysis.settings import tag_label
 from specbench.config.method import aa_twin_of, yaml_display
+from specbench.drafter_kinds import cross_vocabulary_kinds
 from specbench.records import pooled_tokens_per_s, throughput_ms
 
 DDOF = 1
@@ -61,8 +62,14 @@ STD_NOTE = "sample std (ddof=1) across initial γ"
 #: the papers' order of rows (a method not listed sorts after them, alphabetically): presentation only; how a row
 #: is *named* is the records' (``display_names``)
 PAPER_ORDER = ("ar", "ar_offloaded", "hf_native_ar", "hf_native_ar_offloaded", "specdecode", "hf_heuristic",
-               "hf_heuristic_carryover", "assistant_threshold", "gammatune", "gammatune_plus", "sd", "slem", "tli",
-               "slrs", "union", "hf_sd")
+               "hf_heuristic_carryover", "assistant_threshold", "gammatune", "gammatune_plus", "sd", "hf_sd")
+
+
+def paper_order() -> list[str]:
+    """``PAPER_ORDER`` with the cross-vocabulary algorithms after ``sd`` (their declarations, in the order of their
+    modules: ``specbench.drafter_kinds.cross_vocabulary_kinds``; no list of them here)."""
+    at = PAPER_ORDER.index("sd") + 1
+    return [*PAPER_ORDER[:at], *cross_vocabulary_kinds(), *PAPER_ORDER[at:]]
 #: the names of the rows ``analysis.hetero`` composes, which no YAML file names (``sd``: one vocabulary; ``hf_sd``:
 #: transformers' SD, the paper's rows)
 COMPOSED_NAMES = {"sd": "SD", "hf_sd": "SD (HF)"}
@@ -144,7 +151,7 @@ def method_labels(df: pd.DataFrame | None) -> Callable[[str], str]:
 def ordered_methods(methods: Iterable[str]) -> list[str]:
     """Known methods in the papers' order (a variant, and an A/A twin, right after its method), then
     any others alphabetically."""
-    known = list(PAPER_ORDER)
+    known = paper_order()
     present = {str(m) for m in methods if m is not None}
     rank = {m: i for i, m in enumerate(known)}
 

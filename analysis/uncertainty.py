@@ -57,7 +57,7 @@ of prompt turns, and when a ranking is resolved. The one definition every table 
   to it (just above or just below). Paired ratios rather than overlapping marginal intervals: cells
   timed on the same prompts share the prompts' spread, which cancels in their ratio, so its interval is
   narrower; and two 95 % intervals that overlap are not a 95 % test of a difference.
-* **the A/A band** (``analysis.drift.aa_bands``, per pair: the twin's ratio to the method it copies,
+* **the A/A band** (``analysis.noise_floor.aa_bands``, per pair: the twin's ratio to the method it copies,
   mean over γ, the statistic the tables compare): the larger of its 95 % CI's half-width on the log
   scale (how far from 1 an A/A comparison of these cells reads by chance) and ``|log|`` of its point
   (how far this sweep's twin did read). A ratio whose interval reaches into the band could be what

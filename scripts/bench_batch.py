@@ -8,7 +8,7 @@ not a test; issue 31).
 
 Target: Gemma-3-270M fp32 (``pypi:gemma3-270m``), greedy, our plain loop (the batch-1 engine options off;
 ``--fast-linear all|head`` runs the batched configurations on the transposed kernels of ``engine.fast_linear``,
-``runners.engine.verify_forward.batch_kernels``; ``--fast-linear compare`` adds ``ar@B+fast`` and
+``runners.engine.fast_linear.batch_kernels``; ``--fast-linear compare`` adds ``ar@B+fast`` and
 ``spec@B+fast`` beside the plain ones, and their ratios to them). Drafter: its int8-dynamic copy (``--drafter int8``: the batched draft model,
 ``runners.drafters.batched_model.BatchedModelDrafter``) or prompt lookup (``lookup``, one drafter per
 row). γ fixed (``--gamma``). The prompts come in blocks of B (the first turn of each); for every block
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     from runners.drafters.prompt_lookup import PromptLookupDrafter
     from runners.engine.batch_drafters import PerRowDrafters
     from runners.engine.factory import build_runner
-    from runners.engine.verify_forward import BatchKernels, batch_kernels
+    from runners.engine.fast_linear import BatchKernels, batch_kernels
     from specbench.config import EngineConfig, JobConfig, compose
     from specbench.models.cache import load_pair
 

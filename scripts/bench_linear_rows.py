@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """``F.linear(x, W)`` against ``torch.mm(W, xᵀ)ᵀ`` (``engine.fast_linear``'s ``TransposedLinear``) for a few rows
-of ``x``, side by side (a script, not a test; the evidence behind ``verify_forward.BATCH_MAX_ROWS``).
+of ``x``, side by side (a script, not a test; the evidence behind ``runners.engine.fast_linear.BATCH_MAX_ROWS``).
 
     .venv/bin/python scripts/bench_linear_rows.py
     .venv/bin/python scripts/bench_linear_rows.py --rows 1 2 4 8 16 32 64 128 --repeats 7

@@ -11,7 +11,7 @@ order that flips from repeat to repeat (1 2 / 2 1 / ...), so the host's drift re
 alike. Printed per thread count and prompt turn: mean TTFT and decode time with their coefficient of
 variation (std / mean) over the repeats, and over each whole job; the median CV is the noise one
 timed prompt turn carries on this host at that thread count, the quantity the analysis's noise
-floor turns into a resolution (``analysis.drift``, "resolution": σ of log A/A ratios ≈ √2 · CV).
+floor turns into a resolution (``analysis.noise_floor``, "resolution": σ of log A/A ratios ≈ √2 · CV).
 """
 
 from __future__ import annotations

@@ -185,7 +185,8 @@ def build_engines(args: argparse.Namespace, target: Any, draft: Any, eos: list[i
     from methods.base import FixedGamma
     from runners.drafters.model import ModelDrafter
     from runners.engine.factory import build_runner
-    from runners.engine.verify_forward import VerifyForward, choose_buckets, probe_costs, transposed_copy
+    from runners.engine.fast_linear import probe_costs, transposed_copy
+    from runners.engine.verify_forward import VerifyForward, choose_buckets
 
     gamma = args.gamma
     fast = transposed_copy(target, args.fast_scope) if "fast_linear" in args.levers else None

@@ -70,8 +70,9 @@ from runners.replay.oracle import AgreementOracle
 from runners.replay.replay import ReplayResult, replay_rows
 from runners.replay.specdecode_bench import latency_model
 from runners.replay.trace_lookup import LookupTrace
-from specbench.latency import LatencyModel, RowRound, ar_batch_ms, batch_round_parts
+from specbench.latency import LatencyModel, ar_batch_ms
 from specbench.record_io import read_records
+from specbench.round_costs import RowRound, batch_round_parts
 from specbench.rounds import advance
 
 WORKLOADS = ("cnn", "gsm8k", "instructcoder", "sharegpt")

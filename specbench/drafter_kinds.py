@@ -31,6 +31,8 @@ from specbench.registry import NOT_LITERAL, Registry, declaration_entries
 
 #: ``draft_cost``'s values: a draft-model forward per drafted token, or nothing (the round's overhead holds it)
 DRAFT_COSTS = ("forward", "free")
+#: ``auto_at``'s values: the temperatures at which ``hetero=auto`` picks a cross-vocabulary algorithm (0; above 0)
+AUTO_AT = ("greedy", "sampled")
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,14 @@ class DrafterKind:
       None: its rounds are not modeled.
     * ``method``: the speculation algorithm, in vLLM's ``speculative_config.method`` names where vLLM has one
       (``specbench.speculation_profile``).
+    * ``auto_at`` (a cross-vocabulary algorithm only): the temperatures at which ``hetero=auto`` chooses it
+      (``AUTO_AT``: ``greedy`` = 0, ``sampled`` > 0; transformers' own choice for a draft of another tokenizer, which
+      hf-bench ran); None: only when named.
+    * ``settings`` (likewise): the ``hetero`` node's keys that are its own settings (``specbench.config.method.
+      HeteroConfig``; a setting of a rule that ``auto`` may choose is a setting of ``auto`` too; any other rule
+      refuses it), written into the job's summary.
+    * ``fallback`` (likewise): the algorithm a round falls back to when this one cannot finish it; its records count
+      ``fallback_rounds``.
     """
 
     drafter: str
@@ -66,6 +76,9 @@ class DrafterKind:
     batched: str | None = None
     trace: str | None = None
     draft_cost: str | None = None
+    auto_at: str | None = None
+    settings: tuple[str, ...] = ()
+    fallback: str | None = None
 
     def __post_init__(self) -> None:
         if self.draft_cost not in (None, *DRAFT_COSTS):
@@ -74,6 +87,10 @@ class DrafterKind:
             raise ValueError("a plain_model drafter loads its model")
         if self.own_vocabulary and self.trace is not None:
             raise ValueError("the replay lab traces same-vocabulary drafters only")
+        if self.auto_at not in (None, *AUTO_AT):
+            raise ValueError(f"auto_at must be one of {AUTO_AT} or None, got {self.auto_at!r}")
+        if (self.auto_at or self.settings or self.fallback) and not self.own_vocabulary:
+            raise ValueError("auto_at, settings and fallback belong to a cross-vocabulary algorithm (own_vocabulary)")
 
 
 #: the kind of a pair's ``draft`` node that names none: a draft model of the target's vocabulary
@@ -140,3 +157,18 @@ def draft_cost(drafter: str | None) -> str | None:
 def pair_kinds() -> list[str]:
     """The kinds a pair's ``draft.kind`` may name: every drafter that proposes in the target's vocabulary."""
     return [name for name in DRAFTER_KINDS.names() if not DRAFTER_KINDS.get(name).own_vocabulary]
+
+
+def cross_vocabulary_kinds() -> list[str]:
+    """The cross-vocabulary algorithms (``own_vocabulary``), in the order of their modules: the values ``hetero=``
+    names besides ``auto`` and ``none``."""
+    return [name for name in DRAFTER_KINDS.names() if DRAFTER_KINDS.get(name).own_vocabulary]
+
+
+def auto_rule(temperature: float) -> str:
+    """The cross-vocabulary algorithm ``hetero=auto`` runs at ``temperature`` (its declared ``auto_at``)."""
+    at = AUTO_AT[0] if temperature == 0 else AUTO_AT[1]
+    chosen = [name for name in cross_vocabulary_kinds() if DRAFTER_KINDS.get(name).auto_at == at]
+    if len(chosen) != 1:
+        raise ValueError(f"exactly one cross-vocabulary drafter must declare auto_at={at!r}, found {chosen}")
+    return chosen[0]

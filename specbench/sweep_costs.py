@@ -22,7 +22,7 @@ context (``<sweep>/.specbench/costs.jsonl``, exported as ``costs.jsonl``). Here:
   prompt-lookup drafter's search, its ``draft_ms`` — per round over the whole sweep: one constant per pair).
   ``ar_overhead_ms`` is 0: the target alone's step does no work beside its forward that a record measures.
 * ``modeled_ms(latency, ...)``: ``(ttft_ms, wall_ms)`` of a record's own rounds charged by the latency model's
-  one rule (``specbench.latency.predict_parts_ms``, the replay's): the target's prefill, per round the draft's
+  one rule (``specbench.round_costs.predict_parts_ms``, the replay's): the target's prefill, per round the draft's
   forwards (a draft model only), the target's ``d + 1``-token forward at its context and the round overhead;
   for the target alone (empty traces) its prefill and one 1-token forward per further token.
 
@@ -41,7 +41,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from specbench.latency import ForwardCost, LatencyModel, predict_parts_ms
+from specbench.latency import ForwardCost, LatencyModel
+from specbench.round_costs import predict_parts_ms
 
 MODELS = ("target", "draft")
 

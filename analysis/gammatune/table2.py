@@ -17,7 +17,7 @@ import pandas as pd
 
 from analysis.artefacts import SCENARIO, artefact
 from analysis.comparison import Weighed, modeled_data, notes, weigh
-from analysis.drift import DRIFT_NORMALISED_NOTE, SAME_WORK_MARK, AABand, aa_bands, average_band, same_work
+from analysis.drift import DRIFT_NORMALISED_NOTE
 from analysis.metrics import (
     POOLINGS,
     SHARED_MARK,
@@ -34,11 +34,12 @@ from analysis.metrics import (
     shared_device_mismatch,
 )
 from analysis.modeled import MODELED_ROW, OUTSIDE_MARK, modeled_frame, paired_agreement
+from analysis.noise_floor import SAME_WORK_MARK, AABand, aa_bands, average_band, same_work
 from analysis.paper import gammatune_table2
 from analysis.render import Table
 from analysis.uncertainty import CI_ROW, Estimate, Jackknife, fmt_ci, mean_of
 
-AA_ROW = "A/A band"  # the Source of the row that shows each column's A/A gate (analysis.drift, "A/A gate")
+AA_ROW = "A/A band"  # the Source of the row that shows each column's A/A gate (analysis.noise_floor, "A/A gate")
 
 
 def _average(rows: pd.DataFrame) -> tuple[float, float]:
@@ -93,7 +94,7 @@ def speedup_table(
 
     Under every measured row, a ``95 % CI`` row and, where records are modeled, a ``modeled`` row: the cells of
     ``table2_estimates`` weighed by ``analysis.comparison.weigh`` (interval, ``≈``, the column's A/A gate:
-    ``analysis.drift.aa_bands``, the Average column's ``average_band``, shown in a last row ``A/A band``,
+    ``analysis.noise_floor.aa_bands``, the Average column's ``average_band``, shown in a last row ``A/A band``,
     ``AA_ROW``), a cell that did another method's work shown ``≡ <original>`` and not ranked. A/A twins
     (``aa_original``) are no method rows here (their ratio to their original is the noise floor) and never the
     baseline. ``data``: one row per (pair, method, source) with ``ci_lo``, ``ci_hi``, ``rank``, ``resolved``,

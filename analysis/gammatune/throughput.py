@@ -21,7 +21,6 @@ from matplotlib.figure import Figure
 
 from analysis.artefacts import SCENARIO, artefact
 from analysis.comparison import modeled_data, notes, weigh
-from analysis.drift import SAME_WORK_MARK, aa_bands, same_work
 from analysis.metrics import (
     POOLINGS,
     check_pooling,
@@ -34,6 +33,7 @@ from analysis.metrics import (
     ordered_methods,
 )
 from analysis.modeled import OUTSIDE_MARK, modeled_frame
+from analysis.noise_floor import SAME_WORK_MARK, aa_bands, same_work
 from analysis.render import Table
 from analysis.uncertainty import Jackknife, fmt_ci, mean_of, unit_keys
 

@@ -29,11 +29,7 @@ from methods.hetero.token_level import (
 )
 from methods.hetero.vocab import VocabMapping, build_vocab_mapping, mapping_from_strings, token_strings
 
-RULES = ("slem", "tli", "slrs", "union")
-"""The cross-vocabulary algorithms (``conf/hetero/<rule>.yaml``; drafters of the same names)."""
-
 __all__ = [
-    "RULES",
     "SLRS",
     "SLRSTooLarge",
     "TorchChooser",

@@ -51,7 +51,8 @@ from specbench.config.method import SLEM_GAMMA
 from specbench.drafter_kinds import drafter
 
 
-@drafter("slem", loads_model=True, asks_policy=True, method="cross_vocabulary_slem", own_vocabulary=True)
+@drafter("slem", loads_model=True, asks_policy=True, method="cross_vocabulary_slem", own_vocabulary=True,
+         auto_at="greedy", settings=("slem_gamma",))
 class SLEMDrafter(TextSyncedDrafter):
     """Algorithm 2 (String-Level Exact Match): greedy draft tokens, re-tokenized into target ids;
     ``slem_gamma``: what γ counts (module docstring)."""

@@ -51,7 +51,8 @@ from runners.engine.verify import Sampling, probs, sample
 from specbench.drafter_kinds import drafter
 
 
-@drafter("slrs", loads_model=True, asks_policy=True, method="cross_vocabulary_slrs", own_vocabulary=True)
+@drafter("slrs", loads_model=True, asks_policy=True, method="cross_vocabulary_slrs", own_vocabulary=True,
+         settings=("max_nodes", "max_lookahead", "draft_top_k"), fallback="tli")
 class SLRSDrafter(TLIDrafter):
     """Algorithm 3 per position, TLI (its fallback) past the expansion bound (module docstring)."""
 

@@ -47,7 +47,8 @@ from specbench.config.method import TLI_PROCESSORS
 from specbench.drafter_kinds import drafter
 
 
-@drafter("tli", loads_model=True, asks_policy=True, method="cross_vocabulary_tli", own_vocabulary=True)
+@drafter("tli", loads_model=True, asks_policy=True, method="cross_vocabulary_tli", own_vocabulary=True,
+         auto_at="sampled", settings=("tli_processors",))
 class TLIDrafter(MappedDrafter):
     """Algorithm 4 (Token-Level Intersection): sample from the drafter restricted to shared tokens;
     ``tli_processors``: whether the sampling processors act before or after the restriction

@@ -46,9 +46,9 @@ from methods.base import COSTS, GammaPolicy, policy_needs
 from methods.rules import emitted_tokens, round_outcome, verified_block
 from runners.engine.base import Draft, Generation
 from runners.engine.batch_drafters import BatchDrafter
+from runners.engine.fast_linear import BatchKernels
 from runners.engine.ragged import RaggedCache, is_sampled
 from runners.engine.verify import Sampling, greedy_token, probs, sample, verify_greedy, verify_sampling
-from runners.engine.verify_forward import BatchKernels
 from specbench.config import GAMMA_MODES
 from specbench.latency import check_batch_size
 from specbench.models import logits_width, model_device

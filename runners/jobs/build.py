@@ -199,7 +199,7 @@ class Job:
             forward, step = self._engine_forward(), self._step_forward()
             if config.batch_size == 1:
                 return forward, step, None
-            from runners.engine.verify_forward import batch_kernels
+            from runners.engine.fast_linear import batch_kernels
 
             return forward, step, batch_kernels(self.target, config.engine)
 

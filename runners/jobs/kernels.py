@@ -1,14 +1,14 @@
 """The sweep's kernel decisions, made once and shared by its jobs (issue 40's baseline rule across processes).
 
 Our engine chooses its kernels by measuring them on the machine: ``engine.fast_linear=auto`` times the
-transposed copy against the plain forward (``runners.engine.verify_forward.transposed_pays``) and
+transposed copy against the plain forward (``runners.engine.fast_linear.transposed_pays``) and
 ``engine.verify_buckets=auto`` probes the padding of each block length (``probe_costs``). Within one process
 every job reuses the first measurement (the engine caches it per model); across processes — a sweep under
 the submitit/SLURM or Ray launcher runs each job in its own — each job used to measure again, and two noisy
 measurements could give two jobs of one comparison different kernels (and their references different keys).
 Here the first job of a sweep to build its engine writes what it measured to
 ``<results_dir>/.specbench/kernels/<key hash>.json``; every later job, in any process, reads it first
-(``verify_forward.seed_measurements``) and so takes the same kernels. A decode lock (``flock``, as the AR
+(``runners.engine.fast_linear.seed_measurements``) and so takes the same kernels. A decode lock (``flock``, as the AR
 cache's) makes a second job wait while the first measures. The key is what makes a measurement valid for
 another job: the target (its ``ModelSpec`` without the label), the hardware, torch's threads and CPU
 capability, and the torch and transformers versions (``runners.jobs.ar_cache.hardware``). Delete the folder
@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from runners.engine.verify_forward import measurements, seed_measurements
+from runners.engine.fast_linear import measurements, seed_measurements
 from runners.jobs.ar_cache import hardware, key_hash, locked, runtime_key
 from specbench.config import ModelSpec
 from specbench.models import model_device

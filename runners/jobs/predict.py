@@ -4,7 +4,7 @@
 calibrate --pair NAME``): ``config.latency`` when set (a JSON file, or a folder holding ``<pair>.json``;
 ``false`` turns predictions off), else ``<results_dir>/latency/<pair>.json``, else
 ``results/latency/<pair>.json`` (calibrate's default output). ``predicted_wall`` charges a generation's
-own rounds with it (``specbench.latency.predict_wall_ms``, the rule the replay charges): greedy runs of
+own rounds with it (``specbench.round_costs.predict_wall_ms``, the rule the replay charges): greedy runs of
 our loops only (``method=ar`` and same-vocabulary model drafts or prompt lookup; null for transformers'
 loop, the hybrid and heterogeneous drafters, and sampling). The model was calibrated with plain forwards: when
 the engine's lossless options (``runners.engine.verify_forward``) make verification cheaper, measured
@@ -28,8 +28,9 @@ from typing import Any
 
 from specbench.config import JobConfig
 from specbench.drafter_kinds import draft_cost
-from specbench.latency import LatencyModel, predict_wall_ms
+from specbench.latency import LatencyModel
 from specbench.registry import ConfigError
+from specbench.round_costs import predict_wall_ms
 from specbench.timed_on import TimedOn, refusal
 
 log = logging.getLogger("specbench")

@@ -22,17 +22,18 @@ from runners.jobs.build import Job
 from runners.jobs.inputs import TurnInput
 from runners.jobs.predict import predicted_wall
 from specbench.config import JobConfig
+from specbench.drafter_kinds import drafter_kind
 from specbench.models.cache import MODEL_CACHE
 from specbench.provenance import provenance
 from specbench.records import (
     Record,
-    aggregate,
     breakdown_fields,
     first_divergence,
     hfbench_fields,
     sha256_text,
     timing_fields,
 )
+from specbench.summary import aggregate
 from specbench.tasks import Prompt
 
 
@@ -85,7 +86,7 @@ def make_record(job: Job, unit: Unit, inp: TurnInput, timed: Timed, reference: R
     if gen.speculative:
         fields.update(gen.rounds.fields())
         fields["draft_forwards"] = gen.draft_forwards
-        if config.hetero_rule == "slrs":
+        if config.hetero_rule is not None and drafter_kind(config.hetero_rule).fallback is not None:
             fields["fallback_rounds"] = gen.fallback_rounds
     extra: dict[str, Any] = {"truncated_tokens": inp.dropped, "truncated": config.task.truncate} if inp.dropped else {}
     if job.shared_target is not None:
@@ -215,7 +216,7 @@ def batch_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None
 def engine_summary(job: Job) -> dict[str, Any] | None:
     """The kernels the job's timed decodes ran on: our speculative loop's engine options (the fast-linear
     scope, the padding buckets as probed, ``fused_prefill``); our AR loop's step (``AutoregressiveRunner.describe``);
-    a batched job's (``ar`` too) batched runner's kernels (``runners.engine.verify_forward.BatchKernels``:
+    a batched job's (``ar`` too) batched runner's kernels (``runners.engine.fast_linear.BatchKernels``:
     ``fast_linear`` only); each with ``graphs``, the KV cache kind (``engine.graphs``); null for transformers' loops (assisted generation, ``hf_native_ar``)."""
     graphs = {"graphs": job.config.engine.graphs}  # the KV cache kind (engine.graphs; eager: the papers' loop)
     if job.loop is None:  # batch size > 1
@@ -247,12 +248,10 @@ def hetero_summary(job: Job, records: list[dict]) -> dict[str, Any] | None:
         "output_tokens_shared": shared,
         "output_shared_fraction": shared / out_tokens if out_tokens else None,
     }
-    if config.hetero_rule in ("slem", "tli"):  # the rule's setting in force (conf/hetero: null = its default)
-        key = "slem_gamma" if config.hetero_rule == "slem" else "tli_processors"
-        out[key] = getattr(config.hetero, key)
-    if config.hetero_rule == "slrs":
-        h = config.hetero
-        out.update(fallback_rule="tli", fallback_rounds=agg.get("fallback_rounds"),
-                   rounds=sum(r.get("rounds") or 0 for r in records),
-                   max_nodes=h.max_nodes, max_lookahead=h.max_lookahead, draft_top_k=h.draft_top_k)
+    kind = drafter_kind(config.hetero_rule) if config.hetero_rule is not None else None
+    if kind is not None and kind.fallback is not None:  # a round this rule could not finish: its fallback's
+        out.update(fallback_rule=kind.fallback, fallback_rounds=agg.get("fallback_rounds"),
+                   rounds=sum(r.get("rounds") or 0 for r in records))
+    if kind is not None:  # the rule's settings in force (its declared ``settings``; conf/hetero: null = its default)
+        out.update({key: getattr(config.hetero, key) for key in kind.settings})
     return out

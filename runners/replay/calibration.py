@@ -184,7 +184,7 @@ class ModelTimer:
                  batch_models: Mapping[str, Any] | None = None) -> None:
         self.models = dict(models)
         #: what runs a model's forwards of more than one row, as the batched engine runs them (the target's
-        #: ``verify_forward.batch_kernels`` executor); absent: the model itself
+        #: ``runners.engine.fast_linear.batch_kernels`` executor); absent: the model itself
         self.batch_models = dict(batch_models or {})
         pools = token_pool if isinstance(token_pool, Mapping) else {name: token_pool for name in self.models}
         self.pools = {name: list(pools.get(name) or []) for name in self.models}

@@ -24,12 +24,7 @@ prompt lookup pair) for a composed config, or for every traceable (pair, task, `
 the greedy jobs under a results folder; rollouts are ``max_new_tokens − 1`` long by default, so replay
 never refuses a policy; ``--reuse-target`` takes the target's greedy outputs from another pair's traces
 (same target, task and length) instead of decoding again. ``calibrate`` measures a pair's latency
-model (``runners.replay.calibration``; a prompt lookup pair's draft forwards cost 0) on what a job of the pair would
-run: the config composed from ``pair=NAME`` and ``OVERRIDES`` (Hydra overrides, e.g. ``threads=2`` or
-``pair.target.dtype=bfloat16``), its torch threads those of a job (``runners.jobs.job``: ``threads``, null = torch's
-own choice, which is left alone; ``--threads N`` sets them), and says so in ``meta`` (threads, device, dtype, the
-kernels: ``runners.replay.calibration.timed_here``), which a job's prediction and ``lab compare`` check
-(``specbench.timed_on.check_timed_on``; until issue 40 calibrate pinned 2 threads whatever the jobs ran); ``grid`` replays
+model on what a job of the pair would run (``runners.replay.calibrate_pair``); ``grid`` replays
 methods × initial γ and writes rows (``runners.replay.grid.write_grid``: ``replay.jsonl``, ``replay.csv``,
 ``meta.json``); ``lab`` is the γ-policy lab (``runners.replay.lab``, its grid ``conf/experiment/policy_lab.yaml``).
 The simulator writes rows; ``python -m analysis`` renders them (the oracle table, the lab's leaderboard).
@@ -40,7 +35,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import math
 import os
 import sys
 import time
@@ -49,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from runners.replay import (
+    calibrate_pair,
     export_aiperf,
     export_vllm,
     import_aiperf,
@@ -219,7 +214,7 @@ def trace_main(args: argparse.Namespace) -> int:
     return 0
 
 
-# ---------------------------------------------------------------------- grid and calibrate
+# ---------------------------------------------------------------------- grid
 
 def _latency_for(path: str | None, pair: str, cost_ratio: float | None) -> LatencyModel | None:
     if cost_ratio is not None:
@@ -282,106 +277,6 @@ def grid_main(args: argparse.Namespace) -> int:
     return 0
 
 
-def calibrate_main(args: argparse.Namespace) -> int:
-    import torch
-
-    from runners.replay.calibration import ModelTimer, calibrate, measure_overheads, timed_here
-    from specbench.models.cache import load_pair
-    from specbench.provenance import provenance
-    from specbench.tasks import load_task
-
-    if min(args.batch_sizes) < 1 or (args.batch_k_max is not None and args.batch_k_max < 1):
-        raise ConfigError(f"--batch-sizes and --batch-k-max need integers >= 1, got {args.batch_sizes}, {args.batch_k_max}")
-    if args.threads is not None and args.threads < 1:
-        raise ConfigError(f"--threads needs an integer >= 1, got {args.threads}")
-    overrides = [f"pair={args.pair}", *args.overrides] + ([f"hetero={args.hetero}"] if args.hetero else [])
-    config = JobConfig.from_mapping(compose(overrides))
-    threads = args.threads or config.threads  # a job's: runners.jobs.job sets ``threads`` when given
-    if threads:
-        torch.set_num_threads(int(threads))
-    pair = config.pair
-    if pair.draft is None:
-        raise ConfigError(f"calibrate needs a pair with a draft model or prompt lookup; {pair.name!r} has neither")
-    lookup = pair.draft.model is None  # a proposer without a model (prompt lookup): no draft forwards to time
-    loaded = load_pair(config)
-    target, draft, tok = loaded.target, loaded.draft, loaded.tokenizer
-    dtok = loaded.draft_tokenizer if not pair.same_tokenizer else tok
-    texts = [prompt.turns[0] for prompt in load_task({"name": "embedded", "loader": "embedded"})]
-    pool = [i for text in texts for i in tok(text).input_ids]
-    draft_pool = pool if dtok is tok else [i for text in texts for i in dtok(text).input_ids]
-    batched = {}
-    fast_scope: str | bool = False
-    if max(args.batch_sizes) > 1:  # above batch 1 the target runs on the batched engine's kernels
-        from runners.engine.verify_forward import batch_kernels
-        from specbench.config import EngineConfig
-
-        kernels = batch_kernels(target, EngineConfig(fast_linear=False if args.fast_linear == "false" else args.fast_linear))
-        fast_scope = kernels.describe()["fast_linear"]
-        if kernels.executor is not None:
-            batched = {"target": kernels.executor}
-    if lookup:  # no draft model: its forwards cost nothing; the lookup itself is in the round's overhead
-        model_timer = ModelTimer({"target": target}, {"target": pool}, batched)
-
-        def timer(name: str, k: int, context: int, batch: int = 1) -> float:
-            return 0.0 if name == "draft" else model_timer(name, k, context, batch)
-    else:
-        timer = ModelTimer({"target": target, "draft": draft}, {"target": pool, "draft": draft_pool}, batched)
-    t0 = time.perf_counter()
-    model = calibrate(timer, k_max=args.k_max, draft_k_max=args.draft_k_max, ref_context=args.ref_context,
-                      contexts=_ints(args.contexts), prefill_lengths=_ints(args.prefill), warmup=args.warmup,
-                      repeats=args.repeats, monotone=args.monotone, batch_sizes=args.batch_sizes,
-                      batch_k_max=args.batch_k_max)
-    rule = config.hetero_rule  # the pair at temperature 0: auto = SLEM on a draft with another tokenizer
-    if not args.no_overheads:
-        eos = loaded.eos
-        make = None
-        if rule is not None:
-            from functools import partial
-
-            from runners.drafters import DrafterContext, build_drafter
-            from specbench.models import logits_width
-
-            ctx = DrafterContext(target_tokenizer=tok, eos_token_ids=eos, target_vocab_size=logits_width(target),
-                                 draft_model=draft, draft_tokenizer=dtok, hetero=config.hetero)
-            make = partial(build_drafter, rule, ctx)
-        elif lookup:
-            from runners.drafters.prompt_lookup import PromptLookupDrafter
-
-            def make() -> PromptLookupDrafter:
-                return PromptLookupDrafter.from_options(pair.draft.options, eos)
-        over = measure_overheads(target, draft, eos, pool[: args.ref_context], new_tokens=24,
-                                 repeats=args.repeats // 2 + 1, drafter=make)
-        model.round_overhead_ms = over["round_overhead_ms"]
-        model.ar_overhead_ms = over["ar_overhead_ms"]
-        model.meta.update(loop_overhead_ms=over["loop_overhead_ms"], round_ms=over["round_ms"])
-        for costs in model.batches.values():  # the batched loop's own time is not measured here
-            costs.round_overhead_ms, costs.ar_overhead_ms = model.round_overhead_ms, model.ar_overhead_ms
-        if model.batches:
-            model.meta["batch_overheads"] = "batch 1's: the loops' overheads are measured on the one-sequence loop only"
-    # what the forwards ran on: threads, device, dtype, the plain forward at batch 1, the rows > 1's kernels
-    timed = timed_here(target, pair.target.dtype, fast_scope if model.batches else None)
-    model.meta.update(pair=args.pair, hetero=rule, c=model.c if math.isfinite(model.c) else None, **timed.to_meta(),
-                      seconds=time.perf_counter() - t0, provenance=provenance(pair.target.device))
-    out = Path(args.out) if args.out else Path(config.results_dir) / "latency" / f"{args.pair}.json"
-    model.save(out)
-    tgt = model.target
-    for b in model.batch_sizes[1:]:
-        print(f"batch {b}: target 1 token {model.verify_ms(1, args.ref_context, b):.2f} ms, {args.batch_k_max or args.k_max} "
-              f"tokens {model.verify_ms(args.batch_k_max or args.k_max, args.ref_context, b):.2f} ms; draft 1 token "
-              f"{model.draft_ms(1, args.ref_context, b):.2f} ms")
-    print(f"target: 1 token {tgt.forward_ms(1, args.ref_context):.2f} ms, {args.k_max} tokens "
-          f"{tgt.forward_ms(args.k_max, args.ref_context):.2f} ms, prefill a+b·P = {tgt.prefill_affine[0]:.2f} + "
-          f"{tgt.prefill_affine[1]:.3f}·P ms; draft: 1 token {model.draft.forward_ms(1, args.ref_context):.2f} ms; "
-          f"c = {model.c:.2f}; overhead/round {model.round_overhead_ms:.2f} ms")
-    if model.meta.get("round_ms"):
-        share = model.meta["loop_overhead_ms"] / model.meta["round_ms"]
-        print(f"harness overhead (the loop's own 'overhead' phase): {model.meta['loop_overhead_ms']:.2f} ms per round "
-              f"of {model.meta['round_ms']:.1f} ms = {100 * share:.2f} % (γ = 4, fixed; target <= 1 %)")
-    print(f"timed on {', '.join(f'{k}={v}' for k, v in timed.to_meta().items())}")
-    print(out)
-    return 0
-
-
 # ---------------------------------------------------------------------- the parser
 
 def build_parser() -> argparse.ArgumentParser:
@@ -396,30 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--mode", choices=("sequential", "batched"), default="sequential")
     t.add_argument("--reuse-target", help="traces of another pair with the same target, task and max_new_tokens: "
                                           "take their target outputs instead of decoding again")
-    c = sub.add_parser("calibrate", help="measure the latency model of a pair on this machine")
-    c.add_argument("--pair", required=True, help="conf/pair/NAME.yaml")
-    c.add_argument("overrides", nargs="*", help="Hydra overrides of the jobs it predicts, e.g. threads=2 "
-                                                "pair.target.dtype=bfloat16 (the pair's own by default)")
-    c.add_argument("--hetero", help="cross-vocabulary drafter whose overheads are measured, for a draft with another "
-                                    "tokenizer (default: the pair's at temperature 0, i.e. slem)")
-    c.add_argument("--out", help="output json (default: <results_dir>/latency/<pair>.json)")
-    c.add_argument("--k-max", type=int, default=33, help="target forwards of 1..K tokens (default %(default)s)")
-    c.add_argument("--draft-k-max", type=int, default=4, help="draft forwards of 1..K tokens (default %(default)s)")
-    c.add_argument("--ref-context", type=int, default=128, help="cache length of the k table (default %(default)s)")
-    c.add_argument("--contexts", default="32,512", help="cache lengths for the per-context slope")
-    c.add_argument("--prefill", default="16,64,128,256", help="prompt lengths for the prefill fit")
-    c.add_argument("--warmup", type=int, default=2)
-    c.add_argument("--repeats", type=int, default=5)
-    c.add_argument("--threads", type=int, default=None,
-                   help="torch threads (default: a job's, the config's threads; null: torch's own choice, left alone)")
-    c.add_argument("--no-overheads", action="store_true", help="skip measuring the loops' own overhead")
-    c.add_argument("--monotone", action="store_true", help="force the k table nondecreasing (isotonic fit)")
-    c.add_argument("--batch-sizes", type=int, nargs="+", default=[1],
-                   help="also time forwards of B rows, e.g. 1 2 4 8 (default: batch 1 only)")
-    c.add_argument("--batch-k-max", type=int, help="target forwards of 1..K tokens above batch 1 (default: --k-max)")
-    c.add_argument("--fast-linear", choices=("auto", "false", "head", "all"), default="auto",
-                   help="the target's kernels above batch 1, as a batched job's engine.fast_linear runs them "
-                        "(default %(default)s: all on a CPU, off on GPU); batch 1 times the plain forward")
+    calibrate_pair.add_parser(sub)
     g = sub.add_parser("grid", help="replay methods × initial γ on traces")
     g.add_argument("dir", help="a results folder holding traces/, a trace folder, or a trace.jsonl")
     g.add_argument("--methods", nargs="+", default=list(PAPER_METHODS),
@@ -447,7 +319,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "trace":
             return trace_main(args)
         if args.command == "calibrate":
-            return calibrate_main(args)
+            return calibrate_pair.main(args)
         if args.command == "lab":
             return lab.run(args)
         if args.command == "import":

@@ -123,8 +123,9 @@ def compare_rows(real: str | Path, traces_dir: str | Path, latency_dir: str | Pa
     pair's latency file was timed on other threads, device, dtype or (batched) kernels than the job ran on is
     refused in one line (``specbench.timed_on.check_timed_on``, ``summary_timed_on``)."""
     from specbench.config import JobConfig
-    from specbench.latency import LatencyModel, predict_parts_ms
+    from specbench.latency import LatencyModel
     from specbench.record_io import read_records
+    from specbench.round_costs import predict_parts_ms
 
     traces_by_key: dict[tuple, list] = {}
     for path in find_trace_files(traces_dir):

@@ -26,6 +26,7 @@ import argparse
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 from specbench.registry import ConfigError
 
@@ -57,27 +58,12 @@ def _single_token_catchup_drafter() -> type:
     return SingleTokenCatchup
 
 
-def live_main(args: argparse.Namespace) -> int:
-    """The real loop and the replay side by side on ``args.pair`` (module docstring); 1 when some run's
-    rounds differ from the replay's, or a run was lossy."""
-    import torch
-
-    torch.set_num_threads(args.threads)
-    from runners.drafters.model import ModelDrafter
-    from runners.engine.factory import build_runner
-    from runners.replay.calibration import ModelTimer, calibrate, measure_overheads, timed_here
-    from runners.replay.grid import load_method
-    from runners.replay.replay import replay_job
-    from runners.replay.trace_build import build_trace
+def _load(args: argparse.Namespace) -> tuple[Any, list[Any], Any, list[list[int]]]:
+    """``(config, prompts, models, their token ids)``: the pair and the task's first prompts (module docstring)."""
     from specbench.config import JobConfig, compose
-    from specbench.latency import LatencyModel
     from specbench.models.cache import load_pair
-    from specbench.records import pooled_tokens_per_s
-    from specbench.rounds import pooled_acceptance
     from specbench.tasks import encode_turn, load_task
-    from specbench.timed_on import check_timed_on
 
-    drafter_cls = _single_token_catchup_drafter() if args.single_token_catchup else ModelDrafter
     config = JobConfig.from_mapping(compose([f"pair={args.pair}", f"task={args.task}", "method=ar",
                                              f"max_new_tokens={args.max_new_tokens}", f"task.n_prompts={args.n_prompts}"]))
     prompts = load_task(config.task)[: args.n_prompts]
@@ -87,11 +73,17 @@ def live_main(args: argparse.Namespace) -> int:
         raise ConfigError(f"--live needs a pair with a draft model; {config.pair.name!r} has none")
     t0 = time.perf_counter()
     models = load_pair(config)  # the target, its tokenizer and EOS ids, the draft model
-    draft = models.draft
     print(f"models loaded in {time.perf_counter() - t0:.1f} s")
-    ids_list = []
-    for prompt in prompts:
-        ids_list.append(encode_turn(models.tokenizer, [], prompt.turns[0], config.task.prompt_format)[0])
+    ids_list = [encode_turn(models.tokenizer, [], prompt.turns[0], config.task.prompt_format)[0] for prompt in prompts]
+    return config, prompts, models, ids_list
+
+
+def _latency(args: argparse.Namespace, config: Any, models: Any, ids_list: list[list[int]]) -> Any:
+    """The latency model the replay charges: ``--latency`` (refused when timed on other kernels, threads, device or
+    dtype than the runs here), else a quick calibration."""
+    from runners.replay.calibration import ModelTimer, calibrate, measure_overheads, timed_here
+    from specbench.latency import LatencyModel
+    from specbench.timed_on import check_timed_on
 
     here = timed_here(models.target, config.pair.target.dtype)  # the runs below: plain forwards, batch 1
     if args.latency:
@@ -99,73 +91,93 @@ def live_main(args: argparse.Namespace) -> int:
         path = path / f"{config.pair.name}.json" if path.is_dir() else path
         latency = LatencyModel.load(path)
         check_timed_on(latency, here, "lab compare --live", path, config.pair.name)
-    else:
-        t0 = time.perf_counter()
-        pool = [t for ids in ids_list for t in ids]
-        latency = calibrate(ModelTimer({"target": models.target, "draft": draft}, pool), k_max=args.gamma_max + 1,
-                            draft_k_max=3, ref_context=min(128, len(pool)), contexts=(len(ids_list[0]) + 64,),
-                            prefill_lengths=sorted({len(i) for i in ids_list} | {16}), warmup=1, repeats=3)
-        over = measure_overheads(models.target, draft, models.eos, ids_list[0], new_tokens=16, repeats=1)
-        latency.round_overhead_ms, latency.ar_overhead_ms = over["round_overhead_ms"], over["ar_overhead_ms"]
-        latency.meta.update(pair=config.pair.name, quick=True, **here.to_meta())
-        print(f"quick calibration in {time.perf_counter() - t0:.1f} s: target 1 tok "
-              f"{latency.target.forward_ms(1, 128):.1f} ms, draft 1 tok {latency.draft.forward_ms(1, 128):.1f} ms, "
-              f"c = {latency.c:.2f}, overhead/round {latency.round_overhead_ms:.2f} ms")
-
-    # warm-up (untimed), then the traces; AR times come from the trace's own target pass
-    build_runner("speculative", models.target, models.eos, drafter=ModelDrafter(draft, models.eos),
-                 policy=load_method("specdecode").build(2)).generate(
-        ids_list[0], min(16, args.max_new_tokens))
+        return latency
     t0 = time.perf_counter()
-    traces = [build_trace(models.target, draft, ids, args.max_new_tokens, models.eos, args.gamma_max, args.trace_mode,
-                          prompt_id=pr.prompt_id, category=pr.category, pair=config.pair.name, task=config.task.name)
+    pool = [t for ids in ids_list for t in ids]
+    latency = calibrate(ModelTimer({"target": models.target, "draft": models.draft}, pool), k_max=args.gamma_max + 1,
+                        draft_k_max=3, ref_context=min(128, len(pool)), contexts=(len(ids_list[0]) + 64,),
+                        prefill_lengths=sorted({len(i) for i in ids_list} | {16}), warmup=1, repeats=3)
+    over = measure_overheads(models.target, models.draft, models.eos, ids_list[0], new_tokens=16, repeats=1)
+    latency.round_overhead_ms, latency.ar_overhead_ms = over["round_overhead_ms"], over["ar_overhead_ms"]
+    latency.meta.update(pair=config.pair.name, quick=True, **here.to_meta())
+    print(f"quick calibration in {time.perf_counter() - t0:.1f} s: target 1 tok "
+          f"{latency.target.forward_ms(1, 128):.1f} ms, draft 1 tok {latency.draft.forward_ms(1, 128):.1f} ms, "
+          f"c = {latency.c:.2f}, overhead/round {latency.round_overhead_ms:.2f} ms")
+    return latency
+
+
+def _compare_run(run: str, args: argparse.Namespace, models: Any, ids_list: list[list[int]], traces: list[Any],
+                 latency: Any, drafter_cls: type) -> tuple[bool, float]:
+    """One ``METHOD:GAMMA``: the real loop (one untimed warm-up, then a fresh policy across the prompts, as a job)
+    against its replay on the traces; prints the row and returns ``(rounds equal and lossless, throughput error)``."""
+    from runners.engine.factory import build_runner
+    from runners.replay.grid import load_method
+    from runners.replay.replay import replay_job
+    from specbench.records import pooled_tokens_per_s
+    from specbench.rounds import pooled_acceptance
+
+    method_text, _, gamma_text = run.rpartition(":")
+    method, gamma = load_method(method_text), int(gamma_text)
+
+    def runner(policy: Any) -> Any:
+        return build_runner("speculative", models.target, models.eos, drafter=drafter_cls(models.draft, models.eos),
+                            policy=policy)
+
+    runner(method.build(gamma)).generate(ids_list[0], min(16, args.max_new_tokens))  # the warm-up
+    loop = runner(method.build(gamma))  # a job resets its policy after the warm-up
+    outs = [loop.generate(ids, args.max_new_tokens) for ids in ids_list]
+    reps = replay_job(traces, method.build(gamma), latency)
+    equal = all(o.rounds.schedule == r.rounds.schedule for o, r in zip(outs, reps))
+    lossless = all(o.tokens == t.tokens for o, t in zip(outs, traces))
+    meas = pooled_tokens_per_s([sum(len(o.tokens) for o in outs)], [sum(o.wall_ms for o in outs)])
+    pred = pooled_tokens_per_s([sum(r.new_tokens for r in reps)], [sum(r.wall_ms for r in reps)])
+    flag = ("yes" if equal else "NO") + ("" if lossless else " (lossy!)")
+    print(f"{run:34s} {flag:>12s} {meas:15.2f} {pred:16.2f} {pred / meas - 1:+8.1%}")
+    acc = [pooled_acceptance([x.rounds for x in xs]) for xs in (outs, reps)]
+    rounds = [sum(len(x.rounds) for x in xs) for xs in (outs, reps)]
+    print(f"    acceptance real {acc[0]:.3f} / replay {acc[1]:.3f}; rounds real {rounds[0]} / replay {rounds[1]}")
+    for o, r, t in zip(outs, reps, traces):
+        a, b = o.rounds.schedule, r.rounds.schedule
+        if a != b:
+            first = next((i for i, (u, v) in enumerate(zip(a, b)) if u != v), min(len(a), len(b)))
+            print(f"    {t.prompt_id}: first different round {first} of {len(a)}: real (γ, d, A) {a[first:first + 3]}"
+                  f" replay {b[first:first + 3]}")
+    return equal and lossless, pred / meas - 1
+
+
+def live_main(args: argparse.Namespace) -> int:
+    """The real loop and the replay side by side on ``args.pair`` (module docstring); 1 when some run's
+    rounds differ from the replay's, or a run was lossy."""
+    import torch
+
+    torch.set_num_threads(args.threads)
+    from runners.drafters.model import ModelDrafter
+    from runners.engine.factory import build_runner
+    from runners.replay.grid import load_method
+    from runners.replay.trace_build import build_trace
+    from specbench.records import pooled_tokens_per_s
+
+    drafter_cls = _single_token_catchup_drafter() if args.single_token_catchup else ModelDrafter
+    config, prompts, models, ids_list = _load(args)
+    latency = _latency(args, config, models, ids_list)
+    # warm-up (untimed), then the traces; AR times come from the trace's own target pass
+    build_runner("speculative", models.target, models.eos, drafter=ModelDrafter(models.draft, models.eos),
+                 policy=load_method("specdecode").build(2)).generate(ids_list[0], min(16, args.max_new_tokens))
+    t0 = time.perf_counter()
+    traces = [build_trace(models.target, models.draft, ids, args.max_new_tokens, models.eos, args.gamma_max,
+                          args.trace_mode, prompt_id=pr.prompt_id, category=pr.category, pair=config.pair.name,
+                          task=config.task.name)
               for pr, ids in zip(prompts, ids_list)]
     print(f"traced {len(traces)} prompts in {time.perf_counter() - t0:.1f} s "
           f"({sum(len(t.tails) for t in traces)} tails, near-ties {sum(t.near_ties for t in traces)})")
-
-    def pooled(tokens: int, ms: float) -> float:
-        return pooled_tokens_per_s([tokens], [ms])
-
     n_tok = sum(t.n for t in traces)
-    ar_meas = pooled(n_tok, sum(t.ar_wall_ms for t in traces))
-    ar_pred = pooled(n_tok, sum(latency.ar_wall_ms(t.prompt_tokens, t.n) for t in traces))
+    ar_meas = pooled_tokens_per_s([n_tok], [sum(t.ar_wall_ms for t in traces)])
+    ar_pred = pooled_tokens_per_s([n_tok], [sum(latency.ar_wall_ms(t.prompt_tokens, t.n) for t in traces)])
     print(f"\n{'run':34s} {'rounds equal':>12s} {'measured tok/s':>15s} {'predicted tok/s':>16s} {'error':>8s}")
     print(f"{'ar (target alone)':34s} {'':>12s} {ar_meas:15.2f} {ar_pred:16.2f} {ar_pred / ar_meas - 1:+8.1%}")
-    worst = 0.0
-    all_equal = True
-    for run in args.runs:
-        method_text, _, gamma_text = run.rpartition(":")
-        method = load_method(method_text)
-        gamma = int(gamma_text)
-        warm = method.build(gamma)
-        build_runner("speculative", models.target, models.eos, drafter=drafter_cls(draft, models.eos), policy=warm).generate(
-            ids_list[0], min(16, args.max_new_tokens))
-        policy = method.build(gamma)  # a job resets its policy after the warm-up
-        runner = build_runner("speculative", models.target, models.eos, drafter=drafter_cls(draft, models.eos),
-                              policy=policy)
-        outs = [runner.generate(ids, args.max_new_tokens) for ids in ids_list]
-        reps = replay_job(traces, method.build(gamma), latency)
-        equal = all(o.rounds.schedule == r.rounds.schedule for o, r in zip(outs, reps))
-        lossless = all(o.tokens == t.tokens for o, t in zip(outs, traces))
-        all_equal &= equal and lossless
-        meas = pooled(sum(len(o.tokens) for o in outs), sum(o.wall_ms for o in outs))
-        pred = pooled(sum(r.new_tokens for r in reps), sum(r.wall_ms for r in reps))
-        err = pred / meas - 1
-        worst = max(worst, abs(err))
-        flag = "yes" if equal else "NO"
-        if not lossless:
-            flag += " (lossy!)"
-        print(f"{run:34s} {flag:>12s} {meas:15.2f} {pred:16.2f} {err:+8.1%}")
-        acc = [pooled_acceptance([x.rounds for x in xs]) for xs in (outs, reps)]
-        rounds = [sum(len(x.rounds) for x in xs) for xs in (outs, reps)]
-        print(f"    acceptance real {acc[0]:.3f} / replay {acc[1]:.3f}; rounds real {rounds[0]} / replay {rounds[1]}")
-        if not equal:
-            for o, r, t in zip(outs, reps, traces):
-                a, b = o.rounds.schedule, r.rounds.schedule
-                if a != b:
-                    first = next((i for i, (u, v) in enumerate(zip(a, b)) if u != v), min(len(a), len(b)))
-                    print(f"    {t.prompt_id}: first different round {first} of {len(a)}: real (γ, d, A) {a[first:first + 3]}"
-                          f" replay {b[first:first + 3]}")
+    results = [_compare_run(run, args, models, ids_list, traces, latency, drafter_cls) for run in args.runs]
+    all_equal = all(ok for ok, _ in results)
+    worst = max((abs(err) for _, err in results), default=0.0)
     print(f"\nrounds equal in every run: {all_equal}; worst throughput error {worst:.1%}")
     meta = {k: latency.meta.get(k) for k in ("kind", "pair", "quick") if latency.meta.get(k) is not None}
     print(f"latency model: {meta}, timed on {latency.timed_on.to_meta()}")

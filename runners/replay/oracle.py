@@ -42,12 +42,12 @@ batch of identical rows, **not a bound** otherwise (``runners.replay.batched`` s
 the oracle above.
 
 A latency model whose ``draft_rule`` bills the draft once per round (issue 41: ``per_step``, ``per_round``,
-``share``; ``specbench.latency.batch_round_parts``) has no draft cache to track: a round drafting ``d ≥ 1`` tokens
+``share``; ``specbench.round_costs.batch_round_parts``) has no draft cache to track: a round drafting ``d ≥ 1`` tokens
 costs one draft charge, the verification of ``d + 1`` tokens and the overhead, a round drafting none is a plain
 target step, plus under ``per_step`` one draft charge of 1 token (SpecDecode-Bench's EAGLE: the proposer runs on
 every step), whatever came before. Its oracle (``once_schedule``) is the same minimum
 over ``V(t) = min(T(t, 0) + V(t + 1), min_d [T(t, d) + V(next(t, d))])``, the rounds charged by
-``specbench.latency.round_ms``, the replay's own rule; a peek (one token drafted, none verified) costs a draft
+``specbench.round_costs.round_ms``, the replay's own rule; a peek (one token drafted, none verified) costs a draft
 charge on top of a plain step and leads to the same state, so it never helps and is not played.
 """
 
@@ -59,7 +59,8 @@ from collections.abc import Iterable
 from methods.base import GammaPolicy, RoundOutcome
 from runners.replay.replay import ReplayResult, max_new, replay
 from runners.replay.trace import Trace
-from specbench.latency import LatencyModel, round_ms
+from specbench.latency import LatencyModel
+from specbench.round_costs import round_ms
 from specbench.rounds import advance
 
 ORACLE = "oracle"

@@ -27,7 +27,7 @@ statistically for a draft whose outputs depend on how its input is chunked (the 
 pair's int8-dynamic draft; see ``runners.replay.trace``).
 
 With a ``LatencyModel`` (``specbench.latency``, calibrated by ``runners.replay.calibration``) each round is
-charged by its one rule (``specbench.latency.round_parts``): the target's forward of
+charged by its one rule (``specbench.round_costs.round_parts``): the target's forward of
 ``d + 1`` tokens at context ``P + t − 1``; the draft's ``d`` forwards (the first feeds what
 the draft's cache has not seen: its prefill in the first drafting round, else 1–3 tokens;
 the cache is tracked exactly as ``ModelDrafter`` keeps it); ``round_overhead_ms``; plus the
@@ -35,7 +35,7 @@ target's prefill (the TTFT). Predicted ``tokens_per_s = new_tokens / wall``.
 
 Batches (issue 31): ``replay_rows`` replays ``b`` traces decoded together by the batched engine, with one
 policy per row (``per_row``) or one γ per round for every row (``shared``; its docstring gives the order
-of the policy's calls), every round charged by ``specbench.latency.batch_round_parts`` at the rows still
+of the policy's calls), every round charged by ``specbench.round_costs.batch_round_parts`` at the rows still
 decoding; ``replay`` is its one-row case (exactly the loop above). Jobs at a batch size, the target alone
 at that batch size and the oracle there: ``runners.replay.batched``.
 
@@ -53,8 +53,9 @@ from methods.base import COSTS, DraftStep, GammaPolicy, policy_needs
 from methods.rules import round_outcome, stop_drafting_after, verified_block
 from runners.replay.trace import Trace
 from specbench.config import GAMMA_MODES
-from specbench.latency import LatencyModel, RowRound, batch_round_parts, seen_after
+from specbench.latency import LatencyModel
 from specbench.records import pooled_tokens_per_s
+from specbench.round_costs import RowRound, batch_round_parts, seen_after
 from specbench.rounds import Rounds, advance
 
 
@@ -189,7 +190,7 @@ class _Row:
 def replay_rows(traces: Sequence[Trace], policies: Sequence[GammaPolicy], latency: LatencyModel | None = None,
                 max_new_tokens: int | None = None, gamma_mode: str = "per_row") -> BatchReplay:
     """The rounds of ``b = len(traces)`` rows decoded together by the batched engine (one row:
-    ``SpeculativeRunner``; module docstring), each round charged by ``specbench.latency.batch_round_parts``
+    ``SpeculativeRunner``; module docstring), each round charged by ``specbench.round_costs.batch_round_parts``
     over the rows still decoding (a finished row leaves the batch) plus ``round_overhead_at(rows)``, after
     one prefill of ``b`` rows × the longest prompt (every row's TTFT).
 

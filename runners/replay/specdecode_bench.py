@@ -14,7 +14,7 @@ whatever the number of tokens it drafts.
 This module states the coefficients and those formulas (``target_forward_ms``, ``eagle_draft_ms``,
 ``ngram_draft_ms``), and, for the γ-policy lab (issue 41, item 2), the same charges as the lab's latency model
 (``latency_model``: a ``specbench.latency.LatencyModel`` at batch 1 and at batch tables up to 128 rows), whose
-rounds are billed by ``specbench.latency.batch_round_parts``:
+rounds are billed by ``specbench.round_costs.batch_round_parts``:
 
 * target forward at ``B`` rows of one request duplicated (their ``simulate_like_experiment`` batches): the KV
   term reads every row's cache, ``B·(p + t)`` tokens (the lab's context ``p + t − 1`` plus the token fed), the

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from specbench.checks import check_choice, check_int, check_str, field_names, only_known
+from specbench.drafter_kinds import cross_vocabulary_kinds, drafter_kind
 from specbench.paths import CONF_DIR
 from specbench.registry import ConfigError
 
@@ -100,10 +101,28 @@ class MethodConfig:
         return value if isinstance(value, bool) else None
 
 
-HETERO = ("auto", "none", "slem", "tli", "slrs", "union")
-SLRS_KEYS = ("max_nodes", "max_lookahead", "draft_top_k")
+#: what ``hetero=`` may name besides the cross-vocabulary drafters (``hetero_names``)
+HETERO_CHOICES = ("auto", "none")
 SLEM_GAMMA = ("draft_tokens", "target_tokens")  # runners.drafters.slem: what γ counts
 TLI_PROCESSORS = ("before_restrict", "after_restrict")  # runners.drafters.tli: processors, then shared tokens | reverse
+
+
+def hetero_names() -> tuple[str, ...]:
+    """What ``hetero=`` may name: ``auto``, ``none`` and every cross-vocabulary drafter
+    (``specbench.drafter_kinds.cross_vocabulary_kinds``: its declaration, never a list here)."""
+    return (*HETERO_CHOICES, *cross_vocabulary_kinds())
+
+
+def _check_settings(name: str, values: Mapping[str, Any]) -> None:
+    """A key of the ``hetero`` node that is another algorithm's setting (its declared ``settings``) is refused: a
+    setting of a rule ``auto`` may choose (``auto_at``) is ``auto``'s too."""
+    for rule in cross_vocabulary_kinds():
+        kind = drafter_kind(rule)
+        allowed = name == rule or (name == "auto" and kind.auto_at is not None)
+        given = [k for k in kind.settings if values.get(k) is not None or (k in values and kind.auto_at is None)]
+        if given and not allowed:
+            also = " (and auto)" if kind.auto_at is not None else ""
+            raise ConfigError(f"hetero.{given[0]} is a setting of hetero={rule}{also}; hetero={name} has none")
 
 
 @dataclass(frozen=True)
@@ -136,13 +155,8 @@ class HeteroConfig:
     @classmethod
     def from_mapping(cls, node: Mapping[str, Any] | None) -> HeteroConfig:
         values = only_known(node or {}, "hetero", field_names(cls))
-        name = check_choice("hetero", values.get("name", cls.name), HETERO)
-        inert = [k for k in SLRS_KEYS if k in values] if name != "slrs" else []
-        if inert:
-            raise ConfigError(f"hetero.{inert[0]} is a setting of hetero=slrs; hetero={name} has none")
-        for key, rule in (("slem_gamma", "slem"), ("tli_processors", "tli")):
-            if values.get(key) is not None and name not in ("auto", rule):
-                raise ConfigError(f"hetero.{key} is a setting of hetero={rule} (and auto); hetero={name} has none")
+        name = check_choice("hetero", values.get("name", cls.name), hetero_names())
+        _check_settings(name, values)
         slem_gamma = values.get("slem_gamma") or cls.slem_gamma
         tli_processors = values.get("tli_processors") or cls.tli_processors
         return cls(

@@ -1,6 +1,6 @@
 """The A/A twin as a gate (issue 40, item 4): a difference inside the twin's band is never marked
 resolved, and a twin whose interval excludes 1 is flagged in the noise floor, in the comparison tables
-and in the terminal's lines (``analysis.drift``, "A/A gate"; ``analysis.uncertainty``, "resolved")."""
+and in the terminal's lines (``analysis.noise_floor``, "A/A gate"; ``analysis.uncertainty``, "resolved")."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import math
 import numpy as np
 import pandas as pd
 
-from analysis.drift import AA_FLAG, aa_bands, noise_floor_lines, noise_floor_table
 from analysis.frame import rows_to_frame
 from analysis.gammatune.table2 import AA_ROW, speedup_table
 from analysis.gammatune.throughput import throughput_table
+from analysis.noise_floor import AA_FLAG, aa_bands, noise_floor_lines, noise_floor_table
 from analysis.uncertainty import UNRESOLVED_MARK
 
 N = 20

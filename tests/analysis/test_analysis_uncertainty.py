@@ -12,12 +12,13 @@ import pandas as pd
 import pytest
 
 from analysis.comparison import METHOD_LINK
-from analysis.drift import drift_normalised, drift_summary, noise_floor_table, probe_cells
+from analysis.drift import drift_normalised, drift_summary, probe_cells
 from analysis.frame import DuplicateRecords, load_records, rows_to_frame
 from analysis.gammatune.table2 import speedup_table
 from analysis.gammatune.throughput import throughput_table
 from analysis.make_artefacts import main
 from analysis.metrics import aa_original, method_label, ordered_methods, throughput
+from analysis.noise_floor import noise_floor_table
 from analysis.uncertainty import UNRESOLVED_MARK, Bootstrap, Design, Estimate, Jackknife, resolve, t_quantile
 
 GAMMAS = (2, 4)

@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 
 from analysis.comparison import METHOD_LINK, weigh
-from analysis.drift import AABand
 from analysis.gammatune.table2 import speedup_table
 from analysis.gammatune.throughput import throughput_table
 from analysis.hetero import HFBENCH_DEFINITIONS
+from analysis.noise_floor import AABand
 from analysis.uncertainty import Design, Estimate
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,5 +1,5 @@
 """The noise floor's resolution: the per-turn σ of an A/A pair's log-ratios, what a cell of n turns
-resolves, and how many turns a ±3 % comparison needs (``analysis.drift``, "resolution")."""
+resolves, and how many turns a ±3 % comparison needs (``analysis.noise_floor``, "resolution")."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ import math
 import numpy as np
 import pytest
 
-from analysis.drift import (
+from analysis.frame import rows_to_frame
+from analysis.noise_floor import (
     RESOLVE_TARGET,
     aa_turn_log_ratios,
     noise_floor_lines,
     noise_floor_table,
     resolution,
 )
-from analysis.frame import rows_to_frame
 from analysis.uncertainty import t_quantile
 
 

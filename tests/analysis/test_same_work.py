@@ -1,6 +1,6 @@
 """Identical work flagged (issue 50, item 3): a method whose rounds equal another's in every record of a pair
 is shown as ``≡ <original>``, never ranked, and counted as a natural A/A pair in the noise floor
-(``analysis.drift``, "same work")."""
+(``analysis.noise_floor``, "same work")."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.drift import SAME_WORK_MARK, aa_bands, aa_pairs, noise_floor_table, same_work
 from analysis.frame import complete_only, load_records, rows_to_frame
 from analysis.gammatune.table2 import speedup_table
 from analysis.gammatune.throughput import throughput_table
+from analysis.noise_floor import SAME_WORK_MARK, aa_bands, aa_pairs, noise_floor_table, same_work
 
 N = 12
 ROOT = Path(__file__).resolve().parents[2]
@@ -99,7 +99,7 @@ def test_the_committed_runs_prompt_lookup_rows_that_repeat_another(folder):
 def test_the_noise_floor_says_when_a_sweeps_positions_are_not_balanced():
     """Round balance (issue 50, item 5): 7 balanced rounds (an odd count) leave the last one unmirrored; the noise
     floor's caption and lines say so, and say nothing at 8."""
-    from analysis.drift import noise_floor_lines, round_balance
+    from analysis.noise_floor import noise_floor_lines, round_balance
 
     for rounds, balanced in ((7, False), (8, True)):
         df = _frame({"specdecode": _turns(1), "specdecode_twin": _turns(1)})

@@ -173,10 +173,10 @@ def test_sampling_is_exact_per_row(monkeypatch):
 
 @pytest.mark.parametrize("kind", ["model", "prompt_lookup"])
 def test_the_transposed_kernels_change_no_row_and_run_every_target_forward(pair, refs, kind, monkeypatch):
-    """``engine.fast_linear`` at B > 1 (``verify_forward.batch_kernels``): the speculative loop and the target
+    """``engine.fast_linear`` at B > 1 (``runners.engine.fast_linear.batch_kernels``): the speculative loop and the target
     alone at B run their target forwards on the transposed copy, up to ``BATCH_MAX_ROWS`` rows, and every row
     is still its own autoregressive output."""
-    from runners.engine.verify_forward import BATCH_MAX_ROWS, TransposedLinear, batch_kernels
+    from runners.engine.fast_linear import BATCH_MAX_ROWS, TransposedLinear, batch_kernels
     from specbench.config import EngineConfig
 
     fast = batch_kernels(pair.target, EngineConfig(fast_linear="all"))

@@ -11,8 +11,10 @@ import pytest
 from methods.base import FixedGamma
 from runners.drafters.model import ModelDrafter
 from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
-from specbench.latency import ForwardCost, LatencyModel, predict_wall_ms
-from specbench.records import aggregate, breakdown_fields
+from specbench.latency import ForwardCost, LatencyModel
+from specbench.records import breakdown_fields
+from specbench.round_costs import predict_wall_ms
+from specbench.summary import aggregate
 from specbench.timing import Timer
 
 from helpers import tiny

@@ -10,17 +10,11 @@ from methods.base import FixedGamma
 from runners.drafters.model import ModelDrafter
 from runners.drafters.prompt_lookup import PromptLookupDrafter
 from runners.drafters.text_sync import CrossVocab
+from runners.engine import fast_linear
+from runners.engine.fast_linear import transposed_copy, transposed_pays
 from runners.engine.kv import cache_len, new_cache
 from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
-from runners.engine.verify_forward import (
-    TransposedLinear,
-    VerifyForward,
-    choose_buckets,
-    engine_forward,
-    engine_options,
-    transposed_copy,
-    transposed_pays,
-)
+from runners.engine.verify_forward import VerifyForward, choose_buckets, engine_forward, engine_options
 from specbench.config import EngineConfig, JobConfig
 from specbench.registry import ConfigError
 
@@ -112,62 +106,6 @@ def test_sampling_with_options_runs_and_respects_the_budget(pair):
     out = SpeculativeRunner(target, ModelDrafter(draft, []), FixedGamma(4), [], sampling=1.0, forward=fwd,
                             fused_prefill=True).generate(prompts[0], 20, gen)
     assert len(out.tokens) == 20
-
-
-def test_transposed_copy_shares_the_weights_and_leaves_the_model_alone(pair):
-    target = pair[0]
-    fast = transposed_copy(target, "all")
-    assert fast is not None and fast is not target
-    swapped = [m for m in fast.modules() if isinstance(m, TransposedLinear)]
-    assert len(swapped) == sum(type(m) is torch.nn.Linear for m in target.modules())
-    assert not any(isinstance(m, TransposedLinear) for m in target.modules())
-    params = {id(p) for p in target.parameters()}
-    assert all(id(m.weight) in params for m in swapped)  # no copy of the weights
-    head_only = transposed_copy(target, "head")
-    assert [type(m) for m in head_only.modules()].count(TransposedLinear) == 1
-
-
-def test_transposed_linear_computes_the_linear_function():
-    torch.manual_seed(0)
-    lin = torch.nn.Linear(24, 40)
-    fast = TransposedLinear(lin)
-    for shape in ((1, 1, 24), (1, 5, 24), (2, 3, 24), (1, 40, 24), (7, 24)):
-        x = torch.randn(*shape)
-        torch.testing.assert_close(fast(x), lin(x), rtol=1e-5, atol=1e-6)
-
-
-def test_fast_linear_with_soft_capping_keeps_gemma_outputs():
-    """Gemma-3 (sliding window, final logit soft-capping): the copy runs the model's own forward."""
-    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
-
-    torch.manual_seed(0)
-    cfg = Gemma3TextConfig(vocab_size=97, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                           num_attention_heads=2, num_key_value_heads=1, head_dim=16, sliding_window=8,
-                           final_logit_softcapping=2.0, max_position_embeddings=128)
-    model = Gemma3ForCausalLM(cfg).eval()
-    fast = transposed_copy(model, "all")
-    assert fast is not None
-    ids = list(range(3, 20))
-    ref = AutoregressiveRunner(model, []).generate(ids, 24).tokens
-    out = SpeculativeRunner(model, ModelDrafter(model, []), FixedGamma(5), [],
-                            forward=VerifyForward(model, PAD_ALL, fast, "all"), fused_prefill=True).generate(ids, 24)
-    assert out.tokens == ref
-
-
-def test_transposed_copy_is_refused_when_its_logits_disagree(pair, monkeypatch):
-    monkeypatch.setattr(TransposedLinear, "forward", lambda self, x: torch.nn.functional.linear(x, self.weight) + 1.0)
-    assert transposed_copy(pair[0], "all") is None
-
-
-def test_quantized_linears_are_left_alone(pair):
-    """A dynamically int8-quantized model (the default pair's draft) has no plain nn.Linear to swap."""
-    import copy
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # torch.ao deprecation notice
-        q = torch.ao.quantization.quantize_dynamic(copy.deepcopy(pair[0]), {torch.nn.Linear}, dtype=torch.qint8)
-    assert transposed_copy(q, "all") is None
 
 
 def test_choose_buckets_pads_only_where_it_pays():
@@ -380,7 +318,7 @@ def test_the_target_alone_gets_the_transposed_head_whatever_the_bucket_map(bucke
         {"fast_linear": "all", "step": [12, 12], "min_rows": 2})  # k = 17: the wide block pays even more
     tokens, slow = _one_row_heads_in_steps(monkeypatch, model, step, ids, 12)
     assert tokens == want and slow == 0
-    before = VerifyForward(model, executor=vf.fast_executor(model, "all"), scope="all")  # the old rule's unpadded step
+    before = VerifyForward(model, executor=fast_linear.fast_executor(model, "all"), scope="all")  # the old rule's unpadded step
     tokens, slow = _one_row_heads_in_steps(monkeypatch, model, before, ids, 12)
     assert tokens == want and slow == 11
 
@@ -414,44 +352,3 @@ def test_a_padded_step_leaves_the_cache_at_the_sequence_length(pair):
         assert cache_len(cache) == len(prompts[0]) + 1
 
 
-def test_the_executor_and_probe_caches_live_as_long_as_their_model():
-    """Issue 40, item 6: the caches were keyed by ``id(model)``: an evicted model's copy stayed in memory, and a new
-    model that reused the id got a stale copy. Keyed by the model object (weakly), its entries go with it."""
-    import gc
-
-    from runners.engine import verify_forward as vf
-
-    model = tiny.tiny_model(300, seed=3)
-    assert vf.fast_executor(model, "all") is vf.fast_executor(model, "all")  # built once per model
-    engine_forward(model, EngineConfig(fast_linear="all", verify_buckets="probe", bucket_k_max=2))
-    assert model in vf._EXECUTORS and model in vf._PROBED
-    before = len(vf._EXECUTORS), len(vf._PROBED)
-    del model
-    gc.collect()
-    assert (len(vf._EXECUTORS), len(vf._PROBED)) == (before[0] - 1, before[1] - 1)
-
-
-@pytest.mark.parametrize("faster", ["transposed", "plain"])
-def test_auto_takes_the_transposed_copy_only_where_it_is_measured_to_pay(faster, monkeypatch):
-    """``engine.fast_linear=auto`` (issue 40): the copy paid on an AMD EPYC and lost on an Intel Xeon with AVX-512,
-    so ``auto`` times both on the machine it runs on (``transposed_pays``). The timings are faked here (a test
-    never asserts on real time): the decision follows whichever kernel the fake clock says is faster, and is
-    made once per model."""
-    from runners.engine import verify_forward as vf
-
-    model = tiny.tiny_model(300, seed=5)
-    fast = vf.fast_executor(model, "all")
-    calls = []
-
-    def fake_block_ms(runs, cache, context, k, warmup=False):
-        calls.append(runs)
-        return 1.0 if (runs is fast) == (faster == "transposed") else 2.0
-
-    monkeypatch.setattr(vf, "_block_ms", fake_block_ms)
-    scope = vf.fast_scope(model, EngineConfig.from_mapping({"fast_linear": "auto"}))
-    assert scope == ("all" if faster == "transposed" else None)
-    assert {id(c) for c in calls} == {id(model), id(fast)}
-    n = len(calls)
-    vf.fast_scope(model, EngineConfig.from_mapping({"fast_linear": "auto"}))
-    assert len(calls) == n  # measured once per model
-    assert vf.fast_scope(model, EngineConfig.from_mapping({"fast_linear": "all"})) == "all"  # asked for: no measuring

@@ -1,5 +1,5 @@
 """An emulated host where the transposed LM head pays (issue 50, item 6): the kernel timings the engine measures
-(``runners.engine.verify_forward``: ``probe_costs``, and ``_block_ms`` behind ``fast_linear=auto``) replaced by a
+(``runners.engine.fast_linear``: ``probe_costs``, and ``_block_ms`` behind ``fast_linear=auto``) replaced by a
 fake clock shaped like the 2-core AMD EPYC's, so a test sees the engine's choices without asserting on real time.
 
 * the LM head: one row of ``F.linear`` costs ``SLOW_ROW_MS`` (54 ms on the EPYC), ``(W·xᵀ)ᵀ`` ``FAST_ROW_MS``
@@ -18,7 +18,7 @@ SLOW_ROW_MS, FAST_ROW_MS, WIDE_ROWS_MS, WIDE_ROWS = 54.0, 20.0, 10.0, 12
 
 def head_ms(executor, rows: int) -> float:
     """The fake cost of ``executor``'s LM head on ``rows`` rows (module docstring)."""
-    from runners.engine.verify_forward import TransposedLinear
+    from runners.engine.fast_linear import TransposedLinear
 
     head = executor.get_output_embeddings()
     transposed = isinstance(head, TransposedLinear) and head.min_rows <= rows <= head.max_rows
@@ -30,7 +30,7 @@ def head_ms(executor, rows: int) -> float:
 def emulate(monkeypatch) -> dict[str, int]:
     """Install the fake clock (module docstring) and forget this process's measurements; returns the count of
     probes run (``{"probe": n}``)."""
-    from runners.engine import verify_forward as vf
+    from runners.engine import fast_linear as vf
 
     calls = {"probe": 0}
 

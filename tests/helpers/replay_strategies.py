@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from runners.replay.trace import Trace
-from specbench.latency import LatencyModel
+from specbench.latency import BatchCosts, ForwardCost, LatencyModel
 
 EOS = 0
 
@@ -67,3 +67,14 @@ def policy_strategy():
         st.builds(lambda g, t: ("max_confidence", g, {"threshold": t}), gammas, thr),
         st.builds(lambda g: ("tapout", g, {}), gammas),
     )
+
+
+def batched_latency() -> LatencyModel:
+    """Forwards dearer with every row (hand-made): batch 2 and 4 measured, 3 interpolated."""
+    def costs(scale: float) -> BatchCosts:
+        return BatchCosts(ForwardCost.affine(10.0 * scale, 1.0 * scale, 0.01, (5.0 * scale, 0.2 * scale)),
+                          ForwardCost.affine(2.0 * scale, 0.3 * scale, 0.0, (1.0 * scale, 0.05 * scale)),
+                          0.2 * scale, 0.1 * scale)
+    one = costs(1.0)
+    return LatencyModel(one.target, one.draft, one.round_overhead_ms, one.ar_overhead_ms, {"pair": "tiny"},
+                        {2: costs(1.5), 4: costs(2.4)})

@@ -22,7 +22,7 @@ from runners.jobs.interleave import InterleavedSweep, read_order
 from runners.jobs.job import run_job
 from runners.jobs.round_order import golden_step, round_order, round_seed
 from specbench.record_io import read_records
-from specbench.records import aggregate
+from specbench.summary import aggregate
 
 from helpers import compose
 

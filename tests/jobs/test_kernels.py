@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from runners.engine import fast_linear
 from runners.engine import verify_forward as vf
 from runners.jobs.kernels import KERNELS_SUBDIR, shared_kernels
 from specbench.config import EngineConfig, JobConfig
@@ -25,14 +26,14 @@ def measured(monkeypatch):
 
     def block_ms(runs, cache, context, k, warmup=False):
         calls["block"] += 1
-        return 1.0 if isinstance(runs.lm_head, vf.TransposedLinear) else 2.0
+        return 1.0 if isinstance(runs.lm_head, fast_linear.TransposedLinear) else 2.0
 
     def probe(executor, k_max, context=128, warmup=1, repeats=5):
         calls["probe"] += 1
         return {m: 10.0 + m for m in range(1, k_max + 1)}, {r: (30.0 if r == 1 else 5.0) for r in range(1, k_max + 1)}
 
-    monkeypatch.setattr(vf, "_block_ms", block_ms)
-    monkeypatch.setattr(vf, "probe_costs", probe)
+    monkeypatch.setattr(fast_linear, "_block_ms", block_ms)
+    monkeypatch.setattr(fast_linear, "probe_costs", probe)
     return calls
 
 
@@ -44,7 +45,7 @@ def test_a_second_process_takes_the_first_jobs_kernels(measured, tmp_path):
     first = tiny.tiny_model(300, seed=3)
     with shared_kernels(first, _spec(), tmp_path):
         kernels = vf.engine_forward(first, ENGINE, 4)
-    assert measured == {"block": 2 * 3 * len(vf.PAY_BLOCKS), "probe": 1}
+    assert measured == {"block": 2 * 3 * len(fast_linear.PAY_BLOCKS), "probe": 1}
     assert kernels.describe()["fast_linear"] == "all" and kernels.buckets[1] == (2, 2)
     (entry,) = (tmp_path / KERNELS_SUBDIR).glob("*.json")
     assert json.loads(entry.read_text())["transposed_pays"] is True
@@ -56,7 +57,7 @@ def test_a_second_process_takes_the_first_jobs_kernels(measured, tmp_path):
     alone = tiny.tiny_model(300, seed=3)  # no sweep folder: this process measures for itself
     with shared_kernels(alone, _spec(), None):
         vf.engine_forward(alone, ENGINE, 4)
-    assert measured == {"block": 2 * 3 * len(vf.PAY_BLOCKS), "probe": 1}
+    assert measured == {"block": 2 * 3 * len(fast_linear.PAY_BLOCKS), "probe": 1}
 
 
 def test_a_measurement_of_another_machine_or_target_is_not_taken(measured, tmp_path):

@@ -1,33 +1,26 @@
-"""The policy lab at every batch size (issue 31, item 2): the batched cost table, the batched replay, the
-oracle at a batch size, calibration at batch sizes, the lab's batch dimension, compare on batched records.
+"""The policy lab at every batch size (issue 31, item 2): the batched replay, the oracle at a batch size, the lab's
+batch dimension (the golden rounds: ``test_golden_rounds.py``; the cost table, calibration and compare at a batch
+size: ``test_batched_costs.py``).
 
-* the round's rules (``methods.rules``, the loops' and the replay's one copy) on golden rows written by hand,
-  and the replay playing each of them;
 * batch 1 is today, bit for bit: the replay (against the one-sequence loop as it was, on the shared rules), the
-  grid's rows, the target alone, a version-1 latency file;
+  grid's rows, the target alone;
 * ``per_row``: every row slot replays its own prompts exactly as a job of them alone would;
 * ``shared``: the policy's calls in their documented order, and every charge of a hand-made batch by hand;
-* the cost table round-trips through JSON, interpolates between measured batch sizes and refuses beyond;
 * bad input is one line.
 """
 
 from __future__ import annotations
 
-import json
-import math
-from dataclasses import dataclass
 from functools import partial
 
 import pandas as pd
 import pytest
-import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from methods.base import COSTS, DraftStep, FixedGamma, GammaPolicy, RoundOutcome, policy_needs
 from methods.policies import build_policy
-from methods.rules import emitted_tokens, round_outcome, stop_drafting_after, verified_block
-from runners.engine.verify import verify_greedy
+from methods.rules import round_outcome, stop_drafting_after, verified_block
 from runners.replay.batched import (
     agreement_oracle_batches,
     ar_batches,
@@ -38,147 +31,15 @@ from runners.replay.batched import (
     replay_job_batched,
     rows_of,
 )
-from runners.replay.calibration import calibrate
 from runners.replay.grid import cells, load_method, replay_grid
 from runners.replay.oracle import agreement_oracle, oracle, oracle_schedule
-from runners.replay.replay import ReplayResult, max_new, replay, replay_job, replay_rows
+from runners.replay.replay import ReplayResult, max_new, replay_job, replay_rows
 from runners.replay.trace import Trace, write_traces
-from runners.replay.trace_build import build_trace
-from specbench.latency import (
-    BatchCosts,
-    ForwardCost,
-    LatencyModel,
-    RowRound,
-    ar_batch_ms,
-    batch_round_parts,
-    round_parts,
-    seen_after,
-)
+from specbench.latency import BatchCosts, ForwardCost, LatencyModel, ar_batch_ms
 from specbench.registry import ConfigError
+from specbench.round_costs import RowRound, batch_round_parts, round_parts, seen_after
 
-from helpers.replay_strategies import affine_latency, policy_strategy, synthetic_traces
-
-# ----------------------------------------------------------------------------- the round's rules: golden rows
-
-EOS, VOCAB, X1, FILLER, OTHER = 0, 50, 1, 2, 49
-
-
-@dataclass(frozen=True)
-class Golden:
-    """One round written by hand. Given: the drafter's ``draft``, the round's ``budget``, what the policy's
-    ``verify_count`` answers (``keep``; None: all), and the target's greedy token at each position it reads
-    (``target[i]``: after its own last token and the first ``i`` tokens fed), with ``VOCAB`` and ``EOS``.
-    Expected: the tokens verified and fed, the accepted count, what the round emits, and the outcome
-    ``(drafted, accepted, eos_accepted, discarded)``."""
-
-    name: str
-    draft: list[int]
-    budget: int
-    keep: int | None
-    target: list[int]
-    verified: list[int]
-    fed: list[int]
-    accepted: int
-    emitted: list[int]
-    outcome: tuple[int, int, bool, int]
-
-
-GOLDEN = [
-    Golden("all accepted, the target's bonus token", [5, 6, 7], 3, None, [5, 6, 7, 8], [5, 6, 7], [5, 6, 7], 3,
-           [5, 6, 7, 8], (3, 3, False, 0)),
-    Golden("a rejection, the target's correction", [5, 6, 7], 3, None, [5, 9, 3, 3], [5, 6, 7], [5, 6, 7], 1,
-           [5, 9], (3, 1, False, 0)),
-    Golden("the budget cuts the draft", [5, 6, 7, 8], 2, None, [5, 6, 11], [5, 6], [5, 6], 2, [5, 6, 11],
-           (2, 2, False, 0)),
-    Golden("an accepted EOS ends the round", [5, 0], 3, None, [5, 0, 7], [5, 0], [5, 0], 2, [5, 0], (2, 2, True, 0)),
-    Golden("a rejected EOS is no end", [5, 0], 3, None, [5, 8, 7], [5, 0], [5, 0], 1, [5, 8], (2, 1, False, 0)),
-    Golden("the target's own EOS", [5, 6], 2, None, [5, 0, 7], [5, 6], [5, 6], 1, [5, 0], (2, 1, False, 0)),
-    Golden("verify_count keeps a prefix", [5, 6, 7], 3, 1, [5, 6], [5], [5], 1, [5, 6], (1, 1, False, 2)),
-    Golden("a peek verifies nothing", [5], 1, 0, [9], [], [], 0, [9], (0, 0, False, 1)),
-    Golden("nothing drafted, a plain target step", [], 0, None, [9], [], [], 0, [9], (0, 0, False, 0)),
-    Golden("an outside id is verified, rejected, never fed", [5, 60, 7], 3, None, [5, 9], [5, 60], [5], 1, [5, 9],
-           (2, 1, False, 0)),
-    Golden("an outside first id, nothing fed", [60, 5], 2, None, [9], [60], [], 0, [9], (1, 0, False, 0)),
-    Golden("the vocabulary's width is outside", [50], 1, None, [4], [50], [], 0, [4], (1, 0, False, 0)),
-    Golden("verify_count before the outside id", [5, 6, 60], 3, 2, [5, 6, 7], [5, 6], [5, 6], 2, [5, 6, 7],
-           (2, 2, False, 1)),
-    Golden("the budget before the outside id", [5, 6, 60], 2, None, [5, 6, 7], [5, 6], [5, 6], 2, [5, 6, 7],
-           (2, 2, False, 0)),
-]
-REPLAYABLE = [row for row in GOLDEN if all(tok < VOCAB for tok in row.draft[: row.budget])]  # a trace has no outside id
-
-
-class _GoldenPolicy(GammaPolicy):
-    """γ = the row's budget in the first round, then 0 (plain target steps); ``verify_count`` answers the row's
-    ``keep``; keeps every outcome it is told."""
-
-    name = "golden"
-
-    def __init__(self, row: Golden) -> None:
-        super().__init__(1)
-        self.row = row
-        self.outcomes: list[RoundOutcome] = []
-
-    def next_gamma(self) -> int:
-        return 0 if self.outcomes else self.row.budget
-
-    def verify_count(self, proposed: int) -> int:
-        return proposed if self.row.keep is None else self.row.keep
-
-    def observe(self, outcome: RoundOutcome) -> None:
-        self.outcomes.append(outcome)
-
-
-@pytest.mark.parametrize("row", GOLDEN, ids=lambda row: row.name)
-def test_golden_rounds_by_the_rules(row):
-    """``methods.rules`` on each golden row, verified as both loops verify (``verify_greedy`` on the target's
-    logits at the positions it is fed)."""
-    verified, fed, proposed = verified_block(row.draft, row.budget, VOCAB, _GoldenPolicy(row))
-    assert (verified, fed) == (row.verified, row.fed)
-    assert len(row.target) == len(fed) + 1  # (the row itself: one target token per position read)
-    logits = torch.full((len(fed) + 1, VOCAB), -1.0)
-    for i, tok in enumerate(row.target):
-        logits[i, tok] = 1.0
-    accepted, next_token = verify_greedy(verified, logits)
-    assert accepted == row.accepted
-    assert emitted_tokens(verified, accepted, next_token, {EOS}) == row.emitted
-    out = round_outcome(row.budget, verified, accepted, proposed, {EOS})
-    assert (out.drafted, out.accepted, out.eos_accepted, out.discarded) == row.outcome
-
-
-def _golden_trace(row: Golden) -> Trace:
-    """A trace whose first round (at t = 1, after the prefill's ``X1``) is ``row``: the draft's rollout there is
-    ``row.draft[: row.budget]``, the target's output ``X1``, the row's emitted tokens, then (no EOS) ``FILLER``
-    tokens, as many as ``max_new_tokens`` allows; the draft proposes ``OTHER`` (never the target's token)
-    anywhere else."""
-    rollout = row.draft[: row.budget]
-    ends = row.emitted[-1] == EOS
-    x = [X1, *row.emitted] + ([] if ends else [FILLER] * (row.budget + 2))
-    draft_next, tails = [OTHER] * (len(x) - 1), {}
-    for j, tok in enumerate(rollout):
-        draft_next[j] = tok
-        if tok != x[j + 1]:  # the first mismatch: the rest of the rollout is its tail
-            tails[j + 1] = (rollout[j:], [0.5] * (len(rollout) - j))
-            break
-    m = max(len(x), row.budget + 2) if ends else len(x)
-    return Trace(prompt_id=row.name, turn=1, prompt_tokens=3, max_new_tokens=m, gamma_max=m, eos=(EOS,), tokens=x,
-                 draft_next=draft_next, draft_conf=[0.5] * (len(x) - 1), tails=tails)
-
-
-@pytest.mark.parametrize("row", REPLAYABLE, ids=lambda row: row.name)
-def test_the_replay_plays_each_golden_round(row):
-    """The replay's first round on the row's trace is the row's outcome, and it emits the row's tokens: every
-    later round (γ = 0) adds one token, so their count says where the first one left the sequence."""
-    trace = _golden_trace(row)
-    if row.budget:
-        assert trace.rollout(1, row.budget)[0] == row.draft[: row.budget]  # (the trace itself)
-    policy = _GoldenPolicy(row)
-    res = replay(trace, policy)
-    first = policy.outcomes[0]
-    assert (first.gamma, first.drafted, first.accepted, first.eos_accepted, first.discarded) == (row.budget, *row.outcome)
-    assert len(res.rounds) == 1 + (trace.n - 1 - len(row.emitted))
-    assert res.rounds.drafted[1:] == [0] * (len(res.rounds) - 1)
-
+from helpers.replay_strategies import affine_latency, batched_latency, policy_strategy, synthetic_traces
 
 # ----------------------------------------------------------------------------- batch 1 is today
 
@@ -272,28 +133,10 @@ def test_batch_one_is_todays_replay_job_bit_for_bit(traces, lat, policy, mode):
         assert batch_round_parts(lat, [RowRound(tr.prompt_tokens, 1, 0, 2, 1)]) == round_parts(lat, tr.prompt_tokens, 1, 0, 1, 2)
 
 
-@pytest.fixture(scope="module")
-def traces(noisy_pair):
-    _, target, draft, prompts = noisy_pair
-    return [build_trace(target, draft, ids, 24, [], prompt_id=str(i), pair="tiny", task="t") for i, ids in
-            enumerate(prompts)]
-
-
-def _batched_latency() -> LatencyModel:
-    """Forwards dearer with every row (hand-made): batch 2 and 4 measured, 3 interpolated."""
-    def costs(scale: float) -> BatchCosts:
-        return BatchCosts(ForwardCost.affine(10.0 * scale, 1.0 * scale, 0.01, (5.0 * scale, 0.2 * scale)),
-                          ForwardCost.affine(2.0 * scale, 0.3 * scale, 0.0, (1.0 * scale, 0.05 * scale)),
-                          0.2 * scale, 0.1 * scale)
-    one = costs(1.0)
-    return LatencyModel(one.target, one.draft, one.round_overhead_ms, one.ar_overhead_ms, {"pair": "tiny"},
-                        {2: costs(1.5), 4: costs(2.4)})
-
-
 def test_batch_one_grid_rows_are_todays(traces):
     """``replay_grid`` at batch 1: the policies' rows are ``replay_job``'s, the oracles ``oracle``'s and
     ``agreement_oracle``'s, the target alone the frozen ``ar_wall_ms``; a cell's throughput is Σ tokens / Σ wall."""
-    lat = _batched_latency()
+    lat = batched_latency()
     methods = [load_method(m) for m in ("specdecode", "hf_heuristic", "gammatune_plus")]
     rows = replay_grid(traces, methods, [1, 3], lat)
     for method in methods:
@@ -327,7 +170,7 @@ def test_per_row_slots_replay_their_prompts_as_a_job_alone(traces, method, batch
     batch's wall is its last row's; rows' walls are their own finish."""
     spec = load_method(method)
     assert COSTS not in policy_needs(spec.build(3))
-    lat = _batched_latency()
+    lat = batched_latency()
     job = traces * 2  # 8 prompt turns: full batches and, at B = 3, a short last one
     batches = replay_job_batched(job, partial(spec.build, 3), lat, batch_size, "per_row")
     assert [len(b.rows) for b in batches] == [len(g) for g in batches_of(job, batch_size)]
@@ -419,81 +262,6 @@ def test_shared_gamma_on_a_hand_made_batch():
     assert [c for c in mine[0].calls if c[0] == "stop_drafting"] == [("stop_drafting", 1, 2), ("stop_drafting", 2, 3)]
 
 
-# ----------------------------------------------------------------------------- the cost table
-
-
-def test_the_batched_cost_table_round_trips_and_interpolates(tmp_path):
-    lat = _batched_latency()
-    lat.target.step_ms.update({1: 11.5, 2: 12.0})  # a measured table at batch 1, an affine one above
-    back = LatencyModel.load(lat.save(tmp_path / "lat.json"))
-    assert back == lat and back.batch_sizes == [1, 2, 4]
-    assert json.loads((tmp_path / "lat.json").read_text())["latency_version"] == 1
-    assert back.verify_ms(2, 40) == lat.target.forward_ms(2, 40) == 12.0 + 0.01 * 40
-    for k, ctx in ((1, 30), (3, 200), (7, 0)):
-        two, four = back.verify_ms(k, ctx, 2), back.verify_ms(k, ctx, 4)
-        assert back.verify_ms(k, ctx, 3) == pytest.approx((two + four) / 2)  # linear in b between measured sizes
-        assert back.at_batch(3).verify_ms(k, ctx) == pytest.approx(back.verify_ms(k, ctx, 3))
-    assert back.draft_ms(1, 10, 2) == pytest.approx(1.5 * (2.0 + 0.3))
-    assert back.round_overhead_at(3) == pytest.approx((0.3 + 0.48) / 2) and back.ar_overhead_at(4) == 0.24
-    assert back.at_batch(1) is back
-    with pytest.raises(ValueError, match=r"batch 8 .* batch sizes \[1, 2, 4\]: recalibrate with .*--batch-sizes 1 2 4 8$"):
-        back.verify_ms(1, 10, 8)
-    for bad in (0, -1, 1.5, "2"):
-        with pytest.raises(ValueError, match="batch size must be an integer >= 1"):
-            back.costs_at(bad)
-    assert "batch" not in LatencyModel(lat.target, lat.draft).to_json()  # a batch-1 model writes today's file
-
-
-def test_a_version_1_file_reads_as_batch_one(root):
-    path = root / "results" / "committed" / "policy_lab" / "replay" / "latency" / "gemma3-270m_gemma3-270m-int8.json"
-    obj = json.loads(path.read_text())
-    assert obj["latency_version"] == 1 and "batch" not in obj
-    lat = LatencyModel.load(path)
-    assert lat.batch_sizes == [1]
-    assert lat.verify_ms(4, 128) == obj["target"]["step_ms"]["4"] == lat.verify_ms(4, 128, batch=1)
-    with pytest.raises(ValueError) as err:
-        lat.verify_ms(4, 128, batch=2)
-    message = str(err.value)
-    assert "\n" not in message and "no batch tables" in message
-    assert "calibrate --pair gemma3-270m_gemma3-270m-int8 --batch-sizes 1 2 4 8" in message
-
-
-def test_calibration_at_batch_sizes_recovers_the_table_and_keeps_batch_ones_samples():
-    """A fake host where a forward of b rows costs (1 + 0.5·(b − 1)) times one row's: the tables at each b
-    follow; the default (batch 1) takes exactly the samples it took before, in the same order."""
-    calls: list[tuple] = []
-
-    def fake(model: str, k: int, context: int, batch: int = 1) -> float:
-        calls.append((model, k, context, batch))
-        scale = 1 + 0.5 * (batch - 1)
-        base = (30.0 + 0.8 * k) if context == 0 else (40.0 + 1.5 * k + 0.02 * context)
-        return scale * base / (4.0 if model == "draft" else 1.0)
-
-    one = calibrate(fake, k_max=6, draft_k_max=2, ref_context=64, contexts=(32, 256), prefill_lengths=(16, 64),
-                    warmup=1, repeats=2)
-    batch_one_calls = list(calls)
-    assert one.batches == {} and "batch_sizes" not in one.meta
-    assert all(c[3] == 1 for c in batch_one_calls)
-    # the batch-1 sweep, key by key: k = 1..6 (warm-up and repeats), contexts, prefills; then the draft's
-    assert batch_one_calls[:6] == [("target", k, 64, 1) for k in range(1, 7)]
-    calls.clear()
-    lat = calibrate(fake, k_max=6, draft_k_max=2, ref_context=64, contexts=(32, 256), prefill_lengths=(16, 64),
-                    warmup=1, repeats=2, batch_sizes=(1, 2, 4), batch_k_max=4)
-    assert lat.batch_sizes == [1, 2, 4] and lat.meta["batch_sizes"] == [1, 2, 4]
-    # one sweep covers every batch size × k: a drifting host biases them alike
-    assert calls[:14] == [("target", k, 64, 1) for k in range(1, 7)] + [
-        ("target", k, 64, b) for b in (2, 4) for k in range(1, 5)]
-    assert sorted(lat.batches[2].target.step_ms) == [1, 2, 3, 4] and sorted(lat.target.step_ms) == list(range(1, 7))
-    for b in (1, 2, 4):
-        scale = 1 + 0.5 * (b - 1)
-        assert lat.verify_ms(3, 64, b) == pytest.approx(scale * (40 + 4.5 + 1.28))
-        assert lat.verify_ms(1, 256, b) == pytest.approx(scale * (40 + 1.5 + 5.12))
-        assert lat.target_prefill_ms(100, b) == pytest.approx(scale * 110.0)
-        assert lat.draft_ms(1, 64, b) == pytest.approx(scale * (41.5 + 1.28) / 4)
-    assert lat.verify_ms(1, 64) == one.verify_ms(1, 64)
-    assert lat.meta["samples"]["batch"]["4"]["target"]["step_raw_ms"]["1"] == pytest.approx(2.5 * (41.5 + 1.28))
-
-
 # ----------------------------------------------------------------------------- the oracle at a batch size
 
 
@@ -501,7 +269,7 @@ def test_the_oracle_at_a_batch_size(traces):
     """Batch 1: ``oracle`` exactly. A batch of identical rows moves in lockstep, so each row's schedule under
     the costs at b rows is the batch's exact optimum: no policy beats it, in either mode. Distinct rows: each
     plays its own schedule at the batch's costs (not a bound; module docstring of runners.replay.batched)."""
-    lat = _batched_latency()
+    lat = batched_latency()
     assert [b.rows[0].wall_ms for b in oracle_batches(traces, lat, 1)] == [oracle(tr, lat).wall_ms for tr in traces]
     for tr in traces:
         same = [tr] * 4
@@ -537,7 +305,7 @@ def test_bad_batching_is_one_line(traces, tmp_path, capsys):
     with pytest.raises(ValueError, match="^unknown gamma_mode"):
         replay_rows(traces[:2], [FixedGamma(2)], None, gamma_mode="both")
     with pytest.raises(ConfigError, match="recalibrate"):
-        check_batching(16, "per_row", _batched_latency())
+        check_batching(16, "per_row", batched_latency())
     write_traces(tmp_path / "t" / "trace.jsonl", traces)
     LatencyModel.affine((10.0, 1.0), (2.0, 0.3)).save(tmp_path / "lat.json")
     for argv, words in ((["--batch-sizes", "0"], "batch size must be"), (["--gamma-mode", "joint"], "unknown gamma_mode"),
@@ -551,12 +319,13 @@ def test_bad_batching_is_one_line(traces, tmp_path, capsys):
 
 def test_lab_replays_every_batch_size_and_the_figure_follows(traces, tmp_path):
     from analysis.make_artefacts import main as analysis_main
-    from analysis.policy_lab import batch_frame, batch_table, leaderboard, load_replay
+    from analysis.policy_lab import leaderboard, load_replay
+    from analysis.policy_lab_batch import batch_frame, batch_table
     from runners.replay import lab
 
     write_traces(tmp_path / "traces" / "tiny__t" / "trace.jsonl", traces)
     (tmp_path / "latency").mkdir()
-    _batched_latency().save(tmp_path / "latency" / "tiny.json")
+    batched_latency().save(tmp_path / "latency" / "tiny.json")
     out = tmp_path / "replay"
     assert lab.main(["replay", "--traces", str(tmp_path / "traces"), "--latency", str(tmp_path / "latency"),
                      "--out", str(out), "--methods", "specdecode", "hf_heuristic", "--gammas", "1,3",
@@ -584,7 +353,8 @@ def test_lab_replays_every_batch_size_and_the_figure_follows(traces, tmp_path):
 
 def test_the_committed_leaderboard_renders_as_committed(root):
     """The committed policy lab (cells without a batch size) still gives its committed leaderboard."""
-    from analysis.policy_lab import batch_frame, leaderboard, load_replay
+    from analysis.policy_lab import leaderboard, load_replay
+    from analysis.policy_lab_batch import batch_frame
 
     folder = root / "results" / "committed" / "policy_lab"
     df = load_replay(folder / "replay")
@@ -608,152 +378,6 @@ def test_the_committed_batched_lab_regenerates_its_tables(root, tmp_path):
                                       pd.read_csv(folder / "analysis" / "tables" / name), check_exact=False, rtol=1e-9)
     batch = pd.read_csv(folder / "analysis" / "tables" / "policy_lab_batch.data.csv")
     assert sorted(batch["batch_size"].unique()) == [1, 2, 4, 8]
-
-
-# ----------------------------------------------------------------------------- compare against batched records
-
-
-def test_compare_reads_batched_records(traces, tmp_path, root):
-    """A batched job whose rounds are the replay's and whose every time is 1.25 × the model's: throughput over
-    all rows real ÷ replayed 0.8, batch walls real ÷ replayed 1.25, rounds identical, read from the fields
-    the batched engine writes (``batch_size``, ``batch_index``, ``batch_rows``, ``batch_wall_ms``, ...)."""
-    from omegaconf import OmegaConf
-
-    from runners.replay import lab
-    from specbench.config import compose
-
-    write_traces(tmp_path / "traces" / "tiny__t" / "trace.jsonl", traces)
-    lat = _batched_latency()
-    lat.save(tmp_path / "latency" / "tiny.json")
-    config = OmegaConf.to_container(compose(["pair=gemma3-270m_gemma3-270m-int8", "method=hf_heuristic", "gamma=3",
-                                             "max_new_tokens=24"]), resolve=True)
-    config["pair"]["name"], config["task"]["name"] = "tiny", "t"
-    batches = replay_job_batched(traces, partial(load_method("hf_heuristic").build, 3), lat, 2, "shared")
-    ar = ar_batches(traces, lat, 2)
-    records = []
-    for index, (batch, (_, ar_walls)) in enumerate(zip(batches, ar)):
-        for row, ar_wall in zip(batch.rows, ar_walls):
-            records.append({
-                "prompt_id": row.trace.prompt_id, "turn": row.trace.turn, "prompt_tokens": row.trace.prompt_tokens,
-                "new_tokens": row.new_tokens, "wall_ms": 1.25 * row.wall_ms, "ttft_ms": 1.25 * row.ttft_ms,
-                "ar_wall_ms": 1.25 * ar_wall, "gamma_trace": row.rounds.gamma, "drafted_trace": row.rounds.drafted,
-                "accepted_trace": row.rounds.accepted, "accepted": sum(row.rounds.accepted),
-                "drafted": sum(row.rounds.drafted), "lossless": True, "batch_size": 2, "batch_index": index,
-                "batch_rows": len(batch.rows), "batch_wall_ms": 1.25 * batch.wall_ms, "batch_tokens": batch.new_tokens,
-                "batch_share_ms": 1.25 * batch.wall_ms / len(batch.rows), "gamma_mode": "shared"})
-    records.reverse()  # written as rows finish: the order of the file is not the rows' order
-    job = tmp_path / "real" / "job"
-    job.mkdir(parents=True)
-    (job / "summary.json").write_text(json.dumps({"status": "complete", "config": config}))
-    (job / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    assert lab.main(["compare", "--real", str(tmp_path / "real"), "--traces", str(tmp_path / "traces"),
-                     "--latency", str(tmp_path / "latency"), "--out", str(tmp_path / "cmp")]) == 0
-    row = pd.read_csv(tmp_path / "cmp" / "real_vs_replay.csv").iloc[0]
-    assert row["batch_size"] == 2 and row["gamma_mode"] == "shared" and row["batches"] == len(batches)
-    assert row["identical_rounds_share"] == 1.0
-    assert row["real_over_replayed"] == pytest.approx(0.8)
-    assert row["batch_wall_real_over_replayed"] == pytest.approx(1.25)
-    assert row["ar_real_over_predicted"] == pytest.approx(1.25)
-    assert row["speedup_real_over_replayed"] == pytest.approx(1.0)
-    assert row["replayed_tokens_per_s"] == pytest.approx(pooled_batches(batches))
-    assert math.isnan(row["verify_real_over_predicted"])  # per-record forward times: batch 1 only
-    assert row["prefill_real_over_replayed"] == pytest.approx(1.25) and row["rounds_real_over_replayed"] == pytest.approx(1.25)
-    # a slower prefill alone shows in the prefill's ratio, not the rounds'
-    slow = [dict(r, ttft_ms=2 * r["ttft_ms"], batch_wall_ms=r["batch_wall_ms"] + r["ttft_ms"]) for r in records]
-    (job / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in slow))
-    assert lab.main(["compare", "--real", str(tmp_path / "real"), "--traces", str(tmp_path / "traces"),
-                     "--latency", str(tmp_path / "latency"), "--out", str(tmp_path / "cmp")]) == 0
-    row = pd.read_csv(tmp_path / "cmp" / "real_vs_replay.csv").iloc[0]
-    assert row["prefill_real_over_replayed"] == pytest.approx(2.5) and row["rounds_real_over_replayed"] == pytest.approx(1.25)
-    (job / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    # a record set whose batches disagree with their rows is refused in one line
-    bad = [dict(r, batch_rows=3) for r in records]
-    (job / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in bad))
-    from runners.replay.compare import compare_rows
-
-    with pytest.raises(ValueError, match="batch_rows"):
-        compare_rows(tmp_path / "real", tmp_path / "traces", tmp_path / "latency")
-    # a job that ran the transposed kernels against a calibration that timed the plain ones: refused in one line
-    (job / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    (job / "summary.json").write_text(json.dumps({"status": "complete", "config": config,
-                                                  "engine": {"fast_linear": "all", "buckets": {}, "fused_prefill": False}}))
-    with pytest.raises(ConfigError, match="batch_fast_linear=all, .*timed at batch_fast_linear=False: .*calibrate "
-                                          "--pair tiny --fast-linear all --batch-sizes 1 2 4 --out"):
-        compare_rows(tmp_path / "real", tmp_path / "traces", tmp_path / "latency")
-    lat.meta["batch_fast_linear"] = "all"
-    lat.save(tmp_path / "latency" / "tiny.json")
-    assert compare_rows(tmp_path / "real", tmp_path / "traces", tmp_path / "latency")
-
-
-def test_the_model_timer_times_forwards_of_several_rows(noisy_pair):
-    """``ModelTimer`` at batch b: b rows of their own tokens through a cache of ``context`` columns (cropped back
-    after each forward), with the batched engine's attention mask and positions; a calibration at batch sizes
-    on real (tiny) models gives a table per size."""
-    from runners.replay.calibration import ModelTimer
-
-    _, target, draft, prompts = noisy_pair
-    pool = [t for ids in prompts for t in ids]
-    timer = ModelTimer({"target": target, "draft": draft}, pool)
-    for batch in (1, 3):
-        assert timer("target", 4, 16, batch) > 0 and timer("draft", 1, 0, batch) > 0
-        cache = timer._caches[("target", 16) if batch == 1 else ("target", 16, batch)]
-        assert cache.get_seq_length() == 16
-    lat = calibrate(timer, k_max=3, draft_k_max=2, ref_context=16, contexts=(8,), prefill_lengths=(4, 8), warmup=0,
-                    repeats=1, batch_sizes=(1, 2))
-    assert lat.batch_sizes == [1, 2] and sorted(lat.batches[2].target.step_ms) == [1, 2, 3]
-    assert lat.verify_ms(2, 16, 2) > 0
-
-
-def test_the_model_timer_times_several_rows_on_the_batched_engines_kernels(noisy_pair, monkeypatch):
-    """``calibrate --fast-linear`` (``ModelTimer(batch_models=...)``): forwards of more than one row run on the
-    batched engine's transposed kernels (``verify_forward.batch_kernels``), batch 1 on the plain model."""
-    from runners.engine.verify_forward import TransposedLinear, batch_kernels
-    from runners.replay.calibration import ModelTimer
-    from specbench.config import EngineConfig
-
-    _, target, draft, prompts = noisy_pair
-    kernels = batch_kernels(target, EngineConfig(fast_linear="all"))
-    timer = ModelTimer({"target": target, "draft": draft}, [t for ids in prompts for t in ids],
-                       {"target": kernels.executor})
-    calls, forward = [], TransposedLinear.forward
-    monkeypatch.setattr(TransposedLinear, "forward", lambda self, x: calls.append(1) or forward(self, x))
-    timer("target", 4, 16, 1)
-    timer("draft", 1, 16, 3)
-    assert not calls
-    timer("target", 4, 16, 3)
-    assert calls
-
-
-def test_the_graph_timer_times_the_forward_the_eager_loop_computes(noisy_pair):
-    """``GraphTimer`` (the production regime; on the CPU its static-cache forward runs uncaptured): every timed
-    call rewinds its static cache to ``context``, so the logits of a k-token forward are the dynamic cache's at
-    every call and every row count, the draft keeps one position, a prefill is timed on the eager timer, and a
-    width above ``k_max`` is refused in one line."""
-    import torch
-
-    from runners.engine.kv import cache_arg, new_cache
-    from runners.replay.calibration import GraphTimer
-
-    _, target, draft, prompts = noisy_pair
-    pool = [t for ids in prompts for t in ids]
-    timer = GraphTimer({"target": target, "draft": draft}, pool, k_max=4)
-    assert not timer.capture  # no CUDA here
-    for rows in (1, 3):
-        ids = torch.tensor([[pool[(7 * r + i) % len(pool)] for i in range(16 + 4)] for r in range(rows)])
-        with torch.inference_mode():
-            cache = new_cache(target)
-            target(input_ids=ids[:, :16], **cache_arg(target, cache), use_cache=True)
-            ref = target(input_ids=ids[:, 16:20], **cache_arg(target, cache), use_cache=True, logits_to_keep=4).logits
-        for _ in range(2):
-            assert timer("target", 4, 16, rows) > 0
-            assert torch.allclose(timer.logits("target", 4, 16, rows), ref, atol=1e-5)
-        assert timer.logits("draft", 2, 16, rows).shape[1] == 1
-    assert timer("target", 8, 0) > 0 and ("target", 8, 0, 1) not in timer._runs  # a prefill: eager
-    with pytest.raises(ValueError, match="k_max"):
-        timer("target", 5, 16)
-    lat = calibrate(timer, k_max=3, draft_k_max=2, ref_context=16, contexts=(8,), prefill_lengths=(4,), warmup=0,
-                    repeats=1, batch_sizes=(1, 2))
-    assert lat.batch_sizes == [1, 2] and lat.verify_ms(3, 16, 2) > 0
 
 
 def _turn(prompt_id: str, turn: int) -> Trace:

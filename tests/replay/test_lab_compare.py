@@ -37,7 +37,7 @@ def test_compare_separates_the_hosts_drift_from_the_cost_tables_shape(noisy_pair
     from runners.replay.replay import replay_job
     from runners.replay.trace import write_traces
     from specbench.config import compose
-    from specbench.latency import predict_parts_ms
+    from specbench.round_costs import predict_parts_ms
 
     _, target, draft, prompts = noisy_pair
     traces = [build_trace(target, draft, ids, 24, [], prompt_id=str(i), pair="tiny", task="t") for i, ids in

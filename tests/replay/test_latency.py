@@ -22,15 +22,8 @@ import runners.replay.replay
 import specbench.latency
 from analysis.leviathan import calibration_c, load_calibrations
 from methods.costs import CostModel
-from specbench.latency import (
-    LATENCY_VERSION,
-    ForwardCost,
-    LatencyModel,
-    predict_parts_ms,
-    predict_wall_ms,
-    round_ms,
-    seen_after,
-)
+from specbench.latency import LATENCY_VERSION, ForwardCost, LatencyModel
+from specbench.round_costs import predict_parts_ms, predict_wall_ms, round_ms, seen_after
 
 K = 6
 

@@ -15,24 +15,19 @@ import copy
 import dataclasses
 import json
 import math
-import random
-from functools import cache
 from pathlib import Path
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from methods.base import COSTS, FixedGamma, policy_needs
-from methods.policies import POLICIES, build_policy
+from methods.policies import POLICIES
 from runners.drafters.model import ModelDrafter
 from runners.engine.speculative import SpeculativeRunner
 from runners.engine.verify import Sampling
-from runners.replay.calibration import calibrate, fit_affine
 from runners.replay.commands import main
 from runners.replay.grid import BEST_FIXED_TASK, MethodSpec, load_method, result_row
-from runners.replay.oracle import AGREEMENT_ORACLE, ORACLE, agreement_oracle, oracle, oracle_schedule
+from runners.replay.oracle import AGREEMENT_ORACLE, ORACLE
 from runners.replay.replay import replay, replay_job
 from runners.replay.trace import (
     Trace,
@@ -43,12 +38,11 @@ from runners.replay.trace import (
     write_traces,
 )
 from runners.replay.trace_build import build_trace
-from specbench.latency import ForwardCost, LatencyModel, round_ms, seen_after
+from specbench.latency import ForwardCost, LatencyModel
 from specbench.records import RECORD_FIELDS
 from specbench.rounds import SUMMARY_FIELDS, TRACE_FIELDS, Rounds
 
 from helpers import tiny
-from helpers.replay_strategies import EOS, affine_latency, policy_strategy, synthetic_traces
 
 ROOT = Path(__file__).resolve().parents[2]
 MAX_NEW = 40
@@ -293,112 +287,7 @@ def test_a_short_trace_says_so(pair):
         replay(tr, FixedGamma(20))
 
 
-# ----------------------------------------------------------------- the oracle on synthetic traces
-
-def _brute_force(trace: Trace, lat: LatencyModel, m: int) -> float:
-    """Minimum predicted wall over every sequence of drafted lengths and peeks (memoised on the exact state)."""
-    n, p = min(trace.n, m), trace.prompt_tokens
-
-    @cache
-    def best(t: int, seen: int) -> float:
-        if t >= n:
-            return 0.0
-        budget = m - t - 1
-        options = [0] + list(range(1, trace.available(t, budget) + 1)) if budget > 0 else [0]
-        out = math.inf
-        for d in options:
-            acc = min(d, trace.agreement(t))
-            new_t = min(t + acc + 1, n)
-            cost = round_ms(lat, p, t, seen, d) + best(new_t, seen_after(p, t, seen, d, acc, new_t))
-            out = min(out, cost)
-        if len(options) > 1:  # a peek: draft one token, verify none
-            out = min(out, round_ms(lat, p, t, seen, 0, 1) + best(t + 1, seen_after(p, t, seen, 1, 0, t + 1)))
-        return out
-
-    return lat.target_prefill_ms(p) + best(1, 0)
-
-
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(trace=synthetic_traces(), lat=affine_latency(), policies=st.lists(policy_strategy(), min_size=1, max_size=4),
-       cut=st.integers(0, 3))
-def test_no_policy_beats_the_oracle(trace, lat, policies, cut):
-    m = max(1, trace.max_new_tokens - cut)  # also shorter generations than the trace holds
-    best = oracle(trace, lat, m)
-    total, _ = oracle_schedule(trace, lat, m)
-    assert math.isclose(best.wall_ms, total, rel_tol=1e-9, abs_tol=1e-9)
-    assert math.isclose(total, _brute_force(trace, lat, m), rel_tol=1e-9, abs_tol=1e-9)
-    assert best.new_tokens == min(trace.n, m)
-    assert best.wall_ms <= agreement_oracle(trace, lat, m).wall_ms + 1e-9
-    for name, gamma, params in policies:
-        res = replay(trace, build_policy(name, gamma, params), lat, m)
-        assert best.wall_ms <= res.wall_ms + 1e-9, (name, gamma, params)
-
-
-@settings(max_examples=100, deadline=None)
-@given(trace=synthetic_traces(), c=st.floats(1.0, 30.0))
-def test_agreement_oracle_is_optimal_under_the_paper_cost_model(trace, c):
-    lat = LatencyModel.paper(c)
-    assert math.isclose(agreement_oracle(trace, lat).wall_ms, oracle(trace, lat).wall_ms, rel_tol=1e-12)
-
-
-def test_cost_aware_replays_under_a_cost_table_where_every_round_is_free():
-    """Hypothesis found it (2026-11-25): an all-zero affine table made ``CostAware.rho`` divide by zero.
-    Every schedule then costs nothing, so the policy only has to run, and the oracle still bounds it."""
-    tr = Trace("s", 1, 1, 3, 3, (0,), [1, 1, 1], [0, 0], [0.0, 0.0], {1: ([0], [0.0])})
-    lat = LatencyModel.affine(target=(0.0, 0.0), draft=(0.0, 0.0), round_overhead_ms=0.0, ar_overhead_ms=0.0,
-                              context=(0.0, 0.0), target_prefill=(0.0, 0.0), draft_prefill=(0.0, 0.0))
-    res = replay(tr, build_policy("cost_aware", 1, {"transient": False, "prior_weight": 1.0}), lat)
-    assert res.wall_ms == 0.0 and res.new_tokens == 3
-    assert oracle(tr, lat).wall_ms <= res.wall_ms
-
-
-def test_agreement_oracle_can_be_beaten_when_target_calls_are_cheap():
-    """Run of 9 agreeing tokens; the target costs ~nothing, a draft token 10: two rounds beat one."""
-    x = [1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3]
-    tr = Trace("c", 1, 3, 11, 11, (EOS,), x, x[1:], [0.9] * 10, {})
-    lat = LatencyModel.affine(target=(0.0, 0.0), draft=(10.0, 0.0))
-    assert oracle(tr, lat).wall_ms < agreement_oracle(tr, lat).wall_ms
-
-
 # ----------------------------------------------------------------- latency model and calibration
-
-def test_calibration_recovers_a_known_cost_function():
-    rng = random.Random(0)
-    truth = {  # a + b·k + c·context for steps; p + q·k for prefills
-        "target": {"a": 40.0, "b": 1.5, "c": 0.02, "p": 30.0, "q": 0.8},
-        "draft": {"a": 8.0, "b": 0.4, "c": 0.005, "p": 6.0, "q": 0.2},
-    }
-
-    def fake(model: str, k: int, context: int) -> float:
-        c = truth[model]
-        mean = c["p"] + c["q"] * k if context == 0 else c["a"] + c["b"] * k + c["c"] * context
-        return mean * (1 + rng.gauss(0, 0.02)) + (50.0 if rng.random() < 0.05 else 0.0)  # noise + outliers
-
-    lat = calibrate(fake, k_max=16, draft_k_max=4, ref_context=128, contexts=(32, 512, 1024),
-                    prefill_lengths=(16, 64, 128, 256, 512), warmup=1, repeats=7)
-    for model, cost in (("target", lat.target), ("draft", lat.draft)):
-        c = truth[model]
-        # the slope from k = 1..4 (draft) under 2 % noise of ~9 ms: ± 0.1 ms per token is its noise
-        assert cost.step_affine[1] == pytest.approx(c["b"], abs=0.1)
-        assert cost.context_ms_per_token == pytest.approx(c["c"], rel=0.2)
-        assert cost.prefill_affine[1] == pytest.approx(c["q"], rel=0.1)
-        for k, ctx in ((1, 64), (3, 300), (12, 800), (30, 200)):
-            if model == "draft" and k > 4:  # measured at k <= 4 only: far beyond, the slope's noise is multiplied
-                continue
-            want = c["a"] + c["b"] * k + c["c"] * ctx
-            assert cost.forward_ms(k, ctx) == pytest.approx(want, rel=0.05), (model, k, ctx)
-        assert cost.forward_ms(200, 0) == pytest.approx(c["p"] + c["q"] * 200, rel=0.05)
-    assert lat.c == pytest.approx((40 + 1.5 + 0.02 * 128) / (8 + 0.4 + 0.005 * 128), rel=0.05)
-
-
-def test_fit_affine_and_latency_json_round_trip(tmp_path):
-    assert fit_affine([1, 2, 3], [3, 5, 7]) == pytest.approx((1.0, 2.0))
-    lat = LatencyModel(ForwardCost({1: 5.0, 2: 5.5}, (4.5, 0.5), 0.01, 64, (10.0, 0.1)),
-                       ForwardCost.affine(1.0, 0.1), 0.3, 0.1, {"pair": "x"})
-    back = LatencyModel.load(lat.save(tmp_path / "lat.json"))
-    assert back == lat
-    assert back.target.forward_ms(2, 64) == 5.5 and back.target.forward_ms(4, 74) == pytest.approx(6.6)
-    assert back.target.forward_ms(100, 0) == pytest.approx(20.0)
 
 
 def test_predicted_wall_adds_up(traces):
@@ -526,19 +415,3 @@ def test_chunk_dependent_drafts_are_traced_sequentially(pair):
     assert tr.extra["mode"] == "sequential"
 
 
-def test_calibration_sweeps_over_k_so_a_drifting_host_biases_every_k_alike():
-    """A host that slows down steadily (0.2 ms per forward timed): timed k after k, the later k look
-    dearer (slope 10 + 0.2·(warmup + repeats)); timed in sweeps over k, the slope stays within one
-    sweep's drift of the truth."""
-    calls = [0]
-
-    def drifting(model: str, k: int, context: int) -> float:
-        calls[0] += 1
-        return 100.0 + 10.0 * k + 0.2 * calls[0]
-
-    lat = calibrate(drifting, k_max=16, draft_k_max=2, ref_context=128, contexts=(), prefill_lengths=(16, 64),
-                    warmup=2, repeats=5)
-    assert lat.meta["sampling"] == "interleaved"
-    assert abs(lat.target.step_affine[1] - 10.0) < 0.5
-    steps = [lat.target.step_ms[k] for k in range(1, 17)]
-    assert all(b - a == pytest.approx(10.2) for a, b in zip(steps, steps[1:]))

@@ -26,7 +26,8 @@ from runners.replay.oracle import AgreementOracle
 from runners.replay.replay import replay, replay_rows
 from runners.replay.specdecode_bench import latency_model
 from runners.replay.trace import read_traces
-from specbench.latency import LatencyModel, ar_batch_ms, round_parts
+from specbench.latency import LatencyModel, ar_batch_ms
+from specbench.round_costs import round_parts
 
 # their coefficients, in seconds, typed from predictor.py: Llama8BH100 (not imported from the module under test)
 T_KV, T_COMPUTE, T_FIXED = 3.92645679e-08, 2.10103129e-05, 5.88590713e-03

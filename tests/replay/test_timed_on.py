@@ -192,16 +192,17 @@ def test_calibrate_times_at_a_jobs_threads_and_says_what_it_timed(tiny_conf, tmp
     at; it used to force 2), takes ``threads=N`` as a job does, and writes threads, device, dtype and the batch-1
     kernels into ``meta``; a job of the same settings then uses the file."""
     torch = pytest.importorskip("torch")
+    from runners.replay import calibrate_pair
     from runners.replay import commands as cli
 
-    real_compose = cli.compose
+    real_compose = calibrate_pair.compose
 
     def tiny_compose(overrides):  # the tiny pair of tests/helpers in place of conf/pair/<name>.yaml
         cfg = real_compose([o for o in overrides if not o.startswith("pair=")])
         cfg.pair = OmegaConf.load(tiny_conf / "pair" / "tiny.yaml")
         return cfg
 
-    monkeypatch.setattr(cli, "compose", tiny_compose)
+    monkeypatch.setattr(calibrate_pair, "compose", tiny_compose)
     small = ["--k-max", "2", "--draft-k-max", "1", "--ref-context", "8", "--contexts", "4", "--prefill", "4",
              "--warmup", "0", "--repeats", "1", "--no-overheads"]
     before = torch.get_num_threads()

@@ -10,10 +10,11 @@ import yaml
 
 from specbench.config import JobConfig
 from specbench.config.method import (
-    HETERO,
+    HETERO_CHOICES,
     HeteroConfig,
     MethodConfig,
     hetero_display,
+    hetero_names,
     method_defaults,
     method_key,
 )
@@ -36,7 +37,7 @@ def test_every_method_yaml_names_itself_and_the_name_is_no_knob(name):
 
 
 def test_every_rule_that_runs_has_a_name_and_auto_takes_the_rule_it_resolved_to():
-    for rule in (h for h in HETERO if h not in ("auto", "none")):
+    for rule in (h for h in hetero_names() if h not in HETERO_CHOICES):
         assert isinstance(hetero_display(rule), str), rule
     assert hetero_display(None) is None
     own = HeteroConfig.from_mapping({"name": "slem", "display": "String match"})

@@ -1,0 +1,306 @@
+"""Which kernels compute the target's forwards on this host, and what they cost: the engine's measurements.
+
+* **shape-aware kernels** (``engine.fast_linear``): a block runs through a private copy of the
+  model (``transposed_copy``: the same parameter tensors, no extra memory) whose
+  ``nn.Linear`` layers compute ``x·Wᵀ`` as ``(W·xᵀ)ᵀ`` when ``x`` has 2..16 rows, the rows of a
+  verification block (``TransposedLinear``). Same products and sums; with this machine's MKL
+  ``F.linear`` takes a slow path for a few rows (Gemma-3-270M's 262144 × 640 LM head: 2–4×
+  slower for 2–9 rows than ``torch.mm(W, x.T)``), while one row (an autoregressive step) and
+  long blocks (a prefill) keep ``F.linear``. Rounding differs at the 1e-6 level, as it already
+  does between a 1-row and a k-row ``F.linear``. ``scope="head"`` swaps the LM head only,
+  ``"all"`` every ``nn.Linear``. The batched engine takes a copy of its own (``batch_kernels``: up to
+  ``BATCH_MAX_ROWS`` rows). The copy is checked against the model on a short input (the logits must agree) and
+  refused otherwise; quantized or custom linear modules are left alone. ``fast_scope`` resolves the option
+  (``auto``: ``transposed_pays``, measured on the host).
+* **the probe** (``probe_costs``): with the kernels the engine will use, the decoder body feeding
+  ``m = 1..k_max`` tokens and the LM head on ``r = 1..k_max`` rows, the fastest of a few timings; measured once per
+  model, kernels and threads (``probed_costs``), and shared between the jobs of a sweep (``measurements``,
+  ``seed_measurements``; ``runners.jobs.kernels``).
+
+How a block is run with them (padding, the target alone's step) is ``runners.engine.verify_forward``.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import time
+import weakref
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from runners.engine.kv import cache_arg, crop_to, new_cache
+from specbench.config import EngineConfig
+from specbench.models import model_device
+
+log = logging.getLogger("specbench")
+
+
+SCOPES = ("head", "all")
+
+
+class TransposedLinear(torch.nn.Module):
+    """``nn.Linear``'s function, computed as ``(W·xᵀ)ᵀ`` for ``min_rows..max_rows`` rows of ``x``;
+    shares the wrapped layer's ``weight`` and ``bias`` tensors. Its output is a strided view (the product's
+    transpose)."""
+
+    def __init__(self, linear: torch.nn.Linear, min_rows: int = 2, max_rows: int = 16) -> None:
+        super().__init__()
+        self.weight = linear.weight
+        self.bias = linear.bias
+        self.min_rows, self.max_rows = int(min_rows), int(max_rows)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        features = x.shape[-1]
+        rows = x.numel() // features if features else 0
+        if not self.min_rows <= rows <= self.max_rows:
+            return torch.nn.functional.linear(x, self.weight, self.bias)
+        y = torch.mm(self.weight, x.reshape(rows, features).t()).t()
+        if self.bias is not None:
+            y = y + self.bias
+        return y.reshape(*x.shape[:-1], self.weight.shape[0])
+
+
+def _swap_linears(model: torch.nn.Module, scope: str, max_rows: int = 16, min_rows: int = 2) -> int:
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    swapped = 0
+    for module in list(model.modules()):
+        for name, child in list(module.named_children()):
+            if type(child) is torch.nn.Linear and (scope == "all" or child is head):
+                setattr(module, name, TransposedLinear(child, min_rows=min_rows, max_rows=max_rows))
+                swapped += 1
+    return swapped
+
+
+def transposed_copy(model: Any, scope: str = "all", rtol: float = 1e-4, max_rows: int = 16,
+                    min_rows: int = 2) -> Any | None:
+    """A copy of ``model`` sharing its parameters and buffers, with ``TransposedLinear`` layers
+    (module docstring; ``min_rows..max_rows``: the rows they transpose); ``None`` when nothing can be swapped or
+    the copy's logits disagree."""
+    if scope not in SCOPES:
+        raise ValueError(f"scope must be one of {SCOPES}, got {scope!r}")
+    memo: dict[int, Any] = {id(t): t for t in (*model.parameters(), *model.buffers())}
+    try:
+        fast = copy.deepcopy(model, memo)
+        if not _swap_linears(fast, scope, max_rows, min_rows):
+            return None
+        ids = torch.tensor([[1, 2, 3, 4]], device=model_device(model))
+        with torch.inference_mode():
+            ref = model(input_ids=ids, **cache_arg(model, new_cache(model)), use_cache=True, logits_to_keep=4).logits
+            got = fast(input_ids=ids, **cache_arg(fast, new_cache(fast)), use_cache=True, logits_to_keep=4).logits
+    except Exception as exc:  # an architecture this does not fit: keep the plain forward
+        log.info("transposed linear layers unavailable for %s: %s", type(model).__name__, exc)
+        return None
+    scale = float(ref.abs().max()) or 1.0
+    if got.shape != ref.shape or float((got.float() - ref.float()).abs().max()) > rtol * scale:
+        log.info("transposed linear layers disagree with %s's own forward; not used", type(model).__name__)
+        return None
+    return fast
+
+
+def _fastest_ms(fn: Callable[[], Any], sync: Callable[[], None], warmup: int, repeats: int) -> float:
+    """The fastest of ``repeats`` timings: other processes on the machine only ever add time."""
+    for _ in range(warmup):
+        fn()
+    samples = []
+    for _ in range(repeats):
+        sync()
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        samples.append((time.perf_counter() - t0) * 1000.0)
+    return min(samples)
+
+
+def probe_costs(executor: Any, k_max: int, context: int = 128, warmup: int = 1,
+                repeats: int = 5) -> tuple[dict[int, float], dict[int, float]]:
+    """``(body_ms[m], head_ms[r])`` for ``m, r = 1..k_max``: the decoder body of ``executor`` (the
+    module that will run the blocks) feeding ``m`` tokens on a cache of ``context`` tokens, and its
+    LM head on ``r`` rows. The fastest of ``repeats`` after ``warmup`` (a busy machine adds noise
+    of one sign only; the table is a property of the kernels)."""
+    device = model_device(executor)
+    decoder = executor.get_decoder() if hasattr(executor, "get_decoder") else executor.model
+    head = executor.get_output_embeddings()
+    cuda = device.type == "cuda"
+
+    def sync() -> None:
+        if cuda:
+            torch.cuda.synchronize()
+
+    body: dict[int, float] = {}
+    rows: dict[int, float] = {}
+    with torch.inference_mode():
+        cache = new_cache(executor)
+        decoder(input_ids=torch.arange(10, 10 + context, device=device)[None], **cache_arg(decoder, cache),
+                use_cache=True)
+        width = int(head.weight.shape[1])
+        for m in range(1, k_max + 1):
+            inp = torch.arange(20, 20 + m, device=device)[None]
+
+            def step(inp: torch.Tensor = inp) -> None:
+                decoder(input_ids=inp, **cache_arg(decoder, cache), use_cache=True)
+                crop_to(cache, context)
+
+            body[m] = _fastest_ms(step, sync, warmup, repeats)
+            h = torch.randn(1, m, width, device=device, dtype=head.weight.dtype)
+            rows[m] = _fastest_ms(lambda h=h: head(h), sync, warmup, repeats)
+    return body, rows
+
+
+#: per model, for as long as the model lives (keyed by the model object, not its ``id``: a model evicted from
+#: ``specbench.models.cache`` and freed takes its entries with it, and a new model that reuses its ``id`` never
+#: gets them): its transposed copies by ``(scope, min_rows, max_rows)``, its probes by ``(kernels, k_max,
+#: threads)`` (``kernels``: None for the model itself, the copy's scope, ``<scope>@1`` for the copy transposing
+#: one row too)
+_EXECUTORS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+_PROBED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def fast_executor(model: Any, scope: str, max_rows: int = 16, min_rows: int = 2) -> Any | None:
+    """``transposed_copy(model, scope, max_rows=max_rows, min_rows=min_rows)``, built once per model (for its
+    lifetime)."""
+    built = _EXECUTORS.setdefault(model, {})
+    key = (scope, int(min_rows), int(max_rows))
+    if key not in built:
+        built[key] = transposed_copy(model, scope, max_rows=max_rows, min_rows=min_rows)
+    return built[key]
+
+
+def probed_costs(model: Any, executor: Any | None, kernels: str | None, k_max: int) -> tuple[dict[int, float], dict[int, float]]:
+    """``probe_costs`` of ``executor`` (None: ``model`` itself) up to ``k_max``, measured once per model, ``kernels``
+    label (``_PROBED``), ``k_max`` and torch's threads, or seeded by another job of the sweep (``seed_measurements``)."""
+    probed = _PROBED.setdefault(model, {})
+    key = (kernels, int(k_max), torch.get_num_threads())
+    if key not in probed:
+        probed[key] = probe_costs(executor if executor is not None else model, k_max)
+    return probed[key]
+
+
+#: per model (for its lifetime): whether the transposed copy paid on this machine (``transposed_pays``)
+_PAYS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+#: the blocks ``transposed_pays`` times: an autoregressive step and verifications of γ = 1..7
+PAY_BLOCKS = (1, 2, 4, 6, 8)
+
+
+def _block_ms(runs: Any, cache: Any, context: int, k: int, warmup: bool = False) -> float:
+    """One forward of ``k`` tokens by ``runs`` on ``cache`` (cropped back to ``context`` after it), in ms; one
+    untimed forward first when ``warmup``."""
+    device = model_device(runs)
+    inp = torch.arange(20, 20 + k, device=device)[None]
+
+    def step() -> None:
+        runs(input_ids=inp, **cache_arg(runs, cache), use_cache=True, logits_to_keep=k)
+        crop_to(cache, context)
+
+    def sync() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+
+    return _fastest_ms(step, sync, int(warmup), 1)
+
+
+def transposed_pays(model: Any, blocks: tuple[int, ...] = PAY_BLOCKS, context: int = 64, repeats: int = 3,
+                    margin: float = 0.03) -> bool:
+    """Whether ``transposed_copy(model, "all")`` runs the loop's blocks faster than ``model`` on this machine:
+    one forward of each of ``blocks`` tokens on a cache of ``context`` tokens, the two kernels alternating
+    (the fastest of ``repeats`` each: another process only ever adds time), summed over the blocks; the copy
+    pays when its sum is at least ``margin`` below the plain one. Measured once per model (for its lifetime).
+    Why measure (issue 40): on a 2-core AMD EPYC the copy paid (Gemma-3-270M's LM head: 2 rows through ``(W·xᵀ)ᵀ``
+    25.6 ms against 64.9 ms for one row of ``F.linear``, the issue's figures) and on a 2-core Intel Xeon with AVX-512
+    it lost (2 rows: ``F.linear`` 24.6 ms, ``(W·xᵀ)ᵀ`` 59.8 ms, 2026-11-26, ``scripts/bench_linear_rows.py``): the
+    same option sped the loop up on one host and slowed it down on the other, so ``auto`` decides on the host it
+    runs on."""
+    if model in _PAYS:
+        return _PAYS[model]
+    fast = fast_executor(model, "all")
+    if fast is None:
+        _PAYS[model] = False
+        return False
+    device = model_device(model)
+    plain_ms, fast_ms = 0.0, 0.0
+    with torch.inference_mode():
+        cache = new_cache(model)
+        model(input_ids=torch.arange(10, 10 + context, device=device)[None], **cache_arg(model, cache), use_cache=True,
+              logits_to_keep=1)
+        for k in blocks:  # alternating: a drift of the host reaches both kernels alike
+            plain, quick = [], []
+            for r in range(repeats):
+                plain.append(_block_ms(model, cache, context, k, warmup=r == 0))
+                quick.append(_block_ms(fast, cache, context, k, warmup=r == 0))
+            plain_ms += min(plain)
+            fast_ms += min(quick)
+    pays = fast_ms < (1.0 - margin) * plain_ms
+    log.info("engine.fast_linear=auto: the transposed copy %s (%.1f ms against %.1f ms plain, blocks %s)",
+             "pays" if pays else "does not pay", fast_ms, plain_ms, list(blocks))
+    _PAYS[model] = pays
+    return pays
+
+
+def measurements(model: Any) -> dict[str, Any]:
+    """What this process measured of ``model``'s kernels, as JSON: ``transposed_pays`` (None: not measured) and
+    the bucket probes (``"<scope>|<k_max>|<threads>"`` → ``[body_ms, head_ms]``). ``runners.jobs.kernels`` shares
+    them between the jobs of a sweep, so that every job runs the kernels the first one chose."""
+    probes = {f"{scope}|{k}|{threads}": [{str(m): v for m, v in body.items()}, {str(r): v for r, v in head.items()}]
+              for (scope, k, threads), (body, head) in _PROBED.get(model, {}).items()}
+    return {"transposed_pays": _PAYS.get(model), "probes": probes}
+
+
+def seed_measurements(model: Any, data: Mapping[str, Any]) -> None:
+    """Take ``measurements`` made elsewhere (another job of the sweep) as ``model``'s own: what is seeded is not
+    measured again in this process."""
+    if isinstance(data.get("transposed_pays"), bool) and model not in _PAYS:
+        _PAYS[model] = data["transposed_pays"]
+    probed = _PROBED.setdefault(model, {})
+    for key, (body, head) in (data.get("probes") or {}).items():
+        scope, k, threads = key.split("|")
+        probed.setdefault((None if scope == "None" else scope, int(k), int(threads)),
+                          ({int(m): float(v) for m, v in body.items()}, {int(r): float(v) for r, v in head.items()}))
+
+
+def fast_scope(model: Any, engine: EngineConfig | None) -> str | None:
+    """``engine.fast_linear`` resolved for ``model``: ``head`` / ``all``, or None (off). ``auto``: on a CPU model,
+    ``all`` where the transposed copy is measured to pay on this machine (``transposed_pays``), else off; off on
+    GPU, where the option is unmeasured."""
+    scope = (engine or EngineConfig()).fast_linear
+    if scope == "auto":
+        scope = "all" if model_device(model).type == "cpu" and transposed_pays(model) else False
+    return scope if scope in SCOPES else None
+
+
+@dataclass(frozen=True)
+class BatchKernels:
+    """Which kernels the target's batched forwards run on: ``executor`` (a ``transposed_copy``
+    of the target, ``engine.fast_linear``: the same function, ``x·Wᵀ`` computed as ``(W·xᵀ)ᵀ`` for a few rows)
+    or, None, the target itself; ``scope`` names it in the job's summary. The speculative loop and the target
+    alone at the same B take the same kernels, so their ratio compares like with like."""
+
+    executor: Any | None = None
+    scope: str | None = None
+
+    def describe(self) -> dict[str, Any]:
+        """The job summary's ``engine`` of a batched job: the only engine option it takes."""
+        return {"fast_linear": self.scope or False, "buckets": {}, "fused_prefill": False}
+
+
+#: the most rows the batched engine's transposed layers take: B rows of an autoregressive step, B × (γ + 1)
+#: of a verification, B of a prefill's LM head. Measured on a 2-core AVX2 EPYC (2026-11-26,
+#: ``scripts/bench_linear_rows.py``, results/committed/policy_lab_batch/bench/linear_rows.log): on Gemma-3-270M's
+#: LM head ``F.linear`` takes 1.03–6.1× the time of ``(W·xᵀ)ᵀ`` from 2 to 96 rows; on its MLP layers 1.0–1.9×,
+#: but for 8 and 12 rows of the up projection (0.82–0.88).
+BATCH_MAX_ROWS = 64
+
+
+def batch_kernels(model: Any, engine: EngineConfig | None) -> BatchKernels:
+    """The kernels of the batched engine (``BatchKernels``) from the typed ``engine``
+    config: ``fast_linear`` as ``fast_scope`` resolves it, transposing up to ``BATCH_MAX_ROWS`` rows; the
+    batch-1 options (``verify_buckets``, ``fused_prefill``) do not apply there."""
+    scope = fast_scope(model, engine)
+    executor = fast_executor(model, scope, BATCH_MAX_ROWS) if scope is not None else None
+    return BatchKernels(executor, scope if executor is not None else None)

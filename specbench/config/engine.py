@@ -1,0 +1,107 @@
+"""The ``engine`` node (``conf/config.yaml``): the speculative loop's lossless options, typed (``EngineConfig``).
+
+They change which kernels compute the target's forwards and how its KV cache is held, never the function; the
+target alone every speedup divides by runs the same ones (the baseline rule). Their implementation is
+``runners.engine`` (``fast_linear``, ``verify_forward``, ``graphs``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from specbench.checks import OFF_WORDS, check_bool, check_choice, check_int, field_names, only_known
+from specbench.registry import ConfigError
+
+FAST_LINEAR = (False, "head", "all", "auto")
+#: how our loops hold the KV cache (``engine.graphs``, issue 52 item 3): ``eager`` (transformers' dynamic cache, cropped
+#: after a rejection: the papers' loop), ``static`` (a preallocated cache rolled back by position,
+#: ``runners.engine.kv.PositionCache``), ``captured`` (the static cache with CUDA-graph forwards: CUDA only)
+GRAPHS = ("eager", "static", "captured")
+VERIFY_BUCKETS = (False, "auto", "probe")
+
+
+def _off(value: Any) -> Any:
+    """``false`` / ``off`` / ``none`` / null as a string (a CLI override) or a value: ``False``."""
+    return False if value is None or (isinstance(value, str) and value.lower() in OFF_WORDS) else value
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """How our speculative loop runs the target (``runners.engine.verify_forward``); every option is
+    lossless (it changes which kernels compute the same function, or where TTFT ends), and all are off
+    by default. At batch 1 they apply to our loops: the speculative loop runs its blocks on them, and the
+    target alone — an ``ar`` job's loop and the reference every job of our loop divides by — steps on the
+    fastest step they allow (``verify_forward.step_forward``: whatever the bucket map, whatever γ), so the
+    ``ar`` jobs of a sweep over ``method=ar,specdecode`` decode the baseline its speculative jobs divide by, and
+    an ``ar`` job's summary names that step as its ``engine``. Transformers' loops (``runner: hf``,
+    ``hf_native_ar``) ignore them (their summary's ``engine`` is null). At ``batch_size`` > 1 only
+    ``fast_linear`` applies, to the batched loop and the target alone at B alike (``ar`` jobs too;
+    ``runners.engine.fast_linear.batch_kernels``).
+
+    * ``fast_linear``: ``false`` | ``head`` | ``all`` | ``auto`` — blocks of 2..16 tokens (at B > 1: up to
+      ``runners.engine.fast_linear.BATCH_MAX_ROWS`` rows) through a private copy of the target whose ``nn.Linear``
+      layers compute ``(W·xᵀ)ᵀ`` (the target alone's step: one row too, where the probe finds it faster;
+      ``head``: the LM head only; ``auto``: ``all`` on CPU, off on GPU, where it is unmeasured);
+    * ``verify_buckets``: ``false`` | ``auto`` (probe once per process on CPU, off on GPU) | ``probe``
+      (probe on any device) | ``{n: [m, r]}`` (pad an ``n``-token block to ``m`` tokens, LM head on
+      ``r`` rows, ``n <= r <= m``);
+    * ``bucket_k_max``: the longest block the probe measures (null: ``max(9, gamma + 1)``, at most 17, for the
+      loop's blocks; 17 for the target alone's step, which takes no γ);
+    * ``fused_prefill``: ``false`` | ``true`` | ``auto`` (on for CPU models, off on GPU) — the first
+      round drafts from the prompt and the target verifies prompt + draft in its prefill forward (as
+      transformers does); TTFT is then the end of that round;
+    * ``graphs``: ``eager`` (the default: transformers' dynamic cache, cropped after a rejection, the loop the
+      papers timed) | ``static`` (every forward of the target and of a draft model on a preallocated cache rolled
+      back by position, ``runners.engine.kv.PositionCache``; at batch 1 and B, the target alone too) |
+      ``captured`` (the static cache, the batch-1 forwards replayed from CUDA graphs, ``runners.engine.graphs``:
+      CUDA only, refused on a CPU model and at ``batch_size`` > 1).
+
+    A job's defaults are ``conf/config.yaml``'s ``engine`` node: ``fast_linear`` and ``verify_buckets``
+    ``auto`` (on where they were measured to pay: the CPU; README, "Where the time goes"). ``EngineConfig()``
+    itself is all off: the plain loop, what scripts and the replay take when they are given no options,
+    and what a summary without an ``engine`` node (written before the options existed) ran.
+    """
+
+    fast_linear: bool | str = False
+    verify_buckets: bool | str | Mapping[int, tuple[int, int]] = False
+    bucket_k_max: int | None = None
+    fused_prefill: bool | str = False
+    graphs: str = "eager"
+
+    @classmethod
+    def from_mapping(cls, node: Mapping[str, Any] | None) -> EngineConfig:
+        values = only_known(node or {}, "engine", field_names(cls))
+        fast = _off(values.get("fast_linear", cls.fast_linear))
+        if fast not in FAST_LINEAR or fast is True:
+            raise ConfigError(f"engine.fast_linear {fast!r} is not one of false, head, all, auto")
+        spec = _off(values.get("verify_buckets", cls.verify_buckets))
+        if isinstance(spec, Mapping):
+            spec = _buckets(spec)
+        elif spec not in VERIFY_BUCKETS:
+            raise ConfigError(f"engine.verify_buckets {spec!r} is not one of false, auto, probe or a mapping "
+                              f"{{n: [m, r]}}")
+        fused = values.get("fused_prefill", cls.fused_prefill)
+        fused = "auto" if isinstance(fused, str) and fused.lower() == "auto" else check_bool("engine.fused_prefill", fused)
+        k_max = check_int("engine.bucket_k_max", values.get("bucket_k_max", cls.bucket_k_max), 2, optional=True)
+        graphs = check_choice("engine.graphs", values.get("graphs", cls.graphs), GRAPHS)
+        return cls(fast, spec, k_max, fused, graphs)
+
+    @property
+    def any(self) -> bool:
+        return bool(self.fast_linear or self.verify_buckets or self.fused_prefill or self.graphs != "eager")
+
+
+def _buckets(spec: Mapping[Any, Any]) -> dict[int, tuple[int, int]]:
+    """``{n: [m, r]}`` with integers ``1 <= n <= r <= m``."""
+    out: dict[int, tuple[int, int]] = {}
+    for n, mr in spec.items():
+        try:
+            key, (m, r) = int(n), (int(mr[0]), int(mr[1]))
+            if len(mr) != 2 or not 1 <= key <= r <= m:
+                raise ValueError
+        except (TypeError, ValueError, IndexError, KeyError):
+            raise ConfigError(f"engine.verify_buckets: {n}: {mr!r} must be [m, r] with 1 <= n <= r <= m") from None
+        out[key] = (m, r)
+    return out

@@ -1,0 +1,124 @@
+"""The engine's shape-aware kernels (``runners/engine/fast_linear.py``): the transposed copy computes the model's
+function on the same weights, is refused where it disagrees or cannot swap, lives as long as its model, and
+``fast_linear=auto`` takes it only where it is measured to pay."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from methods.base import FixedGamma
+from runners.drafters.model import ModelDrafter
+from runners.engine.fast_linear import TransposedLinear, transposed_copy
+from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
+from runners.engine.verify_forward import VerifyForward, engine_forward
+from specbench.config import EngineConfig
+
+from helpers import tiny
+
+PAD_ALL = {n: (9, n) for n in range(1, 9)}  # every block of 1..8 tokens padded to 9, head on the real rows
+
+
+@pytest.fixture(scope="module")
+def pair():
+    _, target, draft, prompts = tiny.tiny_pair(("the quick brown fox",))
+    return target, draft, prompts
+
+
+def test_transposed_copy_shares_the_weights_and_leaves_the_model_alone(pair):
+    target = pair[0]
+    fast = transposed_copy(target, "all")
+    assert fast is not None and fast is not target
+    swapped = [m for m in fast.modules() if isinstance(m, TransposedLinear)]
+    assert len(swapped) == sum(type(m) is torch.nn.Linear for m in target.modules())
+    assert not any(isinstance(m, TransposedLinear) for m in target.modules())
+    params = {id(p) for p in target.parameters()}
+    assert all(id(m.weight) in params for m in swapped)  # no copy of the weights
+    head_only = transposed_copy(target, "head")
+    assert [type(m) for m in head_only.modules()].count(TransposedLinear) == 1
+
+
+def test_transposed_linear_computes_the_linear_function():
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(24, 40)
+    fast = TransposedLinear(lin)
+    for shape in ((1, 1, 24), (1, 5, 24), (2, 3, 24), (1, 40, 24), (7, 24)):
+        x = torch.randn(*shape)
+        torch.testing.assert_close(fast(x), lin(x), rtol=1e-5, atol=1e-6)
+
+
+def test_fast_linear_with_soft_capping_keeps_gemma_outputs():
+    """Gemma-3 (sliding window, final logit soft-capping): the copy runs the model's own forward."""
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    torch.manual_seed(0)
+    cfg = Gemma3TextConfig(vocab_size=97, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                           num_attention_heads=2, num_key_value_heads=1, head_dim=16, sliding_window=8,
+                           final_logit_softcapping=2.0, max_position_embeddings=128)
+    model = Gemma3ForCausalLM(cfg).eval()
+    fast = transposed_copy(model, "all")
+    assert fast is not None
+    ids = list(range(3, 20))
+    ref = AutoregressiveRunner(model, []).generate(ids, 24).tokens
+    out = SpeculativeRunner(model, ModelDrafter(model, []), FixedGamma(5), [],
+                            forward=VerifyForward(model, PAD_ALL, fast, "all"), fused_prefill=True).generate(ids, 24)
+    assert out.tokens == ref
+
+
+def test_transposed_copy_is_refused_when_its_logits_disagree(pair, monkeypatch):
+    monkeypatch.setattr(TransposedLinear, "forward", lambda self, x: torch.nn.functional.linear(x, self.weight) + 1.0)
+    assert transposed_copy(pair[0], "all") is None
+
+
+def test_quantized_linears_are_left_alone(pair):
+    """A dynamically int8-quantized model (the default pair's draft) has no plain nn.Linear to swap."""
+    import copy
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.ao deprecation notice
+        q = torch.ao.quantization.quantize_dynamic(copy.deepcopy(pair[0]), {torch.nn.Linear}, dtype=torch.qint8)
+    assert transposed_copy(q, "all") is None
+
+
+def test_the_executor_and_probe_caches_live_as_long_as_their_model():
+    """Issue 40, item 6: the caches were keyed by ``id(model)``: an evicted model's copy stayed in memory, and a new
+    model that reused the id got a stale copy. Keyed by the model object (weakly), its entries go with it."""
+    import gc
+
+    from runners.engine import fast_linear as vf
+
+    model = tiny.tiny_model(300, seed=3)
+    assert vf.fast_executor(model, "all") is vf.fast_executor(model, "all")  # built once per model
+    engine_forward(model, EngineConfig(fast_linear="all", verify_buckets="probe", bucket_k_max=2))
+    assert model in vf._EXECUTORS and model in vf._PROBED
+    before = len(vf._EXECUTORS), len(vf._PROBED)
+    del model
+    gc.collect()
+    assert (len(vf._EXECUTORS), len(vf._PROBED)) == (before[0] - 1, before[1] - 1)
+
+
+@pytest.mark.parametrize("faster", ["transposed", "plain"])
+def test_auto_takes_the_transposed_copy_only_where_it_is_measured_to_pay(faster, monkeypatch):
+    """``engine.fast_linear=auto`` (issue 40): the copy paid on an AMD EPYC and lost on an Intel Xeon with AVX-512,
+    so ``auto`` times both on the machine it runs on (``transposed_pays``). The timings are faked here (a test
+    never asserts on real time): the decision follows whichever kernel the fake clock says is faster, and is
+    made once per model."""
+    from runners.engine import fast_linear as vf
+
+    model = tiny.tiny_model(300, seed=5)
+    fast = vf.fast_executor(model, "all")
+    calls = []
+
+    def fake_block_ms(runs, cache, context, k, warmup=False):
+        calls.append(runs)
+        return 1.0 if (runs is fast) == (faster == "transposed") else 2.0
+
+    monkeypatch.setattr(vf, "_block_ms", fake_block_ms)
+    scope = vf.fast_scope(model, EngineConfig.from_mapping({"fast_linear": "auto"}))
+    assert scope == ("all" if faster == "transposed" else None)
+    assert {id(c) for c in calls} == {id(model), id(fast)}
+    n = len(calls)
+    vf.fast_scope(model, EngineConfig.from_mapping({"fast_linear": "auto"}))
+    assert len(calls) == n  # measured once per model
+    assert vf.fast_scope(model, EngineConfig.from_mapping({"fast_linear": "all"})) == "all"  # asked for: no measuring
