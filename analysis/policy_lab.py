@@ -55,7 +55,7 @@ from analysis.metrics import fmt_ratio
 from analysis.render import Table
 from analysis.uncertainty import Estimate, fmt_ci
 from specbench.record_io import read_records
-from specbench.records import REPLAY_FILE, pooled_tokens_per_s, throughput_ms
+from specbench.records import REPLAY_FILE, THROUGHPUT_FIELDS, pooled_tokens_per_s, throughput_ms
 
 REFERENCES = ("oracle", "oracle_agreement", "best_fixed_task", "best_fixed_prompt")
 GROUP = ["pair", "task", "max_new_tokens"]
@@ -91,8 +91,10 @@ def load_replay(root: str | os.PathLike) -> pd.DataFrame:
 
 def _time(group: pd.DataFrame, ar: bool = False) -> list[float]:
     """Each row's (or cell's) time its throughput divides by, ``specbench.records.throughput_ms``: its share of its
-    batch's wall, else its own wall (a row decoded alone); ``ar``: the AR side's; NaN where there is none."""
-    times = (throughput_ms(row, ar=ar) for row in group.to_dict("records"))
+    batch's wall, else its own wall (a row decoded alone); ``ar``: the AR side's; NaN where there is none. Only the
+    fields it reads are handed to it (``THROUGHPUT_FIELDS``: a row of every column made this the lab's hot spot)."""
+    rows = group[[c for c in THROUGHPUT_FIELDS if c in group.columns]].to_dict("records")
+    times = (throughput_ms(row, ar=ar) for row in rows)
     return [math.nan if t is None else t for t in times]
 
 
@@ -130,6 +132,7 @@ def oracle_fractions(df: pd.DataFrame) -> pd.DataFrame | None:
     # a reference (oracle, best fixed γ in hindsight) is one cell whatever γ its prompts used
     df["gamma_key"] = [-1 if m in REFERENCES or g is None or (isinstance(g, float) and math.isnan(g)) else int(g)
                        for m, g in zip(df["method"], df["gamma_init"])]
+    df = df.assign(_t=_time(df), _ar_t=_time(df, ar=True))  # once for the frame, summed per cell below
     rows = []
     for key, group in df.groupby(GROUP + [BATCH, "method", "gamma_key"], dropna=False, sort=False):
         *ident, method, gamma = key
@@ -137,10 +140,10 @@ def oracle_fractions(df: pd.DataFrame) -> pd.DataFrame | None:
         rows.append({
             **dict(zip(GROUP + [BATCH], ident)), "method": method,
             "gamma_init": gamma if gamma >= 0 else (int(used[0]) if len(used) == 1 else None),
-            "tokens_per_s": _pooled(group), "prompts": len(group),
+            "tokens_per_s": pooled_tokens_per_s(group["new_tokens"], group["_t"]), "prompts": len(group),
             "acceptance_rate": (group["accepted"].sum() / group["drafted"].sum()) if group["drafted"].sum() else math.nan,
             "mean_accepted_per_round": group["accepted"].sum() / group["rounds"].sum() if group["rounds"].sum() else math.nan,
-            "ar_tokens_per_s": pooled_tokens_per_s(group["new_tokens"], _time(group, ar=True))
+            "ar_tokens_per_s": pooled_tokens_per_s(group["new_tokens"], group["_ar_t"])
             if "ar_wall_ms" in group and group["ar_wall_ms"].notna().all() else math.nan,
         })
     out = pd.DataFrame(rows)

@@ -342,6 +342,11 @@ def _given(value: Any) -> float | None:
     return float(value)
 
 
+#: the fields ``throughput_ms`` reads (a frame passes only these to it: ``analysis.policy_lab``)
+THROUGHPUT_FIELDS = ("wall_ms", "batch_share_ms", "ar_share_ms", "ar_batch_wall_ms", "ar_batch_tokens", "batch_tokens",
+                     "new_tokens", "ar_wall_ms")
+
+
 def throughput_ms(record: Mapping[str, Any], ar: bool = False) -> float | None:
     """The time a record's new tokens divide by in a throughput over several records: its ``wall_ms`` (``ar``: its
     AR reference's, ``ar_wall_ms``), except for a row decoded in a batch (``batch_size`` > 1), whose ``wall_ms`` is its
