@@ -23,7 +23,10 @@ verification one step) beside the same bound charging the measured verification 
 
 ``--check-tokens N``: greedy decoding of N tokens of each embedded prompt by the bf16 copy alone and by our loop with
 that copy as the target (γ fixed): whether a bf16 target stays lossless against itself (a k-token verification can
-round differently from k one-token steps). Run on a quiet machine; say the CPU and the date with every figure.
+round differently from k one-token steps). ``--where-bf16-differs``: where that rounding comes from, without timing
+anything: on each embedded prompt, the bf16 copy's last hidden state and logits for 5 greedy tokens fed as one block
+against the same 5 fed one step at a time, and the LM head on the block's rows at once against row by row. Run on a
+quiet machine; say the CPU and the date with every figure.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--alpha", type=float, default=0.8, help="acceptance probability for Leviathan's bound")
     p.add_argument("--check-tokens", type=int, default=0, help="check a bf16 target's losslessness on N tokens")
     p.add_argument("--head-rows", type=int, default=32768, help="the draft's LM head cut to this many rows (FR-Spec)")
+    p.add_argument("--where-bf16-differs", action="store_true", help="only locate a bf16 block's rounding (no timing)")
     p.add_argument("--json", help="write the medians and ratios here")
     return p.parse_args(argv)
 
@@ -167,6 +171,41 @@ def check_lossless(target: Any, draft: Any, tokenizer: Any, eos: list[int], gamm
     return same, len(prompts)
 
 
+def where_bf16_differs(target16: Any, tokenizer: Any, k: int = 5) -> str:
+    """One line: over the embedded prompts' first ``k`` greedy tokens, at how many positions the bf16 model's last
+    hidden state differs between a ``k``-token block and ``k`` one-token steps, whether its LM head gives other rows
+    on the block than row by row, and at how many the argmax differs."""
+    import torch
+    from bench_vs_hf import load_prompts
+
+    from runners.engine.kv import cache_arg, new_cache
+
+    hidden = head = argmax = n = 0
+    for _, ids in load_prompts(tokenizer):
+        with torch.inference_mode():
+            stepped = new_cache(target16)
+            out = target16(input_ids=torch.tensor([ids]), **cache_arg(target16, stepped), use_cache=True,
+                           logits_to_keep=1)
+            fed, states, logits = [int(out.logits[0, -1].argmax())], [], []
+            for _ in range(k):
+                o = target16.model(input_ids=torch.tensor([[fed[-1]]]), **cache_arg(target16, stepped), use_cache=True)
+                states.append(o.last_hidden_state[0, -1])
+                logits.append(target16.lm_head(states[-1][None])[0])
+                fed.append(int(logits[-1].argmax()))
+            block = new_cache(target16)
+            target16(input_ids=torch.tensor([ids]), **cache_arg(target16, block), use_cache=True, logits_to_keep=1)
+            h = target16.model(input_ids=torch.tensor([fed[:k]]), **cache_arg(target16, block),
+                               use_cache=True).last_hidden_state[0]
+            at_once = target16.lm_head(h)
+            for i in range(k):
+                n += 1
+                hidden += int(not torch.equal(h[i], states[i]))
+                head += int(not torch.equal(at_once[i], target16.lm_head(h[i][None])[0]))
+                argmax += int(int(at_once[i].argmax()) != int(logits[i].argmax()))
+    return (f"bf16, a {k}-token block against {k} one-token steps over {n} positions: the last hidden state differs at "
+            f"{hidden}, the LM head on the block's rows against row by row at {head}, the argmax at {argmax}")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     import torch
@@ -177,6 +216,11 @@ def main(argv: list[str] | None = None) -> int:
 
     label, target, draft, tokenizer = load_bench_pair(args.pair, None)
     target16 = copy.deepcopy(target).to(torch.bfloat16)
+    if args.where_bf16_differs:
+        print(f"{label}: {cpu_flags()}, {args.threads} torch threads, torch {torch.__version__}, "
+              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+        print(f"  {where_bf16_differs(target16, tokenizer)}")
+        return 0
     head = target.get_output_embeddings().weight.detach()
     head16 = head.to(torch.bfloat16)
     k = args.gamma + 1
