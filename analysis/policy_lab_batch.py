@@ -23,11 +23,12 @@ from analysis.policy_lab import BATCH, GROUP, REFERENCES, oracle_fractions
 from analysis.render import Table
 
 
-def batch_frame(df: pd.DataFrame) -> pd.DataFrame | None:
+def batch_frame(df: pd.DataFrame, fractions: pd.DataFrame | None = None) -> pd.DataFrame | None:
     """Per pair × task × length × method × batch size: pooled predicted tokens/s over all rows, the speedup
     over the target alone at the same batch size and × best fixed γ (a policy: the mean over its initial γ;
-    a reference: its one cell). None unless the rows hold two batch sizes or more."""
-    fractions = oracle_fractions(df)
+    a reference: its one cell), from ``fractions`` (``oracle_fractions(df)``, computed here when not given).
+    None unless the rows hold two batch sizes or more."""
+    fractions = oracle_fractions(df) if fractions is None else fractions
     if fractions is None or fractions.empty or fractions[BATCH].nunique() < 2:
         return None
     return (fractions.groupby(GROUP + ["method", BATCH], dropna=False, sort=True)
@@ -46,11 +47,10 @@ def batch_table(df: pd.DataFrame) -> Table | None:
     hindsight there and its replayed speedup over the target alone at the same B, the oracle's (not a bound
     above B = 1), the policy with the highest mean × best fixed γ and that value, and how many of the
     policies beat the best fixed γ on average over their initial γ (> 1)."""
-    frame = batch_frame(df)
+    fractions = oracle_fractions(df)
+    frame = batch_frame(df, fractions)
     if frame is None:
         return None
-    fractions = oracle_fractions(df)
-    assert fractions is not None
     rows = []
     for (pair, task, batch), group in frame.groupby(["pair", "task", BATCH], sort=True):
         def cell(method: str, col: str = "speedup_vs_ar", g: pd.DataFrame = group) -> float:

@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import platform
 import statistics
 import sys
 import time
@@ -63,11 +62,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def cpu_flags() -> str:
     """The CPU's model name and the flags that decide these kernels (AMX, AVX-512 BF16 / VNNI, AVX2)."""
+    from specbench.provenance import cpu_name
+
     try:
         info = Path("/proc/cpuinfo").read_text()
     except OSError:
-        return platform.processor() or "unknown CPU"
-    name = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "?")
+        return cpu_name()
+    name = cpu_name()
     flags = set(next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), []))
     wanted = [f for f in ("amx_tile", "amx_bf16", "avx512_bf16", "avx512_vnni", "avx512f", "avx2") if f in flags]
     return f"{name} ({' '.join(wanted) or 'none of amx/avx512/avx2'})"
@@ -153,16 +154,14 @@ def leviathan_bounds(alpha: float, gamma: int, d: float, v: float) -> tuple[floa
 
 def check_lossless(target: Any, draft: Any, tokenizer: Any, eos: list[int], gamma: int, n: int) -> tuple[int, int]:
     """(prompts whose loop output equals the bf16 target's own greedy decoding, prompts checked)."""
+    from bench_vs_hf import load_prompts
+
     from methods.base import FixedGamma
     from runners.drafters.model import ModelDrafter
     from runners.engine.factory import build_runner
-    from specbench.config import JobConfig, compose
-    from specbench.tasks import encode_turn, load_task
 
-    config = JobConfig.from_mapping(compose([]))
-    prompts = [encode_turn(tokenizer, [], p.turns[0], config.task.prompt_format)[0]
-               for p in load_task({"name": "embedded", "loader": "embedded"})]
     same = 0
+    prompts = [ids for _, ids in load_prompts(tokenizer)]
     for ids in prompts:
         alone = build_runner("ar", target, eos).generate(list(ids), n).tokens
         loop = build_runner("speculative", target, eos, drafter=ModelDrafter(draft, eos),
