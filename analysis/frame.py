@@ -43,7 +43,10 @@ folder at any depth and adds a few columns from the job's summary:
 * ``target_dtype``: the dtype the job's config names for the target (``pair.target.dtype``). A target run in two
   dtypes is two targets (issue 52): when the frame holds a pair (a target) in more than one, each record's
   ``pair`` (``target``) becomes ``<name>@<dtype>`` after any device kind (``gemma3-270m_prompt-lookup@bfloat16``
-  beside ``…@float32``), so no table pools or compares the two (``split_by_dtype``; ``split_runs`` does both);
+  beside ``…@float32``), so no table pools or compares the two (``split_by_dtype``);
+* a draft whose LM head was restricted to the most frequent tokens (``draft_hot_vocab``) is another draft: a pair
+  that ran its draft with more than one head becomes ``<pair>@hot<k>`` / ``<pair>@full`` after the rest
+  (``split_by_hot_vocab``; ``split_runs`` does all three);
 * ``job_status``: the summary's ``status`` (``"complete"`` / ``"failed"``), or
   ``"incomplete"`` when there is no summary yet (a running or killed job), or
   ``"unreadable"`` when the summary is not valid JSON;
@@ -310,11 +313,30 @@ def split_by_dtype(df: pd.DataFrame) -> pd.DataFrame:
     return _named_by_kind(df, dtypes, dtypes)
 
 
-def _named_by_kind(df: pd.DataFrame, previous: list[str | None], kinds: list[str | None]) -> pd.DataFrame:
-    """``df`` with each ``DEVICE_SPLIT`` column's names stripped of their ``@<previous kind>`` and suffixed
-    ``@<kind>`` where that bare name is seen with more than one kind."""
+def _hot_tags(df: pd.DataFrame) -> list[str | None]:
+    """Per row, the draft's head: ``hot<k>`` (restricted to k tokens, ``draft_hot_vocab``), ``full`` (a draft model
+    with its whole head), None (no draft model: the target alone, prompt lookup)."""
+    hot = df["draft_hot_vocab"] if "draft_hot_vocab" in df else pd.Series(None, index=df.index, dtype=object)
+    sizes = df["draft_vocab_size"] if "draft_vocab_size" in df else pd.Series(None, index=df.index, dtype=object)
+    return [f"hot{int(h)}" if not _missing(h) else ("full" if not _missing(v) else None)
+            for h, v in zip(hot, sizes, strict=True)]
+
+
+def split_by_hot_vocab(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with every pair whose drafts ran with more than one head (the whole vocabulary, or restricted to the
+    most frequent tokens: ``draft_hot_vocab``, ``specbench.models.hot_vocab``) named ``<pair>@hot<k>`` /
+    ``<pair>@full`` after any device kind and dtype: another draft, never pooled with the first. A pair seen with
+    one head keeps its name; the target's name never changes (its baseline is the same). Idempotent."""
+    tags = _hot_tags(df)
+    return _named_by_kind(df, tags, tags, columns=("pair",))
+
+
+def _named_by_kind(df: pd.DataFrame, previous: list[str | None], kinds: list[str | None],
+                   columns: tuple[str, ...] = DEVICE_SPLIT) -> pd.DataFrame:
+    """``df`` with each of ``columns``' names stripped of their ``@<previous kind>`` and suffixed ``@<kind>`` where
+    that bare name is seen with more than one kind."""
     out = df.copy()
-    for column in DEVICE_SPLIT:
+    for column in columns:
         if column not in df:
             continue
         bare = [_bare_name(v, k) for v, k in zip(df[column], previous, strict=True)]
@@ -326,13 +348,17 @@ def _named_by_kind(df: pd.DataFrame, previous: list[str | None], kinds: list[str
 
 def split_runs(df: pd.DataFrame) -> pd.DataFrame:
     """Every pair and target named by what it ran on: the device kind (``split_by_device``), then the target's dtype
-    (``split_by_dtype``); idempotent (a frame concatenated from split frames is split again from the bare names)."""
+    (``split_by_dtype``), then the draft's head (``split_by_hot_vocab``); idempotent (a frame concatenated from split
+    frames is split again from the bare names)."""
+    tags = _hot_tags(df)
+    df = df.assign(pair=pd.Series([_bare_name(v, t) for v, t in zip(df["pair"], tags, strict=True)], index=df.index,
+                                  dtype=object))
     if "target_dtype" in df:
         dtypes = [None if _missing(d) else str(d) for d in df["target_dtype"]]
         df = df.assign(**{column: pd.Series([_bare_name(v, d) for v, d in zip(df[column], dtypes, strict=True)],
                                             index=df.index, dtype=object)
                           for column in DEVICE_SPLIT if column in df})
-    return split_by_dtype(split_by_device(df))
+    return split_by_hot_vocab(split_by_dtype(split_by_device(df)))
 
 
 def _kinds_seen(names: list[Any], kinds: list[str | None]) -> dict[Any, set[str]]:

@@ -12,9 +12,9 @@ a drifting host biases every item alike); printed as the median over the repeats
   ``mm(W, xᵀ)ᵀ`` (``engine.fast_linear``'s kernel) and bf16 ``F.linear``;
 * the whole target forward of 1 token (a step of the target alone) and of γ + 1 tokens (a verification), on a KV cache
   of ``--context`` tokens cropped back after each forward, in the pair's dtype and in a bf16 copy;
-* the draft's 1-token forward (the pair's draft: Gemma-3-270M int8 by default), and the same with its LM head cut to
-  ``--head-rows`` rows (FR-Spec's restriction to the most frequent tokens, Zhao et al. 2025: here only its cost, the
-  rows kept are the first ones; which rows a frequency table would keep changes no timing).
+* the draft's 1-token forward (the pair's draft: Gemma-3-270M int8 by default), and the same with its LM head
+  restricted to the ``--head-rows`` most frequent tokens of ``--token-map`` (FR-Spec, Zhao et al. 2025; the draft
+  ``pair.draft.hot_vocab`` builds, ``specbench.models.hot_vocab``).
 
 Then the ratios the issue asks for: verification of γ + 1 tokens ÷ one step (fp32, bf16), the draft step ÷ the target
 step; and Leviathan et al.'s expected speedup at those costs (``specbench.records.leviathan_speedup``, which charges a
@@ -55,6 +55,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--alpha", type=float, default=0.8, help="acceptance probability for Leviathan's bound")
     p.add_argument("--check-tokens", type=int, default=0, help="check a bf16 target's losslessness on N tokens")
     p.add_argument("--head-rows", type=int, default=32768, help="the draft's LM head cut to this many rows (FR-Spec)")
+    p.add_argument("--token-map", default="package:gemma3", help="which rows (specbench.models.hot_vocab; '' = the "
+                   "first ones)")
     p.add_argument("--where-bf16-differs", action="store_true", help="only locate a bf16 block's rounding (no timing)")
     p.add_argument("--json", help="write the medians and ratios here")
     return p.parse_args(argv)
@@ -106,26 +108,14 @@ def head_item(weight: Any, rows: int, kernel: str) -> Any:
     return lambda: torch.nn.functional.linear(x, weight)
 
 
-def cut_head(model: Any, rows: int) -> Any:
-    """A copy of ``model`` whose LM head computes only its first ``rows`` rows (a plain or a dynamically quantized
-    ``nn.Linear``, rebuilt the same way); for timing only: its logits are ``rows`` wide."""
-    import warnings
+def cut_head(model: Any, rows: int, token_map: str | None) -> Any:
+    """The draft as ``pair.draft.hot_vocab=rows`` builds it (``specbench.models.hot_vocab.restrict_head``): its LM
+    head restricted to the ``rows`` most frequent tokens of ``token_map``, or to the first ``rows`` ids without one
+    (the cost is the same: which rows are kept changes no timing)."""
+    from specbench.models.hot_vocab import load_token_map, restrict_head
 
-    import torch
-
-    cut = copy.deepcopy(model)
-    head = cut.get_output_embeddings()
-    weight = head.weight() if callable(head.weight) else head.weight
-    weight = (weight.dequantize() if weight.is_quantized else weight).detach()[:rows].float()
-    small = torch.nn.Linear(weight.shape[1], rows, bias=False)
-    small.weight = torch.nn.Parameter(weight, requires_grad=False)
-    if type(head) is not torch.nn.Linear:  # the int8 draft's dynamically quantized head
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            small = torch.ao.quantization.quantize_dynamic(torch.nn.Sequential(small), {torch.nn.Linear},
-                                                           dtype=torch.qint8)[0]
-    cut.set_output_embeddings(small)
-    return cut
+    ids = load_token_map(token_map).top(rows) if token_map else tuple(range(rows))
+    return restrict_head(model, ids)
 
 
 def measure(items: dict[str, Any], repeats: int) -> dict[str, list[float]]:
@@ -233,7 +223,8 @@ def main(argv: list[str] | None = None) -> int:
     items["target bf16 1 token"] = forward_item(target16, 1, args.context)
     items[f"target bf16 {k} tokens"] = forward_item(target16, k, args.context)
     items["draft 1 token"] = forward_item(draft, 1, args.context)
-    items[f"draft 1 token, head {args.head_rows} rows"] = forward_item(cut_head(draft, args.head_rows), 1, args.context)
+    items[f"draft 1 token, head {args.head_rows} rows"] = forward_item(cut_head(draft, args.head_rows, args.token_map),
+                                                                       1, args.context)
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     print(f"{label}: {cpu_flags()}, {args.threads} torch threads, torch {torch.__version__}, {when}; context "
           f"{args.context}, γ = {args.gamma}, {args.repeats} repeats (interleaved)")

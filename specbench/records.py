@@ -207,6 +207,12 @@ class Record:
     target_vocab_size: int | None = declare("tokens", "ran", "The target's `config.vocab_size` (what transformers "
                                             "and hf-bench compare to choose SD or SLEM/TLI), for a draft model.")
     draft_vocab_size: int | None = declare("tokens", "ran", "The draft's `config.vocab_size`, for a draft model.")
+    draft_hot_vocab: int | None = declare(
+        "tokens", "ran", "The tokens the draft's LM head computes when it is restricted to the most frequent ones "
+        "(`pair.draft.hot_vocab`, FR-Spec: `specbench.models.hot_vocab`); null: the whole vocabulary.")
+    hot_coverage: float | None = declare(
+        "share", "ran", "With `draft_hot_vocab`: the share of the emitted tokens among the draft's hot tokens, the "
+        "most of them the draft could have proposed; null otherwise.")
     tokenizers_identical: bool | None = declare("", "ran", "Whether the two tokenizers map tokens to the same ids, "
                                                 "for a draft model.")
     ar_source: str | None = declare(

@@ -58,6 +58,7 @@ from specbench.models import (
     tokenizers_identical,
 )
 from specbench.models.cache import load_pair
+from specbench.models.hot_vocab import hot_ids
 from specbench.models.sources import check_model_source
 from specbench.registry import ConfigError
 from specbench.tasks import Prompt, TaskFacts, encode_turn, load_task_facts
@@ -135,11 +136,14 @@ def runner_kind(config: JobConfig) -> str:
 
 
 def vocab_facts(target: Any, draft: Any, tokenizer: Any, draft_tokenizer: Any) -> dict[str, Any]:
-    """What every record of a job with a draft model says of the two vocabularies (empty without one)."""
+    """What every record of a job with a draft model says of the two vocabularies (empty without one), and how many
+    tokens the draft's head computes when restricted (``specbench.models.hot_vocab``)."""
     if draft is None:
         return {}
+    hot = hot_ids(draft)
     return {"target_vocab_size": config_vocab_size(target), "draft_vocab_size": config_vocab_size(draft),
-            "tokenizers_identical": tokenizers_identical(tokenizer, draft_tokenizer)}
+            "tokenizers_identical": tokenizers_identical(tokenizer, draft_tokenizer),
+            "draft_hot_vocab": int(hot.numel()) if hot is not None else None}
 
 
 def method_identity(config: JobConfig) -> tuple[str, Any, Any]:

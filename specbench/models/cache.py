@@ -27,7 +27,34 @@ class ModelsDoNotFit(RuntimeError):
 
 
 def _key(spec: ModelSpec) -> ModelSpec:
-    return ModelSpec(**{**spec.__dict__, "name": None})
+    """The cache key of a spec: its label and, without ``hot_vocab``, its unused ``token_map`` do not make it
+    another model."""
+    unused = {"token_map": None} if spec.hot_vocab is None else {}
+    return ModelSpec(**{**spec.__dict__, "name": None, **unused})
+
+
+def _parent(key: ModelSpec) -> ModelSpec | None:
+    """The cache key a derived model is made from (None: loaded from its source): a restricted head's parent is the
+    model without the restriction (itself perhaps transformed), a transform's is the base."""
+    if key.hot_vocab is not None:
+        return _key(ModelSpec(**{**key.__dict__, "hot_vocab": None, "token_map": None}))
+    if key.transform is not None:
+        return _key(key.base)
+    return None
+
+
+def _derive(key: ModelSpec, parent: Any, tokenizer_of: Any, cache_dir: str | os.PathLike | None) -> Any:
+    """``key``'s model made from its parent's (``_parent``): its LM head restricted to the token map's hot ids
+    (``specbench.models.hot_vocab``), or its transform applied."""
+    if key.hot_vocab is None:
+        return apply_transform(parent, key.transform)
+    from specbench.models.hot_vocab import load_token_map, restrict_head
+
+    token_map = load_token_map(key.token_map, cache_dir)
+    head = parent.get_output_embeddings()
+    weight = head.weight() if callable(head.weight) else head.weight
+    token_map.check_tokenizer(tokenizer_of(key), int(weight.shape[0]), f"token_map {key.token_map!r}")
+    return restrict_head(parent, token_map.top(key.hot_vocab))
 
 
 class ModelCache:
@@ -76,12 +103,11 @@ class ModelCache:
         """The cache keys a job's specs need (a transform needs its base too), with their labels."""
         keys: dict[ModelSpec, str] = {}
         for spec in specs:
-            key = _key(spec)
-            if key.transform is not None:
-                keys.setdefault(_key(key.base), spec.label)
-                keys.setdefault(key, f"{spec.label}+{key.transform}")
-            else:
-                keys.setdefault(key, spec.label)
+            chain = [_key(spec)]
+            while (parent := _parent(chain[-1])) is not None:
+                chain.append(parent)
+            for key in reversed(chain):  # the base first
+                keys.setdefault(key, spec.label + key.derivation)
         return keys
 
     def make_room(self, specs: list[ModelSpec], cache_dir: str | os.PathLike | None = None) -> dict[str, Any]:
@@ -91,7 +117,8 @@ class ModelCache:
 
         needed = self._needed(specs)
         missing = [k for k in needed if k not in self._models]
-        estimates = {k: estimate_bytes(k, cache_dir) for k in missing}
+        # a restricted head's few rows are accounted once made (its other tensors are its parent's)
+        estimates = {k: None if k.hot_vocab is not None else estimate_bytes(k, cache_dir) for k in missing}
         new_bytes = sum(b for b in estimates.values() if b)
         kept_bytes = sum(self._bytes[k] for k in needed if k in self._bytes)
         sizes = ", ".join(f"{label}: {fmt_bytes(self._bytes.get(k, estimates.get(k)))}" for k, label in needed.items())
@@ -149,14 +176,16 @@ class ModelCache:
             self._models.move_to_end(key)
             return self._models[key]
         t0 = time.perf_counter()
-        label = spec.label + (f"+{key.transform}" if key.transform else "")
-        if key.transform is None:
+        label = spec.label + key.derivation
+        parent = _parent(key)
+        if parent is None:
             model = load_model(key, cache_dir)
             self.loads += 1
             self.load_counts[label] = self.load_counts.get(label, 0) + 1
         else:
-            model = apply_transform(self.model(key.base, cache_dir), key.transform)
-        size = model_bytes(model)
+            model = _derive(key, self.model(parent, cache_dir), lambda k: self.tokenizer(k, cache_dir), cache_dir)
+        # a restricted head shares every tensor of its parent but its head's: only those are new
+        size = model_bytes(model.get_output_embeddings() if key.hot_vocab is not None else model)
         if self.budget_bytes is not None and self.held_bytes + size > self.budget_bytes:
             from specbench.resources import fmt_bytes
 
