@@ -22,6 +22,12 @@ against the method whose work it did), the A/A gate every comparison table appli
   round early: SpecDecode's rounds; GammaTune+ likewise GammaTune's). It is a natural A/A pair: a row of the
   noise floor beside the declared twins (``aa_pairs``), part of its pair's A/A gate (the widest band), and the
   comparison tables show it as ``≡ <original>`` and never rank it against anything.
+* **family** (``family_level``, the noise floor's family-wise column): a run has several A/A pairs (each twin,
+  each method that did another's work), each read at 95 %; with m of them, one at least misses 1 by chance with
+  probability up to ``1 − 0.95^m`` (a fifth at m = 4, a third at m = 8). Whether a *run* shows its conditions moved an A/A ratio is
+  the family-wise question: each mean-over-γ interval at ``1 − 0.05/m`` (Bonferroni), all of which contain 1 with
+  probability 95 % at least when only chance moves them. Across runs, the per-interval rate is the coverage check:
+  about one interval in twenty should miss (``scripts/compare_reruns.py``'s ledger).
 * **resolution** (``aa_turn_log_ratios``, the noise floor's last columns): per prompt turn and repeat
   that both ran at the same initial γ, ``log(tokens/s of the twin ÷ the original's)``; its standard
   deviation σ over all of them is the host's noise on one paired prompt turn. A comparison of two cells
@@ -174,6 +180,12 @@ def noise_floor_estimates(df: pd.DataFrame, pooling: str = "pooled",
     return pd.DataFrame(rows, columns=columns)
 
 
+def family_level(n: int, level: float = 0.95) -> float:
+    """The level of each of ``n`` intervals that together contain their true values with probability ``level`` at
+    least (Bonferroni: ``1 − (1 − level) / n``; module docstring, "family")."""
+    return 1.0 - (1.0 - level) / max(int(n), 1)
+
+
 def excludes_one(interval: tuple[float, float]) -> bool:
     """Whether an A/A interval excludes 1, the twin's true ratio (module docstring: flagged)."""
     lo, hi = interval
@@ -282,7 +294,9 @@ def noise_floor_table(df: pd.DataFrame, pooling: str = "pooled") -> Table | None
     turns = aa_turn_log_ratios(df)
     balance = round_balance(df)
     rows = []
-    for (pair, twin), group in per_gamma.groupby(["pair", "twin"], sort=True):
+    groups = list(per_gamma.groupby(["pair", "twin"], sort=True))
+    family = family_level(len(groups))
+    for (pair, twin), group in groups:
         original, kind = group["original"].iloc[0], group["kind"].iloc[0]
         ratios: list[Estimate] = list(group["ratio"])
         overall = mean_of(ratios)
@@ -293,9 +307,12 @@ def noise_floor_table(df: pd.DataFrame, pooling: str = "pooled") -> Table | None
         for gamma, ratio in [*zip(group["gamma_init"], ratios, strict=True), (math.nan, overall)]:
             lo, hi = ratio.interval()
             whole = ratio is overall
+            f_lo, f_hi = ratio.interval(family) if whole else (math.nan, math.nan)
             rows.append({"pair": pair, "twin": twin, "original": original, "kind": kind, "gamma_init": gamma,
                          "scope": "mean over γ" if whole else "γ", "ratio": ratio.point, "ci_lo": lo,
                          "ci_hi": hi, "excludes_one": excludes_one((lo, hi)),
+                         "family_lo": f_lo, "family_hi": f_hi,
+                         "family_excludes_one": excludes_one((f_lo, f_hi)) if whole else None,
                          "band": AABand(twin, ratio, original).band if whole else math.nan,
                          "max_abs_deviation": deviation if whole else math.nan,
                          "n_gamma": len(ratios) if whole else 1, "pooling": pooling,
@@ -316,6 +333,9 @@ def noise_floor_table(df: pd.DataFrame, pooling: str = "pooled") -> Table | None
         "Ratio": data["ratio"].map(lambda v: fmt_num(v, 3)),
         "95 % CI": [fmt_ci((lo, hi), 3) + (AA_FLAG if flag else "") for lo, hi, flag in
                     zip(data["ci_lo"], data["ci_hi"], data["excludes_one"], strict=True)],
+        f"family-wise CI ({len(groups)} A/A pairs)": [
+            fmt_ci((lo, hi), 3) + (AA_FLAG if flag else "") if np.isfinite(lo) else ""
+            for lo, hi, flag in zip(data["family_lo"], data["family_hi"], data["family_excludes_one"], strict=True)],
         "A/A band": [f"±{100 * math.expm1(v):.1f} %" if np.isfinite(v) else "" for v in data["band"]],
         "max |ratio − 1|": data["max_abs_deviation"].map(lambda v: fmt_num(v, 3)),
         "per-turn σ": data["turn_sigma"].map(lambda v: fmt_num(v, 3)),
@@ -330,6 +350,10 @@ def noise_floor_table(df: pd.DataFrame, pooling: str = "pooled") -> Table | None
         f"({POOLINGS[pooling]}); 'mean over N' = the mean of those ratios, with max |ratio − 1| over γ. "
         f"[lo, hi]: {jackknife.note()}. {AA_FLAG.strip()}: the interval excludes 1, the true ratio: the sweep's "
         "conditions alone moved it (or, for one row among many, the one-in-twenty chance of a 95 % interval). "
+        f"Family-wise CI: the mean-over-γ interval at {100 * family:.2f} % (Bonferroni over the table's "
+        f"{len(groups)} A/A pairs), so that all of them contain 1 with 95 % probability when nothing but chance moves "
+        "them: at 95 % each, some A/A interval of several misses 1 more often than one time in twenty "
+        "(analysis.noise_floor, 'family'). "
         "A/A band = the larger of the mean-over-γ interval's half-width and the ratio's deviation from 1 (log "
         "scale, shown as exp(band) − 1): the comparison tables mark two rows of this pair resolved only when the "
         "95 % CI of their ratio lies wholly beyond it (analysis.noise_floor, 'A/A gate'). The twin is no row of the "

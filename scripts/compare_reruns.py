@@ -6,8 +6,8 @@ Reads each folder's rendered analysis (``analysis/tables/gammatune_table2_speedu
 ``noise_floor.data.csv``; ``python -m analysis FOLDER`` writes them) and prints:
 
 1. **A/A**: per run and column, whether the twin's interval (the Table 2 gate: its ratio to the method it copies,
-   mean over γ) excludes 1, and how many of the noise floor's per-γ twin intervals do (at 95 %, about 1 in 20 by
-   chance);
+   mean over γ) excludes 1, how many of the noise floor's per-γ twin intervals do (at 95 %, about 1 in 20 by
+   chance), and which family-wise interval does;
 2. **reversals**: every ranking step marked resolved in one run (a method resolved from its neighbour, same
    column) that the other run orders the other way;
 3. **modeled vs measured, paired** (issue 50, item 4): per run, the cells whose jackknife interval of measured ÷
@@ -17,7 +17,10 @@ Reads each folder's rendered analysis (``analysis/tables/gammatune_table2_speedu
    fail; the baseline's own cells, a point interval, are no test and are left out of both;
 4. **modeled, run against run**: per cell, the two runs' modeled Table 2 means and their difference (tolerance
    ``TOLERANCE`` = 0.03), and the measured ones beside them. The two runs decode the same tokens, so their modeled
-   rows differ only by each run's per-call costs: agreement says the costs were stable, not that the model is right.
+   rows differ only by each run's per-call costs: agreement says the costs were stable, not that the model is right;
+5. **the A/A ledger**: every A/A interval of these runs and of the earlier ones named by ``--ledger``, counted, with
+   how likely chance alone makes that many misses (``binomial_tail``); and per run whether any family-wise interval
+   (``analysis.noise_floor``, "family") excludes 1.
 
 Rows that do another row's work (``same_work_as``, e.g. AssistantThreshold on prompt lookup ≡ SpecDecode) are
 never ranked, so they take no part in the reversals.
@@ -63,6 +66,35 @@ def aa_lines(name: str, folder: Path) -> list[str]:
            + ", ".join(f"{p} {'YES' if _bool(v) else 'no'}" for p, v in gate.items())]
     out.append(f"A/A {name}: noise floor per γ: {int(per_gamma['excludes_one'].map(_bool).sum())} of "
                f"{len(per_gamma)} twin intervals exclude 1")
+    whole = floor[floor["scope"] != "γ"]
+    if "family_excludes_one" in whole:
+        missed = [f"{p}: {t} ÷ {o} [{lo:.3f}, {hi:.3f}]" for p, t, o, lo, hi, f in zip(
+            whole["pair"], whole["twin"], whole["original"], whole["family_lo"], whole["family_hi"],
+            whole["family_excludes_one"].map(_bool), strict=True) if f]
+        out.append(f"A/A {name}: family-wise (Bonferroni over its {len(whole)} A/A pairs), an interval excludes 1: "
+                   + ("; ".join(missed) if missed else "none"))
+    return out
+
+
+def binomial_tail(k: int, n: int, p: float = 0.05) -> float:
+    """P(X ≥ k) for X ~ Binomial(n, p): how often chance alone makes k misses of n 95 % intervals, or more."""
+    return sum(math.comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(k, n + 1))
+
+
+def ledger_lines(folders: list[Path]) -> list[str]:
+    """Section 5: every A/A interval of every run given, counted: at 95 % each, about one in twenty misses 1 by
+    chance; the binomial tail says how surprising the count is (the coverage check across runs)."""
+    out = []
+    for scope, label in (("mean over γ", "mean over γ"), ("γ", "per γ")):
+        rows = pd.concat([_table(f, "noise_floor").assign(run=f.name) for f in folders], ignore_index=True)
+        rows = rows[rows["scope"] == scope]
+        k, n = int(rows["excludes_one"].map(_bool).sum()), len(rows)
+        where = [f"{r} {p} {t}÷{o} {v:.3f} [{lo:.3f}, {hi:.3f}]" for r, p, t, o, v, lo, hi, e in zip(
+            rows["run"], rows["pair"], rows["twin"], rows["original"], rows["ratio"], rows["ci_lo"], rows["ci_hi"],
+            rows["excludes_one"].map(_bool), strict=True) if e] if scope != "γ" else []
+        out.append(f"A/A ledger, {label}, {len(folders)} runs: {k} of {n} intervals exclude 1 ({100 * k / max(n, 1):.1f} %;"
+                   f" 95 % intervals miss 5 %: {0.05 * n:.1f} expected; P(≥ {k} by chance) = {binomial_tail(k, n):.2f})"
+                   + (f": {'; '.join(where)}" if where else ""))
     return out
 
 
@@ -106,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("first", type=Path)
     ap.add_argument("second", type=Path)
+    ap.add_argument("--ledger", type=Path, nargs="*", default=[],
+                    help="earlier runs of the recipe too: the A/A ledger counts their intervals with these two")
     args = ap.parse_args(argv)
     runs = {"run 1": args.first, "run 2": args.second}
     tables = {name: _measured(folder) for name, folder in runs.items()}
@@ -135,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
             lines.append(f"{key[0]}/{key[1]} | {ma:.3f} | {mb:.3f} | {d:+.3f}{' **' if abs(d) > TOLERANCE else ''} | "
                          f"{a.loc[key, 'mean']:.3f} | {b.loc[key, 'mean']:.3f} | {b.loc[key, 'mean'] - a.loc[key, 'mean']:+.3f}")
         lines.append(f"largest |Δ modeled|: {worst:.3f} (tolerance {TOLERANCE})")
+    lines += ledger_lines([*args.ledger, args.first, args.second])
     print("\n".join(lines))
     return 0
 

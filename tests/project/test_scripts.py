@@ -28,6 +28,7 @@ HELP = {
     "bench_speedup.py": "--configs",
     "bench_sweep.py": "--launcher",
     "bench_vs_hf.py": "--variants",
+    "build_token_map_gemma3.py": "--wordfreq",
     "compare_paper_costs.py": "folder",
     "compare_reruns.py": "second",
     "gpu_paper_costs.py": "--tiny",
