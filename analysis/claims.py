@@ -173,6 +173,14 @@ _HOT = COMMITTED / "mini_hot_vocab"
 _HOT_RUN = COMMITTED / "make_run_hot_epyc"
 
 
+def _job_files(folder: Path) -> list[str]:
+    """The records and summaries of a committed folder's jobs (what ``load_records`` reads), relative to the repo."""
+    from analysis.claim_check import ROOT
+
+    return sorted(str(p.relative_to(ROOT)) for name in ("records.jsonl", "summary.json")
+                  for p in (ROOT / folder).glob(f"*/{name}"))
+
+
 def _paired_head_ratio(folder: Path, hot: str) -> tuple[float, float, float, int]:
     """The restricted head's throughput ÷ the whole head's, paired per prompt turn (the mean over γ of the log ratio
     of the same turn, method and γ), with its 95 % t interval over the turns: (ratio, lo, hi, turns)."""
@@ -194,7 +202,7 @@ def _paired_head_ratio(folder: Path, hot: str) -> tuple[float, float, float, int
        "Paired over the 10 prompts, the head of 32768 tokens decodes at 1.057 × the whole head's throughput [0.999, "
        "1.118] in the recipe (not resolved: the interval reaches 1) and at 1.076 × [1.030, 1.123] in `make run`'s "
        "hybrid pair; the head of 8192 tokens at 0.940 × [0.867, 1.019]",
-       str(_HOT), str(_HOT_RUN),
+       *_job_files(_HOT), *_job_files(_HOT_RUN),
        figures=("1.057 ×", "[0.999, 1.118]", "1.076 ×", "[1.030, 1.123]", "0.940 ×", "[0.867, 1.019]"))
 def hot_head_pays(root: Path) -> str | None:
     stated = {(_HOT, "hot32768"): (1.057, 0.999, 1.118), (_HOT_RUN, "hot32768"): (1.076, 1.030, 1.123),

@@ -344,14 +344,27 @@ def noise_floor_table(df: pd.DataFrame, pooling: str = "pooled") -> Table | None
         f"turns × repeats for {target} (lower bound)": data["turns_for_target"].map(
             lambda v: "" if not np.isfinite(v) else str(int(v))),
     })
-    caption = (
+    caption = _caption(jackknife.note(), pooling, family, len(groups), target)
+    unbalanced = {p: b for p, b in balance.items() if not b[2] and p in set(data["pair"])}
+    if unbalanced:
+        caption += (" Positions not balanced: " + "; ".join(
+            f"{p}: {n} rounds ({s or 'unrecorded'} order{', an odd count: the last round unmirrored' if s == 'balanced' else ''})"
+            for p, (s, n, _) in unbalanced.items())
+            + " (specbench.records.positions_balanced): the decodes' mean positions differ, which an A/A pair's "
+              "ratio may read.")
+    return Table("noise_floor", caption, display, data)
+
+
+def _caption(note: str, pooling: str, family: float, n_pairs: int, target: str) -> str:
+    """The noise floor's caption (module docstring): what a row is, its intervals, the band, the resolution."""
+    return (
         "Noise floor: an A/A twin does exactly the work of the method it copies under another label, so the true "
         f"ratio of their throughputs is 1. Ratio = twin's throughput ÷ the original's at the same initial γ "
         f"({POOLINGS[pooling]}); 'mean over N' = the mean of those ratios, with max |ratio − 1| over γ. "
-        f"[lo, hi]: {jackknife.note()}. {AA_FLAG.strip()}: the interval excludes 1, the true ratio: the sweep's "
+        f"[lo, hi]: {note}. {AA_FLAG.strip()}: the interval excludes 1, the true ratio: the sweep's "
         "conditions alone moved it (or, for one row among many, the one-in-twenty chance of a 95 % interval). "
         f"Family-wise CI: the mean-over-γ interval at {100 * family:.2f} % (Bonferroni over the table's "
-        f"{len(groups)} A/A pairs), so that all of them contain 1 with 95 % probability when nothing but chance moves "
+        f"{n_pairs} A/A pairs), so that all of them contain 1 with 95 % probability when nothing but chance moves "
         "them: at 95 % each, some A/A interval of several misses 1 more often than one time in twenty "
         "(analysis.noise_floor, 'family'). "
         "A/A band = the larger of the mean-over-γ interval's half-width and the ratio's deviation from 1 (log "
@@ -365,14 +378,6 @@ def noise_floor_table(df: pd.DataFrame, pooling: str = "pooled") -> Table | None
         "a lower bound: it takes repeats as independent turns and the host's noise as the only spread "
         "(analysis.noise_floor, 'resolution')."
     )
-    unbalanced = {p: b for p, b in balance.items() if not b[2] and p in set(data["pair"])}
-    if unbalanced:
-        caption += (" Positions not balanced: " + "; ".join(
-            f"{p}: {n} rounds ({s or 'unrecorded'} order{', an odd count: the last round unmirrored' if s == 'balanced' else ''})"
-            for p, (s, n, _) in unbalanced.items())
-            + " (specbench.records.positions_balanced): the decodes' mean positions differ, which an A/A pair's "
-              "ratio may read.")
-    return Table("noise_floor", caption, display, data)
 
 
 def noise_floor_lines(table: Table | None, tag: str = "") -> list[str]:

@@ -31,7 +31,7 @@ _DATASET_ALIASES = {"openai_humaneval": "humaneval", "cnn_dm": "cnn_dailymail", 
 
 def model_key(name: object) -> str:
     """A model's name as the papers' tables are matched by: lower case, no Hub owner, no ``-instruct``-like suffix,
-    and no device kind (``analysis.frame.split_by_device`` names a target run on two devices ``<name>@cuda``)."""
+    and no device kind (``analysis.run_names.split_by_device`` names a target run on two devices ``<name>@cuda``)."""
     if name is None or (isinstance(name, float) and name != name):
         return ""
     key = _DEVICE.sub("", str(name).strip()).lower().rsplit("/", 1)[-1].rstrip("*").replace("_", "-")

@@ -9,8 +9,9 @@ import json
 
 import pandas as pd
 
-from analysis.frame import column_types, device_kind, load_records, rows_to_frame, split_by_device
+from analysis.frame import column_types, load_records, rows_to_frame
 from analysis.metrics import gamma_speedups, throughput_by
+from analysis.run_names import device_kind, split_by_device
 
 from helpers.analysis_records import record_row
 

@@ -79,12 +79,7 @@ def _tv(a: dict, b: dict) -> float:
 
 @pytest.fixture(scope="module")
 def toy():
-    vocab = 5
-    target = tiny.tiny_model(vocab, seed=21, hidden=16, layers=1)
-    draft = tiny.tiny_model(vocab, seed=22, hidden=16, layers=1)
-    with torch.no_grad():
-        target.lm_head.weight.mul_(4.0)
-        draft.lm_head.weight.mul_(4.0)
+    target, draft = tiny.toy_pair()
     return target.to(tiny.TEST_DEVICE), draft.to(tiny.TEST_DEVICE), [1, 2]
 
 

@@ -142,3 +142,14 @@ def tiny_gemma3(seed: int) -> Gemma3ForCausalLM:
                            layer_types=["sliding_attention", "full_attention"], max_position_embeddings=256,
                            eos_token_id=None, bos_token_id=None, pad_token_id=0)
     return Gemma3ForCausalLM(cfg).eval()
+
+
+def toy_pair(vocab: int = 5) -> tuple[LlamaForCausalLM, LlamaForCausalLM]:
+    """A 1-layer target (seed 21) and draft (seed 22) on a toy vocabulary, their LM heads × 4 (laws far apart): the
+    exact-law tests' pair (``helpers.exact_law``)."""
+    target = tiny_model(vocab, seed=21, hidden=16, layers=1)
+    draft = tiny_model(vocab, seed=22, hidden=16, layers=1)
+    with torch.no_grad():
+        target.lm_head.weight.mul_(4.0)
+        draft.lm_head.weight.mul_(4.0)
+    return target, draft

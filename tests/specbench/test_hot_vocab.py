@@ -115,15 +115,6 @@ def test_the_build_command_writes_a_map_and_refuses_a_missing_corpus(tmp_path, s
 # ----------------------------------------------------------------------------- the head
 
 
-@pytest.fixture(scope="module")
-def saved(tmp_path_factory):
-    path = tmp_path_factory.mktemp("tiny_hot")
-    tok = tiny.tiny_tokenizer()
-    tiny.tiny_model(len(tok), seed=3, hidden=64, layers=2).save_pretrained(path)
-    tok.save_pretrained(path)
-    return path, tok
-
-
 @pytest.mark.parametrize("int8", [False, True], ids=["fp32", "int8_dynamic"])
 def test_the_head_keeps_the_hot_rows_logits_and_masks_the_rest(int8):
     """On the hot ids the logits are the full head's (int8: the same integers and scale, so exactly); elsewhere
@@ -183,12 +174,7 @@ def enumerated(monkeypatch):
 def test_a_restricted_draft_keeps_sampling_exact(enumerated):
     """Sampled: the output law of the loop with a draft restricted to 2 of 5 tokens is the target's processed law
     (float32 rounding only), enumerated exactly; the restricted draft's own law is far from it."""
-    vocab = 5
-    target = tiny.tiny_model(vocab, seed=21, hidden=16, layers=1)
-    draft = tiny.tiny_model(vocab, seed=22, hidden=16, layers=1)
-    with torch.no_grad():
-        target.lm_head.weight.mul_(4.0)
-        draft.lm_head.weight.mul_(4.0)
+    target, draft = tiny.toy_pair()
     hot = restrict_head(draft, [2, 0])
     prompt, length, sampling = [1, 2], 2, Sampling(1.0)
     want = processed_law(target, prompt, length, sampling)

@@ -15,15 +15,6 @@ from specbench.registry import ConfigError
 from helpers import tiny
 
 
-@pytest.fixture(scope="module")
-def saved(tmp_path_factory):
-    path = tmp_path_factory.mktemp("tiny")
-    tok = tiny.tiny_tokenizer()
-    tiny.tiny_model(len(tok), seed=3, hidden=64, layers=2).save_pretrained(path)
-    tok.save_pretrained(path)
-    return path, tok
-
-
 def test_quanto_int8_target_loads_and_decodes_losslessly(saved):
     pytest.importorskip("optimum.quanto")
     path, tok = saved
