@@ -302,9 +302,8 @@ def main(argv: list[str] | None = None) -> int:
         missing = [str(p) for p in args.corpus if not p.is_file()]
         if missing:
             raise ConfigError(f"--corpus: no such file: {missing[0]}")
-        from specbench.models import load_tokenizer
-
         from specbench.config import ModelSpec
+        from specbench.models import load_tokenizer
 
         tokenizer = load_tokenizer(ModelSpec(path=args.model, revision=args.revision))
         token_map = build_token_map(tokenizer, _texts(args.corpus), args.source, args.keep)
