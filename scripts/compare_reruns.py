@@ -85,9 +85,9 @@ def ledger_lines(folders: list[Path]) -> list[str]:
     """Section 5: every A/A interval of every run given, counted: at 95 % each, about one in twenty misses 1 by
     chance; the binomial tail says how surprising the count is (the coverage check across runs)."""
     out = []
+    floors = pd.concat([_table(f, "noise_floor").assign(run=f.name) for f in folders], ignore_index=True)
     for scope, label in (("mean over γ", "mean over γ"), ("γ", "per γ")):
-        rows = pd.concat([_table(f, "noise_floor").assign(run=f.name) for f in folders], ignore_index=True)
-        rows = rows[rows["scope"] == scope]
+        rows = floors[floors["scope"] == scope]
         k, n = int(rows["excludes_one"].map(_bool).sum()), len(rows)
         where = [f"{r} {p} {t}÷{o} {v:.3f} [{lo:.3f}, {hi:.3f}]" for r, p, t, o, v, lo, hi, e in zip(
             rows["run"], rows["pair"], rows["twin"], rows["original"], rows["ratio"], rows["ci_lo"], rows["ci_hi"],

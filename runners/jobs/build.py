@@ -182,6 +182,9 @@ class Job:
         #: goes through)
         self.target_alone = TargetAlone(self.target, self.eos, self.sampling, config, step, self.batch_kernels)
         self.vocab_facts = vocab_facts(self.target, self.draft_model, self.tokenizer, self.draft_tokenizer)
+        hot = hot_ids(self.draft_model)
+        #: a restricted draft head's tokens (``specbench.models.hot_vocab``), for each record's ``hot_coverage``
+        self.hot_tokens: frozenset[int] | None = frozenset(hot.tolist()) if hot is not None else None
         self.latency, self.latency_path = find_latency(config)  # predicted wall times (runners.jobs.predict)
         self.method_key, self.method_display, self.hetero_display = method_identity(config)  # as it ran
         self.shared_target: torch.Tensor | None = None  # hetero: target ids with a string in the draft vocabulary

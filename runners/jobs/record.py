@@ -24,7 +24,7 @@ from runners.jobs.predict import predicted_wall
 from specbench.config import JobConfig
 from specbench.drafter_kinds import drafter_kind
 from specbench.models.cache import MODEL_CACHE
-from specbench.models.hot_vocab import coverage, hot_ids
+from specbench.models.hot_vocab import coverage
 from specbench.provenance import provenance
 from specbench.records import (
     Record,
@@ -111,9 +111,8 @@ def make_record(job: Job, unit: Unit, inp: TurnInput, timed: Timed, reference: R
     stream_ttft = gen.first_round_ms if gen.speculative and gen.first_round_ms is not None else gen.ttft_ms
     fields.update(hfbench_fields(gen.wall_ms, stream_ttft, len(gen.tokens)))
     fields.update(job.vocab_facts, kernels=engine_summary(job))
-    hot = hot_ids(job.draft_model) if job.vocab_facts.get("draft_hot_vocab") else None
-    if hot is not None and config.speculative:
-        fields["hot_coverage"] = coverage(gen.tokens, hot)
+    if job.hot_tokens is not None and config.speculative:
+        fields["hot_coverage"] = coverage(gen.tokens, job.hot_tokens)
     output_text = job.tokenizer.decode(gen.tokens, skip_special_tokens=True)
     fmt = inp.prompt_format
     pair = config.pair

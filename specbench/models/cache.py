@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specbench.config import JobConfig, ModelSpec
-from specbench.models import apply_transform, eos_ids, load_model, load_tokenizer
+from specbench.models import apply_transform, eos_ids, load_model, load_tokenizer, logits_width
 from specbench.models.sizes import estimate_bytes, model_bytes
 
 log = logging.getLogger("specbench.models")
@@ -51,9 +51,7 @@ def _derive(key: ModelSpec, parent: Any, tokenizer_of: Any, cache_dir: str | os.
     from specbench.models.hot_vocab import load_token_map, restrict_head
 
     token_map = load_token_map(key.token_map, cache_dir)
-    head = parent.get_output_embeddings()
-    weight = head.weight() if callable(head.weight) else head.weight
-    token_map.check_tokenizer(tokenizer_of(key), int(weight.shape[0]), f"token_map {key.token_map!r}")
+    token_map.check_tokenizer(tokenizer_of(key), logits_width(parent), f"token_map {key.token_map!r}")
     return restrict_head(parent, token_map.top(key.hot_vocab))
 
 

@@ -37,6 +37,7 @@ import sys
 import warnings
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -195,15 +196,11 @@ def _rows_of(head: Any, ids: Any) -> Any:
     return sub
 
 
-class _HotHeadBase:
-    """Marker for ``hot_ids``."""
-
-
 @cache
 def _hot_head_class() -> type:
     import torch
 
-    class HotHead(torch.nn.Module, _HotHeadBase):
+    class HotHead(torch.nn.Module):
         """An LM head computing only the hot ids' rows, written into a full-width row of ``-inf`` (module
         docstring)."""
 
@@ -213,11 +210,11 @@ def _hot_head_class() -> type:
             self.sub = _rows_of(head, index)
             device = next((t.device for t in head.parameters()), torch.device("cpu"))
             self.register_buffer("ids", index.to(device), persistent=False)
-            self.vocab_size = int(vocab_size)
+            self.out_features = int(vocab_size)  # the logits' width, as nn.Linear's (specbench.models.logits_width)
 
         def forward(self, x: Any) -> Any:
             rows = self.sub(x)
-            out = rows.new_full((*rows.shape[:-1], self.vocab_size), float("-inf"))
+            out = rows.new_full((*rows.shape[:-1], self.out_features), float("-inf"))
             return out.index_copy_(-1, self.ids, rows)
 
     return HotHead
@@ -226,11 +223,12 @@ def _hot_head_class() -> type:
 def restrict_head(model: Any, ids: Sequence[int]) -> Any:
     """A copy of ``model`` (sharing every parameter and buffer but its head's) whose LM head is a ``HotHead`` over
     ``ids`` (module docstring); ``model`` is not touched."""
+    from specbench.models import logits_width
+
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     if head is None:
         raise ConfigError(f"hot_vocab: {type(model).__name__} has no output embeddings (LM head) to restrict")
-    weight = head.weight() if callable(head.weight) else head.weight
-    vocab_size = int(weight.shape[0])
+    vocab_size = logits_width(model)
     if max(ids) >= vocab_size:
         raise ConfigError(f"hot_vocab: id {max(ids)} is beyond the head's {vocab_size} rows")
     memo: dict[int, Any] = {id(t): t for t in (*model.parameters(), *model.buffers())}
@@ -249,12 +247,11 @@ def restrict_head(model: Any, ids: Sequence[int]) -> Any:
 def hot_ids(model: Any) -> Any:
     """The hot ids of a model ``restrict_head`` made (a 1-D long tensor), else None."""
     head = model.get_output_embeddings() if model is not None and hasattr(model, "get_output_embeddings") else None
-    return head.ids if isinstance(head, _HotHeadBase) else None
+    return head.ids if head is not None and isinstance(head, _hot_head_class()) else None
 
 
-def coverage(tokens: Iterable[int], ids: Any) -> float | None:
-    """The share of ``tokens`` inside ``ids`` (module docstring); None for no tokens."""
-    hot = set(ids.tolist() if hasattr(ids, "tolist") else ids)
+def coverage(tokens: Iterable[int], hot: AbstractSet[int]) -> float | None:
+    """The share of ``tokens`` inside the set ``hot`` (module docstring); None for no tokens."""
     tokens = list(tokens)
     return sum(1 for t in tokens if t in hot) / len(tokens) if tokens else None
 
