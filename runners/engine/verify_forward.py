@@ -23,6 +23,11 @@ for each ``n``, the cheapest ``(m, r)`` when it beats ``(n, n)`` by a margin. ``
 builds a ``VerifyForward`` from the typed ``engine`` config (``specbench.config.EngineConfig``, validated
 at the job's boundary); ``engine_options`` gives ``SpeculativeRunner``'s keyword arguments.
 
+* **block-invariant forwards** (``width``, ``engine.width``; ``runners.engine.invariant``): after the prefill every
+  forward feeds exactly ``width`` tokens (padded, a longer block in pieces), the LM head on all of them, on a static
+  cache, and the padded positions are rolled back here; the loop and the target alone then compute a position's
+  logits to the same bits. It supersedes the bucket map (every block has one shape).
+
 The target alone every speedup divides by steps on ``step_forward(model, engine)`` (the baseline rule, issues 40
 and 50): the fastest 1-token step among the kernels the loop of ``engine`` uses — the plain 1-row forward, the
 transposed copy at one row too (where ``fast_linear`` is on: the loop's ``(W·xᵀ)ᵀ``, which its own blocks only
@@ -39,7 +44,10 @@ import torch
 
 from runners.engine.fast_linear import TransposedLinear, fast_executor, fast_scope, probed_costs
 from runners.engine.graphs import forward_logits
+from runners.engine.invariant import resolve_width
+from runners.engine.kv import cache_len, crop_to, is_static
 from specbench.config import EngineConfig
+from specbench.registry import ConfigError
 from specbench.models import model_device
 
 Buckets = dict[int, tuple[int, int]]
@@ -47,11 +55,15 @@ Buckets = dict[int, tuple[int, int]]
 
 class VerifyForward:
     """The target's forward of a block (module docstring). ``executor``: the module that runs
-    blocks (a ``transposed_copy`` of ``model``); default ``model``."""
+    blocks (a ``transposed_copy`` of ``model``); default ``model``. ``width``: block-invariant forwards of that many
+    tokens (the bucket map then unused)."""
 
     def __init__(self, model: Any, buckets: Mapping[int, tuple[int, int]] | None = None,
-                 executor: Any | None = None, scope: str | None = None) -> None:
+                 executor: Any | None = None, scope: str | None = None, width: int | None = None) -> None:
         self.model = model
+        self.width = int(width) if width else None
+        if self.width is not None and self.width < 1:
+            raise ValueError(f"width must be >= 1, got {width}")
         self.executor = executor if executor is not None else model
         self.scope = scope if executor is not None else None
         #: the fewest rows the executor's layers transpose (None: no transposed layers)
@@ -64,6 +76,8 @@ class VerifyForward:
                 raise ValueError(f"bucket {n} -> (m={m}, r={r}) needs n <= r <= m")
 
     def __call__(self, cache: Any, feed: list[int], keep: int) -> torch.Tensor:
+        if self.width is not None:
+            return self._fixed(cache, feed, keep)
         n = len(feed)
         m, r = self.buckets.get(n, (n, keep))
         r = max(r, keep)
@@ -73,19 +87,49 @@ class VerifyForward:
         logits = forward_logits(self.executor, cache, feed, rows, self.device)[0]  # a captured cache: a graph
         return logits[r - keep:] if r > keep else logits
 
+    def _fixed(self, cache: Any, feed: list[int], keep: int) -> torch.Tensor:
+        """Block-invariant forwards (module docstring): the prefill (an empty cache) in one forward of the prompt
+        (padded to ``width`` when shorter, the head on its last ``keep`` real rows: the same call in both loops);
+        every later block in pieces of ``width`` tokens, each padded to ``width`` with the head on all of them. The
+        cache is left at the real tokens' end."""
+        if not is_static(cache):
+            raise RuntimeError("engine.width runs on a static cache (runners.engine.kv.use_static); this one is not")
+        width, n = int(self.width), len(feed)
+        start = cache_len(cache)
+        pieces = [feed] if start == 0 else [feed[i:i + width] for i in range(0, n, width)]
+        out = []
+        for piece in pieces:
+            real = len(piece)
+            padded = piece + [piece[-1]] * (width - real)
+            if start == 0:
+                rows: int | torch.Tensor = keep if real >= width else torch.arange(real - keep, real, device=self.device)
+                out.append(forward_logits(self.executor, cache, padded, rows, self.device)[0])
+            else:
+                out.append(forward_logits(self.executor, cache, padded, width, self.device)[0, :real])
+            start += real
+            if cache_len(cache) > start:
+                crop_to(cache, start)
+        logits = out[0] if len(out) == 1 else torch.cat(out)
+        return logits[len(logits) - keep:] if len(logits) > keep else logits
+
     def pads(self, n: int) -> bool:
-        """Whether a block of ``n`` tokens is padded (its extra positions must be cropped from the cache)."""
-        return self.buckets.get(n, (n, n))[0] > n
+        """Whether a block of ``n`` tokens is padded (its extra positions must be cropped from the cache; block-
+        invariant forwards roll their padding back themselves)."""
+        return self.width is None and self.buckets.get(n, (n, n))[0] > n
 
     def describe(self) -> dict[str, Any]:
-        return {"fast_linear": self.scope or False,
-                "buckets": {str(n): list(mr) for n, mr in sorted(self.buckets.items())}}
+        out = {"fast_linear": self.scope or False,
+               "buckets": {str(n): list(mr) for n, mr in sorted(self.buckets.items())}}
+        return {**out, "width": self.width} if self.width is not None else out
 
     def describe_step(self) -> dict[str, Any]:
         """What a 1-token step runs on (``step_forward``): the fast-linear scope, its padding ``[m, r]`` (None:
         unpadded) and, with a scope, the fewest rows its layers transpose (``min_rows``: 1 = a step's single row
         too, 2 = a step's row through ``F.linear``)."""
-        out = {"fast_linear": self.scope or False, "step": list(self.buckets[1]) if 1 in self.buckets else None}
+        out: dict[str, Any] = {"fast_linear": self.scope or False,
+                               "step": list(self.buckets[1]) if 1 in self.buckets else None}
+        if self.width is not None:
+            out["width"] = self.width
         return {**out, "min_rows": self.min_rows} if self.scope is not None else out
 
 
@@ -141,6 +185,9 @@ def engine_forward(model: Any, engine: EngineConfig | None, gamma: int = 8) -> V
     engine = engine or EngineConfig()
     scope = fast_scope(model, engine)
     executor = fast_executor(model, scope) if scope is not None else None
+    width = resolve_width(model, engine)
+    if width is not None:  # one shape for every block: no bucket map
+        return VerifyForward(model, {}, executor, scope if executor is not None else None, width=width)
     spec = engine.verify_buckets
     buckets: Buckets = {}
     if isinstance(spec, Mapping):
@@ -172,6 +219,9 @@ def step_forward(model: Any, engine: EngineConfig | None) -> VerifyForward:
     scope = fast_scope(model, engine)
     loop = fast_executor(model, scope) if scope is not None else None
     scope = scope if loop is not None else None
+    width = resolve_width(model, engine)
+    if width is not None:  # block-invariant: the loop's executor at the loop's one width, nothing else
+        return VerifyForward(model, {}, loop, scope, width=width)
     k = int(engine.bucket_k_max or PROBE_K_MAX) if pads_blocks(model, engine) else 1
     if loop is None and k == 1:
         return VerifyForward(model)
@@ -198,8 +248,11 @@ def engine_options(model: Any, engine: EngineConfig | None, gamma: int = 8,
     """``SpeculativeRunner`` keyword arguments from the typed ``engine`` config: ``forward``
     (``engine_forward``, unless the caller built it) and ``fused_prefill`` (``auto``: on for a CPU model, off on GPU)."""
     engine = engine or EngineConfig()
+    forward = forward if forward is not None else engine_forward(model, engine, gamma)
     fused = engine.fused_prefill
     if fused == "auto":
-        fused = model_device(model).type == "cpu"
-    return {"forward": forward if forward is not None else engine_forward(model, engine, gamma),
-            "fused_prefill": bool(fused)}
+        fused = model_device(model).type == "cpu" and forward.width is None  # block-invariant: never fused
+    elif fused and forward.width is not None:
+        raise ConfigError("engine.width (on for this half-precision target: engine.width=auto) feeds the prefill "
+                          "alone; engine.fused_prefill=true fuses the first round into it: set one of them")
+    return {"forward": forward, "fused_prefill": bool(fused)}

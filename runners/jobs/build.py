@@ -41,6 +41,7 @@ from runners.drafters import DrafterContext, build_batched_drafter, build_drafte
 from runners.engine.contract import OneAtATime
 from runners.engine.factory import build_runner
 from runners.engine.graphs import use_graphs
+from runners.engine.invariant import resolve_dtype, use_invariant
 from runners.engine.verify import DeviceGenerators, Sampling
 from runners.jobs.ar_cache import ARCache
 from runners.jobs.device_share import DeviceShare
@@ -79,6 +80,7 @@ def prepare(cfg: Any) -> PreparedJob:
     """Validate everything that can be checked without a model (a ``DictConfig``, a plain mapping or a
     ``JobConfig``); raise ``ConfigError`` naming the offending key."""
     config = cfg if isinstance(cfg, JobConfig) else JobConfig.from_mapping(cfg)
+    config = resolve_dtype(config)  # engine.dtype=auto: the target's dtype, named in every record from here on
     check_model_source(config.pair.target, "pair.target")
     if config.speculative and config.pair.draft is not None and config.pair.draft.model is not None:
         check_model_source(config.pair.draft.model, "pair.draft")
@@ -176,6 +178,8 @@ class Job:
         own_tokens = config.drafter is not None and drafter_kind(config.drafter).own_vocabulary  # a draft's own tokens
         use_graphs(config.engine.graphs, (self.target, self.draft_model), config.max_new_tokens,
                    uncaptured=(self.draft_model,) if own_tokens else ())
+        if self._ours():  # engine.width: the target's static cache (runners.engine.invariant), the target alone's too
+            use_invariant(self.target, config.engine, config.max_new_tokens)
         self.sampling = resolve_sampling(config, self.target)
         self.forward, step, self.batch_kernels = self._kernels(sweep_dir)
         #: the target alone every record compares with (the baseline rule, the one module every baseline decode

@@ -220,7 +220,9 @@ def engine_summary(job: Job) -> dict[str, Any] | None:
     """The kernels the job's timed decodes ran on: our speculative loop's engine options (the fast-linear
     scope, the padding buckets as probed, ``fused_prefill``); our AR loop's step (``AutoregressiveRunner.describe``);
     a batched job's (``ar`` too) batched runner's kernels (``runners.engine.fast_linear.BatchKernels``:
-    ``fast_linear`` only); each with ``graphs``, the KV cache kind (``engine.graphs``); null for transformers' loops (assisted generation, ``hf_native_ar``)."""
+    ``fast_linear`` only); each with ``graphs``, the KV cache kind (``engine.graphs``; with ``width``, block-invariant
+    forwards, the target's cache is static whatever it says; the dtype the target ran in, ``engine.dtype`` resolved, is
+    the summary config's ``pair.target.dtype``); null for transformers' loops (assisted generation, ``hf_native_ar``)."""
     graphs = {"graphs": job.config.engine.graphs}  # the KV cache kind (engine.graphs; eager: the papers' loop)
     if job.loop is None:  # batch size > 1
         return {**job.batch_kernels.describe(), **graphs}

@@ -149,8 +149,9 @@ def _engine_ran(summary: Mapping[str, Any]) -> str:
     if not engine:
         return "transformers' loop"
     buckets = engine.get("buckets") or {}
+    width = f", width={engine['width']} (block-invariant, static target cache)" if engine.get("width") else ""
     return (f"fast_linear={engine.get('fast_linear') or False}, {len(buckets)} padded block length(s), "
-            f"fused_prefill={bool(engine.get('fused_prefill'))}, graphs={engine.get('graphs', 'eager')}")
+            f"fused_prefill={bool(engine.get('fused_prefill'))}, graphs={engine.get('graphs', 'eager')}{width}")
 
 
 def cost_line(summary: Mapping[str, Any]) -> str | None:

@@ -59,7 +59,7 @@ from specbench.checks import (
     check_str,
     only_known,
 )
-from specbench.config.engine import EngineConfig
+from specbench.config.engine import DEFAULT_WIDTH, EngineConfig
 from specbench.config.logger import LoggerConfig
 from specbench.config.method import HeteroConfig, MethodConfig
 from specbench.config.pair import ModelSpec, PairConfig, check_device, on_device
@@ -247,6 +247,9 @@ class JobConfig:
             self.check_batch()
         if self.engine.graphs != "eager":
             self.check_graphs()
+        if self.batch_size > 1 and self.engine.width not in (False, "auto"):
+            raise ConfigError(f"engine.width={self.engine.width} runs our batch-1 loop's forwards at one width; "
+                              f"batch_size={self.batch_size} runs the batched engine: use batch_size=1 or engine.width=false")
         if method.runner == "ar":
             return
         draft = pair.draft

@@ -20,6 +20,11 @@ FAST_LINEAR = (False, "head", "all", "auto")
 #: ``runners.engine.kv.PositionCache``), ``captured`` (the static cache with CUDA-graph forwards: CUDA only)
 GRAPHS = ("eager", "static", "captured")
 VERIFY_BUCKETS = (False, "auto", "probe")
+#: the target's dtype (``engine.dtype``, issue 52 item 1): ``model`` (the one its config names) or ``auto`` (bfloat16
+#: for a float32 target on a CPU with native bf16, ``runners.engine.invariant.resolve_dtype``)
+DTYPES = ("model", "auto")
+#: ``engine.width`` when ``auto`` turns it on (``runners.engine.invariant``): a verification of γ ≤ 7 in one forward
+DEFAULT_WIDTH = 8
 
 
 def _off(value: Any) -> Any:
@@ -52,6 +57,14 @@ class EngineConfig:
     * ``fused_prefill``: ``false`` | ``true`` | ``auto`` (on for CPU models, off on GPU) — the first
       round drafts from the prompt and the target verifies prompt + draft in its prefill forward (as
       transformers does); TTFT is then the end of that round;
+    * ``width``: ``false`` | ``n`` ≥ 2 | ``auto`` — block-invariant forwards (``runners.engine.invariant``): after the
+      prefill every forward of the target, the loop's blocks and the target alone's steps alike, feeds exactly ``n``
+      tokens (padded; a longer block in pieces of ``n``) on a static cache, so a position's logits are the same bits
+      whichever block computed them: what makes a bfloat16 target lossless against itself (``auto``: on, at
+      ``DEFAULT_WIDTH``, for a half-precision CPU target of our batch-1 loop; off otherwise, GPU included);
+    * ``dtype``: ``model`` (the default: the dtype the target's config names) | ``auto`` (bfloat16 for a float32
+      target of our batch-1 loop on a CPU with native bf16, AMX or AVX-512 BF16; the records then name the target
+      bfloat16, a different target from the float32 one);
     * ``graphs``: ``eager`` (the default: transformers' dynamic cache, cropped after a rejection, the loop the
       papers timed) | ``static`` (every forward of the target and of a draft model on a preallocated cache rolled
       back by position, ``runners.engine.kv.PositionCache``; at batch 1 and B, the target alone too) |
@@ -69,6 +82,8 @@ class EngineConfig:
     bucket_k_max: int | None = None
     fused_prefill: bool | str = False
     graphs: str = "eager"
+    width: bool | int | str = False
+    dtype: str = "model"
 
     @classmethod
     def from_mapping(cls, node: Mapping[str, Any] | None) -> EngineConfig:
@@ -86,11 +101,21 @@ class EngineConfig:
         fused = "auto" if isinstance(fused, str) and fused.lower() == "auto" else check_bool("engine.fused_prefill", fused)
         k_max = check_int("engine.bucket_k_max", values.get("bucket_k_max", cls.bucket_k_max), 2, optional=True)
         graphs = check_choice("engine.graphs", values.get("graphs", cls.graphs), GRAPHS)
-        return cls(fast, spec, k_max, fused, graphs)
+        width = _off(values.get("width", cls.width))
+        if isinstance(width, str) and width.lower() == "auto":
+            width = "auto"
+        elif width is not False:
+            width = check_int("engine.width", width, 2)
+        dtype = check_choice("engine.dtype", values.get("dtype", cls.dtype), DTYPES)
+        if width not in (False, "auto") and fused is True:
+            raise ConfigError("engine.width feeds every forward after the prefill at one width; "
+                              "engine.fused_prefill=true verifies the first round inside the prefill: set one of them")
+        return cls(fast, spec, k_max, fused, graphs, width, dtype)
 
     @property
     def any(self) -> bool:
-        return bool(self.fast_linear or self.verify_buckets or self.fused_prefill or self.graphs != "eager")
+        return bool(self.fast_linear or self.verify_buckets or self.fused_prefill or self.graphs != "eager"
+                    or self.width or self.dtype != "model")
 
 
 def _buckets(spec: Mapping[Any, Any]) -> dict[int, tuple[int, int]]:

@@ -169,7 +169,7 @@ def test_engine_options_are_validated_at_the_boundary():
     with pytest.raises(ConfigError, match="engine.fast_linear"):
         prepare(compose("engine.fast_linear=everything"))
     job = prepare(compose("engine.fast_linear=auto", "engine.verify_buckets=auto", "engine.fused_prefill=true"))
-    assert job.config.engine == EngineConfig("auto", "auto", None, True)
+    assert job.config.engine == EngineConfig("auto", "auto", None, True, width="auto")
 
 
 @pytest.mark.parametrize("kind", ["slem", "tli"])
