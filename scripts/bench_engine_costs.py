@@ -12,6 +12,11 @@ a drifting host biases every item alike); printed as the median over the repeats
   ``mm(W, xᵀ)ᵀ`` (``engine.fast_linear``'s kernel) and bf16 ``F.linear``;
 * the whole target forward of 1 token (a step of the target alone) and of γ + 1 tokens (a verification), on a KV cache
   of ``--context`` tokens cropped back after each forward, in the pair's dtype and in a bf16 copy;
+* the target as our engine runs it (``runners.engine.verify_forward``, ``engine.fast_linear`` and ``verify_buckets``
+  ``auto``): the fp32 target alone's step (``step_forward``: the fastest step the engine allows, the one every speedup
+  divides by) and its verification of γ + 1 tokens (``engine_forward``); and the bf16 copy with block-invariant
+  forwards (``engine.width``, ``--width`` tokens on a static cache, ``runners.engine.invariant``): its step and its
+  verification, both one forward of the width;
 * the draft's 1-token forward (the pair's draft: Gemma-3-270M int8 by default), and the same with its LM head
   restricted to the ``--head-rows`` most frequent tokens of ``--token-map`` (FR-Spec, Zhao et al. 2025; the draft
   ``pair.draft.hot_vocab`` builds, ``specbench.models.hot_vocab``).
@@ -25,8 +30,12 @@ verification one step) beside the same bound charging the measured verification 
 that copy as the target (γ fixed): whether a bf16 target stays lossless against itself (a k-token verification can
 round differently from k one-token steps). ``--where-bf16-differs``: where that rounding comes from, without timing
 anything: on each embedded prompt, the bf16 copy's last hidden state and logits for 5 greedy tokens fed as one block
-against the same 5 fed one step at a time, and the LM head on the block's rows at once against row by row. Run on a
-quiet machine; say the CPU and the date with every figure.
+against the same 5 fed one step at a time, and the LM head on the block's rows at once against row by row.
+``--invariance``: no timing either; for 32 greedy tokens of each embedded prompt, how many logit rows (bit for bit)
+and argmaxes differ between the target alone's steps and blocks of 3, 5, 8 and 11 tokens, through the product's
+``VerifyForward``: plain on the dynamic cache, plain on a static one, padded to the width on the dynamic cache
+(a bucket map), and block-invariant (``width``, static), in bf16 and fp32. ``--check-tokens`` also checks the bf16
+target at the width. Run on a quiet machine; say the CPU and the date with every figure.
 """
 
 from __future__ import annotations
@@ -58,6 +67,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--token-map", default="package:gemma3", help="which rows (specbench.models.hot_vocab; '' = the "
                    "first ones)")
     p.add_argument("--where-bf16-differs", action="store_true", help="only locate a bf16 block's rounding (no timing)")
+    p.add_argument("--width", type=int, default=8, help="engine.width of the block-invariant items")
+    p.add_argument("--invariance", action="store_true", help="only count the logit rows block shapes move (no timing)")
     p.add_argument("--json", help="write the medians and ratios here")
     return p.parse_args(argv)
 
@@ -96,6 +107,74 @@ def forward_item(model: Any, k: int, context: int) -> Any:
         crop_to(cache, context)
 
     return run
+
+
+def engine_item(forward: Any, k: int, context: int) -> Any:
+    """A callable that runs our engine's ``VerifyForward`` on ``k`` tokens over a cache of ``context`` tokens (its
+    model's cache kind: static after ``kv.use_static``), then sets the cache back to ``context``."""
+    import torch
+
+    from runners.engine.kv import crop_to, new_cache
+
+    cache = new_cache(forward.model)
+    with torch.inference_mode():
+        forward(cache, list(range(10, 10 + context)), 1)
+    feed = list(range(20, 20 + k))
+
+    def run() -> None:
+        with torch.inference_mode():
+            forward(cache, feed, k)
+        crop_to(cache, context)
+
+    return run
+
+
+def invariance(models: dict[str, Any], tokenizer: Any, width: int, n: int = 32,
+               sizes: tuple[int, ...] = (3, 5, 8, 11)) -> list[str]:
+    """One line per (dtype, way of running the target): over ``n`` greedy tokens of each embedded prompt (the target
+    alone's, each way its own), the logit rows and the argmaxes that differ between 1-token steps and blocks of each
+    of ``sizes`` (module docstring)."""
+    import torch
+    from bench_vs_hf import load_prompts
+
+    from runners.engine.kv import crop_to, new_cache, use_static
+    from runners.engine.verify_forward import VerifyForward
+
+    prompts = [ids for _, ids in load_prompts(tokenizer)]
+    ways = {"plain, dynamic cache": (None, {}, False), "plain, static cache": (None, {}, True),
+            f"padded to {width}, dynamic cache": (None, {k: (width, k) for k in range(1, width + 1)}, False),
+            f"width {width}, static cache": (width, {}, True)}
+    lines = []
+    for dtype, model in models.items():
+        for way, (w, buckets, static) in ways.items():
+            use_static(model, 64 + n + width if static else None)
+            forward = VerifyForward(model, buckets, width=w)
+            rows = moved = argmax = 0
+            for ids in prompts:
+                with torch.inference_mode():
+                    cache = new_cache(model)
+                    steps = [forward(cache, list(ids), 1)[-1]]
+                    seq = [int(steps[-1].argmax())]
+                    for _ in range(n):
+                        steps.append(forward(cache, [seq[-1]], 1)[-1])
+                        if forward.pads(1):
+                            crop_to(cache, len(ids) + len(seq))
+                        seq.append(int(steps[-1].argmax()))
+                    for size in sizes:
+                        cache = new_cache(model)
+                        got = [forward(cache, list(ids), 1)[-1]]
+                        for i in range(0, n, size):
+                            block = seq[i:i + size]
+                            got.extend(forward(cache, block, len(block)))
+                            if forward.pads(len(block)):
+                                crop_to(cache, len(ids) + i + len(block))
+                        rows += len(got)
+                        moved += sum(int(not torch.equal(a, b)) for a, b in zip(steps, got, strict=True))
+                        argmax += sum(int(int(a.argmax()) != int(b.argmax())) for a, b in zip(steps, got, strict=True))
+            use_static(model, None)
+            lines.append(f"{dtype}, {way}: {moved} of {rows} logit rows differ between steps and blocks of "
+                         f"{', '.join(map(str, sizes))} tokens; argmax at {argmax}")
+    return lines
 
 
 def head_item(weight: Any, rows: int, kernel: str) -> Any:
@@ -142,21 +221,32 @@ def leviathan_bounds(alpha: float, gamma: int, d: float, v: float) -> tuple[floa
     return leviathan_speedup(alpha, gamma, 1.0 / d), tokens / (gamma * d + v)
 
 
-def check_lossless(target: Any, draft: Any, tokenizer: Any, eos: list[int], gamma: int, n: int) -> tuple[int, int]:
-    """(prompts whose loop output equals the bf16 target's own greedy decoding, prompts checked)."""
+def check_lossless(target: Any, draft: Any, tokenizer: Any, eos: list[int], gamma: int, n: int,
+                   width: int | None = None) -> tuple[int, int]:
+    """(prompts whose loop output equals the bf16 target's own greedy decoding, prompts checked); ``width``: both
+    on block-invariant forwards of that width (``engine.width``, a static cache), as a job builds them."""
     from bench_vs_hf import load_prompts
 
     from methods.base import FixedGamma
     from runners.drafters.model import ModelDrafter
     from runners.engine.factory import build_runner
 
+    from runners.engine.invariant import use_invariant
+    from runners.engine.kv import use_static
+    from runners.engine.verify_forward import engine_options, step_forward
+    from specbench.config import EngineConfig
+
+    engine = EngineConfig(width=width or False)
+    use_invariant(target, engine, n)
+    step, options = step_forward(target, engine), engine_options(target, engine, gamma)
     same = 0
     prompts = [ids for _, ids in load_prompts(tokenizer)]
     for ids in prompts:
-        alone = build_runner("ar", target, eos).generate(list(ids), n).tokens
+        alone = build_runner("ar", target, eos, forward=step).generate(list(ids), n).tokens
         loop = build_runner("speculative", target, eos, drafter=ModelDrafter(draft, eos),
-                            policy=FixedGamma(gamma)).generate(list(ids), n).tokens
+                            policy=FixedGamma(gamma), engine=options).generate(list(ids), n).tokens
         same += int(alone == loop)
+    use_static(target, None)
     return same, len(prompts)
 
 
@@ -205,6 +295,21 @@ def main(argv: list[str] | None = None) -> int:
 
     label, target, draft, tokenizer = load_bench_pair(args.pair, None)
     target16 = copy.deepcopy(target).to(torch.bfloat16)
+    if args.invariance:
+        print(f"{label}: {cpu_flags()}, {args.threads} torch threads, torch {torch.__version__}, "
+              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+        for line in invariance({"bf16": target16, "fp32": target}, tokenizer, args.width):
+            print(f"  {line}")
+        return 0
+    from runners.engine.kv import use_static
+    from runners.engine.verify_forward import VerifyForward, engine_forward, step_forward
+    from specbench.config import EngineConfig
+
+    engine = EngineConfig(fast_linear="auto", verify_buckets="auto")  # the config's defaults: what a job runs
+    fp32_step, fp32_verify = step_forward(target, engine), engine_forward(target, engine, args.gamma)
+    target16_static = copy.deepcopy(target16)
+    use_static(target16_static, args.context + 64)
+    fixed = VerifyForward(target16_static, width=args.width)
     if args.where_bf16_differs:
         print(f"{label}: {cpu_flags()}, {args.threads} torch threads, torch {torch.__version__}, "
               f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
@@ -222,6 +327,10 @@ def main(argv: list[str] | None = None) -> int:
     items[f"target fp32 {k} tokens"] = forward_item(target, k, args.context)
     items["target bf16 1 token"] = forward_item(target16, 1, args.context)
     items[f"target bf16 {k} tokens"] = forward_item(target16, k, args.context)
+    items["target fp32 1 token, engine step"] = engine_item(fp32_step, 1, args.context)
+    items[f"target fp32 {k} tokens, engine"] = engine_item(fp32_verify, k, args.context)
+    items[f"target bf16 1 token, width {args.width}"] = engine_item(fixed, 1, args.context)
+    items[f"target bf16 {k} tokens, width {args.width}"] = engine_item(fixed, k, args.context)
     items["draft 1 token"] = forward_item(draft, 1, args.context)
     items[f"draft 1 token, head {args.head_rows} rows"] = forward_item(cut_head(draft, args.head_rows, args.token_map),
                                                                        1, args.context)
@@ -236,7 +345,16 @@ def main(argv: list[str] | None = None) -> int:
     ratios = {
         f"verify {k} / step, fp32": med[f"target fp32 {k} tokens"] / med["target fp32 1 token"],
         f"verify {k} / step, bf16": med[f"target bf16 {k} tokens"] / med["target bf16 1 token"],
+        f"verify {k} / step, fp32 on the engine": med[f"target fp32 {k} tokens, engine"]
+        / med["target fp32 1 token, engine step"],
+        f"verify {k} / step, bf16 width {args.width}": med[f"target bf16 {k} tokens, width {args.width}"]
+        / med[f"target bf16 1 token, width {args.width}"],
         "bf16 step / fp32 step": med["target bf16 1 token"] / med["target fp32 1 token"],
+        f"bf16 width {args.width} step / fp32 engine step": med[f"target bf16 1 token, width {args.width}"]
+        / med["target fp32 1 token, engine step"],
+        "draft step / target step, fp32 engine step": med["draft 1 token"] / med["target fp32 1 token, engine step"],
+        f"draft step / target step, bf16 width {args.width}": med["draft 1 token"]
+        / med[f"target bf16 1 token, width {args.width}"],
         "draft step / target step, fp32 target": med["draft 1 token"] / med["target fp32 1 token"],
         "draft step / target step, bf16 target": med["draft 1 token"] / med["target bf16 1 token"],
         f"draft step, head {args.head_rows} rows / target step, fp32 target":
@@ -245,9 +363,13 @@ def main(argv: list[str] | None = None) -> int:
     for name, value in ratios.items():
         print(f"  {name}: {value:.3f}")
     bounds = {}
-    for dtype in ("fp32", "bf16"):
-        d = ratios[f"draft step / target step, {dtype} target"]
-        v = ratios[f"verify {k} / step, {dtype}"]
+    for dtype, d_key, v_key in (("fp32", "draft step / target step, fp32 target", f"verify {k} / step, fp32"),
+                                ("bf16", "draft step / target step, bf16 target", f"verify {k} / step, bf16"),
+                                ("fp32 on the engine", "draft step / target step, fp32 engine step",
+                                 f"verify {k} / step, fp32 on the engine"),
+                                (f"bf16 width {args.width}", f"draft step / target step, bf16 width {args.width}",
+                                 f"verify {k} / step, bf16 width {args.width}")):
+        d, v = ratios[d_key], ratios[v_key]
         free, charged = leviathan_bounds(args.alpha, args.gamma, d, v)
         bounds[dtype] = {"verify_free": free, "verify_charged": charged}
         print(f"  Leviathan's bound at α = {args.alpha}, γ = {args.gamma}, {dtype} target: {free:.2f}× with a free "
@@ -255,9 +377,12 @@ def main(argv: list[str] | None = None) -> int:
     checked = None
     if args.check_tokens:
         same, n = check_lossless(target16, draft, tokenizer, [tokenizer.eos_token_id], args.gamma, args.check_tokens)
-        checked = {"same": same, "prompts": n, "tokens": args.check_tokens}
+        same_w, _ = check_lossless(target16, draft, tokenizer, [tokenizer.eos_token_id], args.gamma,
+                                   args.check_tokens, width=args.width)
+        checked = {"same": same, "prompts": n, "tokens": args.check_tokens, "same_at_width": same_w,
+                   "width": args.width}
         print(f"  bf16 target, our loop against the bf16 target alone ({args.check_tokens} tokens): {same} of {n} "
-              "prompts identical")
+              f"prompts identical; at width {args.width} (static cache): {same_w} of {n}")
     if args.json:
         Path(args.json).write_text(json.dumps({"pair": label, "cpu": cpu_flags(), "threads": args.threads, "when": when,
                                                "median_ms": med, "ms": times, "ratios": ratios, "bounds": bounds,
