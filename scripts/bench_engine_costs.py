@@ -230,7 +230,6 @@ def check_lossless(target: Any, draft: Any, tokenizer: Any, eos: list[int], gamm
     from methods.base import FixedGamma
     from runners.drafters.model import ModelDrafter
     from runners.engine.factory import build_runner
-
     from runners.engine.invariant import use_invariant
     from runners.engine.kv import use_static
     from runners.engine.verify_forward import engine_options, step_forward

@@ -47,8 +47,8 @@ from runners.engine.graphs import forward_logits
 from runners.engine.invariant import resolve_width
 from runners.engine.kv import cache_len, crop_to, is_static
 from specbench.config import EngineConfig
-from specbench.registry import ConfigError
 from specbench.models import model_device
+from specbench.registry import ConfigError
 
 Buckets = dict[int, tuple[int, int]]
 

@@ -59,7 +59,8 @@ from specbench.checks import (
     check_str,
     only_known,
 )
-from specbench.config.engine import DEFAULT_WIDTH, EngineConfig
+from specbench.config.engine import DEFAULT_WIDTH as DEFAULT_WIDTH
+from specbench.config.engine import EngineConfig
 from specbench.config.logger import LoggerConfig
 from specbench.config.method import HeteroConfig, MethodConfig
 from specbench.config.pair import ModelSpec, PairConfig, check_device, on_device
