@@ -173,13 +173,7 @@ class Job:
         self.target, self.tokenizer, self.eos = pair.target, pair.tokenizer, pair.eos
         self.draft_model: Any = pair.draft  # the draft model the job drafts with (None: AR, prompt lookup)
         self.draft_tokenizer: Any = pair.draft_tokenizer
-        # engine.graphs: the cache kind of every cache our loops build for these models, the target alone's too
-        # (the baseline rule; set every job anew: a model loaded once serves a sweep's jobs)
-        own_tokens = config.drafter is not None and drafter_kind(config.drafter).own_vocabulary  # a draft's own tokens
-        use_graphs(config.engine.graphs, (self.target, self.draft_model), config.max_new_tokens,
-                   uncaptured=(self.draft_model,) if own_tokens else ())
-        if self._ours():  # engine.width: the target's static cache (runners.engine.invariant), the target alone's too
-            use_invariant(self.target, config.engine, config.max_new_tokens)
+        self.activate()
         self.sampling = resolve_sampling(config, self.target)
         self.forward, step, self.batch_kernels = self._kernels(sweep_dir)
         #: the target alone every record compares with (the baseline rule, the one module every baseline decode
@@ -199,6 +193,20 @@ class Job:
         self.runner = self._runner()
         #: the job's records are their own reference (an ``ar`` job of our loop), chosen once
         self.own_reference = self.runner is self.target_alone.runner
+
+    def activate(self) -> None:
+        """Give the job's models the job's cache kinds: ``engine.graphs`` for every cache our loops build for the
+        target and the draft model (the target alone's too: the baseline rule) and, for our batch-1 loop,
+        ``engine.width``'s static target cache (``runners.engine.invariant``). A cache kind is set per model object
+        for the process, and a model loaded once serves a sweep's jobs: so the job sets its own when it is built and
+        again before each of its decodes (``JobRun.generate``, and the interleaved launcher's warm-up, per-call
+        costs and paired target alone), where a process holds several jobs of one model at once."""
+        config = self.config
+        own_tokens = config.drafter is not None and drafter_kind(config.drafter).own_vocabulary  # a draft's own tokens
+        use_graphs(config.engine.graphs, (self.target, self.draft_model), config.max_new_tokens,
+                   uncaptured=(self.draft_model,) if own_tokens else ())
+        if self._ours():
+            use_invariant(self.target, config.engine, config.max_new_tokens)
 
     def _kernels(self, sweep_dir: str | Path | None) -> tuple[Any, Any, Any]:
         """``(forward, step, batch_kernels)``: our loop's at batch 1 (the engine options), the target alone's 1-token

@@ -335,6 +335,7 @@ class InterleavedSweep:
                                   "repeat": item.unit.repeat, "input_tokens": len(item.inp.ids),
                                   "max_new_tokens": item.run.config.max_new_tokens}
         try:
+            job.activate()  # the job's cache kinds (another job of the sweep may share its models)
             gen = untimed_target(job, item.inp.ids)
         except Exception as exc:  # not a measurement: the round's decodes still run (and fail on their own)
             log.warning("untimed warm-up of a round failed: %s: %s", type(exc).__name__, exc)
@@ -352,6 +353,7 @@ class InterleavedSweep:
             item = next((it for it in items if it.run.config.drafter is not None  # a drafter the analysis models
                          and draft_cost(it.run.config.drafter) is not None), items[0])
             job = item.run.job
+            job.activate()
             samples = time_round(job, item.inp.ids, self._widths.get(pair) or [1], seed=round_seed(self.seed, pair, r))
             rows = round_rows(job, pair, r, samples)
         except Exception as exc:  # not a measurement of any job: the round's decodes still run
@@ -386,6 +388,7 @@ class InterleavedSweep:
         ``TargetAlone.reference`` (its baseline kernels, after its per-prompt warm-ups, in the one bracket)."""
         run, job = item.run, item.run.job
         assert job is not None and item.ar_digest is not None
+        job.activate()
         probe_ms = run.probe() if run.probe is not None else None
         decoded = job.target_alone.reference(item.inp.ids, job.share)
         gen, device_jobs = decoded.value, decoded.device_jobs

@@ -296,6 +296,7 @@ class JobRun:
         launcher's paired decode)."""
         job, config = self.job, self.config
         assert job is not None, "start() first"
+        job.activate()  # its cache kinds: another job of the process may have set its own on the same models
         prompts = [inp.ids for inp in inps]
         batched = config.batch_size > 1
         verified = config.verify_lossless and config.greedy

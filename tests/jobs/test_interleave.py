@@ -296,3 +296,38 @@ def test_the_ar_cache_key_names_the_thread_count_and_cpu_capability(monkeypatch)
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "DEFAULT")
     other = reference_key(spec, [1, 2, 3], 8, [0], "cpu:x")
     assert other["cpu_capability"] == "DEFAULT" and key_hash(other) != key_hash(here)
+
+
+def test_jobs_sharing_a_model_each_decode_on_their_own_cache_kind(tiny_conf, tmp_path, monkeypatch):
+    """A cache kind is set per model object and one process holds every job of an interleaved sweep, built before
+    the first round: a job on block-invariant forwards (``engine.width``, a static target cache) beside one on the
+    dynamic cache and one on ``engine.graphs=static``, all of one tiny target. Each job's decodes — timed, and its
+    target alone's — run on its own kind (``Job.activate``), and all are lossless."""
+    from runners.engine import kv
+    from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
+
+    seen: list[tuple[str, bool]] = []  # (the decode's policy or "alone", whether the target's cache is static)
+    real_spec, real_ar = SpeculativeRunner.generate, AutoregressiveRunner.generate
+
+    def spec(self, *args, **kwargs):
+        seen.append((type(self.policy).__name__, kv.static_headroom(self.target) is not None))
+        return real_spec(self, *args, **kwargs)
+
+    def alone(self, *args, **kwargs):
+        seen.append(("alone", kv.static_headroom(self.target) is not None))
+        return real_ar(self, *args, **kwargs)
+
+    monkeypatch.setattr(SpeculativeRunner, "generate", spec)
+    monkeypatch.setattr(AutoregressiveRunner, "generate", alone)
+    cells = [("method=specdecode", "gamma=3", "engine.width=4"), ("method=gammatune", "gamma=3"),
+             ("method=hf_heuristic", "gamma=3", "engine.graphs=static")]
+    InterleavedSweep(_jobs(tiny_conf, tmp_path, cells), tmp_path, progress=False).run()
+    kinds = {policy: {static for p, static in seen if p == policy} for policy, _ in seen}
+    assert kinds["FixedGamma"] == {True} and kinds["GammaTune"] == {False} and kinds["HFHeuristic"] == {True}
+    assert kinds["alone"] == {True, False}  # each job's target alone on its job's kind
+    for cell in cells:
+        summary = json.loads((tmp_path / ",".join(cell) / "summary.json").read_text())
+        assert summary["status"] == "complete", summary.get("error")
+        assert all(r["lossless"] for r in read_records(tmp_path / ",".join(cell) / "records.jsonl"))
+    width = json.loads((tmp_path / ",".join(cells[0]) / "summary.json").read_text())
+    assert width["engine"]["width"] == 4 and width["baseline"]["kernels"]["width"] == 4
