@@ -13,7 +13,8 @@ folder at any depth and adds a few columns from the job's summary:
   ``target``/``draft`` = ``config.pair.{target,draft}.name``, ``max_new_tokens``,
   ``method_params`` (the method's knobs), ``hetero_params`` (the cross-vocabulary algorithm's config node,
   ``config.hetero``), ``engine`` (our loop's speed options that were on,
-  ``fast_linear=all,fused_prefill``; ``plain`` when none; null for AR/transformers jobs), ``ar_cache`` (an AR method's ``cache``, ``dynamic``
+  ``fast_linear=all,fused_prefill``, and ``width=8`` where the summary says block-invariant forwards ran; ``plain``
+  when none; null for AR/transformers jobs), ``ar_cache`` (an AR method's ``cache``, ``dynamic``
   when older configs had none), and, always from the config, ``target_path`` / ``draft_path``
   (Hub ids: hf-bench's labels are guessed from them) and ``target_quant``;
 * ``method`` becomes its variant key: the record's own ``method_key`` (written by the job,
@@ -236,6 +237,11 @@ def job_rows(
         # resolved: the same config ran the plain kernels before the batched engine took fast_linear)
         filled["engine"] = engine_tag({"fast_linear": ran.get("fast_linear") or False, "verify_buckets": False,
                                        "fused_prefill": False, "graphs": ran.get("graphs") or "eager"}) or PLAIN
+    if isinstance(ran, Mapping) and ran.get("width") and filled["engine"] is not None:
+        # block-invariant forwards as they ran (``engine.width``, ``auto`` resolved by the target's dtype): a variant
+        # of the engine, never pooled with the same loop at free widths
+        tag = f"width={ran['width']}"
+        filled["engine"] = tag if filled["engine"] == PLAIN else f"{filled['engine']},{tag}"
     if status is None:
         status = str(summary.get("status") or "incomplete") if summary else "incomplete"
     provenance = summary.get("provenance")
