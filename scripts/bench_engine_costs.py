@@ -164,7 +164,7 @@ def invariance(models: dict[str, Any], tokenizer: Any, width: int, n: int = 32,
                         cache = new_cache(model)
                         got = [forward(cache, list(ids), 1)[-1]]
                         for i in range(0, n, size):
-                            block = seq[i:i + size]
+                            block = seq[i:min(i + size, n)]  # the n tokens the steps fed
                             got.extend(forward(cache, block, len(block)))
                             if forward.pads(len(block)):
                                 crop_to(cache, len(ids) + i + len(block))

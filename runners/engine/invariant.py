@@ -19,10 +19,13 @@ in LLM Inference", 2025: fixed shapes, so one reduction order per row), here wit
 * the prefill is one forward of the prompt in both loops (padded to ``width`` when shorter), so both start from the
   same keys and values; the first round cannot be fused into it (``engine.fused_prefill`` stays off).
 
-Measured (``scripts/bench_engine_costs.py --invariance``, the same EPYC, 2026-11-28): with width 8 on a static cache,
-0 of 330 logit rows differ, bit for bit, between the target alone's steps and blocks of 3, 5, 8 and 11 tokens, in
-bfloat16 and float32; padded on a dynamic cache 247 differ, unpadded on a static one 309. The cost: the target alone
-steps on ``width`` rows (the ``why`` of ``DEFAULT_WIDTH``), a verification of up to ``width`` tokens costs one step.
+Measured (``scripts/bench_engine_costs.py --invariance``, Gemma-3-270M on the 2-core EPYC, 2026-11-28,
+``results/committed/engine_costs_epyc/invariance.log``): over 32 greedy tokens of the 10 embedded prompts, with width 8
+on a static cache 0 of 1320 logit rows differ, bit for bit, between the target alone's steps and blocks of 3, 5, 8 and
+11 tokens, in bfloat16 and in float32; in bfloat16 1268 differ on the plain forwards (17 argmaxes), 1241 unpadded on a
+static cache, 905 padded to 8 on the dynamic cache. The cost: the target alone steps on ``width`` rows, a
+verification of up to ``width`` tokens costs one step (``make_run_bf16_epyc``: the target alone at width 8 ran at
+0.83 of the plain bf16 one's speed).
 
 ``resolve_width`` says whether a batch-1 target runs so; ``resolve_dtype`` turns ``engine.dtype=auto`` into the
 target's dtype before anything reads the config (``runners.jobs.build.prepare``): a bfloat16 target is a different
