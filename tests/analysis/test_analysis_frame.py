@@ -70,6 +70,21 @@ def test_a_batched_jobs_engine_tag_is_the_kernels_it_ran():
     assert one[0]["engine"] == "fast_linear=auto,verify_buckets=auto"  # batch 1: the config, as before
 
 
+def test_a_width_that_ran_tags_the_engine_and_an_automatic_one_that_did_not_leaves_it():
+    """``engine.width=auto`` is on for a bf16 target and off for a fp32 one: the tag follows what the summary says
+    ran (``summary.json: engine.width``), not the config's word, so the fp32 job keeps the tag it always had."""
+    config = {"method": {"name": "specdecode", "runner": "speculative"}, "batch_size": 1,
+              "engine": {"fast_linear": "auto", "verify_buckets": "auto", "fused_prefill": False, "width": "auto"}}
+    ran = {"fast_linear": False, "buckets": {}, "fused_prefill": False, "graphs": "eager"}
+    bf16 = job_rows([{"prompt_id": "a"}], {"config": config, "status": "complete", "engine": {**ran, "width": 8}})
+    fp32 = job_rows([{"prompt_id": "a"}], {"config": config, "status": "complete", "engine": ran})
+    off = {**config, "engine": {"fast_linear": False, "verify_buckets": False, "fused_prefill": False}}
+    plain = job_rows([{"prompt_id": "a"}], {"config": off, "status": "complete", "engine": {**ran, "width": 8}})
+    assert bf16[0]["engine"] == "fast_linear=auto,verify_buckets=auto,width=8"
+    assert fp32[0]["engine"] == "fast_linear=auto,verify_buckets=auto"
+    assert plain[0]["engine"] == "width=8"
+
+
 def _engine_rows(method: str, engine: dict | None, gamma: int = 2) -> list[dict]:
     config = {"pair": "p", "method": {"name": method, "runner": "speculative"}, "gamma": gamma, "batch_size": 1,
               **({"engine": engine} if engine is not None else {})}

@@ -237,6 +237,21 @@ def test_every_speculative_job_says_what_its_parts_cost_and_what_ran():
     unmeasured = cost_line({**summary, "aggregates": {**agg, "verify_s": None}})
     assert "not measured: taken as 1" in unmeasured
     assert cost_line({**summary, "aggregates": {**agg, "draft_forwards": 0}}) is None  # AR / lookup only
+    width = cost_line({**summary, "engine": {**summary["engine"], "width": 8}})
+    assert "graphs=eager, width=8 (block-invariant, static target cache)" in width
+
+
+def test_a_width_jobs_summary_says_what_its_speedup_divides_by(capsys):
+    """A job on block-invariant forwards divides by its target alone at the width (the function it matches), which
+    is slower than a plain step: the printed summary says so; a job without a width says nothing more."""
+    from runners.jobs.report import print_summary
+
+    base = {"status": "complete", "config": {"method": {"name": "specdecode"}, "pair": {"name": "p"}},
+            "aggregates": {"speedup": 2.0, "tokens_per_s": 40.0, "ar_tokens_per_s": 20.0}}
+    print_summary("job", {**base, "baseline": {"kernels": {"fast_linear": False, "step": None, "width": 8}}})
+    assert "(over the target alone at width 8, the function this loop matches token for token" in capsys.readouterr().out
+    print_summary("job", {**base, "baseline": {"kernels": {"fast_linear": False, "step": None}}})
+    assert "over the target alone at width" not in capsys.readouterr().out
 
 
 @pytest.mark.slow
