@@ -83,7 +83,7 @@ class FakeRun:
         self.job_dir = folder / name
         self.clock, self.work, self.n_units, self.done, self.reference = clock, work, n_units, set(done), reference
         self.config = SimpleNamespace(pair=SimpleNamespace(name=PAIR), max_new_tokens=8)
-        self.job = SimpleNamespace(name=name, clock=clock)  # what the warm-up reads
+        self.job = SimpleNamespace(name=name, clock=clock, activate=lambda: None)  # what the warm-up reads
         self.began, self.summary, self.probe = True, None, None
         self.times: dict[int, float] = {}  # unit index -> virtual seconds of its timed decode
         self.where: dict[int, dict[str, Any]] = {}  # unit index -> the record's ``interleave``
