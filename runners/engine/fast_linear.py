@@ -173,10 +173,20 @@ def fast_executor(model: Any, scope: str, max_rows: int = 16, min_rows: int = 2)
 
 def probed_costs(model: Any, executor: Any | None, kernels: str | None, k_max: int) -> tuple[dict[int, float], dict[int, float]]:
     """``probe_costs`` of ``executor`` (None: ``model`` itself) up to ``k_max``, measured once per model, ``kernels``
-    label (``_PROBED``), ``k_max`` and torch's threads, or seeded by another job of the sweep (``seed_measurements``)."""
+    label (``_PROBED``), ``k_max`` and torch's threads, or seeded by another job of the sweep (``seed_measurements``);
+    the first ``k_max`` rows of a longer probe of the same kernels when one was made."""
     probed = _PROBED.setdefault(model, {})
-    key = (kernels, int(k_max), torch.get_num_threads())
+    threads = torch.get_num_threads()
+    key = (kernels, int(k_max), threads)
     if key not in probed:
+        # a longer probe of the same kernels holds this one's rows (each length is timed on its own): sliced, not
+        # measured again (the target alone's step probes up to PROBE_K_MAX, the loop's blocks up to max(9, γ + 1))
+        longer = min((k for (label, k, t) in probed if label == kernels and t == threads and k >= int(k_max)),
+                     default=None)
+        if longer is not None:
+            body, head = probed[(kernels, longer, threads)]
+            return ({m: v for m, v in body.items() if m <= int(k_max)},
+                    {r: v for r, v in head.items() if r <= int(k_max)})
         probed[key] = probe_costs(executor if executor is not None else model, k_max)
     return probed[key]
 

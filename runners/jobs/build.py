@@ -215,7 +215,8 @@ class Job:
         (``runners.jobs.kernels``)."""
         config = self.config
         with shared_kernels(self.target, config.pair.target, sweep_dir):
-            forward, step = self._engine_forward(), self._step_forward()
+            step = self._step_forward()  # first: its probe (up to PROBE_K_MAX) holds the loop's shorter one
+            forward = self._engine_forward()
             if config.batch_size == 1:
                 return forward, step, None
             from runners.engine.fast_linear import batch_kernels

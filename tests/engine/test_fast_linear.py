@@ -81,6 +81,28 @@ def test_quantized_linears_are_left_alone(pair):
     assert transposed_copy(q, "all") is None
 
 
+def test_a_shorter_probe_of_the_same_kernels_is_a_slice_of_a_longer_one(monkeypatch):
+    """The target alone's step probes blocks up to 17 tokens, the loop's up to max(9, γ + 1): the second is the
+    first one's rows, not a second measurement; other kernels, or a longer probe after a shorter one, are measured."""
+    from runners.engine import fast_linear as vf
+
+    calls = []
+
+    def probe(executor, k_max, **_):
+        calls.append(k_max)
+        return {m: float(m) for m in range(1, k_max + 1)}, {r: 10.0 * r for r in range(1, k_max + 1)}
+
+    monkeypatch.setattr(vf, "probe_costs", probe)
+    model = tiny.tiny_model(300, seed=4)
+    long = vf.probed_costs(model, None, "all", 17)
+    short = vf.probed_costs(model, None, "all", 9)
+    assert calls == [17] and short == ({m: long[0][m] for m in range(1, 10)}, {r: long[1][r] for r in range(1, 10)})
+    vf.probed_costs(model, None, None, 9)  # other kernels
+    vf.probed_costs(model, None, "head", 3)
+    vf.probed_costs(model, None, "head", 5)  # longer than what was probed
+    assert calls == [17, 9, 3, 5]
+
+
 def test_the_executor_and_probe_caches_live_as_long_as_their_model():
     """Issue 40, item 6: the caches were keyed by ``id(model)``: an evicted model's copy stayed in memory, and a new
     model that reused the id got a stale copy. Keyed by the model object (weakly), its entries go with it."""
