@@ -181,6 +181,13 @@ def _job_files(folder: Path) -> list[str]:
                   for p in (ROOT / folder).glob(f"*/{name}"))
 
 
+def _off_interval(got: tuple[float, float, float], want: tuple[float, float, float], digits: int = 3) -> str | None:
+    """None when a measured (point, lo, hi) rounds to the stated one at ``digits`` places, else what was measured."""
+    if all(rounds_to(g, w, digits) for g, w in zip(got, want, strict=True)):
+        return None
+    return f"{got[0]:.{digits}f} [{got[1]:.{digits}f}, {got[2]:.{digits}f}]"
+
+
 def _paired_head_ratio(folder: Path, hot: str) -> tuple[float, float, float, int]:
     """The restricted head's throughput ÷ the whole head's, per (method, initial γ) and averaged over them, with the
     tables' paired jackknife over prompt turns (``analysis.uncertainty``; A/A twins left out, as the tables do):
@@ -211,8 +218,9 @@ def hot_head_pays(root: Path) -> str | None:
               (_HOT, "hot8192"): (0.944, 0.872, 1.021)}
     for (folder, hot), want in stated.items():
         got = _paired_head_ratio(root / folder, hot)
-        if got[3] != 10 or not all(rounds_to(g, w, 3) for g, w in zip(got[:3], want, strict=True)):
-            return f"{folder.name} {hot}: {got[0]:.3f} [{got[1]:.3f}, {got[2]:.3f}] over {got[3]} clusters"
+        off = _off_interval(got[:3], want)
+        if got[3] != 10 or off is not None:
+            return f"{folder.name} {hot}: {off or 'as stated'} over {got[3]} clusters"
     return None
 
 
@@ -257,8 +265,9 @@ def bf16_width_pays(root: Path) -> str | None:
               "aa": ((0.997, 0.978, 1.015), 3)}
     got = _bf16_ratios(root / _BF16_RUN)
     for name, (want, digits) in stated.items():
-        if not all(rounds_to(g, w, digits) for g, w in zip(got[name], want, strict=True)):
-            return f"{name}: {got[name][0]:.3f} [{got[name][1]:.3f}, {got[name][2]:.3f}]"
+        off = _off_interval(got[name], want, digits)
+        if off is not None:
+            return f"{name}: {off}"
     return None
 
 
@@ -317,8 +326,9 @@ def hybrid_cap_pays(root: Path) -> str | None:
               ("3", "null"): (0.981, 0.969, 0.994)}
     got = _hybrid_cells(root / _TUNE)
     for key, want in stated.items():
-        if not all(rounds_to(g, w, 3) for g, w in zip(got[key], want, strict=True)):
-            return f"{key}: {got[key][0]:.3f} [{got[key][1]:.3f}, {got[key][2]:.3f}]"
+        off = _off_interval(got[key], want)
+        if off is not None:
+            return f"{key}: {off}"
     best = max(got, key=lambda k: got[k][0])
     if best != ("1", "3"):
         return f"the best cell is {best}, not (1, 3)"
@@ -333,10 +343,7 @@ _CAP_RUN = COMMITTED / "make_run_cap_epyc"
        "draft's throughput [1.122, 1.252]",
        *_job_files(_CAP_RUN), figures=("1.185 ×", "[1.122, 1.252]"))
 def hybrid_cap_holds_out(root: Path) -> str | None:
-    got = _hybrid_cells(root / _CAP_RUN)[("-", "3")]
-    if not all(rounds_to(g, w, 3) for g, w in zip(got, (1.185, 1.122, 1.252), strict=True)):
-        return f"{got[0]:.3f} [{got[1]:.3f}, {got[2]:.3f}]"
-    return None
+    return _off_interval(_hybrid_cells(root / _CAP_RUN)[("-", "3")], (1.185, 1.122, 1.252))
 
 
 def main(argv: list[str] | None = None) -> int:
