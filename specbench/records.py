@@ -230,11 +230,12 @@ class Record:
         "", "ran", "The kernels the timed decode ran on (`runners.jobs.record.engine_summary`): our loop's "
         "`fast_linear` scope, its padding `buckets` and `fused_prefill`; an AR job's step; a batched job's kernels; "
         "each with `graphs`, the KV cache kind (`engine.graphs`: `eager` the papers' dynamic cache, `static`, "
-        "`captured`; absent before issue 52: eager); null for transformers' loops. Schema 4 and older: null, not stated.")
+        "`captured`; absent before issue 52: eager) and, where block-invariant forwards ran, `width` (`engine.width`); "
+        "null for transformers' loops. Schema 4 and older: null, not stated.")
     ar_baseline: dict[str, Any] | None = declare(
         "", "reference", "How the reference was decoded: `kernels` (the target alone on the fastest step the kernels "
         "of the method compared with it allow: our loop's scope, the fewest rows it transposes `min_rows` and the "
-        "step's padding `step: [m, r]`), `warmup` and `warmup_per_prompt` (the same untimed decodes as the "
+        "step's padding `step: [m, r]`; `width` where it steps at the loop's one width, `engine.width`), `warmup` and `warmup_per_prompt` (the same untimed decodes as the "
         "measured side). Null without a reference; schema 4 and older: null, not stated.")
     repeat: int = declare("index", "drift", "Which timing of the prompt turn this is (0-based; `repeats=R` times each "
                           "turn R times). Schema 3 and older: 0.", default=0, absent=0)

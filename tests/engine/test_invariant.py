@@ -133,6 +133,7 @@ def test_the_width_resolves_from_the_targets_dtype(pair):
     ({"width": "wide"}, "engine.width"),
     ({"dtype": "bfloat16"}, "engine.dtype"),
     ({"width": 8, "fused_prefill": True}, "engine.width"),
+    ({"width": 8, "graphs": "captured"}, "engine.width"),
 ])
 def test_bad_width_and_dtype_settings_are_one_line_config_errors(node, key):
     with pytest.raises(ConfigError) as err:
