@@ -188,15 +188,36 @@ def _off_interval(got: tuple[float, float, float], want: tuple[float, float, flo
     return f"{got[0]:.{digits}f} [{got[1]:.{digits}f}, {got[2]:.{digits}f}]"
 
 
+def _first_off(got: dict, stated: dict) -> str | None:
+    """The first of ``stated`` (key → ((point, lo, hi), digits)) that ``got`` (key → (point, lo, hi)) does not round to,
+    as ``key: measured``; None when every one holds."""
+    for key, (want, digits) in stated.items():
+        off = _off_interval(got[key], want, digits)
+        if off is not None:
+            return f"{key}: {off}"
+    return None
+
+
+def _complete(folder: Path) -> pd.DataFrame:
+    """The complete jobs' records of a committed folder (``analysis.frame``), as the tables read them."""
+    from analysis.frame import complete_only, load_records
+
+    return complete_only(load_records(folder))
+
+
+def _job_rows(df: pd.DataFrame, name: str) -> pd.DataFrame:
+    """The records of the job whose folder is named ``name``."""
+    return df[df["job_dir"].str.endswith(name)]
+
+
 def _paired_head_ratio(folder: Path, hot: str) -> tuple[float, float, float, int]:
     """The restricted head's throughput ÷ the whole head's, per (method, initial γ) and averaged over them, with the
     tables' paired jackknife over prompt turns (``analysis.uncertainty``; A/A twins left out, as the tables do):
     (ratio, lo, hi, clusters)."""
-    from analysis.frame import complete_only, load_records
     from analysis.metrics import is_aa_twin
     from analysis.uncertainty import Jackknife, mean_of
 
-    df = complete_only(load_records(folder))
+    df = _complete(folder)
     df = df[~is_aa_twin(df["method"])]
     df = df.assign(head=df["pair"].str.rpartition("@")[2])
     jackknife = Jackknife(df)
@@ -233,17 +254,12 @@ def _bf16_ratios(folder: Path) -> dict[str, tuple[float, float, float]]:
     (``own``), over the plain bf16 target alone (``plain``: the no-width job's paired reference), over the fp32 target
     alone (``fp32_alone``); the target alone at the width over the plain one (``alone_cost``); the two fp32 jobs (the
     A/A pair: ``engine.width`` auto and false, the same work for a float32 target, ``aa``)."""
-    from analysis.frame import complete_only, load_records
     from analysis.uncertainty import Jackknife
 
-    df = complete_only(load_records(folder))
+    df = _complete(folder)
     jackknife = Jackknife(df)
-
-    def job(name: str) -> pd.DataFrame:
-        return df[df["job_dir"].str.endswith(name)]
-
-    width, plain = job("engine.dtype=auto,engine.width=auto"), job("engine.dtype=auto,engine.width=False")
-    fp32, twin = job("engine.dtype=model,engine.width=False"), job("engine.dtype=model,engine.width=auto")
+    width, plain = (_job_rows(df, f"engine.dtype=auto,engine.width={w}") for w in ("auto", "False"))
+    fp32, twin = (_job_rows(df, f"engine.dtype=model,engine.width={w}") for w in ("False", "auto"))
     est = jackknife.estimate
     ratios = {"width": est(width) / est(fp32), "own": est(width) / est(width, True),
               "plain": est(width) / est(plain, True), "fp32_alone": est(width) / est(fp32, True),
@@ -263,12 +279,7 @@ def bf16_width_pays(root: Path) -> str | None:
     stated = {"width": ((1.404, 1.330, 1.482), 3), "own": ((2.02, 1.66, 2.47), 2), "plain": ((1.68, 1.38, 2.04), 2),
               "fp32_alone": ((2.26, 1.82, 2.80), 2), "alone_cost": ((0.830, 0.818, 0.842), 3),
               "aa": ((0.997, 0.978, 1.015), 3)}
-    got = _bf16_ratios(root / _BF16_RUN)
-    for name, (want, digits) in stated.items():
-        off = _off_interval(got[name], want, digits)
-        if off is not None:
-            return f"{name}: {off}"
-    return None
+    return _first_off(_bf16_ratios(root / _BF16_RUN), stated)
 
 
 @claim("docs/pages/performance.md",
@@ -276,16 +287,10 @@ def bf16_width_pays(root: Path) -> str | None:
        "without the width, 4 of 10",
        *_job_files(_BF16_RUN), figures=("10 of 10", "4 of 10"))
 def bf16_width_lossless(root: Path) -> str | None:
-    from analysis.frame import complete_only, load_records
-
-    df = complete_only(load_records(root / _BF16_RUN))
-    counts = {}
-    for name in ("engine.dtype=auto,engine.width=auto", "engine.dtype=auto,engine.width=False"):
-        rows = df[df["job_dir"].str.endswith(name)]
-        counts[name] = (int(rows["lossless"].astype(bool).sum()), len(rows))
-    if list(counts.values()) != [(10, 10), (4, 10)]:
-        return f"lossless records (width, no width): {list(counts.values())}"
-    return None
+    df = _complete(root / _BF16_RUN)
+    counts = [(int(rows["lossless"].astype(bool).sum()), len(rows))
+              for rows in (_job_rows(df, f"engine.dtype=auto,engine.width={w}") for w in ("auto", "False"))]
+    return None if counts == [(10, 10), (4, 10)] else f"lossless records (width, no width): {counts}"
 
 
 _TUNE = COMMITTED / "tune_hybrid"
@@ -293,14 +298,13 @@ _TUNE = COMMITTED / "tune_hybrid"
 
 def _hybrid_cells(folder: Path) -> dict[tuple[str, str], tuple[float, float, float]]:
     """Each job of a sweep over the hybrid draft's ``min_lookup_tokens`` and ``max_model_tokens`` (read from its
-    folder's name; a job without one of them ran the pair's default, named ``-``): its throughput over the job with
-    ``max_model_tokens=null`` and the same ``min_lookup_tokens`` (1 where the sweep has it), paired (the tables'
-    jackknife over prompt turns), as (point, lo, hi). The pair's draft options are not a variant the tables split,
-    so the comparison is made here."""
-    from analysis.frame import complete_only, load_records
+    folder's name; a job without one of them ran the pair's default, named ``-``): its throughput over the shipped
+    setting's job (``(1, null)``, or ``(-, null)`` where the sweep does not vary ``min_lookup_tokens``), paired (the
+    tables' jackknife over prompt turns), as (point, lo, hi). The pair's draft options are not a variant the tables
+    split, so the comparison is made here."""
     from analysis.uncertainty import Jackknife
 
-    df = complete_only(load_records(folder))
+    df = _complete(folder)
     jackknife = Jackknife(df)
     jobs = {}
     for name in sorted(set(df["job_dir"])):
@@ -322,13 +326,12 @@ def _hybrid_cells(folder: Path) -> dict[tuple[str, str], tuple[float, float, flo
        *_job_files(_TUNE),
        figures=("1.126 ×", "[1.071, 1.184]", "0.993", "[0.983, 1.004]", "0.981", "[0.969, 0.994]"))
 def hybrid_cap_pays(root: Path) -> str | None:
-    stated = {("1", "3"): (1.126, 1.071, 1.184), ("2", "null"): (0.993, 0.983, 1.004),
-              ("3", "null"): (0.981, 0.969, 0.994)}
+    stated = {("1", "3"): ((1.126, 1.071, 1.184), 3), ("2", "null"): ((0.993, 0.983, 1.004), 3),
+              ("3", "null"): ((0.981, 0.969, 0.994), 3)}
     got = _hybrid_cells(root / _TUNE)
-    for key, want in stated.items():
-        off = _off_interval(got[key], want)
-        if off is not None:
-            return f"{key}: {off}"
+    off = _first_off(got, stated)
+    if off is not None:
+        return off
     best = max(got, key=lambda k: got[k][0])
     if best != ("1", "3"):
         return f"the best cell is {best}, not (1, 3)"

@@ -35,19 +35,18 @@ target from the float32 one, named so in every record (``pair.target.dtype``) an
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import torch
 
 from specbench.config import DEFAULT_WIDTH, EngineConfig, JobConfig
+from specbench.models import model_device, model_dtype
+
+log = logging.getLogger("specbench")
 
 #: the dtypes whose rounding moves a greedy output between block shapes (``engine.width=auto`` turns on for them)
 HALF_DTYPES = (torch.bfloat16, torch.float16)
-
-
-def model_dtype(model: Any) -> torch.dtype:
-    """The dtype of ``model``'s floating-point parameters (its first one: a quantized copy's float layers)."""
-    return next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
 
 
 def resolve_width(model: Any, engine: EngineConfig | None) -> int | None:
@@ -56,8 +55,6 @@ def resolve_width(model: Any, engine: EngineConfig | None) -> int | None:
     and on GPU (unmeasured: set a width to run it there)."""
     width = (engine or EngineConfig()).width
     if width == "auto":
-        from specbench.models import model_device
-
         cpu = model_device(model).type == "cpu"
         return DEFAULT_WIDTH if cpu and model_dtype(model) in HALF_DTYPES else None
     return int(width) if width else None
@@ -108,8 +105,10 @@ def dtype_choice(config: JobConfig, native: bool | None = None) -> tuple[str, st
 def resolve_dtype(config: JobConfig, native: bool | None = None) -> JobConfig:
     """``config`` with ``pair.target.dtype`` set to what ``engine.dtype`` chooses (``dtype_choice``); the same object
     when nothing changes. The change goes through the composed mapping, so the summary's ``config`` (and W&B's)
-    names the dtype the target ran in."""
-    dtype, _ = dtype_choice(config, native)
+    names the dtype the target ran in. With ``engine.dtype=auto`` the choice and its reason are logged."""
+    dtype, why = dtype_choice(config, native)
+    if config.engine.dtype == "auto":
+        log.info("%s", why)
     if dtype == config.pair.target.dtype:
         return config
     values = dict(config.resolved)

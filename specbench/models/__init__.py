@@ -149,6 +149,13 @@ def model_device(model: Any) -> Any:
     return next(model.parameters()).device
 
 
+def model_dtype(model: Any) -> Any:
+    """The dtype of a model's first floating-point parameter (a quantized copy's float layers; float32 if none)."""
+    import torch
+
+    return next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+
+
 def config_vocab_size(model: Any) -> int | None:
     """``config.vocab_size`` of a model's text config: what transformers' ``_validate_assistant``
     compares to decide whether an assistant shares the target's vocabulary (hf-bench's runtime
