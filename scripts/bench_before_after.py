@@ -64,6 +64,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--pairs", type=int, default=3, help="pairs of runs, alternating their order (default 3)")
     ap.add_argument("--python", default=sys.executable, help="the interpreter (its environment) both run under")
     ap.add_argument("--json", default=None, help="also write every run's figures to this JSON file")
+    ap.add_argument("--keep", default=None, help="keep every run's own bench_vs_hf.py JSON in this folder "
+                    "(<side><pair>.json: its engine options, probed tables and per-prompt figures)")
     args = ap.parse_args(argv)
     sides = {"before": Path(args.before).resolve(), "after": Path(args.after).resolve()}
     for name, path in sides.items():
@@ -74,10 +76,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     runs: dict[str, list[dict[str, float]]] = {"before": [], "after": []}
     identical = True
     with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(args.keep) if args.keep else Path(tmp)
+        folder.mkdir(parents=True, exist_ok=True)
         for i in range(args.pairs):
             order = ("before", "after") if i % 2 == 0 else ("after", "before")
             for side in order:
-                result = run_bench(sides[side], args.python, passed, Path(tmp) / f"{side}{i}.json")
+                result = run_bench(sides[side], args.python, passed, folder / f"{side}{i}.json")
                 identical &= bool(result.get("identical"))
                 runs[side].append(figures(result))
                 shown = ", ".join(f"{k} {v:.3f}" for k, v in runs[side][-1].items())

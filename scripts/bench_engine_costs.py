@@ -8,7 +8,7 @@ in fp32 and bf16, and what Leviathan's bound makes of those costs (a script, not
 Measured, every repeat once per item, the items in an order that rotates from one repeat to the next (interleaved:
 a drifting host biases every item alike); printed as the median over the repeats with the min–max:
 
-* the LM head (the target's ``get_output_embeddings``) on 1, 2, γ and 8 rows: fp32 ``F.linear``, fp32
+* the LM head (the target's ``get_output_embeddings``) on 1, 2, γ + 1 (a verification's) and 8 rows: fp32 ``F.linear``, fp32
   ``mm(W, xᵀ)ᵀ`` (``engine.fast_linear``'s kernel) and bf16 ``F.linear``;
 * the whole target forward of 1 token (a step of the target alone) and of γ + 1 tokens (a verification), on a KV cache
   of ``--context`` tokens cropped back after each forward, in the pair's dtype and in a bf16 copy;
@@ -20,6 +20,13 @@ a drifting host biases every item alike); printed as the median over the repeats
 * the draft's 1-token forward (the pair's draft: Gemma-3-270M int8 by default), and the same with its LM head
   restricted to the ``--head-rows`` most frequent tokens of ``--token-map`` (FR-Spec, Zhao et al. 2025; the draft
   ``pair.draft.hot_vocab`` builds, ``specbench.models.hot_vocab``).
+
+After the timed items, what they are read against (not interleaved: a reading, not a comparison): this host's
+best fp32 GEMM rate and its read bandwidth over the LM head (``host_floors``), so the head on ``r`` rows has a floor
+(reading it, or computing it: ``head_floor_ms``) that its faster kernel is quoted against; and, under
+``torch.profiler``, where one step of the draft, of the fp32 target and of the bf16 target at the width spends its
+time (``step_breakdown``: the linear layers' kernels and the other kernels, profiled, and the rest of its timed
+median: Python and dispatch between them).
 
 Then the ratios the issue asks for: verification of γ + 1 tokens ÷ one step (fp32, bf16), the draft step ÷ the target
 step; and Leviathan et al.'s expected speedup at those costs (``specbench.records.leviathan_speedup``, which charges a
@@ -212,6 +219,59 @@ def measure(items: dict[str, Any], repeats: int) -> dict[str, list[float]]:
     return out
 
 
+def host_floors(head: Any, repeats: int = 5) -> dict[str, float]:
+    """What this host's 2 threads can do at best, to read the head's timings against: the peak fp32 GEMM rate
+    (``torch.mm`` of two 2048 × 2048 matrices, GFLOP/s) and the read bandwidth (one sum over the LM head's weight,
+    GB/s), each the fastest of ``repeats``. The head on ``r`` rows then costs at least
+    ``max(bytes / bandwidth, 2 · vocab · hidden · r / peak)``."""
+    import torch
+
+    a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
+    w = head.float()
+
+    def fastest(fn: Any) -> float:
+        fn()
+        best = float("inf")
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            fn()
+            best = min(best, time.perf_counter() - t0)
+        return best
+
+    gemm_s = fastest(lambda: torch.mm(a, b))
+    read_s = fastest(lambda: w.sum())
+    return {"gemm_gflops": 2 * 2048 ** 3 / gemm_s / 1e9, "read_gbps": w.numel() * w.element_size() / read_s / 1e9}
+
+
+def head_floor_ms(head: Any, rows: int, floors: dict[str, float]) -> float:
+    """The fp32 LM head's least cost on ``rows`` rows on this host (``host_floors``): reading it, or computing it."""
+    vocab, hidden = head.shape
+    read_ms = vocab * hidden * 4 / floors["read_gbps"] / 1e6
+    return max(read_ms, 2 * vocab * hidden * rows / floors["gemm_gflops"] / 1e6)
+
+
+#: the kernels ``step_breakdown`` counts as the linear layers' (fp32 / bf16 ``nn.Linear``, int8-dynamic ``Linear``)
+LINEAR_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "quantized::linear_dynamic", "aten::linear")
+
+
+def step_breakdown(run: Any, wall_ms: float, steps: int = 10) -> dict[str, float]:
+    """Where one forward of ``run`` (an item's callable) spends its ``wall_ms`` (its timed median): the linear
+    layers' kernels (``LINEAR_OPS``) and the other kernels (norms, attention, rotary, masks), their self times per
+    call under ``torch.profiler``, and the rest of the timed wall, Python and dispatch between the kernels. (The
+    profiler's own cost falls between kernels, which is why the wall is the unprofiled one.)"""
+    from torch.profiler import ProfilerActivity, profile
+
+    run()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(steps):
+            run()
+    events = prof.key_averages()
+    linear = sum(e.self_cpu_time_total for e in events if e.key in LINEAR_OPS) / 1000.0 / steps
+    kernels = sum(e.self_cpu_time_total for e in events) / 1000.0 / steps
+    return {"wall_ms": wall_ms, "linear_ms": linear, "other_kernels_ms": kernels - linear,
+            "between_kernels_ms": max(wall_ms - kernels, 0.0)}
+
+
 def leviathan_bounds(alpha: float, gamma: int, d: float, v: float) -> tuple[float, float]:
     """Leviathan's speedup with a verification charged one step (``specbench.records.leviathan_speedup``, c = 1/d),
     and the same charging it ``v`` steps."""
@@ -318,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
     head16 = head.to(torch.bfloat16)
     k = args.gamma + 1
     items: dict[str, Any] = {}
-    for rows in sorted({1, 2, args.gamma, 8}):
+    for rows in sorted({1, 2, k, 8}):
         items[f"head fp32 F.linear {rows} rows"] = head_item(head, rows, "linear")
         items[f"head fp32 mm(W,xT)T {rows} rows"] = head_item(head, rows, "mm")
         items[f"head bf16 F.linear {rows} rows"] = head_item(head16, rows, "linear")
@@ -373,6 +433,22 @@ def main(argv: list[str] | None = None) -> int:
         bounds[dtype] = {"verify_free": free, "verify_charged": charged}
         print(f"  Leviathan's bound at α = {args.alpha}, γ = {args.gamma}, {dtype} target: {free:.2f}× with a free "
               f"verification, {charged:.2f}× charging it {v:.2f} steps")
+    floors = host_floors(head)
+    print(f"  this host at best: fp32 GEMM {floors['gemm_gflops']:.0f} GFLOP/s (2048³ torch.mm), reading the LM head "
+          f"{floors['read_gbps']:.1f} GB/s (one sum over it)")
+    for rows in sorted({1, 2, k, 8}):
+        best = min(med[f"head fp32 F.linear {rows} rows"], med.get(f"head fp32 mm(W,xT)T {rows} rows", float("inf")))
+        floor = head_floor_ms(head, rows, floors)
+        print(f"  head fp32 on {rows} rows: {best:.1f} ms on its faster kernel, at least {floor:.1f} ms on this host "
+              f"({best / floor:.2f}× the floor)")
+    floors["head_floor_ms"] = {rows: head_floor_ms(head, rows, floors) for rows in sorted({1, 2, k, 8})}
+    breakdown = {name: step_breakdown(items[name], med[name])
+                 for name in ("draft 1 token", "draft 1 token, head 32768 rows".replace("32768", str(args.head_rows)),
+                              "target fp32 1 token, engine step", f"target bf16 1 token, width {args.width}")}
+    for name, b in breakdown.items():
+        print(f"  {name}: {b['wall_ms']:.1f} ms a call: linear layers {b['linear_ms']:.1f} ms "
+              f"({100 * b['linear_ms'] / b['wall_ms']:.0f} %), other kernels {b['other_kernels_ms']:.1f} ms, between "
+              f"kernels (Python) {b['between_kernels_ms']:.1f} ms")
     checked = None
     if args.check_tokens:
         same, n = check_lossless(target16, draft, tokenizer, [tokenizer.eos_token_id], args.gamma, args.check_tokens)
@@ -385,6 +461,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps({"pair": label, "cpu": cpu_flags(), "threads": args.threads, "when": when,
                                                "median_ms": med, "ms": times, "ratios": ratios, "bounds": bounds,
+                                               "floors": floors, "breakdown": breakdown,
                                                "bf16_lossless": checked}, indent=1))
     return 0
 

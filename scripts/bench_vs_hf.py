@@ -6,30 +6,33 @@
     .venv/bin/python scripts/bench_vs_hf.py --pair gemma3-270m_smollm2-135m   # conf/pair/NAME.yaml (same vocab only)
     .venv/bin/python scripts/bench_vs_hf.py --task specbench --data-files ../shared/data/spec_bench/question.jsonl \
         --per-category 1                                          # Spec-Bench questions (first turn), 13 categories
-    .venv/bin/python scripts/bench_vs_hf.py --variants all        # also each engine lever left out, one at a time
+    .venv/bin/python scripts/bench_vs_hf.py --variants all        # also each engine option turned off, one at a time
 
 One process, one run, same models (loaded once through ``MODEL_CACHE``), same
 prompts (the first turn of each prompt of the embedded task, formatted as a job
 formats it), greedy, a fixed γ:
 
-* ``ours``: ``SpeculativeRunner`` + ``ModelDrafter`` + ``FixedGamma(γ)`` (method=specdecode) with the
-  engine's lossless levers on (``--levers``, default all of ``runners.engine.verify_forward``'s:
-  ``fast_linear`` (Linear layers as (W·xᵀ)ᵀ for a few rows; ``--fast-scope`` all or head),
-  ``buckets`` (shape-aware verification, buckets chosen by a probe at load, printed) and
-  ``fused_prefill`` (the first round verified in the prefill forward));
-* ``plain``: the same loop with no lever (the engine before issue 16);
-* with ``--variants all`` also ``ours-<lever>`` (every lever but one). (The drafter computes the
-  draft's softmax confidence only when the policy reads it — ``ModelDrafter.propose`` with
-  ``policy.needs``, issue 14 — so ``FixedGamma`` already pays nothing for it; the benchmark-only
-  no-confidence drafter this script once had is gone.)
+* ``ours``: ``SpeculativeRunner`` + ``ModelDrafter`` + ``FixedGamma(γ)`` (method=specdecode) on the engine as a
+  user gets it: the ``engine`` config a job composes (``conf/config.yaml``: ``fast_linear``, ``verify_buckets``,
+  ``fused_prefill`` and ``width`` ``auto``, resolved on this host as a job resolves them,
+  ``verify_forward.engine_options``), with ``--engine KEY=VALUE`` overrides; what it resolved to is printed;
+* ``plain``: the same loop with no engine option (the engine before issue 16);
+* with ``--variants all`` also ``ours-<option>``: each option that is on turned off in turn. (The drafter computes
+  the draft's softmax confidence only when the policy reads it — ``ModelDrafter.propose`` with ``policy.needs``,
+  issue 14 — so ``FixedGamma`` pays nothing for it.)
 * ``hf``:   ``target.generate(assistant_model=draft)`` via ``HFAssistedRunner`` with
   schedule "constant", ``num_assistant_tokens=γ``, confidence threshold 0 (method=hf_native_specdecode);
-* ``ar``:   the target alone (``AutoregressiveRunner``), the baseline of both speedups.
+* ``ar``:   the target alone (``AutoregressiveRunner``) on ``verify_forward.step_forward`` of the same engine config:
+  the fastest lossless step our engine allows, the baseline rule's (issues 40, 50); every ``/ar`` divides by it;
+* ``ar-plain``: the target alone on plain forwards (transformers' kernels, our loop), for reference.
+
+The probed tables and the choices they made are printed and written to ``--json`` (``engine_options``), so two
+runs that differ can be told apart by what they chose.
 
 Each engine is warmed up first (untimed). Then, for every repeat and prompt, all engines
 run back to back in an order that rotates from one (prompt, repeat) to the next, so slow
 drift of the machine (other jobs, thermal) falls on every engine alike. Printed: per prompt
-tokens/s of ours, plain, hf and ar; per engine the pooled tokens/s, its ratio to hf and to
+tokens/s of every engine; per engine the pooled tokens/s, its ratio to hf and to
 ar, the median of per-prompt ratios, where our loop's time went (draft / verify / overhead
 per round, ``Generation.phase_ms``), and whether every output is identical token for token
 (to each other and to the target alone).
@@ -54,7 +57,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-LEVERS = ("fast_linear", "buckets", "fused_prefill")
+#: the engine options ``--variants all`` turns off one at a time (``specbench.config.EngineConfig``)
+LEVERS = ("fast_linear", "verify_buckets", "fused_prefill", "width")
 
 
 @dataclass
@@ -110,20 +114,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--repeats", type=int, default=1, help="timed runs of every prompt and engine (default 1)")
     p.add_argument("--warmup", type=int, default=1, help="untimed warm-up generations per engine (default 1)")
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
-    p.add_argument("--levers", default=",".join(LEVERS), help=f"levers of 'ours' (default: {','.join(LEVERS)}; '' = none)")
-    p.add_argument("--fast-scope", choices=("all", "head"), default="all",
-                   help="fast_linear: every nn.Linear of the target (all, default) or its LM head only")
+    p.add_argument("--engine", action="append", default=[], metavar="KEY=VALUE",
+                   help="an engine option of 'ours' and 'ar' over the config's (e.g. fast_linear=head; repeatable)")
     p.add_argument("--variants", choices=("basic", "all"), default="basic",
-                   help="basic: ours, plain, hf, ar; all: also every lever left out")
+                   help="basic: ours, plain, hf, ar, ar-plain; all: also each engine option on turned off in turn")
     p.add_argument("--cache-dir", default=None, help="converted GGUF models (default: ~/.cache/specbench)")
     p.add_argument("--json", default=None, help="also write the results to this JSON file")
     args = p.parse_args(argv)
     if args.gamma < 1 or args.max_new_tokens < 1 or args.repeats < 1 or args.threads < 1:
         p.error("--gamma, --max-new-tokens, --repeats and --threads must be >= 1")
-    args.levers = [x for x in args.levers.split(",") if x]
-    unknown = set(args.levers) - set(LEVERS)
-    if unknown:
-        p.error(f"unknown lever(s) {sorted(unknown)}; known: {', '.join(LEVERS)}")
+    bad = [o for o in args.engine if "=" not in o]
+    if bad:
+        p.error(f"--engine takes KEY=VALUE, got {bad[0]!r}")
     return args
 
 
@@ -180,49 +182,61 @@ def fmt(x: float | None, spec: str = ".1f") -> str:
     return "-" if x is None else format(x, spec)
 
 
+def engine_config(overrides: list[str]) -> Any:
+    """The typed ``engine`` config a job composes (``conf/config.yaml``: the options ``auto``, as a user gets the
+    engine), with ``--engine`` overrides (``KEY=VALUE``, the keys of ``engine``)."""
+    from specbench.config import JobConfig, compose
+    from specbench.registry import ConfigError
+
+    config = JobConfig.from_mapping(compose([f"engine.{o}" for o in overrides]))
+    if config.engine.dtype != "model":
+        raise ConfigError("engine.dtype: this benchmark runs the pair's own dtype (transformers' loop runs it too); "
+                          "compare a bfloat16 target in a job sweep (engine.dtype=model,auto)")
+    return config.engine
+
+
 def build_engines(args: argparse.Namespace, target: Any, draft: Any, eos: list[int]) -> tuple[dict[str, Any], dict]:
-    """The engines to interleave, and the engine options chosen (buckets probed once)."""
+    """The engines to interleave and what they run on (module docstring): ``ours`` and the target alone ``ar`` on
+    the engine config a job composes (``engine_config``), the target alone on ``step_forward`` (the fastest step that
+    config allows: the baseline rule); ``plain`` and ``ar-plain`` on no engine option; ``hf`` transformers' loop."""
+    from dataclasses import replace
+
     from methods.base import FixedGamma
     from runners.drafters.model import ModelDrafter
     from runners.engine.factory import build_runner
-    from runners.engine.fast_linear import probe_costs, transposed_copy
-    from runners.engine.verify_forward import VerifyForward, choose_buckets
+    from runners.engine.fast_linear import measurements
+    from runners.engine.graphs import use_graphs
+    from runners.engine.invariant import use_invariant
+    from runners.engine.verify_forward import VerifyForward, engine_options, step_forward
 
     gamma = args.gamma
-    fast = transposed_copy(target, args.fast_scope) if "fast_linear" in args.levers else None
-    info: dict[str, Any] = {"fast_linear": args.fast_scope if fast is not None else None}
-    if "buckets" in args.levers:
-        t0 = time.perf_counter()
-        k_max = max(9, gamma + 1)
-        for label, runs in (("fast", fast), ("plain", target)):
-            if runs is None:
-                continue
-            body, head = probe_costs(runs, k_max)
-            info[f"body_ms_{label}"], info[f"head_ms_{label}"] = body, head
-            info[f"buckets_{label}"] = choose_buckets(body, head)
-        info["probe_s"] = time.perf_counter() - t0
+    engine = engine_config(args.engine)
+    use_graphs(engine.graphs, (target, draft), args.max_new_tokens)
+    use_invariant(target, engine, args.max_new_tokens)
+    t0 = time.perf_counter()
+    step = step_forward(target, engine)  # first: its probe holds the loop's shorter one (as a job builds them)
+    options = engine_options(target, engine, gamma)
+    info: dict[str, Any] = {"engine_config": {k: getattr(engine, k) for k in LEVERS},
+                            "ours": {**options["forward"].describe(), "fused_prefill": options["fused_prefill"]},
+                            "ar": step.describe_step(), "probe_s": time.perf_counter() - t0,
+                            "measurements": measurements(target)}
 
-    def ours(levers: set[str], drafter: Any = None) -> Any:
-        executor = fast if "fast_linear" in levers else None
-        table = {}
-        if "buckets" in levers:
-            table = info["buckets_fast" if executor is not None else "buckets_plain"]
+    def ours(opts: dict[str, Any], drafter: Any = None) -> Any:
         return build_runner("speculative", target, eos, drafter=drafter or ModelDrafter(draft, eos),
-                            policy=FixedGamma(gamma),
-                            engine={"forward": VerifyForward(target, table, executor, args.fast_scope),
-                                    "fused_prefill": "fused_prefill" in levers})
+                            policy=FixedGamma(gamma), engine=opts)
 
-    levers = set(args.levers)
     engines: dict[str, Any] = {
-        "ours": ours(levers),
-        "plain": ours(set()),
+        "ours": ours(options),
+        "plain": ours({"forward": VerifyForward(target), "fused_prefill": False}),
         "hf": build_runner("hf", target, eos, draft_model=draft, policy=FixedGamma(gamma)),
-        "ar": build_runner("ar", target, eos),
+        "ar": build_runner("ar", target, eos, forward=step),
+        "ar-plain": build_runner("ar", target, eos),
     }
-    if args.variants == "all":
-        if len(levers) > 1:
-            for lever in args.levers:
-                engines[f"ours-{lever}"] = ours(levers - {lever})
+    if args.variants == "all":  # each option of the engine off in turn, the others as composed
+        for lever in LEVERS:
+            if getattr(engine, lever) not in (False, None, "eager"):
+                off = replace(engine, **{lever: "eager" if lever == "graphs" else False})
+                engines[f"ours-{lever}"] = ours(engine_options(target, off, gamma))
     return engines, info
 
 
@@ -256,12 +270,12 @@ def main(argv: list[str] | None = None) -> int:
         f"warmup={args.warmup} threads={args.threads} greedy | torch {torch.__version__} transformers "
         f"{transformers.__version__} python {platform.python_version()} | eos={eos} | load {os.getloadavg()[0]:.2f}"
     )
-    print(f"levers of 'ours': {', '.join(args.levers) or 'none'}; fast_linear: {info['fast_linear'] or 'off'}")
-    for label in ("fast", "plain"):
-        if f"body_ms_{label}" in info:
-            print(f"probe ({label} kernels): body ms " + " ".join(f"{k}:{v:.0f}" for k, v in info[f"body_ms_{label}"].items())
-                  + " | head ms " + " ".join(f"{k}:{v:.0f}" for k, v in info[f"head_ms_{label}"].items()))
-            print(f"  buckets n -> (padded m, head rows r): {info[f'buckets_{label}'] or 'none pays'}")
+    print(f"engine config: {info['engine_config']} (probed in {info['probe_s']:.1f} s)")
+    print(f"  ours runs on:  {info['ours']}")
+    print(f"  ar steps on:   {info['ar']} (the fastest step that config allows: every speedup here divides by it)")
+    for key, (body, head) in info["measurements"]["probes"].items():
+        print(f"  probe {key} (kernels|k_max|threads): body ms " + " ".join(f"{k}:{v:.0f}" for k, v in body.items())
+              + " | head ms " + " ".join(f"{k}:{v:.0f}" for k, v in head.items()))
 
     for _ in range(args.warmup):  # untimed: allocations, kernels, lazy imports
         for runner in runners.values():
@@ -293,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
             for name in ("tokens", "seconds", "drafted", "accepted", "rounds"):
                 setattr(total[e], name, getattr(total[e], name) + getattr(t, name))
             total[e].ttft_ms.extend(t.ttft_ms)
-    shown = [e for e in ("ours", "plain", "hf", "ar") if e in engines]
+    shown = [e for e in ("ours", "plain", "hf", "ar", "ar-plain") if e in engines]
     header = f"{'prompt':<24}{'tok':>5}" + "".join(f"{e + ' t/s':>12}" for e in shown) + f"{'ours/hf':>9}{'plain/hf':>9}  identical"
     print()
     print(header)
@@ -361,7 +375,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         result = {
             "pair": label, "task": args.task, "n_prompts": len(prompts), "gamma": gamma, "max_new_tokens": n_new,
-            "repeats": args.repeats, "warmup": args.warmup, "threads": args.threads, "levers": args.levers,
+            "repeats": args.repeats, "warmup": args.warmup, "threads": args.threads, "engine": args.engine,
             "torch": torch.__version__, "transformers": transformers.__version__, "identical": identical_all,
             "load_average": {"min": min(loads), "median": statistics.median(loads), "max": max(loads)},
             "engine_options": {k: v for k, v in info.items()}, "engines": summary,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from specbench.records import leviathan_alpha, pooled_tokens_per_s, throughput_ms
@@ -75,3 +76,57 @@ def aggregate(records: list[Mapping[str, Any]]) -> dict[str, Any]:
         out["ar_tokens_per_s"] = ar_tps
         out["speedup"] = out["tokens_per_s"] / ar_tps if out["tokens_per_s"] else None
     return out
+
+
+@dataclass(frozen=True)
+class MeasuredCosts:
+    """What a speculative job's own aggregates say its parts cost, in target steps (``measured_costs``): the job's
+    printed ``costs`` line (``runners.jobs.report.cost_line``) and the claims that quote it read them here."""
+
+    c: float  #: the target alone's time per token ÷ a draft forward (``specbench.records.leviathan_speedup``'s c)
+    v: float  #: a verification (its mean block) in target steps; 1 when the records have no breakdown
+    alpha: float  #: Leviathan's acceptance (``leviathan_alpha``)
+    v_measured: bool  #: whether ``v`` was measured (the time breakdown) or taken as 1
+    #: the job's own drafting, per round: draft forwards and drafted tokens (None: unknown)
+    forwards: float | None = None
+    drafted: float | None = None
+
+    def expected(self, gamma: float, forwards: float | None = None) -> float:
+        """Leviathan's expected speedup at these costs: (1 − α^(γ+1)) / (1 − α) tokens per round costing f/c + v
+        target steps, ``f`` the draft forwards per round (default γ: one forward per drafted token)."""
+        f = gamma if forwards is None else forwards
+        tokens = gamma + 1.0 if self.alpha >= 1.0 else (1.0 - self.alpha ** (gamma + 1)) / (1.0 - self.alpha)
+        return tokens / (f / self.c + self.v)
+
+    def as_drafted(self) -> float | None:
+        """``expected`` at the job's own drafting: its mean drafted tokens per round for its mean draft forwards per
+        round (a hybrid's lookup round drafts with no forward, a capped model drafts fewer tokens than γ; the
+        i.i.d. model at the mean γ, a first-order reading); None when the job's rounds are unknown."""
+        if self.forwards is None or not self.drafted:
+            return None
+        return self.expected(self.drafted, self.forwards)
+
+    def best(self, gammas: range = range(1, 17)) -> tuple[int, float]:
+        """The best fixed γ of ``gammas`` under ``expected``, and that speedup."""
+        gamma = max(gammas, key=self.expected)
+        return gamma, self.expected(gamma)
+
+
+def measured_costs(summary: Mapping[str, Any]) -> MeasuredCosts | None:
+    """The costs a speculative job measured (``MeasuredCosts``): ``c`` from its draft time per draft forward and the
+    target alone's time per token (prefill included), ``v`` from its verify time per round; None for a job that
+    drafted with no draft forward (AR, prompt lookup) or measured no target alone or no acceptance."""
+    agg = summary.get("aggregates") or {}
+    ar_tps, forwards, draft_s = agg.get("ar_tokens_per_s"), agg.get("draft_forwards"), agg.get("draft_s")
+    alpha, verify_s = agg.get("leviathan_alpha"), agg.get("verify_s")
+    accepted, per_round = agg.get("accepted"), agg.get("mean_accepted_per_round")
+    if not ar_tps or not forwards or not draft_s or alpha is None:
+        return None
+    step_ms = 1000.0 / ar_tps
+    c = step_ms / (1000.0 * draft_s / forwards)
+    rounds = accepted / per_round if accepted and per_round else None
+    drafting = {"forwards": forwards / rounds, "drafted": agg["drafted"] / rounds} if rounds and agg.get("drafted") \
+        else {}
+    if verify_s and rounds:
+        return MeasuredCosts(c, 1000.0 * verify_s / rounds / step_ms, alpha, True, **drafting)
+    return MeasuredCosts(c, 1.0, alpha, False, **drafting)

@@ -42,10 +42,20 @@ log = logging.getLogger("specbench")
 SCOPES = ("head", "all")
 
 
+#: why a single row is computed as the first of two equal rows (``TransposedLinear`` with ``min_rows=1``, the target
+#: alone's step, ``verify_forward.step_forward``): ``torch.mm(W, xᵀ)`` with one column is MKL's matrix-vector
+#: product, which ran on one thread of two, while two columns run on both. On the 2-core AMD EPYC (avx512_bf16, no
+#: AMX), 2026-11-28, Gemma-3-270M's LM head on one row took 41.6 ms on one thread and 42.2 ms on two, and 15.5 ms as
+#: two rows; the whole decoder body of a one-token step 29.0 ms, and 18.4 ms with every linear layer so
+#: (``scripts/bench_engine_costs.py``, ``results/committed/engine_costs_epyc/README.md``). The row's values are the
+#: 2-column product's (rounding at the 1e-6 level against the 1-column one, as between any two kernels here).
+SINGLE_ROW = "a single row as the first of two equal rows"
+
+
 class TransposedLinear(torch.nn.Module):
-    """``nn.Linear``'s function, computed as ``(W·xᵀ)ᵀ`` for ``min_rows..max_rows`` rows of ``x``;
-    shares the wrapped layer's ``weight`` and ``bias`` tensors. Its output is a strided view (the product's
-    transpose)."""
+    """``nn.Linear``'s function, computed as ``(W·xᵀ)ᵀ`` for ``min_rows..max_rows`` rows of ``x`` (one row: as the
+    first of two equal rows, ``SINGLE_ROW``); shares the wrapped layer's ``weight`` and ``bias`` tensors. Its output
+    is a strided view (the product's transpose)."""
 
     def __init__(self, linear: torch.nn.Linear, min_rows: int = 2, max_rows: int = 16) -> None:
         super().__init__()
@@ -58,7 +68,10 @@ class TransposedLinear(torch.nn.Module):
         rows = x.numel() // features if features else 0
         if not self.min_rows <= rows <= self.max_rows:
             return torch.nn.functional.linear(x, self.weight, self.bias)
-        y = torch.mm(self.weight, x.reshape(rows, features).t()).t()
+        flat = x.reshape(rows, features)
+        if rows == 1:  # a single row goes through the 2-column product, the row twice (``SINGLE_ROW``)
+            flat = flat.repeat(2, 1)
+        y = torch.mm(self.weight, flat.t()).t()[:rows]
         if self.bias is not None:
             y = y + self.bias
         return y.reshape(*x.shape[:-1], self.weight.shape[0])

@@ -205,8 +205,9 @@ def step_forward(model: Any, engine: EngineConfig | None) -> VerifyForward:
 
     * the loop's executor on the 1-token block (the transposed copy keeps ``F.linear`` for one row; or the model);
     * with ``fast_linear`` on, the copy transposing one row too (``min_rows=1``): the loop's ``(W·xᵀ)ᵀ``, which its
-      blocks take from 2 rows, at the step's width (on the 2-core EPYC Gemma-3-270M's LM head took 54 ms for one
-      row of ``F.linear`` against 20 ms through ``(W·xᵀ)ᵀ``, issue 50);
+      blocks take from 2 rows, at the step's width, the single row computed as the first of two equal rows
+      (``fast_linear.SINGLE_ROW``: MKL's one-column product ran on one thread of two; on the 2-core EPYC,
+      2026-11-28, the one-token step's body 29.0 → 18.4 ms, its LM head 41.5 → 15.5 ms);
     * where the loop may pad blocks (``pads_blocks``), either executor's step padded to ``m`` tokens with the LM
       head on ``r`` rows, ``1 ≤ r ≤ m ≤ k`` (``choose_buckets`` of its 1-token block; ``k``: ``bucket_k_max``,
       null: ``PROBE_K_MAX``, the longest block the loop's probe ever measures).

@@ -11,11 +11,12 @@ missing."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
+
+from specbench.summary import measured_costs
 
 INVALID_JOBS = "invalid_jobs.jsonl"  # in a sweep's folder: the jobs refused by validation (they have no folder)
 SWEEP_FILE = Path(".specbench") / "sweep.json"
@@ -105,44 +106,6 @@ def print_skipped(job_dir: str | Path, summary: dict) -> bool:
     return True
 
 
-@dataclass(frozen=True)
-class MeasuredCosts:
-    """What a speculative job's own aggregates say its parts cost, in target steps (``measured_costs``)."""
-
-    c: float  #: the target alone's time per token ÷ a draft forward (``specbench.records.leviathan_speedup``'s c)
-    v: float  #: a verification (its mean block) in target steps; 1 when the records have no breakdown
-    alpha: float  #: Leviathan's acceptance (``leviathan_alpha``)
-    v_measured: bool  #: whether ``v`` was measured (the time breakdown) or taken as 1
-
-    def expected(self, gamma: int) -> float:
-        """Leviathan's expected speedup at these costs: (1 − α^(γ+1)) / (1 − α) tokens per round costing γ/c + v
-        target steps."""
-        tokens = gamma + 1.0 if self.alpha >= 1.0 else (1.0 - self.alpha ** (gamma + 1)) / (1.0 - self.alpha)
-        return tokens / (gamma / self.c + self.v)
-
-    def best(self, gammas: range = range(1, 17)) -> tuple[int, float]:
-        """The best fixed γ of ``gammas`` under ``expected``, and that speedup."""
-        gamma = max(gammas, key=self.expected)
-        return gamma, self.expected(gamma)
-
-
-def measured_costs(summary: Mapping[str, Any]) -> MeasuredCosts | None:
-    """The costs a speculative job measured (``MeasuredCosts``): ``c`` from its draft time per draft forward and the
-    target alone's time per token (prefill included), ``v`` from its verify time per round; None for a job that
-    drafted with no draft forward (AR, prompt lookup) or measured no target alone or no acceptance."""
-    agg = summary.get("aggregates") or {}
-    ar_tps, forwards, draft_s = agg.get("ar_tokens_per_s"), agg.get("draft_forwards"), agg.get("draft_s")
-    alpha, verify_s = agg.get("leviathan_alpha"), agg.get("verify_s")
-    accepted, per_round = agg.get("accepted"), agg.get("mean_accepted_per_round")
-    if not ar_tps or not forwards or not draft_s or alpha is None:
-        return None
-    step_ms = 1000.0 / ar_tps
-    c = step_ms / (1000.0 * draft_s / forwards)
-    if verify_s and accepted and per_round:
-        return MeasuredCosts(c, 1000.0 * verify_s / (accepted / per_round) / step_ms, alpha, True)
-    return MeasuredCosts(c, 1.0, alpha, False)
-
-
 def _engine_ran(summary: Mapping[str, Any]) -> str:
     """What the job's loop ran on, as its summary's ``engine`` says (the options ``auto`` resolved on this host)."""
     engine = summary.get("engine") or {}
@@ -156,21 +119,27 @@ def _engine_ran(summary: Mapping[str, Any]) -> str:
 
 def cost_line(summary: Mapping[str, Any]) -> str | None:
     """One line on what a speculative job's parts cost on this host (issue 52, item 4), whatever its speedup: a draft
-    forward and a verification in target steps, α, Leviathan's bound at those costs and the engine options that
-    ran; None when ``measured_costs`` says nothing."""
+    forward and a verification in target steps, α, Leviathan's bound at those costs (its best fixed γ, one draft
+    forward per drafted token) and, where the job drafted otherwise (lookup rounds with no forward, a model capped
+    below γ: forwards a round ≠ drafted tokens a round), the same model at its own drafting (``as_drafted``), and the
+    engine options that ran; None when ``measured_costs`` says nothing."""
     costs = measured_costs(summary)
     if costs is None:
         return None
     gamma, bound = costs.best()
     verify = f"a verification {costs.v:.2f}" if costs.v_measured else "a verification (not measured: taken as 1)"
+    ran = costs.as_drafted()
+    drafted = (f" ({ran:.2f}x as it drafted: {costs.drafted:.2f} tokens for {costs.forwards:.2f} draft forwards a "
+               f"round)") if ran is not None and abs(costs.forwards - costs.drafted) > 0.05 * costs.drafted else ""
     return (f"a draft forward {1 / costs.c:.2f} target steps, {verify} target steps, α = {costs.alpha:.2f}; "
-            f"Leviathan's bound at these costs {bound:.2f}x (gamma={gamma}); engine: {_engine_ran(summary)}")
+            f"Leviathan's bound at these costs {bound:.2f}x (gamma={gamma}, a draft forward per token){drafted}; "
+            f"engine: {_engine_ran(summary)}")
 
 
 def slowdown_reason(summary: Mapping[str, Any]) -> str | None:
     """One line on why a speculative job ran slower than the target alone (its ``speedup`` < 1), from
     what it measured (``measured_costs``); None when it did not, or when it measured too little to say (AR, no draft
-    forwards). The best fixed γ is Leviathan's expectation with ``c``, ``v`` and α (``MeasuredCosts.expected``)."""
+    forwards). The best fixed γ is Leviathan's expectation with ``c``, ``v`` and α (``specbench.summary.MeasuredCosts.expected``)."""
     agg = summary.get("aggregates") or {}
     speedup = agg.get("speedup")
     costs = measured_costs(summary)

@@ -47,6 +47,28 @@ def test_transposed_linear_computes_the_linear_function():
         torch.testing.assert_close(fast(x), lin(x), rtol=1e-5, atol=1e-6)
 
 
+def test_a_single_row_goes_through_the_two_column_product(monkeypatch):
+    """``SINGLE_ROW``: with ``min_rows=1`` one row is computed as the first of two equal rows (MKL's one-column
+    product ran on one thread of two); its values are that product's first row, and the linear function's to
+    rounding; ``min_rows=2`` leaves one row to ``F.linear``."""
+    from runners.engine.fast_linear import TransposedLinear
+
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(24, 40)
+    one, two = TransposedLinear(lin, min_rows=1), TransposedLinear(lin)
+    x = torch.randn(1, 1, 24)
+    columns = []
+    real_mm = torch.mm
+    monkeypatch.setattr(torch, "mm", lambda a, b: columns.append(b.shape[1]) or real_mm(a, b))
+    y = one(x)
+    assert columns == [2] and y.shape == (1, 1, 40)
+    assert torch.equal(y[0], (real_mm(lin.weight, x[0].repeat(2, 1).t()).t() + lin.bias)[:1])
+    assert torch.allclose(y, lin(x), atol=1e-5)
+    columns.clear()
+    two(x)
+    assert columns == []  # one row below min_rows: F.linear
+
+
 def test_fast_linear_with_soft_capping_keeps_gemma_outputs():
     """Gemma-3 (sliding window, final logit soft-capping): the copy runs the model's own forward."""
     from transformers import Gemma3ForCausalLM, Gemma3TextConfig

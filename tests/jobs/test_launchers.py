@@ -221,7 +221,8 @@ def test_every_speculative_job_says_what_its_parts_cost_and_what_ran():
     """``cost_line`` (issue 52, item 4): a job that paid says its measured costs too (a draft forward and a
     verification in target steps, α), Leviathan's bound at those costs, and the engine options its summary says ran;
     a verification without a time breakdown is said to be unmeasured, not 1 measured."""
-    from runners.jobs.report import cost_line, measured_costs
+    from runners.jobs.report import cost_line
+    from specbench.summary import measured_costs
 
     agg = {"speedup": 1.3, "ar_tokens_per_s": 10.0, "draft_forwards": 100, "draft_s": 1.0, "verify_s": 3.9,
            "accepted": 90, "mean_accepted_per_round": 3.0, "leviathan_alpha": 0.8}
@@ -239,6 +240,29 @@ def test_every_speculative_job_says_what_its_parts_cost_and_what_ran():
     assert cost_line({**summary, "aggregates": {**agg, "draft_forwards": 0}}) is None  # AR / lookup only
     width = cost_line({**summary, "engine": {**summary["engine"], "width": 8}})
     assert "graphs=eager, width=8 (block-invariant, static target cache)" in width
+
+
+def test_the_cost_line_reads_leviathan_at_the_jobs_own_drafting_where_lookup_rounds_need_no_forward():
+    """A hybrid job (lookup rounds draft with no forward, the model capped below γ) drafts more tokens a round than
+    it runs draft forwards: the cost line adds Leviathan's model at its own drafting (``as_drafted``), which the
+    best-fixed-γ bound, charging a forward per token, understates; a job drafting a forward per token adds nothing."""
+    from runners.jobs.report import cost_line
+    from specbench.summary import measured_costs
+
+    # 30 rounds, 90 accepted, 150 drafted tokens for 45 draft forwards (lookup rounds free)
+    agg = {"speedup": 1.8, "ar_tokens_per_s": 10.0, "draft_forwards": 45, "draft_s": 1.35, "verify_s": 3.9,
+           "drafted": 150, "accepted": 90, "mean_accepted_per_round": 3.0, "leviathan_alpha": 0.8}
+    summary = {"aggregates": agg, "engine": {"fast_linear": False}}
+    costs = measured_costs(summary)
+    assert costs.forwards == pytest.approx(1.5) and costs.drafted == pytest.approx(5.0)
+    # a draft forward 30 ms = 0.3 steps; a round: 1.5 forwards × 0.3 + 1.3 steps of verification
+    expected = (1 - 0.8 ** 6) / 0.2 / (1.5 * 0.3 + 1.3)
+    assert costs.as_drafted() == pytest.approx(expected)
+    line = cost_line(summary)
+    assert f"({expected:.2f}x as it drafted: 5.00 tokens for 1.50 draft forwards a round)" in line
+    assert costs.best()[1] < expected  # a forward per token: the bound a lookup job's speedup would seem to beat
+    per_token = cost_line({**summary, "aggregates": {**agg, "draft_forwards": 150, "draft_s": 4.5}})
+    assert "as it drafted" not in per_token
 
 
 def test_a_width_jobs_summary_says_what_its_speedup_divides_by(capsys):

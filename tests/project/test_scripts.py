@@ -156,3 +156,21 @@ def test_the_synced_timer_reads_both_clocks():
     timer.lap("verify", mark="end")
     assert timer.read() == timer.wall_read() and set(timer.read()) == {"first", "end"}
     assert timer.read()["end"] >= timer.read()["first"] >= 0 and set(timer.phases()) == {"verify"}
+
+
+def test_bench_vs_hf_times_the_engine_a_job_composes(monkeypatch):
+    """Issue 52: ``bench_vs_hf.py`` measures the engine as a user gets it, the ``engine`` config a job composes
+    (options ``auto``, resolved on the host), not a lever it forces; ``--engine KEY=VALUE`` overrides one option, and
+    a target dtype other than the pair's is refused in one line (transformers' loop would run another target)."""
+    from specbench.config import JobConfig, compose
+    from specbench.registry import ConfigError
+
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    import bench_vs_hf
+
+    engine = bench_vs_hf.engine_config([])
+    assert engine == JobConfig.from_mapping(compose([])).engine
+    assert (engine.fast_linear, engine.verify_buckets, engine.width) == ("auto", "auto", "auto")
+    assert bench_vs_hf.engine_config(["fast_linear=head"]).fast_linear == "head"
+    with pytest.raises(ConfigError, match="engine.dtype"):
+        bench_vs_hf.engine_config(["dtype=auto"])
