@@ -14,7 +14,8 @@ a drifting host biases every item alike); printed as the median over the repeats
   of ``--context`` tokens cropped back after each forward, in the pair's dtype and in a bf16 copy;
 * the target as our engine runs it (``runners.engine.verify_forward``, ``engine.fast_linear`` and ``verify_buckets``
   ``auto``): the fp32 target alone's step (``step_forward``: the fastest step the engine allows, the one every speedup
-  divides by) and its verification of γ + 1 tokens (``engine_forward``); and the bf16 copy with block-invariant
+  divides by) and its verification of γ + 1 tokens (``engine_forward``); beside the step, the same step on the loop's
+  kernels padded to 2 tokens (a single row through ``F.linear`` there: the step before ``fast_linear.SINGLE_ROW``); and the bf16 copy with block-invariant
   forwards (``engine.width``, ``--width`` tokens on a static cache, ``runners.engine.invariant``): its step and its
   verification, both one forward of the width;
 * the draft's 1-token forward (the pair's draft: Gemma-3-270M int8 by default), and the same with its LM head
@@ -387,6 +388,9 @@ def main(argv: list[str] | None = None) -> int:
     items["target bf16 1 token"] = forward_item(target16, 1, args.context)
     items[f"target bf16 {k} tokens"] = forward_item(target16, k, args.context)
     items["target fp32 1 token, engine step"] = engine_item(fp32_step, 1, args.context)
+    if fp32_verify.executor is not fp32_step.executor:  # the step on the loop's kernels: one row through F.linear
+        items["target fp32 1 token, loop's kernels padded to 2"] = engine_item(
+            VerifyForward(target, {1: (2, 2)}, fp32_verify.executor, fp32_verify.scope), 1, args.context)
     items[f"target fp32 {k} tokens, engine"] = engine_item(fp32_verify, k, args.context)
     items[f"target bf16 1 token, width {args.width}"] = engine_item(fixed, 1, args.context)
     items[f"target bf16 {k} tokens, width {args.width}"] = engine_item(fixed, k, args.context)
@@ -412,6 +416,9 @@ def main(argv: list[str] | None = None) -> int:
         f"bf16 width {args.width} step / fp32 engine step": med[f"target bf16 1 token, width {args.width}"]
         / med["target fp32 1 token, engine step"],
         "draft step / target step, fp32 engine step": med["draft 1 token"] / med["target fp32 1 token, engine step"],
+        **({"engine step / the loop's kernels padded to 2": med["target fp32 1 token, engine step"]
+            / med["target fp32 1 token, loop's kernels padded to 2"]}
+           if "target fp32 1 token, loop's kernels padded to 2" in med else {}),
         f"draft step / target step, bf16 width {args.width}": med["draft 1 token"]
         / med[f"target bf16 1 token, width {args.width}"],
         "draft step / target step, fp32 target": med["draft 1 token"] / med["target fp32 1 token"],
