@@ -113,13 +113,26 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+#: environment variables that narrow the instruction sets the CPU kernels dispatch to (ATen's own kernels, MKL's,
+#: oneDNN's, and FBGEMM's int8 ones: ``FBGEMM_ENABLE_INSTRUCTIONS``, FBGEMM's ``src/Utils.cc: fbgemmEnvGetIsa``): a
+#: run that emulates an older host sets them, and its provenance says which (``kernel_env``)
+KERNEL_ENV = ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA",
+              "FBGEMM_ENABLE_INSTRUCTIONS")
+
+
+def kernel_env() -> dict[str, str]:
+    """The ``KERNEL_ENV`` variables this process runs under (only those set)."""
+    return {k: os.environ[k] for k in KERNEL_ENV if k in os.environ}
+
+
 def device_info(device: str = "cpu") -> dict[str, Any]:
     import torch
 
     info: dict[str, Any] = {"device": device, "cpu": cpu_name(), "cpu_count": os.cpu_count(),
                             "torch_threads": torch.get_num_threads(),
                             # the kernels torch dispatches for (ATEN_CPU_CAPABILITY=default: no AVX2 / AVX-512)
-                            "cpu_capability": str(torch.backends.cpu.get_cpu_capability())}
+                            "cpu_capability": str(torch.backends.cpu.get_cpu_capability()),
+                            "kernel_env": kernel_env()}
     if torch.cuda.is_available():
         info["cuda_devices"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
         info["cuda"] = torch.version.cuda

@@ -234,8 +234,8 @@ class Record:
         "null for transformers' loops. Schema 4 and older: null, not stated.")
     ar_baseline: dict[str, Any] | None = declare(
         "", "reference", "How the reference was decoded: `kernels` (the target alone on the fastest step the kernels "
-        "of the method compared with it allow: our loop's scope, the fewest rows it transposes `min_rows` and the "
-        "step's padding `step: [m, r]`; `width` where it steps at the loop's one width, `engine.width`), `warmup` and `warmup_per_prompt` (the same untimed decodes as the "
+        "of the method compared with it allow: our loop's scope, the fewest rows it transposes `min_rows` (1: a single "
+        "row as the first of two equal rows, `single_row`) and the step's padding `step: [m, r]`; `width` where it steps at the loop's one width, `engine.width`), `warmup` and `warmup_per_prompt` (the same untimed decodes as the "
         "measured side). Null without a reference; schema 4 and older: null, not stated.")
     repeat: int = declare("index", "drift", "Which timing of the prompt turn this is (0-based; `repeats=R` times each "
                           "turn R times). Schema 3 and older: 0.", default=0, absent=0)

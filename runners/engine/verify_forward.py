@@ -125,12 +125,16 @@ class VerifyForward:
     def describe_step(self) -> dict[str, Any]:
         """What a 1-token step runs on (``step_forward``): the fast-linear scope, its padding ``[m, r]`` (None:
         unpadded) and, with a scope, the fewest rows its layers transpose (``min_rows``: 1 = a step's single row
-        too, 2 = a step's row through ``F.linear``)."""
+        too, as the first of two equal rows, ``single_row``; 2 = a step's row through ``F.linear``)."""
         out: dict[str, Any] = {"fast_linear": self.scope or False,
                                "step": list(self.buckets[1]) if 1 in self.buckets else None}
         if self.width is not None:
             out["width"] = self.width
-        return {**out, "min_rows": self.min_rows} if self.scope is not None else out
+        if self.scope is None:
+            return out
+        # a single row as the first of two (``fast_linear.SINGLE_ROW``, since b7908af): another kernel than the one
+        # row of the same min_rows before, so an AR reference timed then never serves as one now (its cache key)
+        return {**out, "min_rows": self.min_rows, **({"single_row": "first of two"} if self.min_rows == 1 else {})}
 
 
 #: the relative gain a probed choice (a padding, a step's kernel) must show over the default to be taken: the

@@ -23,7 +23,8 @@ The key is everything that determines the reference's tokens and its timing:
   give a meaningless speedup;
 * how the CPU ran it: torch's thread count and the CPU capability its kernels were dispatched for
   (``torch.backends.cpu.get_cpu_capability()``: ``ATEN_CPU_CAPABILITY=default`` runs other kernels
-  than AVX2 / AVX-512), so a job under one never divides by a reference timed under another;
+  than AVX2 / AVX-512) and, where set, the variables that narrow MKL's and oneDNN's
+  (``specbench.provenance.KERNEL_ENV``), so a job under one never divides by a reference timed under another;
 * how the target alone was decoded (issue 40's baseline rule, ``runners.jobs.target_alone.TargetAlone.cache_key``):
   the kernels of its step (``AutoregressiveRunner.describe``: the fast-linear scope, the fewest rows it transposes
   and the 1-token padding ``verify_forward.step_forward`` chose, or plain for transformers' loops) and its untimed
@@ -57,6 +58,7 @@ from runners.jobs.device_share import DeviceShare
 from runners.jobs.target_alone import TargetAlone
 from specbench.config import JobConfig, ModelSpec
 from specbench.models import model_device
+from specbench.provenance import kernel_env
 from specbench.record_io import write_json_atomic
 
 CACHE_SUBDIR = Path(".specbench") / "ar_cache"
@@ -86,7 +88,8 @@ def runtime_key(spec: ModelSpec, device_type: str) -> dict[str, Any]:
 
     return {"target": {k: v for k, v in asdict(spec).items() if k != "name"}, "hardware": device_type,
             "torch": torch.__version__, "transformers": transformers.__version__,
-            "threads": int(torch.get_num_threads()), "cpu_capability": str(torch.backends.cpu.get_cpu_capability())}
+            "threads": int(torch.get_num_threads()), "cpu_capability": str(torch.backends.cpu.get_cpu_capability()),
+            **({"kernel_env": env} if (env := kernel_env()) else {})}
 
 
 @contextlib.contextmanager

@@ -267,7 +267,7 @@ def test_a_steps_description_names_its_scope_padding_and_rows(pair):
     target = pair[0]
     steps = _steps(target)
     assert AutoregressiveRunner(target, [], forward=steps["one_row_all_padded"]).describe() == {
-        "fast_linear": "all", "step": [2, 2], "min_rows": 1}
+        "fast_linear": "all", "step": [2, 2], "min_rows": 1, "single_row": "first of two"}
     assert steps["fast_all"].describe_step() == {"fast_linear": "all", "step": None, "min_rows": 2}
     assert steps["padded"].describe_step() == {"fast_linear": False, "step": [2, 2]}
     assert AutoregressiveRunner(target, []).describe() == {"fast_linear": False, "step": None}
@@ -314,7 +314,8 @@ def test_the_target_alone_gets_the_transposed_head_whatever_the_bucket_map(bucke
     ids, want = [5, 6, 7, 8], AutoregressiveRunner(model, []).generate([5, 6, 7, 8], 12).tokens
     step = vf.step_forward(model, engine)
     assert step.scope == "all" and step.describe_step() == (
-        {"fast_linear": "all", "step": None, "min_rows": 1} if buckets is False else  # k = 1: the one-row copy
+        {"fast_linear": "all", "step": None, "min_rows": 1, "single_row": "first of two"} if buckets is False else
+        # k = 1: the one-row copy, its row as the first of two (fast_linear.SINGLE_ROW: another key than before)
         {"fast_linear": "all", "step": [12, 12], "min_rows": 2})  # k = 17: the wide block pays even more
     tokens, slow = _one_row_heads_in_steps(monkeypatch, model, step, ids, 12)
     assert tokens == want and slow == 0

@@ -296,6 +296,16 @@ def test_the_ar_cache_key_names_the_thread_count_and_cpu_capability(monkeypatch)
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "DEFAULT")
     other = reference_key(spec, [1, 2, 3], 8, [0], "cpu:x")
     assert other["cpu_capability"] == "DEFAULT" and key_hash(other) != key_hash(here)
+    monkeypatch.undo()
+    # MKL's and oneDNN's instruction sets narrowed by the environment (an emulated older host): another reference
+    from specbench.provenance import KERNEL_ENV
+
+    for name in KERNEL_ENV:
+        monkeypatch.delenv(name, raising=False)
+    assert "kernel_env" not in reference_key(spec, [1, 2, 3], 8, [0], "cpu:x")  # nothing set: the key as before
+    monkeypatch.setenv("MKL_ENABLE_INSTRUCTIONS", "AVX2")
+    narrowed = reference_key(spec, [1, 2, 3], 8, [0], "cpu:x")
+    assert narrowed["kernel_env"] == {"MKL_ENABLE_INSTRUCTIONS": "AVX2"} and key_hash(narrowed) != key_hash(here)
 
 
 def test_jobs_sharing_a_model_each_decode_on_their_own_cache_kind(tiny_conf, tmp_path, monkeypatch):

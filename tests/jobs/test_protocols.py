@@ -250,4 +250,4 @@ def test_every_job_of_a_sweep_divides_by_one_target_alone_with_fast_kernels_on(t
     unpadded = run_job(_tiny(tiny_conf, "method=ar", "engine.fast_linear=auto", "engine.verify_buckets=false"),
                        tmp_path / "ar", progress=False)
     assert unpadded["baseline"]["kernels"] == unpadded["engine"] == {"fast_linear": "all", "step": None, "min_rows": 1,
-                                                                     "graphs": "eager"}
+                                                                     "single_row": "first of two", "graphs": "eager"}

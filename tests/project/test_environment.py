@@ -161,3 +161,16 @@ def test_provenance_names_the_cpu_kernels_torch_dispatches_for():
     info = device_info("cpu")
     assert info["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
     assert info["torch_threads"] == torch.get_num_threads()
+
+
+def test_provenance_names_the_kernel_dispatch_variables_a_run_set(monkeypatch):
+    """A run that emulates an older host narrows MKL's and oneDNN's instruction sets by environment variables torch
+    cannot report: its provenance lists the ones set (``KERNEL_ENV``), and nothing when none is."""
+    from specbench.provenance import KERNEL_ENV, device_info
+
+    for name in KERNEL_ENV:
+        monkeypatch.delenv(name, raising=False)
+    assert device_info("cpu")["kernel_env"] == {}
+    monkeypatch.setenv("MKL_ENABLE_INSTRUCTIONS", "AVX2")
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    assert device_info("cpu")["kernel_env"] == {"MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
