@@ -116,16 +116,29 @@ def transposed_copy(model: Any, scope: str = "all", rtol: float = 1e-4, max_rows
 
 def _fastest_ms(fn: Callable[[], Any], sync: Callable[[], None], warmup: int, repeats: int) -> float:
     """The fastest of ``repeats`` timings: other processes on the machine only ever add time."""
-    for _ in range(warmup):
-        fn()
-    samples = []
-    for _ in range(repeats):
-        sync()
-        t0 = time.perf_counter()
-        fn()
-        sync()
-        samples.append((time.perf_counter() - t0) * 1000.0)
-    return min(samples)
+    return _fastest_each({0: fn}, sync, warmup, repeats)[0]
+
+
+def _fastest_each(fns: Mapping[Any, Callable[[], Any]], sync: Callable[[], None], warmup: int,
+                  repeats: int) -> dict[Any, float]:
+    """The fastest of ``repeats`` timings of each of ``fns``, in ms, timed in rounds (every callable once a round, in
+    an order rotating from round to round) after ``warmup`` untimed calls of each: a slow spell of the host (another
+    process, a frequency drop) then reaches a few samples of every callable, not all the samples of one, whose
+    fastest would be read as its cost."""
+    keys = list(fns)
+    for key in keys:
+        for _ in range(warmup):
+            fns[key]()
+    samples: dict[Any, list[float]] = {key: [] for key in keys}
+    for r in range(repeats):
+        shift = r % len(keys) if keys else 0
+        for key in keys[shift:] + keys[:shift]:
+            sync()
+            t0 = time.perf_counter()
+            fns[key]()
+            sync()
+            samples[key].append((time.perf_counter() - t0) * 1000.0)
+    return {key: min(values) for key, values in samples.items()}
 
 
 def probe_costs(executor: Any, k_max: int, context: int = 128, warmup: int = 1,
@@ -133,7 +146,8 @@ def probe_costs(executor: Any, k_max: int, context: int = 128, warmup: int = 1,
     """``(body_ms[m], head_ms[r])`` for ``m, r = 1..k_max``: the decoder body of ``executor`` (the
     module that will run the blocks) feeding ``m`` tokens on a cache of ``context`` tokens, and its
     LM head on ``r`` rows. The fastest of ``repeats`` after ``warmup`` (a busy machine adds noise
-    of one sign only; the table is a property of the kernels)."""
+    of one sign only; the table is a property of the kernels), every item timed once a round (``_fastest_each``), so
+    a slow spell of the host cannot take all of one length's samples and move the bucket map."""
     device = model_device(executor)
     decoder = executor.get_decoder() if hasattr(executor, "get_decoder") else executor.model
     head = executor.get_output_embeddings()
@@ -143,8 +157,7 @@ def probe_costs(executor: Any, k_max: int, context: int = 128, warmup: int = 1,
         if cuda:
             torch.cuda.synchronize()
 
-    body: dict[int, float] = {}
-    rows: dict[int, float] = {}
+    fns: dict[tuple[str, int], Callable[[], Any]] = {}
     with torch.inference_mode():
         cache = new_cache(executor)
         decoder(input_ids=torch.arange(10, 10 + context, device=device)[None], **cache_arg(decoder, cache),
@@ -157,10 +170,11 @@ def probe_costs(executor: Any, k_max: int, context: int = 128, warmup: int = 1,
                 decoder(input_ids=inp, **cache_arg(decoder, cache), use_cache=True)
                 crop_to(cache, context)
 
-            body[m] = _fastest_ms(step, sync, warmup, repeats)
             h = torch.randn(1, m, width, device=device, dtype=head.weight.dtype)
-            rows[m] = _fastest_ms(lambda h=h: head(h), sync, warmup, repeats)
-    return body, rows
+            fns[("body", m)], fns[("head", m)] = step, (lambda h=h: head(h))
+        fastest = _fastest_each(fns, sync, warmup, repeats)
+    return ({m: fastest[("body", m)] for m in range(1, k_max + 1)},
+            {m: fastest[("head", m)] for m in range(1, k_max + 1)})
 
 
 #: per model, for as long as the model lives (keyed by the model object, not its ``id``: a model evicted from

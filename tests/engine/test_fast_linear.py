@@ -125,6 +125,31 @@ def test_a_shorter_probe_of_the_same_kernels_is_a_slice_of_a_longer_one(monkeypa
     assert calls == [17, 9, 3, 5]
 
 
+def test_the_probe_times_its_items_in_rounds_so_a_slow_spell_cannot_take_one_items_every_sample(monkeypatch):
+    """``_fastest_each`` times every item once a round (the order rotating): a slow spell of the host that covers a
+    few consecutive timings reaches some samples of every item, so each item's fastest stays its own cost. Timed item
+    by item (all of one item's samples, then the next's), the same spell would cover all five samples of one item
+    and make it read slower than it is (what the probe did before: one bucket map chosen from a slow spell)."""
+    from runners.engine import fast_linear
+
+    clock = {"t": 0.0, "calls": 0}
+    cost = {"a": 0.010, "b": 0.012}
+
+    def run(name):
+        def call():
+            clock["calls"] += 1
+            slow = 2 <= clock["calls"] <= 6  # five consecutive calls
+            clock["t"] += cost[name] * (3.0 if slow else 1.0)
+        return call
+
+    monkeypatch.setattr(fast_linear.time, "perf_counter", lambda: clock["t"])
+    got = fast_linear._fastest_each({"a": run("a"), "b": run("b")}, lambda: None, warmup=1, repeats=5)
+    assert got == pytest.approx({"a": 10.0, "b": 12.0})
+    clock.update(t=0.0, calls=0)  # item by item, the same spell covers calls 2..6: every sample of a
+    one_by_one = {name: fast_linear._fastest_ms(run(name), lambda: None, 1, 5) for name in ("a", "b")}
+    assert one_by_one == pytest.approx({"a": 30.0, "b": 12.0})
+
+
 def test_the_executor_and_probe_caches_live_as_long_as_their_model():
     """Issue 40, item 6: the caches were keyed by ``id(model)``: an evicted model's copy stayed in memory, and a new
     model that reused the id got a stale copy. Keyed by the model object (weakly), its entries go with it."""
