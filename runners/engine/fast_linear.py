@@ -2,11 +2,11 @@
 
 * **shape-aware kernels** (``engine.fast_linear``): a block runs through a private copy of the
   model (``transposed_copy``: the same parameter tensors, no extra memory) whose
-  ``nn.Linear`` layers compute ``x·Wᵀ`` as ``(W·xᵀ)ᵀ`` when ``x`` has 2..16 rows, the rows of a
-  verification block (``TransposedLinear``). Same products and sums; with this machine's MKL
-  ``F.linear`` takes a slow path for a few rows (Gemma-3-270M's 262144 × 640 LM head: 2–4×
-  slower for 2–9 rows than ``torch.mm(W, x.T)``), while one row (an autoregressive step) and
-  long blocks (a prefill) keep ``F.linear``. Rounding differs at the 1e-6 level, as it already
+  ``nn.Linear`` layers compute ``x·Wᵀ`` as ``(W·xᵀ)ᵀ`` when ``x`` has 1..16 rows, the rows of a
+  verification block or a step (``TransposedLinear``; one row as the first of two equal rows, ``SINGLE_ROW``). Same
+  products and sums; with this machine's MKL ``F.linear`` takes a slow path for a few rows (Gemma-3-270M's 262144 ×
+  640 LM head: 2–4× slower for 2–9 rows than ``torch.mm(W, x.T)``), and its one-column product runs on one thread,
+  while long blocks (a prefill's body) keep ``F.linear``. Rounding differs at the 1e-6 level, as it already
   does between a 1-row and a k-row ``F.linear``. ``scope="head"`` swaps the LM head only,
   ``"all"`` every ``nn.Linear``. The batched engine takes a copy of its own (``batch_kernels``: up to
   ``BATCH_MAX_ROWS`` rows). The copy is checked against the model on a short input (the logits must agree) and
@@ -42,8 +42,8 @@ log = logging.getLogger("specbench")
 SCOPES = ("head", "all")
 
 
-#: why a single row is computed as the first of two equal rows (``TransposedLinear`` with ``min_rows=1``, the target
-#: alone's step, ``verify_forward.step_forward``): ``torch.mm(W, xᵀ)`` with one column is MKL's matrix-vector
+#: why a single row is computed as the first of two equal rows (``TransposedLinear`` with ``min_rows=1``: the copy
+#: the loop and its target alone run, ``verify_forward``; a prefill's LM head, a step, a one-token block): ``torch.mm(W, xᵀ)`` with one column is MKL's matrix-vector
 #: product, which ran on one thread of two, while two columns run on both. On the 2-core AMD EPYC (avx512_bf16, no
 #: AMX), 2026-11-28, Gemma-3-270M's LM head on one row took 41.6 ms on one thread and 42.2 ms on two, and 15.5 ms as
 #: two rows; the whole decoder body of a one-token step 29.0 ms, and 18.4 ms with every linear layer so
@@ -180,8 +180,7 @@ def probe_costs(executor: Any, k_max: int, context: int = 128, warmup: int = 1,
 #: per model, for as long as the model lives (keyed by the model object, not its ``id``: a model evicted from
 #: ``specbench.models.cache`` and freed takes its entries with it, and a new model that reuses its ``id`` never
 #: gets them): its transposed copies by ``(scope, min_rows, max_rows)``, its probes by ``(kernels, k_max,
-#: threads)`` (``kernels``: None for the model itself, the copy's scope, ``<scope>@1`` for the copy transposing
-#: one row too)
+#: threads)`` (``kernels``: None for the model itself, else the copy's scope)
 _EXECUTORS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -256,7 +255,7 @@ def transposed_pays(model: Any, blocks: tuple[int, ...] = PAY_BLOCKS, context: i
     runs on."""
     if model in _PAYS:
         return _PAYS[model]
-    fast = fast_executor(model, "all")
+    fast = fast_executor(model, "all", min_rows=1)  # the copy the loop and its target alone run
     if fast is None:
         _PAYS[model] = False
         return False

@@ -88,7 +88,7 @@ class AutoregressiveRunner:
 
     ``forward``: how the target runs a step (``runners.engine.verify_forward.VerifyForward``; None: one plain
     forward, transformers' kernels). The job gives the target alone the fastest step the kernels of the method
-    it is compared with allow (``verify_forward.step_forward``: the transposed copy at one row too, a padded
+    it is compared with allow (``verify_forward.step_forward``: the loop's transposed copy, a padded
     step where the engine pads), so a speedup does not include a kernel advantage the baseline is denied (issues
     40, 50). A padded step's extra positions are cropped from the cache after it, as the speculative loop crops
     them."""

@@ -29,10 +29,10 @@ at the job's boundary); ``engine_options`` gives ``SpeculativeRunner``'s keyword
   logits to the same bits. It supersedes the bucket map (every block has one shape).
 
 The target alone every speedup divides by steps on ``step_forward(model, engine)`` (the baseline rule, issues 40
-and 50): the fastest 1-token step among the kernels the loop of ``engine`` uses — the plain 1-row forward, the
-transposed copy at one row too (where ``fast_linear`` is on: the loop's ``(W·xᵀ)ᵀ``, which its own blocks only
-take from 2 rows), and, where the engine pads blocks, a step padded to ``m ≤ PROBE_K_MAX`` tokens — measured
-by the same probe, whatever the bucket map and whatever γ, so every job of a sweep divides by one target alone.
+and 50): the fastest 1-token step among the kernels the loop of ``engine`` uses — its executor on one token (with
+``fast_linear`` on, the transposed copy, whose single row is the first of two: ``fast_linear.SINGLE_ROW``) and,
+where the engine pads blocks, a step padded to ``m ≤ PROBE_K_MAX`` tokens — measured by the same probe, whatever
+the bucket map and whatever γ, so every job of a sweep divides by one target alone.
 """
 
 from __future__ import annotations
@@ -118,9 +118,21 @@ class VerifyForward:
         return self.width is None and self.buckets.get(n, (n, n))[0] > n
 
     def describe(self) -> dict[str, Any]:
-        out = {"fast_linear": self.scope or False,
-               "buckets": {str(n): list(mr) for n, mr in sorted(self.buckets.items())}}
-        return {**out, "width": self.width} if self.width is not None else out
+        """What the loop's blocks run on: the fast-linear scope, the bucket map, the width where set, and with a scope
+        the fewest rows its layers transpose (``min_rows``; 1: a single row as the first of two, ``single_row``)."""
+        out: dict[str, Any] = {"fast_linear": self.scope or False,
+                               "buckets": {str(n): list(mr) for n, mr in sorted(self.buckets.items())}}
+        if self.width is not None:
+            out["width"] = self.width
+        return {**out, **self._rows()}
+
+    def _rows(self) -> dict[str, Any]:
+        """``min_rows`` (and ``single_row`` at 1) of a forward with a fast-linear scope; nothing without one."""
+        if self.scope is None:
+            return {}
+        # a single row as the first of two (``fast_linear.SINGLE_ROW``, issue 52): another kernel than the one
+        # row of the same min_rows before, so an AR reference timed then never serves as one now (its cache key)
+        return {"min_rows": self.min_rows, **({"single_row": "first of two"} if self.min_rows == 1 else {})}
 
     def describe_step(self) -> dict[str, Any]:
         """What a 1-token step runs on (``step_forward``): the fast-linear scope, its padding ``[m, r]`` (None:
@@ -130,11 +142,7 @@ class VerifyForward:
                                "step": list(self.buckets[1]) if 1 in self.buckets else None}
         if self.width is not None:
             out["width"] = self.width
-        if self.scope is None:
-            return out
-        # a single row as the first of two (``fast_linear.SINGLE_ROW``, since b7908af): another kernel than the one
-        # row of the same min_rows before, so an AR reference timed then never serves as one now (its cache key)
-        return {**out, "min_rows": self.min_rows, **({"single_row": "first of two"} if self.min_rows == 1 else {})}
+        return {**out, **self._rows()}
 
 
 #: the relative gain a probed choice (a padding, a step's kernel) must show over the default to be taken: the
@@ -188,7 +196,7 @@ def engine_forward(model: Any, engine: EngineConfig | None, gamma: int = 8) -> V
     """
     engine = engine or EngineConfig()
     scope = fast_scope(model, engine)
-    executor = fast_executor(model, scope) if scope is not None else None
+    executor = fast_executor(model, scope, min_rows=1) if scope is not None else None
     width = resolve_width(model, engine)
     if width is not None:  # one shape for every block: no bucket map
         return VerifyForward(model, {}, executor, scope if executor is not None else None, width=width)
@@ -205,24 +213,19 @@ def engine_forward(model: Any, engine: EngineConfig | None, gamma: int = 8) -> V
 def step_forward(model: Any, engine: EngineConfig | None) -> VerifyForward:
     """The target alone's forward (a 1-token step; its prefill on the same executor), the one every speedup of our
     loop under ``engine`` divides by (the baseline rule: issue 40, closed in issue 50): the fastest step the
-    loop's kernels allow, offered every kernel the loop uses whatever its bucket map:
-
-    * the loop's executor on the 1-token block (the transposed copy keeps ``F.linear`` for one row; or the model);
-    * with ``fast_linear`` on, the copy transposing one row too (``min_rows=1``): the loop's ``(W·xᵀ)ᵀ``, which its
-      blocks take from 2 rows, at the step's width, the single row computed as the first of two equal rows
-      (``fast_linear.SINGLE_ROW``: MKL's one-column product ran on one thread of two; on the 2-core EPYC,
-      2026-11-28, the one-token step's body 29.0 → 18.4 ms, its LM head 41.5 → 15.5 ms);
-    * where the loop may pad blocks (``pads_blocks``), either executor's step padded to ``m`` tokens with the LM
-      head on ``r`` rows, ``1 ≤ r ≤ m ≤ k`` (``choose_buckets`` of its 1-token block; ``k``: ``bucket_k_max``,
-      null: ``PROBE_K_MAX``, the longest block the loop's probe ever measures).
-
-    Chosen from ``probe_costs`` tables (the loop's executor up to ``k``; the one-row copy at one row, its wider
-    blocks being the same kernels), the one-row copy only when ``MIN_GAIN`` cheaper. It takes no γ and no bucket
-    map, and its probes are shared by the sweep's jobs (``runners.jobs.kernels``): every job of a sweep with one
-    engine config divides by the same target alone."""
+    loop's kernels allow, offered every kernel the loop uses whatever its bucket map: the loop's executor (the
+    model, or with ``fast_linear`` on its transposed copy, which takes ``(W·xᵀ)ᵀ`` from one row, the single row
+    computed as the first of two equal rows: ``fast_linear.SINGLE_ROW``) on the 1-token block and, where the loop
+    may pad blocks (``pads_blocks``), the same step padded to ``m`` tokens with the LM head on ``r`` rows,
+    ``1 ≤ r ≤ m ≤ k`` (``choose_buckets`` of its 1-token block; ``k``: ``bucket_k_max``, null: ``PROBE_K_MAX``, the
+    longest block the loop's probe ever measures). Chosen from the executor's ``probe_costs`` table up to ``k``. It
+    takes no γ and no bucket map, and its probes are shared by the sweep's jobs (``runners.jobs.kernels``): every job
+    of a sweep with one engine config divides by the same target alone. (Until issue 52 the loop's copy kept
+    ``F.linear`` for one row and this step was offered a second copy that transposed it; since the loop's copy
+    computes one row as the first of two, one copy serves both.)"""
     engine = engine or EngineConfig()
     scope = fast_scope(model, engine)
-    loop = fast_executor(model, scope) if scope is not None else None
+    loop = fast_executor(model, scope, min_rows=1) if scope is not None else None
     scope = scope if loop is not None else None
     width = resolve_width(model, engine)
     if width is not None:  # block-invariant: the loop's executor at the loop's one width, nothing else
@@ -230,22 +233,8 @@ def step_forward(model: Any, engine: EngineConfig | None) -> VerifyForward:
     k = int(engine.bucket_k_max or PROBE_K_MAX) if pads_blocks(model, engine) else 1
     if loop is None and k == 1:
         return VerifyForward(model)
-    tables = probed_costs(model, loop, scope, k)
-    candidates = [(loop, tables)]
-    one = fast_executor(model, scope, min_rows=1) if scope is not None else None
-    if one is not None:
-        body, head = dict(tables[0]), dict(tables[1])
-        one_body, one_head = probed_costs(model, one, f"{scope}@1", 1)
-        body[1], head[1] = one_body[1], one_head[1]
-        candidates.append((one, (body, head)))
-    steps = []
-    for executor, (body, head) in candidates:
-        m, r = choose_buckets(body, head, n_max=1).get(1, (1, 1))
-        steps.append((executor, (m, r), body[m] + head[r]))
-    executor, (m, r), cost = steps[0]
-    if len(steps) > 1 and steps[1][2] < (1.0 - MIN_GAIN) * cost:
-        executor, (m, r), cost = steps[1]
-    return VerifyForward(model, {1: (m, r)} if (m, r) != (1, 1) else {}, executor, scope)
+    m, r = choose_buckets(*probed_costs(model, loop, scope, k), n_max=1).get(1, (1, 1))
+    return VerifyForward(model, {1: (m, r)} if (m, r) != (1, 1) else {}, loop, scope)
 
 
 def engine_options(model: Any, engine: EngineConfig | None, gamma: int = 8,

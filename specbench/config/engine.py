@@ -45,10 +45,9 @@ class EngineConfig:
     ``fast_linear`` applies, to the batched loop and the target alone at B alike (``ar`` jobs too;
     ``runners.engine.fast_linear.batch_kernels``).
 
-    * ``fast_linear``: ``false`` | ``head`` | ``all`` | ``auto`` — blocks of 2..16 tokens (at B > 1: up to
-      ``runners.engine.fast_linear.BATCH_MAX_ROWS`` rows) through a private copy of the target whose ``nn.Linear``
-      layers compute ``(W·xᵀ)ᵀ`` (the target alone's step: one row too, as the first of two equal rows, where the
-      probe finds it faster;
+    * ``fast_linear``: ``false`` | ``head`` | ``all`` | ``auto`` — blocks of 1..16 tokens (one row as the first of
+      two equal rows; at B > 1: 2 to ``runners.engine.fast_linear.BATCH_MAX_ROWS`` rows) through a private copy of
+      the target whose ``nn.Linear`` layers compute ``(W·xᵀ)ᵀ``, the target alone's step on the same copy;
       ``head``: the LM head only; ``auto``: ``all`` on CPU, off on GPU, where it is unmeasured);
     * ``verify_buckets``: ``false`` | ``auto`` (probe once per process on CPU, off on GPU) | ``probe``
       (probe on any device) | ``{n: [m, r]}`` (pad an ``n``-token block to ``m`` tokens, LM head on

@@ -176,7 +176,7 @@ def test_auto_takes_the_transposed_copy_only_where_it_is_measured_to_pay(faster,
     from runners.engine import fast_linear as vf
 
     model = tiny.tiny_model(300, seed=5)
-    fast = vf.fast_executor(model, "all")
+    fast = vf.fast_executor(model, "all", min_rows=1)  # the copy the loop runs (one row as the first of two)
     calls = []
 
     def fake_block_ms(runs, cache, context, k, warmup=False):

@@ -132,7 +132,8 @@ def test_engine_config_builds_the_options(pair):
     target = pair[0]
     assert engine_forward(target, EngineConfig()).describe() == {"fast_linear": False, "buckets": {}}
     fwd = engine_forward(target, EngineConfig.from_mapping({"fast_linear": "all", "verify_buckets": {3: [4, 3]}}))
-    assert fwd.describe() == {"fast_linear": "all", "buckets": {"3": [4, 3]}}
+    assert fwd.describe() == {"fast_linear": "all", "buckets": {"3": [4, 3]}, "min_rows": 1,
+                              "single_row": "first of two"}
     assert fwd.executor is not target
     auto = engine_forward(target, EngineConfig.from_mapping({"fast_linear": "auto"}))  # measured on this machine
     assert auto.describe()["fast_linear"] == ("all" if transposed_pays(target) else False)
@@ -316,7 +317,7 @@ def test_the_target_alone_gets_the_transposed_head_whatever_the_bucket_map(bucke
     assert step.scope == "all" and step.describe_step() == (
         {"fast_linear": "all", "step": None, "min_rows": 1, "single_row": "first of two"} if buckets is False else
         # k = 1: the one-row copy, its row as the first of two (fast_linear.SINGLE_ROW: another key than before)
-        {"fast_linear": "all", "step": [12, 12], "min_rows": 2})  # k = 17: the wide block pays even more
+        {"fast_linear": "all", "step": [12, 12], "min_rows": 1, "single_row": "first of two"})  # k = 17: wider pays
     tokens, slow = _one_row_heads_in_steps(monkeypatch, model, step, ids, 12)
     assert tokens == want and slow == 0
     before = VerifyForward(model, executor=fast_linear.fast_executor(model, "all"), scope="all")  # the old rule's unpadded step
@@ -326,8 +327,9 @@ def test_the_target_alone_gets_the_transposed_head_whatever_the_bucket_map(bucke
 
 def test_one_target_alone_per_engine_config_whatever_gamma(monkeypatch):
     """Issue 50, item 6: the loop's probe measures up to ``max(9, γ + 1)`` tokens, so its own 1-token padding can
-    differ between γ (here: (2, 2) at γ = 2, (12, 12) at γ = 16); the target alone's step takes no γ and probes
-    up to ``PROBE_K_MAX`` once, so every job of a sweep divides by one target alone."""
+    differ between γ (here: none at γ = 2, its one row transposed being cheaper than any padding up to 9 tokens;
+    (12, 12) at γ = 16); the target alone's step takes no γ and probes up to ``PROBE_K_MAX``, so every job of a
+    sweep divides by one target alone."""
     from runners.engine import verify_forward as vf
 
     from helpers import emulated_host
@@ -335,11 +337,11 @@ def test_one_target_alone_per_engine_config_whatever_gamma(monkeypatch):
     calls = emulated_host.emulate(monkeypatch)
     model = tiny.tiny_model(300, seed=7)
     engine = EngineConfig.from_mapping({"fast_linear": "auto", "verify_buckets": "auto"})
-    assert {g: vf.engine_forward(model, engine, g).buckets[1] for g in (2, 16)} == {2: (2, 2), 16: (12, 12)}
+    assert {g: vf.engine_forward(model, engine, g).buckets.get(1) for g in (2, 16)} == {2: None, 16: (12, 12)}
     n = calls["probe"]
     steps = [vf.step_forward(model, engine).describe_step() for _ in range(3)]
-    assert steps == [{"fast_linear": "all", "step": [12, 12], "min_rows": 2}] * 3
-    assert calls["probe"] == n + 1  # the one-row copy at one row; the 17-token table is γ = 16's loop probe
+    assert steps == [{"fast_linear": "all", "step": [12, 12], "min_rows": 1, "single_row": "first of two"}] * 3
+    assert calls["probe"] == n  # the 17-token table is γ = 16's loop probe: one copy, one table
 
 
 def test_a_padded_step_leaves_the_cache_at_the_sequence_length(pair):
