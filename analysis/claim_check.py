@@ -1,7 +1,7 @@
 """The machinery of the registered claims (``analysis.claims``): a claim is a sentence of a page, verbatim, and a
 check over the committed files; ``claim`` registers one, ``problems`` runs them all, ``allowances`` tells
-``analysis.docs`` which figures a check stands behind. The claims themselves are written in ``analysis.claims`` and
-``analysis.claims_gpu``, beside the pages they check."""
+``analysis.docs`` which figures a check stands behind. The claims themselves are written in ``analysis.claims``,
+``analysis.claims_engine`` and ``analysis.claims_gpu``, beside the pages they check."""
 
 from __future__ import annotations
 
