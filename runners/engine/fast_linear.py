@@ -43,8 +43,9 @@ SCOPES = ("head", "all")
 
 
 #: why a single row is computed as the first of two equal rows (``TransposedLinear`` with ``min_rows=1``: the copy
-#: the loop and its target alone run, ``verify_forward``; a prefill's LM head, a step, a one-token block): ``torch.mm(W, xᵀ)`` with one column is MKL's matrix-vector
-#: product, which ran on one thread of two, while two columns run on both. On the 2-core AMD EPYC (avx512_bf16, no
+#: the loop and its target alone run, ``verify_forward``; a prefill's LM head, a step, a one-token block):
+#: ``torch.mm(W, xᵀ)`` with one column is MKL's matrix-vector product, which ran on one thread of two, while two
+#: columns run on both. On the 2-core AMD EPYC (avx512_bf16, no
 #: AMX), 2026-11-28, Gemma-3-270M's LM head on one row took 41.6 ms on one thread and 42.2 ms on two, and 15.5 ms as
 #: two rows; the whole decoder body of a one-token step 29.0 ms, and 18.4 ms with every linear layer so
 #: (``scripts/bench_engine_costs.py``, ``results/committed/engine_costs_epyc/README.md``). The row's values are the
