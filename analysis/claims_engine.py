@@ -5,25 +5,24 @@ engine against transformers' assisted generation (``vs_hf_epyc``). Each check re
 
 from __future__ import annotations
 
-import re
+import json
 from pathlib import Path
 
 from analysis.claim_check import COMMITTED, claim, rounds_to
 
-_CAP_RUN = COMMITTED / "make_run_cap_epyc"  # make run's hybrid job with its draft capped (analysis.claims: its cap)
+#: make run's hybrid pair swept over its draft's cap (``analysis.claims``' cap claims read it too)
+CAP_RUN = COMMITTED / "make_run_cap_epyc"
 
 
 @claim("docs/pages/performance.md",
        "`make run`'s job drafted 3.82 tokens for 1.55 draft forwards a round, and the model reads 2.03× there against "
        "1.44× at a forward per token",
-       str(_CAP_RUN / "pair.draft.max_model_tokens=3" / "summary.json"),
+       str(CAP_RUN / "pair.draft.max_model_tokens=3" / "summary.json"),
        figures=("3.82", "1.55", "2.03×", "1.44×"))
 def cost_line_as_drafted(root: Path) -> str | None:
-    import json
-
     from specbench.summary import measured_costs
 
-    summary = json.loads((root / _CAP_RUN / "pair.draft.max_model_tokens=3" / "summary.json").read_text())
+    summary = json.loads((root / CAP_RUN / "pair.draft.max_model_tokens=3" / "summary.json").read_text())
     costs = measured_costs(summary)
     if costs is None or costs.as_drafted() is None:
         return "the summary gives no drafting per round"
@@ -33,40 +32,30 @@ def cost_line_as_drafted(root: Path) -> str | None:
     return f"the summary reads {', '.join(off)}" if off else None
 
 
-_SINGLE_ROW_LOG = COMMITTED / "engine_costs_epyc" / "engine_costs_single_row.log"
+#: ``scripts/bench_engine_costs.py --json`` of the run the page shows (its log beside it)
+_SINGLE_ROW = COMMITTED / "engine_costs_epyc" / "engine_costs_single_row.json"
 
 
-def _log_medians(path: Path) -> tuple[dict[str, float], dict[str, str]]:
-    """A ``scripts/bench_engine_costs.py`` log: its timed items' medians (ms) by name, and its other lines by the text
-    before their first colon."""
-    medians, lines = {}, {}
-    for line in path.read_text(encoding="utf-8").splitlines()[1:]:
-        timed = re.match(r"^  (.+?)\s{2,}([0-9.]+) ms  \(", line)
-        if timed:
-            medians[timed.group(1)] = float(timed.group(2))
-        elif ":" in line:
-            key, _, rest = line.strip().partition(":")
-            lines[key] = rest.strip()
-    return medians, lines
+def _costs(root: Path) -> dict:
+    return json.loads((root / _SINGLE_ROW).read_text(encoding="utf-8"))
 
 
 @claim("docs/pages/performance.md",
        "The target alone's step on one row costs 0.837 of the same step on the loop's kernels padded to 2",
-       str(_SINGLE_ROW_LOG), figures=("0.837",))
+       str(_SINGLE_ROW), figures=("0.837",))
 def single_row_step(root: Path) -> str | None:
-    medians, _ = _log_medians(root / _SINGLE_ROW_LOG)
-    ratio = medians["target fp32 1 token, engine step"] / medians["target fp32 1 token, loop's kernels padded to 2"]
-    return None if rounds_to(ratio, 0.837, 3) else f"the log reads {ratio:.3f}"
+    med = _costs(root)["median_ms"]
+    ratio = med["target fp32 1 token, engine step"] / med["target fp32 1 token, loop's kernels padded to 2"]
+    return None if rounds_to(ratio, 0.837, 3) else f"the run reads {ratio:.3f}"
 
 
 @claim("docs/pages/performance.md",
        "The LM head on 6 rows costs 1.9× its cost on 2 rows, where this host's GEMM rate would compute 6 rows in 9.2 ms",
-       str(_SINGLE_ROW_LOG), figures=("1.9×", "9.2 ms"))
+       str(_SINGLE_ROW), figures=("1.9×", "9.2 ms"))
 def narrow_head_bound(root: Path) -> str | None:
-    medians, lines = _log_medians(root / _SINGLE_ROW_LOG)
-    ratio = medians["head fp32 mm(W,xT)T 6 rows"] / medians["head fp32 mm(W,xT)T 2 rows"]
-    gflops = float(re.search(r"fp32 GEMM ([0-9.]+) GFLOP/s", lines["this host at best"]).group(1))
-    compute_ms = 2 * 262144 * 640 * 6 / gflops / 1e6  # Gemma-3-270M's LM head: 262144 × 640
+    costs = _costs(root)
+    ratio = costs["median_ms"]["head fp32 mm(W,xT)T 6 rows"] / costs["median_ms"]["head fp32 mm(W,xT)T 2 rows"]
+    compute_ms = 2 * 262144 * 640 * 6 / costs["floors"]["gemm_gflops"] / 1e6  # Gemma-3-270M's LM head: 262144 × 640
     if not rounds_to(ratio, 1.9, 1) or not rounds_to(compute_ms, 9.2, 1):
         return f"6 rows over 2: {ratio:.2f}; 6 rows at the GEMM rate: {compute_ms:.2f} ms"
     return None
@@ -74,12 +63,12 @@ def narrow_head_bound(root: Path) -> str | None:
 
 @claim("docs/pages/performance.md",
        "The int8 draft spends 45 % of its step in its linear layers, and 29 % with the 32768-row head",
-       str(_SINGLE_ROW_LOG), figures=("45 %", "29 %"))
+       str(_SINGLE_ROW), figures=("45 %", "29 %"))
 def draft_step_breakdown(root: Path) -> str | None:
-    _, lines = _log_medians(root / _SINGLE_ROW_LOG)
-    shares = {name: int(re.search(r"\((\d+) %\)", lines[name]).group(1))
-              for name in ("draft 1 token", "draft 1 token, head 32768 rows")}
-    return None if list(shares.values()) == [45, 29] else f"the log reads {shares}"
+    parts = _costs(root)["breakdown"]
+    shares = [round(100 * parts[name]["linear_ms"] / parts[name]["wall_ms"])
+              for name in ("draft 1 token", "draft 1 token, head 32768 rows")]
+    return None if shares == [45, 29] else f"the run reads {shares} %"
 
 
 _VS_HF = COMMITTED / "vs_hf_epyc"
@@ -92,8 +81,6 @@ _VS_HF = COMMITTED / "vs_hf_epyc"
        *(str(_VS_HF / "one_copy" / f"bench_vs_hf_{i}.json") for i in (1, 2)), str(_VS_HF / "bench_vs_hf.json"),
        figures=("1.516", "1.524 ×", "1.513", "1.534", "1.458", "1.32", "1.70"))
 def engine_over_hf(root: Path) -> str | None:
-    import json
-
     runs = [json.loads((root / _VS_HF / "one_copy" / f"bench_vs_hf_{i}.json").read_text()) for i in (1, 2)]
     before = json.loads((root / _VS_HF / "bench_vs_hf.json").read_text())
     got = [(r["engines"]["ours"]["ratio_hf"], r["engines"]["ours"]["ratio_hf_median"]) for r in runs]

@@ -14,8 +14,9 @@ a drifting host biases every item alike); printed as the median over the repeats
   of ``--context`` tokens cropped back after each forward, in the pair's dtype and in a bf16 copy;
 * the target as our engine runs it (``runners.engine.verify_forward``, ``engine.fast_linear`` and ``verify_buckets``
   ``auto``): the fp32 target alone's step (``step_forward``: the fastest step the engine allows, the one every speedup
-  divides by) and its verification of γ + 1 tokens (``engine_forward``); beside the step, the same step on the loop's
-  kernels padded to 2 tokens (a single row through ``F.linear`` there: the step before ``fast_linear.SINGLE_ROW``); and the bf16 copy with block-invariant
+  divides by) and its verification of γ + 1 tokens (``engine_forward``); beside the step, the step before
+  ``fast_linear.SINGLE_ROW`` (the copy that keeps ``F.linear`` for one row, padded to 2 tokens; the item keeps its
+  first name, "the loop's kernels"); and the bf16 copy with block-invariant
   forwards (``engine.width``, ``--width`` tokens on a static cache, ``runners.engine.invariant``): its step and its
   verification, both one forward of the width;
 * the draft's 1-token forward (the pair's draft: Gemma-3-270M int8 by default), and the same with its LM head
@@ -361,6 +362,7 @@ def main(argv: list[str] | None = None) -> int:
         for line in invariance({"bf16": target16, "fp32": target}, tokenizer, args.width):
             print(f"  {line}")
         return 0
+    from runners.engine.fast_linear import fast_executor
     from runners.engine.kv import use_static
     from runners.engine.verify_forward import VerifyForward, engine_forward, step_forward
     from specbench.config import EngineConfig
@@ -388,9 +390,10 @@ def main(argv: list[str] | None = None) -> int:
     items["target bf16 1 token"] = forward_item(target16, 1, args.context)
     items[f"target bf16 {k} tokens"] = forward_item(target16, k, args.context)
     items["target fp32 1 token, engine step"] = engine_item(fp32_step, 1, args.context)
-    if fp32_verify.executor is not fp32_step.executor:  # the step on the loop's kernels: one row through F.linear
+    if fp32_step.scope is not None:  # the step before SINGLE_ROW: the copy keeping F.linear for one row, padded to 2
+        before = fast_executor(target, fp32_step.scope)
         items["target fp32 1 token, loop's kernels padded to 2"] = engine_item(
-            VerifyForward(target, {1: (2, 2)}, fp32_verify.executor, fp32_verify.scope), 1, args.context)
+            VerifyForward(target, {1: (2, 2)}, before, fp32_step.scope), 1, args.context)
     items[f"target fp32 {k} tokens, engine"] = engine_item(fp32_verify, k, args.context)
     items[f"target bf16 1 token, width {args.width}"] = engine_item(fixed, 1, args.context)
     items[f"target bf16 {k} tokens, width {args.width}"] = engine_item(fixed, k, args.context)
@@ -450,7 +453,7 @@ def main(argv: list[str] | None = None) -> int:
               f"({best / floor:.2f}× the floor)")
     floors["head_floor_ms"] = {rows: head_floor_ms(head, rows, floors) for rows in sorted({1, 2, k, 8})}
     breakdown = {name: step_breakdown(items[name], med[name])
-                 for name in ("draft 1 token", "draft 1 token, head 32768 rows".replace("32768", str(args.head_rows)),
+                 for name in ("draft 1 token", f"draft 1 token, head {args.head_rows} rows",
                               "target fp32 1 token, engine step", f"target bf16 1 token, width {args.width}")}
     for name, b in breakdown.items():
         print(f"  {name}: {b['wall_ms']:.1f} ms a call: linear layers {b['linear_ms']:.1f} ms "

@@ -234,8 +234,8 @@ def build_engines(args: argparse.Namespace, target: Any, draft: Any, eos: list[i
     }
     if args.variants == "all":  # each option of the engine off in turn, the others as composed
         for lever in LEVERS:
-            if getattr(engine, lever) not in (False, None, "eager"):
-                off = replace(engine, **{lever: "eager" if lever == "graphs" else False})
+            if getattr(engine, lever) not in (False, None):
+                off = replace(engine, **{lever: False})
                 engines[f"ours-{lever}"] = ours(engine_options(target, off, gamma))
     return engines, info
 

@@ -145,8 +145,8 @@ class VerifyForward:
         return {**out, **self._rows()}
 
 
-#: the relative gain a probed choice (a padding, a step's kernel) must show over the default to be taken: the
-#: noise of a probe must not pick it
+#: the relative gain a probed padding must show over the unpadded block to be taken: the noise of a probe must not
+#: pick it
 MIN_GAIN = 0.05
 
 
