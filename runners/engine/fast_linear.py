@@ -1,17 +1,21 @@
 """Which kernels compute the target's forwards on this host, and what they cost: the engine's measurements.
 
 * **shape-aware kernels** (``engine.fast_linear``): a block runs through a private copy of the
-  model (``transposed_copy``: the same parameter tensors, no extra memory) whose
-  ``nn.Linear`` layers compute ``x·Wᵀ`` as ``(W·xᵀ)ᵀ`` when ``x`` has 1..16 rows, the rows of a
-  verification block or a step (``TransposedLinear``; one row as the first of two equal rows, ``SINGLE_ROW``). Same
-  products and sums; with this machine's MKL ``F.linear`` takes a slow path for a few rows (Gemma-3-270M's 262144 ×
-  640 LM head: 2–4× slower for 2–9 rows than ``torch.mm(W, x.T)``), and its one-column product runs on one thread,
-  while long blocks (a prefill's body) keep ``F.linear``. Rounding differs at the 1e-6 level, as it already
-  does between a 1-row and a k-row ``F.linear``. ``scope="head"`` swaps the LM head only,
-  ``"all"`` every ``nn.Linear``. The batched engine takes a copy of its own (``batch_kernels``: up to
-  ``BATCH_MAX_ROWS`` rows). The copy is checked against the model on a short input (the logits must agree) and
-  refused otherwise; quantized or custom linear modules are left alone. ``fast_scope`` resolves the option
-  (``auto``: ``transposed_pays``, measured on the host).
+  model (``kernel_copy``: the same parameter tensors) whose ``nn.Linear`` layers take another kernel:
+  - ``head`` / ``all`` (no extra memory): ``x·Wᵀ`` computed as ``(W·xᵀ)ᵀ`` when ``x`` has 1..16 rows, the rows of
+    a verification block or a step (``TransposedLinear``; one row as the first of two equal rows, ``SINGLE_ROW``).
+    Same products and sums; with this machine's MKL ``F.linear`` takes a slow path for a few rows (Gemma-3-270M's
+    262144 × 640 LM head: 2–4× slower for 2–9 rows than ``torch.mm(W, x.T)``), and its one-column product runs on
+    one thread, while long blocks (a prefill's body) keep ``F.linear``. ``head`` swaps the LM head only, ``all``
+    every ``nn.Linear``;
+  - ``onednn``: every ``nn.Linear`` on oneDNN's matmul with its weight reordered once (``PackedLinear``), at any
+    row count: a few rows cost about what one does, as reading the weight does (a second copy of the weights in
+    memory, ``packed_bytes``).
+  Rounding differs at the 1e-6 level, as it already does between a 1-row and a k-row ``F.linear``. The batched
+  engine takes a copy of its own (``batch_kernels``: up to ``BATCH_MAX_ROWS`` rows; the ``onednn`` copy is shared).
+  The copy is checked against the model on a short input (the logits must agree) and refused otherwise; quantized
+  or custom linear modules are left alone. ``fast_scope`` resolves the option (``auto``: the fastest of the plain
+  forward and the copies, measured on the host, ``chosen_kernels``).
 * **the probe** (``probe_costs``): with the kernels the engine will use, the decoder body feeding
   ``m = 1..k_max`` tokens and the LM head on ``r = 1..k_max`` rows, the fastest of a few timings; measured once per
   model, kernels and threads (``probed_costs``), and shared between the jobs of a sweep (``measurements``,
@@ -39,7 +43,17 @@ from specbench.models import model_device
 log = logging.getLogger("specbench")
 
 
-SCOPES = ("head", "all")
+SCOPES = ("head", "all", "onednn")
+
+#: the scope whose copy runs every ``nn.Linear`` on oneDNN's matmul with the weight reordered once (``PackedLinear``)
+ONEDNN = "onednn"
+
+#: the rows oneDNN's weight reorder is told to expect (``torch.ops.mkldnn._reorder_linear_weight``'s batch-size
+#: hint; any row count runs on the reordered weight). On the 2-core AMD EPYC (avx512_bf16, no AMX), 2026-11-28,
+#: Gemma-3-270M's LM head on 1/2/6/8/16/128 rows, 5 interleaved repeats (medians, ms): hint 16: 14.4, 15.5, 15.2,
+#: 16.7, 19.8, 126; no hint: 15.8, 16.1, 16.4, 17.8, 21.7, 128; hint 1: 16.4, 21.8, 24.5, 26.0, 30.8, 138; and
+#: ``torch.mm(W, xᵀ)`` 42.9, 16.8, 27.5, 32.4, 66.1, 269
+PACK_ROWS = 16
 
 
 #: why a single row is computed as the first of two equal rows (``TransposedLinear`` with ``min_rows=1``: the copy
@@ -78,24 +92,68 @@ class TransposedLinear(torch.nn.Module):
         return y.reshape(*x.shape[:-1], self.weight.shape[0])
 
 
+class PackedLinear(torch.nn.Module):
+    """``nn.Linear``'s function on oneDNN's matmul (``torch.ops.mkldnn._linear_pointwise``, the kernel
+    ``torch._inductor`` calls for a CPU linear layer) with the weight reordered once into oneDNN's blocked layout
+    (``torch.ops.mkldnn._reorder_linear_weight``, ``PACK_ROWS``), for any row count. Keeps the wrapped layer's
+    ``weight`` (an embedding may share it) and ``bias``; the reordered weight is a second copy, in memory as long
+    as this module lives (``packed_bytes``).
+
+    Why (issue 52): MKL's ``F.linear`` and ``(W·xᵀ)ᵀ`` grow with the rows of a few-row product, where reading the
+    weight, the memory's cost, does not. On the 2-core AMD EPYC (avx512_bf16, no AMX), 2026-11-28, a whole
+    Gemma-3-270M forward of 1 and 6 tokens with every linear layer so cost 25.5 and 31.9 ms against 36.0 and 72.0
+    ms for the transposed copy's step and block (7 interleaved repeats; ``scripts/bench_engine_costs.py`` has
+    the items)."""
+
+    def __init__(self, linear: torch.nn.Linear, rows_hint: int | None = PACK_ROWS) -> None:
+        super().__init__()
+        self.weight = linear.weight
+        self.bias = linear.bias
+        self.packed = torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach(), rows_hint)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
+
+
+def onednn_available() -> bool:
+    """Whether this torch build has oneDNN on the CPU and its linear ops (``PackedLinear``)."""
+    try:
+        return bool(torch.backends.mkldnn.is_available()) and hasattr(torch.ops.mkldnn, "_linear_pointwise") \
+            and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
+    except Exception:  # a build without the op namespace
+        return False
+
+
+def packed_bytes(model: Any) -> int:
+    """The bytes ``scope="onednn"`` adds to ``model``: one reordered copy of every ``nn.Linear`` weight."""
+    return sum(m.weight.numel() * m.weight.element_size() for m in model.modules() if type(m) is torch.nn.Linear)
+
+
 def _swap_linears(model: torch.nn.Module, scope: str, max_rows: int = 16, min_rows: int = 2) -> int:
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     swapped = 0
     for module in list(model.modules()):
         for name, child in list(module.named_children()):
-            if type(child) is torch.nn.Linear and (scope == "all" or child is head):
+            if type(child) is not torch.nn.Linear or not (scope in ("all", ONEDNN) or child is head):
+                continue
+            if scope == ONEDNN:
+                setattr(module, name, PackedLinear(child))
+            else:
                 setattr(module, name, TransposedLinear(child, min_rows=min_rows, max_rows=max_rows))
-                swapped += 1
+            swapped += 1
     return swapped
 
 
-def transposed_copy(model: Any, scope: str = "all", rtol: float = 1e-4, max_rows: int = 16,
-                    min_rows: int = 2) -> Any | None:
-    """A copy of ``model`` sharing its parameters and buffers, with ``TransposedLinear`` layers
-    (module docstring; ``min_rows..max_rows``: the rows they transpose); ``None`` when nothing can be swapped or
-    the copy's logits disagree."""
+def kernel_copy(model: Any, scope: str = "all", rtol: float = 1e-4, max_rows: int = 16,
+                min_rows: int = 2) -> Any | None:
+    """A copy of ``model`` sharing its parameters and buffers, with ``TransposedLinear`` layers (``scope`` ``head``
+    or ``all``; ``min_rows..max_rows``: the rows they transpose) or ``PackedLinear`` ones (``onednn``; the rows
+    ignored); ``None`` when nothing can be swapped, oneDNN is missing or the copy's logits disagree."""
     if scope not in SCOPES:
         raise ValueError(f"scope must be one of {SCOPES}, got {scope!r}")
+    if scope == ONEDNN and (model_device(model).type != "cpu" or not onednn_available()):
+        log.info("engine.fast_linear=onednn: no oneDNN for %s here; plain forwards", type(model).__name__)
+        return None
     memo: dict[int, Any] = {id(t): t for t in (*model.parameters(), *model.buffers())}
     try:
         fast = copy.deepcopy(model, memo)
@@ -106,11 +164,11 @@ def transposed_copy(model: Any, scope: str = "all", rtol: float = 1e-4, max_rows
             ref = model(input_ids=ids, **cache_arg(model, new_cache(model)), use_cache=True, logits_to_keep=4).logits
             got = fast(input_ids=ids, **cache_arg(fast, new_cache(fast)), use_cache=True, logits_to_keep=4).logits
     except Exception as exc:  # an architecture this does not fit: keep the plain forward
-        log.info("transposed linear layers unavailable for %s: %s", type(model).__name__, exc)
+        log.info("engine.fast_linear=%s unavailable for %s: %s", scope, type(model).__name__, exc)
         return None
     scale = float(ref.abs().max()) or 1.0
     if got.shape != ref.shape or float((got.float() - ref.float()).abs().max()) > rtol * scale:
-        log.info("transposed linear layers disagree with %s's own forward; not used", type(model).__name__)
+        log.info("engine.fast_linear=%s disagrees with %s's own forward; not used", scope, type(model).__name__)
         return None
     return fast
 
@@ -189,12 +247,13 @@ _PROBED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def fast_executor(model: Any, scope: str, max_rows: int = 16, min_rows: int = 2) -> Any | None:
-    """``transposed_copy(model, scope, max_rows=max_rows, min_rows=min_rows)``, built once per model (for its
-    lifetime)."""
+    """``kernel_copy(model, scope, max_rows=max_rows, min_rows=min_rows)``, built once per model (for its
+    lifetime); one ``onednn`` copy whatever the rows (it takes them all: the batched engine and the loop share it,
+    and its reordered weights are made once)."""
     built = _EXECUTORS.setdefault(model, {})
-    key = (scope, int(min_rows), int(max_rows))
+    key = (scope, 0, 0) if scope == ONEDNN else (scope, int(min_rows), int(max_rows))
     if key not in built:
-        built[key] = transposed_copy(model, scope, max_rows=max_rows, min_rows=min_rows)
+        built[key] = kernel_copy(model, scope, max_rows=max_rows, min_rows=min_rows)
     return built[key]
 
 
@@ -218,11 +277,11 @@ def probed_costs(model: Any, executor: Any | None, kernels: str | None, k_max: i
     return probed[key]
 
 
-#: per model (for its lifetime): whether the transposed copy paid on this machine (``transposed_pays``)
-_PAYS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+#: per model (for its lifetime): the kernels ``auto`` chose on this machine (``chosen_kernels``: a scope or None)
+_CHOSEN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-#: the blocks ``transposed_pays`` times: an autoregressive step and verifications of γ = 1..7
+#: the blocks ``chosen_kernels`` times: an autoregressive step and verifications of γ = 1..7
 PAY_BLOCKS = (1, 2, 4, 6, 8)
 
 
@@ -243,57 +302,88 @@ def _block_ms(runs: Any, cache: Any, context: int, k: int, warmup: bool = False)
     return _fastest_ms(step, sync, int(warmup), 1)
 
 
-def transposed_pays(model: Any, blocks: tuple[int, ...] = PAY_BLOCKS, context: int = 64, repeats: int = 3,
-                    margin: float = 0.03) -> bool:
-    """Whether ``transposed_copy(model, "all")`` runs the loop's blocks faster than ``model`` on this machine:
-    one forward of each of ``blocks`` tokens on a cache of ``context`` tokens, the two kernels alternating
-    (the fastest of ``repeats`` each: another process only ever adds time), summed over the blocks; the copy
-    pays when its sum is at least ``margin`` below the plain one. Measured once per model (for its lifetime).
-    Why measure (issue 40): on a 2-core AMD EPYC the copy paid (Gemma-3-270M's LM head: 2 rows through ``(W·xᵀ)ᵀ``
-    25.6 ms against 64.9 ms for one row of ``F.linear``, the issue's figures) and on a 2-core Intel Xeon with AVX-512
-    it lost (2 rows: ``F.linear`` 24.6 ms, ``(W·xᵀ)ᵀ`` 59.8 ms, 2026-11-26, ``scripts/bench_linear_rows.py``): the
-    same option sped the loop up on one host and slowed it down on the other, so ``auto`` decides on the host it
-    runs on."""
-    if model in _PAYS:
-        return _PAYS[model]
-    fast = fast_executor(model, "all", min_rows=1)  # the copy the loop and its target alone run
-    if fast is None:
-        _PAYS[model] = False
-        return False
+#: ``onednn`` is a candidate of ``auto`` only while its reordered weights (``packed_bytes``) take at most this share
+#: of the memory free now (``specbench.resources.free_bytes``): a second copy of a large target's linear layers
+#: must not push the job into swap. ``engine.fast_linear=onednn`` asked for by name is built regardless.
+ONEDNN_MEMORY_SHARE = 0.5
+
+
+def _candidates(model: Any) -> dict[str, Any]:
+    """The copies ``chosen_kernels`` times against ``model``: the transposed copy the loop runs (``all``, one row as
+    the first of two) and, where oneDNN is here and its weights fit (``ONEDNN_MEMORY_SHARE``), the ``onednn`` one."""
+    from specbench.resources import free_bytes
+
+    out = {"all": fast_executor(model, "all", min_rows=1)}
+    if onednn_available():
+        free = free_bytes("cpu")
+        if free is None or packed_bytes(model) <= ONEDNN_MEMORY_SHARE * free:
+            out[ONEDNN] = fast_executor(model, ONEDNN)
+        else:
+            log.info("engine.fast_linear=auto: onednn not tried (its weights %.1f GB, %.1f GB free)",
+                     packed_bytes(model) / 1e9, free / 1e9)
+    return {scope: copy for scope, copy in out.items() if copy is not None}
+
+
+def chosen_kernels(model: Any, blocks: tuple[int, ...] = PAY_BLOCKS, context: int = 64, repeats: int = 3,
+                   margin: float = 0.03) -> str | None:
+    """The kernels ``engine.fast_linear=auto`` runs ``model`` on, measured on this machine: the plain forward and
+    each of ``_candidates`` (the transposed copy ``all``, oneDNN's ``onednn``) run one forward of each of ``blocks``
+    tokens on a cache of ``context`` tokens, the kernels alternating (the fastest of ``repeats`` each: another
+    process only ever adds time), summed over the blocks; the cheapest copy is taken when its sum is at least
+    ``margin`` below the plain one, else None (plain). Measured once per model (for its lifetime).
+
+    Why measure (issue 40, issue 52): on a 2-core AMD EPYC the transposed copy paid (Gemma-3-270M's LM head: 2 rows
+    through ``(W·xᵀ)ᵀ`` 25.6 ms against 64.9 ms for one row of ``F.linear``, issue 40's figures) and on a 2-core
+    Intel Xeon with AVX-512 it lost (2 rows: ``F.linear`` 24.6 ms, ``(W·xᵀ)ᵀ`` 59.8 ms, 2026-11-26,
+    ``scripts/bench_linear_rows.py``); oneDNN's reordered weights beat both on the EPYC (``PackedLinear``), unmeasured
+    elsewhere. The same option can speed the loop up on one host and slow it down on another, so ``auto``
+    decides on the host it runs on."""
+    if model in _CHOSEN:
+        return _CHOSEN[model]
+    candidates = _candidates(model)
+    if not candidates:
+        _CHOSEN[model] = None
+        return None
     device = model_device(model)
-    plain_ms, fast_ms = 0.0, 0.0
+    runs = {None: model, **candidates}
+    total = dict.fromkeys(runs, 0.0)
     with torch.inference_mode():
         cache = new_cache(model)
         model(input_ids=torch.arange(10, 10 + context, device=device)[None], **cache_arg(model, cache), use_cache=True,
               logits_to_keep=1)
-        for k in blocks:  # alternating: a drift of the host reaches both kernels alike
-            plain, quick = [], []
+        for k in blocks:  # alternating: a drift of the host reaches every kernel alike
+            samples: dict[str | None, list[float]] = {scope: [] for scope in runs}
             for r in range(repeats):
-                plain.append(_block_ms(model, cache, context, k, warmup=r == 0))
-                quick.append(_block_ms(fast, cache, context, k, warmup=r == 0))
-            plain_ms += min(plain)
-            fast_ms += min(quick)
-    pays = fast_ms < (1.0 - margin) * plain_ms
-    log.info("engine.fast_linear=auto: the transposed copy %s (%.1f ms against %.1f ms plain, blocks %s)",
-             "pays" if pays else "does not pay", fast_ms, plain_ms, list(blocks))
-    _PAYS[model] = pays
-    return pays
+                for scope, executor in runs.items():
+                    samples[scope].append(_block_ms(executor, cache, context, k, warmup=r == 0))
+            for scope, values in samples.items():
+                total[scope] += min(values)
+    best = min(candidates, key=lambda scope: total[scope])
+    chosen = best if total[best] < (1.0 - margin) * total[None] else None
+    log.info("engine.fast_linear=auto: %s (%s, blocks %s)", chosen or "plain",
+             ", ".join(f"{scope or 'plain'} {ms:.1f} ms" for scope, ms in total.items()), list(blocks))
+    _CHOSEN[model] = chosen
+    return chosen
 
 
 def measurements(model: Any) -> dict[str, Any]:
-    """What this process measured of ``model``'s kernels, as JSON: ``transposed_pays`` (None: not measured) and
-    the bucket probes (``"<scope>|<k_max>|<threads>"`` → ``[body_ms, head_ms]``). ``runners.jobs.kernels`` shares
+    """What this process measured of ``model``'s kernels, as JSON: ``fast_linear``, the kernels ``auto`` chose
+    (``chosen_kernels``: a scope, false for the plain forward, None: not measured) and the bucket probes (``"<scope>|<k_max>|<threads>"`` → ``[body_ms, head_ms]``). ``runners.jobs.kernels`` shares
     them between the jobs of a sweep, so that every job runs the kernels the first one chose."""
     probes = {f"{scope}|{k}|{threads}": [{str(m): v for m, v in body.items()}, {str(r): v for r, v in head.items()}]
               for (scope, k, threads), (body, head) in _PROBED.get(model, {}).items()}
-    return {"transposed_pays": _PAYS.get(model), "probes": probes}
+    chosen = (_CHOSEN[model] or False) if model in _CHOSEN else None
+    return {"fast_linear": chosen, "probes": probes}
 
 
 def seed_measurements(model: Any, data: Mapping[str, Any]) -> None:
     """Take ``measurements`` made elsewhere (another job of the sweep) as ``model``'s own: what is seeded is not
     measured again in this process."""
-    if isinstance(data.get("transposed_pays"), bool) and model not in _PAYS:
-        _PAYS[model] = data["transposed_pays"]
+    chosen = data.get("fast_linear")
+    if chosen is None and isinstance(data.get("transposed_pays"), bool):  # written before ``onednn`` (issue 52)
+        chosen = "all" if data["transposed_pays"] else False
+    if (chosen is False or chosen in SCOPES) and model not in _CHOSEN:
+        _CHOSEN[model] = chosen or None
     probed = _PROBED.setdefault(model, {})
     for key, (body, head) in (data.get("probes") or {}).items():
         scope, k, threads = key.split("|")
@@ -302,18 +392,18 @@ def seed_measurements(model: Any, data: Mapping[str, Any]) -> None:
 
 
 def fast_scope(model: Any, engine: EngineConfig | None) -> str | None:
-    """``engine.fast_linear`` resolved for ``model``: ``head`` / ``all``, or None (off). ``auto``: on a CPU model,
-    ``all`` where the transposed copy is measured to pay on this machine (``transposed_pays``), else off; off on
-    GPU, where the option is unmeasured."""
+    """``engine.fast_linear`` resolved for ``model``: ``head`` / ``all`` / ``onednn``, or None (off). ``auto``: on a
+    CPU model, the kernels measured fastest on this machine (``chosen_kernels``), else off; off on GPU, where the
+    option is unmeasured."""
     scope = (engine or EngineConfig()).fast_linear
     if scope == "auto":
-        scope = "all" if model_device(model).type == "cpu" and transposed_pays(model) else False
+        scope = chosen_kernels(model) if model_device(model).type == "cpu" else False
     return scope if scope in SCOPES else None
 
 
 @dataclass(frozen=True)
 class BatchKernels:
-    """Which kernels the target's batched forwards run on: ``executor`` (a ``transposed_copy``
+    """Which kernels the target's batched forwards run on: ``executor`` (a ``kernel_copy``
     of the target, ``engine.fast_linear``: the same function, ``x·Wᵀ`` computed as ``(W·xᵀ)ᵀ`` for a few rows)
     or, None, the target itself; ``scope`` names it in the job's summary. The speculative loop and the target
     alone at the same B take the same kernels, so their ratio compares like with like."""

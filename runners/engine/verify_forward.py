@@ -6,8 +6,9 @@ one plain ``model(input_ids, cache, logits_to_keep=keep)`` call (``kv.cache_arg`
 both lossless (they change which kernels compute the same function, not the function):
 
 * **shape-aware kernels** (``fast_linear``): the block runs through a private copy of the model whose
-  ``nn.Linear`` layers compute ``x·Wᵀ`` as ``(W·xᵀ)ᵀ`` for a few rows (``runners.engine.fast_linear``: the copy,
-  whether it pays on this host, and the probe of what each block length costs).
+  ``nn.Linear`` layers compute ``x·Wᵀ`` as ``(W·xᵀ)ᵀ`` for a few rows, or on oneDNN's reordered weights
+  (``runners.engine.fast_linear``: the copies, which one is fastest on this host, and the probe of what each block
+  length costs).
 * **shape-aware verification** (``buckets``: ``{n: (m, r)}``): a block of ``n`` tokens is
   padded to ``m ≥ n`` tokens (copies of its last token) and the LM head is applied to
   ``r`` rows (``n ≤ r ≤ m``: the last ``keep`` real positions plus ``r − n`` padded ones),
@@ -30,7 +31,8 @@ at the job's boundary); ``engine_options`` gives ``SpeculativeRunner``'s keyword
 
 The target alone every speedup divides by steps on ``step_forward(model, engine)`` (the baseline rule, issues 40
 and 50): the fastest 1-token step among the kernels the loop of ``engine`` uses — its executor on one token (with
-``fast_linear`` on, the transposed copy, whose single row is the first of two: ``fast_linear.SINGLE_ROW``) and,
+``fast_linear`` on, the transposed copy, whose single row is the first of two: ``fast_linear.SINGLE_ROW``, or the
+``onednn`` one) and,
 where the engine pads blocks, a step padded to ``m ≤ PROBE_K_MAX`` tokens — measured by the same probe, whatever
 the bucket map and whatever γ, so every job of a sweep divides by one target alone.
 """
@@ -55,7 +57,7 @@ Buckets = dict[int, tuple[int, int]]
 
 class VerifyForward:
     """The target's forward of a block (module docstring). ``executor``: the module that runs
-    blocks (a ``transposed_copy`` of ``model``); default ``model``. ``width``: block-invariant forwards of that many
+    blocks (a ``kernel_copy`` of ``model``); default ``model``. ``width``: block-invariant forwards of that many
     tokens (the bucket map then unused)."""
 
     def __init__(self, model: Any, buckets: Mapping[int, tuple[int, int]] | None = None,
@@ -127,8 +129,9 @@ class VerifyForward:
         return {**out, **self._rows()}
 
     def _rows(self) -> dict[str, Any]:
-        """``min_rows`` (and ``single_row`` at 1) of a forward with a fast-linear scope; nothing without one."""
-        if self.scope is None:
+        """``min_rows`` (and ``single_row`` at 1) of a forward with transposed layers; nothing without them (no scope,
+        or ``onednn``, whose layers take every row count)."""
+        if self.scope is None or self.min_rows is None:
             return {}
         # a single row as the first of two (``fast_linear.SINGLE_ROW``, issue 52): another kernel than the one
         # row of the same min_rows before, so an AR reference timed then never serves as one now (its cache key)
@@ -186,7 +189,7 @@ def engine_forward(model: Any, engine: EngineConfig | None, gamma: int = 8) -> V
     """A ``VerifyForward`` from the typed ``engine`` config (``specbench.config.EngineConfig``):
 
     * ``fast_linear``: ``false`` / ``head`` / ``all`` / ``auto`` (``all`` for CPU models, off on
-      GPU; where ``transposed_copy`` does not fit the model, a log line and plain forwards);
+      GPU; where ``kernel_copy`` does not fit the model, a log line and plain forwards);
     * ``verify_buckets``: ``false`` / ``auto`` (CPU: probe once per process and model, see
       ``probe_costs`` and ``choose_buckets``; GPU: off) / ``probe`` (probe on any device) /
       a mapping ``{n: (m, r)}``;

@@ -1,7 +1,7 @@
 """The sweep's kernel decisions, made once and shared by its jobs (issue 40's baseline rule across processes).
 
 Our engine chooses its kernels by measuring them on the machine: ``engine.fast_linear=auto`` times the
-transposed copy against the plain forward (``runners.engine.fast_linear.transposed_pays``) and
+copies against the plain forward (``runners.engine.fast_linear.chosen_kernels``) and
 ``engine.verify_buckets=auto`` probes the padding of each block length (``probe_costs``). Within one process
 every job reuses the first measurement (the engine caches it per model); across processes — a sweep under
 the submitit/SLURM or Ray launcher runs each job in its own — each job used to measure again, and two noisy

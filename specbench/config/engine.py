@@ -14,7 +14,7 @@ from typing import Any
 from specbench.checks import OFF_WORDS, check_bool, check_choice, check_int, field_names, only_known
 from specbench.registry import ConfigError
 
-FAST_LINEAR = (False, "head", "all", "auto")
+FAST_LINEAR = (False, "head", "all", "onednn", "auto")
 #: how our loops hold the KV cache (``engine.graphs``, issue 52 item 3): ``eager`` (transformers' dynamic cache, cropped
 #: after a rejection: the papers' loop), ``static`` (a preallocated cache rolled back by position,
 #: ``runners.engine.kv.PositionCache``), ``captured`` (the static cache with CUDA-graph forwards: CUDA only)
@@ -45,10 +45,13 @@ class EngineConfig:
     ``fast_linear`` applies, to the batched loop and the target alone at B alike (``ar`` jobs too;
     ``runners.engine.fast_linear.batch_kernels``).
 
-    * ``fast_linear``: ``false`` | ``head`` | ``all`` | ``auto`` — blocks of 1..16 tokens (one row as the first of
-      two equal rows; at B > 1: 2 to ``runners.engine.fast_linear.BATCH_MAX_ROWS`` rows) through a private copy of
-      the target whose ``nn.Linear`` layers compute ``(W·xᵀ)ᵀ``, the target alone's step on the same copy;
-      ``head``: the LM head only; ``auto``: ``all`` on CPU, off on GPU, where it is unmeasured);
+    * ``fast_linear``: ``false`` | ``head`` | ``all`` | ``onednn`` | ``auto`` — the target's forwards, the target
+      alone's steps alike, through a private copy of the target (``runners.engine.fast_linear``): ``all``, blocks
+      of 1..16 tokens (one row as the first of two equal rows; at B > 1: 2 to
+      ``runners.engine.fast_linear.BATCH_MAX_ROWS`` rows) with ``nn.Linear`` layers computing ``(W·xᵀ)ᵀ``;
+      ``head``: the LM head only; ``onednn``: every ``nn.Linear`` on oneDNN's matmul with its weight reordered once
+      (CPU; a second copy of the linear weights in memory); ``auto``: the fastest of the plain forward, ``all`` and
+      ``onednn``, measured on a CPU model; off on GPU, where it is unmeasured);
     * ``verify_buckets``: ``false`` | ``auto`` (probe once per process on CPU, off on GPU) | ``probe``
       (probe on any device) | ``{n: [m, r]}`` (pad an ``n``-token block to ``m`` tokens, LM head on
       ``r`` rows, ``n <= r <= m``);
@@ -90,7 +93,7 @@ class EngineConfig:
         values = only_known(node or {}, "engine", field_names(cls))
         fast = _off(values.get("fast_linear", cls.fast_linear))
         if fast not in FAST_LINEAR or fast is True:
-            raise ConfigError(f"engine.fast_linear {fast!r} is not one of false, head, all, auto")
+            raise ConfigError(f"engine.fast_linear {fast!r} is not one of false, head, all, onednn, auto")
         spec = _off(values.get("verify_buckets", cls.verify_buckets))
         if isinstance(spec, Mapping):
             spec = _buckets(spec)

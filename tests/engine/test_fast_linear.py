@@ -1,15 +1,17 @@
-"""The engine's shape-aware kernels (``runners/engine/fast_linear.py``): the transposed copy computes the model's
-function on the same weights, is refused where it disagrees or cannot swap, lives as long as its model, and
-``fast_linear=auto`` takes it only where it is measured to pay."""
+"""The engine's shape-aware kernels (``runners/engine/fast_linear.py``): the transposed and oneDNN copies compute the
+model's function on the same weights, are refused where they disagree or cannot swap, live as long as their model,
+and ``fast_linear=auto`` takes the one measured fastest, or none."""
 
 from __future__ import annotations
+
+import weakref
 
 import pytest
 import torch
 
 from methods.base import FixedGamma
 from runners.drafters.model import ModelDrafter
-from runners.engine.fast_linear import TransposedLinear, transposed_copy
+from runners.engine.fast_linear import PackedLinear, TransposedLinear, kernel_copy, onednn_available, packed_bytes
 from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
 from runners.engine.verify_forward import VerifyForward, engine_forward
 from specbench.config import EngineConfig
@@ -25,16 +27,16 @@ def pair():
     return target, draft, prompts
 
 
-def test_transposed_copy_shares_the_weights_and_leaves_the_model_alone(pair):
+def test_kernel_copy_shares_the_weights_and_leaves_the_model_alone(pair):
     target = pair[0]
-    fast = transposed_copy(target, "all")
+    fast = kernel_copy(target, "all")
     assert fast is not None and fast is not target
     swapped = [m for m in fast.modules() if isinstance(m, TransposedLinear)]
     assert len(swapped) == sum(type(m) is torch.nn.Linear for m in target.modules())
     assert not any(isinstance(m, TransposedLinear) for m in target.modules())
     params = {id(p) for p in target.parameters()}
     assert all(id(m.weight) in params for m in swapped)  # no copy of the weights
-    head_only = transposed_copy(target, "head")
+    head_only = kernel_copy(target, "head")
     assert [type(m) for m in head_only.modules()].count(TransposedLinear) == 1
 
 
@@ -45,6 +47,47 @@ def test_transposed_linear_computes_the_linear_function():
     for shape in ((1, 1, 24), (1, 5, 24), (2, 3, 24), (1, 40, 24), (7, 24)):
         x = torch.randn(*shape)
         torch.testing.assert_close(fast(x), lin(x), rtol=1e-5, atol=1e-6)
+
+
+needs_onednn = pytest.mark.skipif(not onednn_available(), reason="this torch has no oneDNN")
+
+
+@needs_onednn
+def test_packed_linear_computes_the_linear_function_at_any_row_count():
+    """``PackedLinear`` (issue 52): oneDNN's matmul on the reordered weight is the linear function, to rounding, for
+    one row, a few, and a prefill's many, with and without a bias; its row's values do not depend on how many rows
+    share the product (measured: the reorder's kernel computes each row alone)."""
+    torch.manual_seed(0)
+    for bias in (True, False):
+        lin = torch.nn.Linear(24, 40, bias=bias)
+        packed = PackedLinear(lin)
+        assert packed.weight is lin.weight and packed.bias is lin.bias
+        for shape in ((1, 1, 24), (1, 6, 24), (2, 3, 24), (1, 40, 24), (7, 24)):
+            x = torch.randn(*shape)
+            torch.testing.assert_close(packed(x), lin(x), rtol=1e-5, atol=1e-6)
+        x = torch.randn(1, 6, 24)
+        assert torch.equal(packed(x)[:, :1], packed(x[:, :1]))
+
+
+@needs_onednn
+def test_the_onednn_copy_shares_the_weights_adds_their_reordered_copy_and_stays_lossless(pair):
+    """``engine.fast_linear=onednn``: every ``nn.Linear`` of the copy is a ``PackedLinear`` over the model's own
+    parameters (their reordered copy is ``packed_bytes`` more memory); the loop and the target alone on it decode
+    the target alone's greedy tokens, and the job's kernels name it without ``min_rows`` (no transposed layers)."""
+    target, draft, prompts = pair
+    onednn = kernel_copy(target, "onednn")
+    layers = [m for m in onednn.modules() if isinstance(m, PackedLinear)]
+    linears = [m for m in target.modules() if type(m) is torch.nn.Linear]
+    assert len(layers) == len(linears) > 0
+    params = {id(p) for p in target.parameters()}
+    assert all(id(m.weight) in params for m in layers)
+    assert packed_bytes(target) == sum(m.weight.numel() * m.weight.element_size() for m in linears)
+    engine = EngineConfig.from_mapping({"fast_linear": "onednn", "verify_buckets": "probe", "bucket_k_max": 4})
+    forward = engine_forward(target, engine, 4)
+    assert forward.describe()["fast_linear"] == "onednn" and "min_rows" not in forward.describe()
+    ref = AutoregressiveRunner(target, []).generate(prompts[0], 24).tokens
+    out = SpeculativeRunner(target, ModelDrafter(draft, []), FixedGamma(4), [], forward=forward).generate(prompts[0], 24)
+    assert out.tokens == ref
 
 
 def test_a_single_row_goes_through_the_two_column_product(monkeypatch):
@@ -78,7 +121,7 @@ def test_fast_linear_with_soft_capping_keeps_gemma_outputs():
                            num_attention_heads=2, num_key_value_heads=1, head_dim=16, sliding_window=8,
                            final_logit_softcapping=2.0, max_position_embeddings=128)
     model = Gemma3ForCausalLM(cfg).eval()
-    fast = transposed_copy(model, "all")
+    fast = kernel_copy(model, "all")
     assert fast is not None
     ids = list(range(3, 20))
     ref = AutoregressiveRunner(model, []).generate(ids, 24).tokens
@@ -87,9 +130,9 @@ def test_fast_linear_with_soft_capping_keeps_gemma_outputs():
     assert out.tokens == ref
 
 
-def test_transposed_copy_is_refused_when_its_logits_disagree(pair, monkeypatch):
+def test_kernel_copy_is_refused_when_its_logits_disagree(pair, monkeypatch):
     monkeypatch.setattr(TransposedLinear, "forward", lambda self, x: torch.nn.functional.linear(x, self.weight) + 1.0)
-    assert transposed_copy(pair[0], "all") is None
+    assert kernel_copy(pair[0], "all") is None
 
 
 def test_quantized_linears_are_left_alone(pair):
@@ -100,7 +143,7 @@ def test_quantized_linears_are_left_alone(pair):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch.ao deprecation notice
         q = torch.ao.quantization.quantize_dynamic(copy.deepcopy(pair[0]), {torch.nn.Linear}, dtype=torch.qint8)
-    assert transposed_copy(q, "all") is None
+    assert kernel_copy(q, "all") is None
 
 
 def test_a_shorter_probe_of_the_same_kernels_is_a_slice_of_a_longer_one(monkeypatch):
@@ -167,27 +210,63 @@ def test_the_executor_and_probe_caches_live_as_long_as_their_model():
     assert (len(vf._EXECUTORS), len(vf._PROBED)) == (before[0] - 1, before[1] - 1)
 
 
-@pytest.mark.parametrize("faster", ["transposed", "plain"])
-def test_auto_takes_the_transposed_copy_only_where_it_is_measured_to_pay(faster, monkeypatch):
-    """``engine.fast_linear=auto`` (issue 40): the copy paid on an AMD EPYC and lost on an Intel Xeon with AVX-512,
-    so ``auto`` times both on the machine it runs on (``transposed_pays``). The timings are faked here (a test
-    never asserts on real time): the decision follows whichever kernel the fake clock says is faster, and is
-    made once per model."""
+@pytest.mark.parametrize("faster", ["all", "onednn", None])
+def test_auto_takes_the_kernels_measured_fastest(faster, monkeypatch):
+    """``engine.fast_linear=auto`` (issues 40, 52): the transposed copy paid on an AMD EPYC and lost on an Intel Xeon
+    with AVX-512, and oneDNN's reordered weights beat it on the EPYC, so ``auto`` times the plain forward and every
+    copy on the machine it runs on (``chosen_kernels``). The timings are faked here (a test never asserts on real
+    time): the decision follows whichever kernels the fake clock says are fastest, and is made once per model."""
     from runners.engine import fast_linear as vf
 
+    if not vf.onednn_available():
+        pytest.skip("this torch has no oneDNN")
     model = tiny.tiny_model(300, seed=5)
-    fast = vf.fast_executor(model, "all", min_rows=1)  # the copy the loop runs (one row as the first of two)
+    copies = {"all": vf.fast_executor(model, "all", min_rows=1), "onednn": vf.fast_executor(model, "onednn")}
+    runs = {id(model): None, **{id(c): scope for scope, c in copies.items()}}
     calls = []
 
-    def fake_block_ms(runs, cache, context, k, warmup=False):
-        calls.append(runs)
-        return 1.0 if (runs is fast) == (faster == "transposed") else 2.0
+    def fake_block_ms(executor, cache, context, k, warmup=False):
+        calls.append(executor)
+        return 1.0 if runs[id(executor)] == faster else 2.0
 
+    monkeypatch.setattr(vf, "_CHOSEN", weakref.WeakKeyDictionary())
     monkeypatch.setattr(vf, "_block_ms", fake_block_ms)
-    scope = vf.fast_scope(model, EngineConfig.from_mapping({"fast_linear": "auto"}))
-    assert scope == ("all" if faster == "transposed" else None)
-    assert {id(c) for c in calls} == {id(model), id(fast)}
+    assert vf.fast_scope(model, EngineConfig.from_mapping({"fast_linear": "auto"})) == faster
+    assert {id(c) for c in calls} == set(runs)  # the plain forward and both copies timed
     n = len(calls)
     vf.fast_scope(model, EngineConfig.from_mapping({"fast_linear": "auto"}))
     assert len(calls) == n  # measured once per model
     assert vf.fast_scope(model, EngineConfig.from_mapping({"fast_linear": "all"})) == "all"  # asked for: no measuring
+
+
+@needs_onednn
+def test_auto_leaves_onednn_out_where_its_second_copy_would_not_fit(monkeypatch):
+    """``ONEDNN_MEMORY_SHARE``: the reordered weights are a second copy of the linear layers; ``auto`` does not try
+    them when they would take more than that share of the memory free now (asked for by name, they are built)."""
+    from runners.engine import fast_linear as vf
+    from specbench import resources
+
+    model = tiny.tiny_model(300, seed=6)
+    monkeypatch.setattr(resources, "free_bytes", lambda kind: 2 * vf.packed_bytes(model) - 1)
+    assert set(vf._candidates(model)) == {"all"}
+    monkeypatch.setattr(resources, "free_bytes", lambda kind: 2 * vf.packed_bytes(model))
+    assert set(vf._candidates(model)) == {"all", "onednn"}
+    monkeypatch.setattr(resources, "free_bytes", lambda kind: None)  # cannot be told: tried
+    assert set(vf._candidates(model)) == {"all", "onednn"}
+
+
+@pytest.mark.parametrize(("entry", "chosen"), [({"fast_linear": "onednn"}, "onednn"), ({"fast_linear": False}, None),
+                                               ({"transposed_pays": True}, "all"), ({"transposed_pays": False}, None),
+                                               ({"fast_linear": "bogus"}, "unmeasured")])
+def test_a_sweeps_shared_choice_is_taken_as_it_was_written(entry, chosen, monkeypatch):
+    """``seed_measurements``: a sweep's kernel file names the kernels ``auto`` chose (``fast_linear``); one written
+    before ``onednn`` existed says whether the transposed copy paid (``transposed_pays``) and keeps meaning that, so
+    a resumed sweep's jobs run the kernels its first jobs ran; a value no version wrote is not taken."""
+    from runners.engine import fast_linear as vf
+
+    monkeypatch.setattr(vf, "_CHOSEN", weakref.WeakKeyDictionary())
+    model = tiny.tiny_model(300, seed=7)
+    vf.seed_measurements(model, {**entry, "probes": {}})
+    assert vf._CHOSEN.get(model, "unmeasured") == chosen
+    if chosen != "unmeasured":
+        assert vf.measurements(model)["fast_linear"] == (chosen or False)

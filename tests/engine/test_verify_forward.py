@@ -11,7 +11,7 @@ from runners.drafters.model import ModelDrafter
 from runners.drafters.prompt_lookup import PromptLookupDrafter
 from runners.drafters.text_sync import CrossVocab
 from runners.engine import fast_linear
-from runners.engine.fast_linear import transposed_copy, transposed_pays
+from runners.engine.fast_linear import chosen_kernels, kernel_copy
 from runners.engine.kv import cache_len, new_cache
 from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
 from runners.engine.verify_forward import VerifyForward, choose_buckets, engine_forward, engine_options
@@ -38,9 +38,9 @@ def _forwards(target):
     return {
         "padded": VerifyForward(target, PAD_ALL),
         "padded_all_rows": VerifyForward(target, PAD_ALL_ROWS),
-        "fast_head": VerifyForward(target, executor=transposed_copy(target, "head"), scope="head"),
-        "fast_all": VerifyForward(target, executor=transposed_copy(target, "all"), scope="all"),
-        "fast_all_padded": VerifyForward(target, PAD_ALL, transposed_copy(target, "all"), "all"),
+        "fast_head": VerifyForward(target, executor=kernel_copy(target, "head"), scope="head"),
+        "fast_all": VerifyForward(target, executor=kernel_copy(target, "all"), scope="all"),
+        "fast_all_padded": VerifyForward(target, PAD_ALL, kernel_copy(target, "all"), "all"),
     }
 
 
@@ -136,7 +136,7 @@ def test_engine_config_builds_the_options(pair):
                               "single_row": "first of two"}
     assert fwd.executor is not target
     auto = engine_forward(target, EngineConfig.from_mapping({"fast_linear": "auto"}))  # measured on this machine
-    assert auto.describe()["fast_linear"] == ("all" if transposed_pays(target) else False)
+    assert auto.describe()["fast_linear"] == (chosen_kernels(target) or False)
     probed = engine_forward(target, EngineConfig.from_mapping(
         {"fast_linear": "head", "verify_buckets": "auto", "bucket_k_max": 4}))
     assert all(n <= r <= m <= 4 for n, (m, r) in probed.buckets.items())
@@ -221,7 +221,7 @@ def test_an_outside_vocabulary_token_is_never_fed_under_the_engine_options(fused
         def propose(self, ids, max_tokens, policy, sampling, generator):
             return Draft([want[len(ids) - 3], 57, want[0]], None, [])  # a good token, an outside one, junk
 
-    forward = VerifyForward(target, PAD_ALL, transposed_copy(target, "all"), "all")
+    forward = VerifyForward(target, PAD_ALL, kernel_copy(target, "all"), "all")
     out = SpeculativeRunner(target, Outside(), FixedGamma(3), [], forward=forward, fused_prefill=fused).generate(ids, 8)
     assert out.tokens == want
     assert out.rounds.drafted[0] == 2 and out.rounds.accepted[0] == 1
@@ -242,13 +242,13 @@ def test_a_short_prompt_padded_in_the_prefill_keeps_only_its_own_positions(pair)
 
 def _steps(target):
     """The target alone's step kernels ``step_forward`` can choose (tokens must not depend on the choice)."""
-    one_row = transposed_copy(target, "all", min_rows=1)
+    one_row = kernel_copy(target, "all", min_rows=1)
     return {
         "padded": VerifyForward(target, {1: (2, 2)}),
         "padded_head_one_row": VerifyForward(target, {1: (3, 1)}),
-        "fast_all": VerifyForward(target, executor=transposed_copy(target, "all"), scope="all"),
+        "fast_all": VerifyForward(target, executor=kernel_copy(target, "all"), scope="all"),
         "one_row_all": VerifyForward(target, executor=one_row, scope="all"),
-        "one_row_head": VerifyForward(target, executor=transposed_copy(target, "head", min_rows=1), scope="head"),
+        "one_row_head": VerifyForward(target, executor=kernel_copy(target, "head", min_rows=1), scope="head"),
         "one_row_all_padded": VerifyForward(target, {1: (2, 2)}, one_row, "all"),
     }
 

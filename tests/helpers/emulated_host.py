@@ -44,6 +44,6 @@ def emulate(monkeypatch) -> dict[str, int]:
 
     monkeypatch.setattr(vf, "probe_costs", probe)
     monkeypatch.setattr(vf, "_block_ms", block_ms)
-    for cache in ("_PROBED", "_PAYS"):  # a model another test measured for real keeps no real timing here
+    for cache in ("_PROBED", "_CHOSEN"):  # a model another test measured for real keeps no real timing here
         monkeypatch.setattr(vf, cache, weakref.WeakKeyDictionary())
     return calls
