@@ -11,7 +11,13 @@ import torch
 
 from methods.base import FixedGamma
 from runners.drafters.model import ModelDrafter
-from runners.engine.fast_linear import PackedLinear, TransposedLinear, kernel_copy, onednn_available, packed_bytes
+from runners.engine.fast_linear import (
+    PackedLinear,
+    TransposedLinear,
+    kernel_copy,
+    onednn_available,
+    packed_bytes,
+)
 from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
 from runners.engine.verify_forward import VerifyForward, engine_forward
 from specbench.config import EngineConfig
