@@ -9,14 +9,15 @@ Measured, every repeat once per item, the items in an order that rotates from on
 a drifting host biases every item alike); printed as the median over the repeats with the min–max:
 
 * the LM head (the target's ``get_output_embeddings``) on 1, 2, γ + 1 (a verification's) and 8 rows: fp32 ``F.linear``, fp32
-  ``mm(W, xᵀ)ᵀ`` (``engine.fast_linear``'s kernel) and bf16 ``F.linear``;
+  ``mm(W, xᵀ)ᵀ`` (``engine.fast_linear=all``'s kernel), fp32 oneDNN on the reordered weight (``onednn``'s, where this
+  torch has oneDNN) and bf16 ``F.linear``;
 * the whole target forward of 1 token (a step of the target alone) and of γ + 1 tokens (a verification), on a KV cache
   of ``--context`` tokens cropped back after each forward, in the pair's dtype and in a bf16 copy;
 * the target as our engine runs it (``runners.engine.verify_forward``, ``engine.fast_linear`` and ``verify_buckets``
   ``auto``): the fp32 target alone's step (``step_forward``: the fastest step the engine allows, the one every speedup
-  divides by) and its verification of γ + 1 tokens (``engine_forward``); beside the step, the step before
-  ``fast_linear.SINGLE_ROW`` (the copy that keeps ``F.linear`` for one row, padded to 2 tokens; the item keeps its
-  first name, "the loop's kernels"); and the bf16 copy with block-invariant
+  divides by) and its verification of γ + 1 tokens (``engine_forward``); where ``auto`` took other kernels than the
+  transposed copy (``onednn``), the same step and verification on the transposed copy (``fast_linear=all``, its
+  buckets probed: the engine before ``onednn``); and the bf16 copy with block-invariant
   forwards (``engine.width``, ``--width`` tokens on a static cache, ``runners.engine.invariant``): its step and its
   verification, both one forward of the width;
 * the draft's 1-token forward (the pair's draft: Gemma-3-270M int8 by default), and the same with its LM head
@@ -187,10 +188,18 @@ def invariance(models: dict[str, Any], tokenizer: Any, width: int, n: int = 32,
 
 
 def head_item(weight: Any, rows: int, kernel: str) -> Any:
-    """A callable applying the LM head ``weight`` to ``rows`` rows with ``kernel`` (``linear`` or ``mm``)."""
+    """A callable applying the LM head ``weight`` to ``rows`` rows with ``kernel`` (``linear``, ``mm`` or ``onednn``:
+    ``runners.engine.fast_linear.PackedLinear``, its weight reordered once here)."""
     import torch
 
     x = torch.randn(rows, weight.shape[1], dtype=weight.dtype)
+    if kernel == "onednn":
+        from runners.engine.fast_linear import PackedLinear
+
+        linear = torch.nn.Linear(1, 1, bias=False)
+        linear.weight = torch.nn.Parameter(weight, requires_grad=False)
+        packed = PackedLinear(linear)
+        return lambda: packed(x)
     if kernel == "mm":
         return lambda: torch.mm(weight, x.t()).t()
     return lambda: torch.nn.functional.linear(x, weight)
@@ -252,8 +261,10 @@ def head_floor_ms(head: Any, rows: int, floors: dict[str, float]) -> float:
     return max(read_ms, 2 * vocab * hidden * rows / floors["gemm_gflops"] / 1e6)
 
 
-#: the kernels ``step_breakdown`` counts as the linear layers' (fp32 / bf16 ``nn.Linear``, int8-dynamic ``Linear``)
-LINEAR_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "quantized::linear_dynamic", "aten::linear")
+#: the kernels ``step_breakdown`` counts as the linear layers' (fp32 / bf16 ``nn.Linear``, int8-dynamic ``Linear``,
+#: oneDNN's on reordered weights: ``engine.fast_linear=onednn``)
+LINEAR_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "quantized::linear_dynamic", "aten::linear",
+              "mkldnn::_linear_pointwise")
 
 
 def step_breakdown(run: Any, wall_ms: float, steps: int = 10) -> dict[str, float]:
@@ -362,12 +373,14 @@ def main(argv: list[str] | None = None) -> int:
         for line in invariance({"bf16": target16, "fp32": target}, tokenizer, args.width):
             print(f"  {line}")
         return 0
-    from runners.engine.fast_linear import fast_executor
+    from runners.engine.fast_linear import onednn_available
     from runners.engine.kv import use_static
     from runners.engine.verify_forward import VerifyForward, engine_forward, step_forward
     from specbench.config import EngineConfig
 
     engine = EngineConfig(fast_linear="auto", verify_buckets="auto")  # the config's defaults: what a job runs
+    transposed = EngineConfig(fast_linear="all", verify_buckets="auto")  # the engine before onednn (issue 52)
+    onednn = onednn_available()
     fp32_step, fp32_verify = step_forward(target, engine), engine_forward(target, engine, args.gamma)
     target16_static = copy.deepcopy(target16)
     use_static(target16_static, args.context + 64)
@@ -384,17 +397,19 @@ def main(argv: list[str] | None = None) -> int:
     for rows in sorted({1, 2, k, 8}):
         items[f"head fp32 F.linear {rows} rows"] = head_item(head, rows, "linear")
         items[f"head fp32 mm(W,xT)T {rows} rows"] = head_item(head, rows, "mm")
+        if onednn:
+            items[f"head fp32 oneDNN {rows} rows"] = head_item(head, rows, "onednn")
         items[f"head bf16 F.linear {rows} rows"] = head_item(head16, rows, "linear")
     items["target fp32 1 token"] = forward_item(target, 1, args.context)
     items[f"target fp32 {k} tokens"] = forward_item(target, k, args.context)
     items["target bf16 1 token"] = forward_item(target16, 1, args.context)
     items[f"target bf16 {k} tokens"] = forward_item(target16, k, args.context)
     items["target fp32 1 token, engine step"] = engine_item(fp32_step, 1, args.context)
-    if fp32_step.scope is not None:  # the step before SINGLE_ROW: the copy keeping F.linear for one row, padded to 2
-        before = fast_executor(target, fp32_step.scope)
-        items["target fp32 1 token, loop's kernels padded to 2"] = engine_item(
-            VerifyForward(target, {1: (2, 2)}, before, fp32_step.scope), 1, args.context)
     items[f"target fp32 {k} tokens, engine"] = engine_item(fp32_verify, k, args.context)
+    if fp32_step.scope != "all":  # the engine before onednn: the transposed copy, its buckets probed
+        items["target fp32 1 token, transposed copy"] = engine_item(step_forward(target, transposed), 1, args.context)
+        items[f"target fp32 {k} tokens, transposed copy"] = engine_item(
+            engine_forward(target, transposed, args.gamma), k, args.context)
     items[f"target bf16 1 token, width {args.width}"] = engine_item(fixed, 1, args.context)
     items[f"target bf16 {k} tokens, width {args.width}"] = engine_item(fixed, k, args.context)
     items["draft 1 token"] = forward_item(draft, 1, args.context)
@@ -419,9 +434,11 @@ def main(argv: list[str] | None = None) -> int:
         f"bf16 width {args.width} step / fp32 engine step": med[f"target bf16 1 token, width {args.width}"]
         / med["target fp32 1 token, engine step"],
         "draft step / target step, fp32 engine step": med["draft 1 token"] / med["target fp32 1 token, engine step"],
-        **({"engine step / the loop's kernels padded to 2": med["target fp32 1 token, engine step"]
-            / med["target fp32 1 token, loop's kernels padded to 2"]}
-           if "target fp32 1 token, loop's kernels padded to 2" in med else {}),
+        **({"engine step / the transposed copy's step": med["target fp32 1 token, engine step"]
+            / med["target fp32 1 token, transposed copy"],
+            f"verify {k} / step, fp32 on the transposed copy": med[f"target fp32 {k} tokens, transposed copy"]
+            / med["target fp32 1 token, transposed copy"]}
+           if "target fp32 1 token, transposed copy" in med else {}),
         f"draft step / target step, bf16 width {args.width}": med["draft 1 token"]
         / med[f"target bf16 1 token, width {args.width}"],
         "draft step / target step, fp32 target": med["draft 1 token"] / med["target fp32 1 token"],
@@ -447,7 +464,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  this host at best: fp32 GEMM {floors['gemm_gflops']:.0f} GFLOP/s (2048³ torch.mm), reading the LM head "
           f"{floors['read_gbps']:.1f} GB/s (one sum over it)")
     for rows in sorted({1, 2, k, 8}):
-        best = min(med[f"head fp32 F.linear {rows} rows"], med.get(f"head fp32 mm(W,xT)T {rows} rows", float("inf")))
+        best = min(med[f"head fp32 {kernel} {rows} rows"] for kernel in ("F.linear", "mm(W,xT)T", "oneDNN")
+                   if f"head fp32 {kernel} {rows} rows" in med)
         floor = head_floor_ms(head, rows, floors)
         print(f"  head fp32 on {rows} rows: {best:.1f} ms on its faster kernel, at least {floor:.1f} ms on this host "
               f"({best / floor:.2f}× the floor)")

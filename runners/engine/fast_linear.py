@@ -277,7 +277,8 @@ def probed_costs(model: Any, executor: Any | None, kernels: str | None, k_max: i
     return probed[key]
 
 
-#: per model (for its lifetime): the kernels ``auto`` chose on this machine (``chosen_kernels``: a scope or None)
+#: per model (for its lifetime): the kernels ``auto`` chose on this machine (``chosen_kernels``): ``(loop, step)``,
+#: each a scope or None (plain)
 _CHOSEN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -324,13 +325,15 @@ def _candidates(model: Any) -> dict[str, Any]:
     return {scope: copy for scope, copy in out.items() if copy is not None}
 
 
-def chosen_kernels(model: Any, blocks: tuple[int, ...] = PAY_BLOCKS, context: int = 64, repeats: int = 3,
-                   margin: float = 0.03) -> str | None:
+def chosen_kernels(model: Any, step: bool = False, blocks: tuple[int, ...] = PAY_BLOCKS, context: int = 64,
+                   repeats: int = 3, margin: float = 0.03) -> str | None:
     """The kernels ``engine.fast_linear=auto`` runs ``model`` on, measured on this machine: the plain forward and
     each of ``_candidates`` (the transposed copy ``all``, oneDNN's ``onednn``) run one forward of each of ``blocks``
     tokens on a cache of ``context`` tokens, the kernels alternating (the fastest of ``repeats`` each: another
-    process only ever adds time), summed over the blocks; the cheapest copy is taken when its sum is at least
-    ``margin`` below the plain one, else None (plain). Measured once per model (for its lifetime).
+    process only ever adds time). The loop's kernels: the copy with the least sum over the blocks, taken when that
+    sum is at least ``margin`` below the plain one, else None (plain). ``step``: the target alone's kernels (the
+    baseline rule: it is offered every kernel ``auto`` weighs, not only the loop's), the loop's unless another's
+    1-token forward is at least ``margin`` faster. Measured once per model (for its lifetime).
 
     Why measure (issue 40, issue 52): on a 2-core AMD EPYC the transposed copy paid (Gemma-3-270M's LM head: 2 rows
     through ``(W·xᵀ)ᵀ`` 25.6 ms against 64.9 ms for one row of ``F.linear``, issue 40's figures) and on a 2-core
@@ -338,15 +341,20 @@ def chosen_kernels(model: Any, blocks: tuple[int, ...] = PAY_BLOCKS, context: in
     ``scripts/bench_linear_rows.py``); oneDNN's reordered weights beat both on the EPYC (``PackedLinear``), unmeasured
     elsewhere. The same option can speed the loop up on one host and slow it down on another, so ``auto``
     decides on the host it runs on."""
-    if model in _CHOSEN:
-        return _CHOSEN[model]
+    if model not in _CHOSEN:
+        _CHOSEN[model] = _choose(model, blocks, context, repeats, margin)
+    return _CHOSEN[model][1 if step else 0]
+
+
+def _choose(model: Any, blocks: tuple[int, ...], context: int, repeats: int,
+            margin: float) -> tuple[str | None, str | None]:
+    """``(loop, step)`` kernels of ``chosen_kernels`` (its docstring), measured now."""
     candidates = _candidates(model)
     if not candidates:
-        _CHOSEN[model] = None
-        return None
+        return None, None
     device = model_device(model)
     runs = {None: model, **candidates}
-    total = dict.fromkeys(runs, 0.0)
+    fastest: dict[int, dict[str | None, float]] = {}
     with torch.inference_mode():
         cache = new_cache(model)
         model(input_ids=torch.arange(10, 10 + context, device=device)[None], **cache_arg(model, cache), use_cache=True,
@@ -356,34 +364,43 @@ def chosen_kernels(model: Any, blocks: tuple[int, ...] = PAY_BLOCKS, context: in
             for r in range(repeats):
                 for scope, executor in runs.items():
                     samples[scope].append(_block_ms(executor, cache, context, k, warmup=r == 0))
-            for scope, values in samples.items():
-                total[scope] += min(values)
+            fastest[k] = {scope: min(values) for scope, values in samples.items()}
+    total = {scope: sum(by_scope[scope] for by_scope in fastest.values()) for scope in runs}
     best = min(candidates, key=lambda scope: total[scope])
-    chosen = best if total[best] < (1.0 - margin) * total[None] else None
-    log.info("engine.fast_linear=auto: %s (%s, blocks %s)", chosen or "plain",
-             ", ".join(f"{scope or 'plain'} {ms:.1f} ms" for scope, ms in total.items()), list(blocks))
-    _CHOSEN[model] = chosen
-    return chosen
+    loop = best if total[best] < (1.0 - margin) * total[None] else None
+    step = loop
+    if 1 in fastest:
+        quickest = min(runs, key=lambda scope: fastest[1][scope])
+        if fastest[1][quickest] < (1.0 - margin) * fastest[1][loop]:
+            step = quickest
+    log.info("engine.fast_linear=auto: %s, the target alone's step %s (%s, blocks %s; 1 token: %s)", loop or "plain",
+             step or "plain", ", ".join(f"{scope or 'plain'} {ms:.1f} ms" for scope, ms in total.items()),
+             list(blocks), ", ".join(f"{scope or 'plain'} {ms:.1f} ms" for scope, ms in fastest.get(1, {}).items()))
+    return loop, step
 
 
 def measurements(model: Any) -> dict[str, Any]:
-    """What this process measured of ``model``'s kernels, as JSON: ``fast_linear``, the kernels ``auto`` chose
-    (``chosen_kernels``: a scope, false for the plain forward, None: not measured) and the bucket probes (``"<scope>|<k_max>|<threads>"`` → ``[body_ms, head_ms]``). ``runners.jobs.kernels`` shares
+    """What this process measured of ``model``'s kernels, as JSON: ``fast_linear`` and ``fast_linear_step``, the
+    kernels ``auto`` chose for the loop and for the target alone's step (``chosen_kernels``: a scope, false for the
+    plain forward, None: not measured) and the bucket probes (``"<scope>|<k_max>|<threads>"`` → ``[body_ms, head_ms]``). ``runners.jobs.kernels`` shares
     them between the jobs of a sweep, so that every job runs the kernels the first one chose."""
     probes = {f"{scope}|{k}|{threads}": [{str(m): v for m, v in body.items()}, {str(r): v for r, v in head.items()}]
               for (scope, k, threads), (body, head) in _PROBED.get(model, {}).items()}
-    chosen = (_CHOSEN[model] or False) if model in _CHOSEN else None
-    return {"fast_linear": chosen, "probes": probes}
+    loop, step = _CHOSEN.get(model, (None, None))
+    measured = model in _CHOSEN
+    return {"fast_linear": (loop or False) if measured else None,
+            "fast_linear_step": (step or False) if measured else None, "probes": probes}
 
 
 def seed_measurements(model: Any, data: Mapping[str, Any]) -> None:
     """Take ``measurements`` made elsewhere (another job of the sweep) as ``model``'s own: what is seeded is not
     measured again in this process."""
-    chosen = data.get("fast_linear")
-    if chosen is None and isinstance(data.get("transposed_pays"), bool):  # written before ``onednn`` (issue 52)
-        chosen = "all" if data["transposed_pays"] else False
-    if (chosen is False or chosen in SCOPES) and model not in _CHOSEN:
-        _CHOSEN[model] = chosen or None
+    loop = data.get("fast_linear")
+    if loop is None and isinstance(data.get("transposed_pays"), bool):  # written before ``onednn`` (issue 52)
+        loop = "all" if data["transposed_pays"] else False
+    step = data.get("fast_linear_step", loop)  # a file without it: the step took the loop's kernels
+    if all(v is False or v in SCOPES for v in (loop, step)) and model not in _CHOSEN:
+        _CHOSEN[model] = (loop or None, step or None)
     probed = _PROBED.setdefault(model, {})
     for key, (body, head) in (data.get("probes") or {}).items():
         scope, k, threads = key.split("|")
@@ -391,13 +408,13 @@ def seed_measurements(model: Any, data: Mapping[str, Any]) -> None:
                           ({int(m): float(v) for m, v in body.items()}, {int(r): float(v) for r, v in head.items()}))
 
 
-def fast_scope(model: Any, engine: EngineConfig | None) -> str | None:
+def fast_scope(model: Any, engine: EngineConfig | None, step: bool = False) -> str | None:
     """``engine.fast_linear`` resolved for ``model``: ``head`` / ``all`` / ``onednn``, or None (off). ``auto``: on a
-    CPU model, the kernels measured fastest on this machine (``chosen_kernels``), else off; off on GPU, where the
-    option is unmeasured."""
+    CPU model, the kernels measured fastest on this machine (``chosen_kernels``; ``step``: for the target alone's
+    step), else off; off on GPU, where the option is unmeasured."""
     scope = (engine or EngineConfig()).fast_linear
     if scope == "auto":
-        scope = chosen_kernels(model) if model_device(model).type == "cpu" else False
+        scope = chosen_kernels(model, step=step) if model_device(model).type == "cpu" else False
     return scope if scope in SCOPES else None
 
 

@@ -225,12 +225,16 @@ def step_forward(model: Any, engine: EngineConfig | None) -> VerifyForward:
     takes no γ and no bucket map, and its probes are shared by the sweep's jobs (``runners.jobs.kernels``): every job
     of a sweep with one engine config divides by the same target alone. (Until issue 52 the loop's copy kept
     ``F.linear`` for one row and this step was offered a second copy that transposed it; since the loop's copy
-    computes one row as the first of two, one copy serves both.)"""
+    computes one row as the first of two, one copy serves both. With ``fast_linear=auto`` the step's kernels are
+    ``auto``'s own choice for a step (``fast_linear.chosen_kernels(step=True)``: the loop's, unless another copy ``auto``
+    weighs runs a 1-token forward measurably faster), so the baseline is not denied a kernel the engine has; under
+    ``width`` the loop's, which block-invariance needs.)"""
     engine = engine or EngineConfig()
-    scope = fast_scope(model, engine)
+    width = resolve_width(model, engine)
+    # block-invariant forwards need the loop's own kernels; otherwise ``auto`` offers the step every kernel it weighs
+    scope = fast_scope(model, engine, step=width is None)
     loop = fast_executor(model, scope, min_rows=1) if scope is not None else None
     scope = scope if loop is not None else None
-    width = resolve_width(model, engine)
     if width is not None:  # block-invariant: the loop's executor at the loop's one width, nothing else
         return VerifyForward(model, {}, loop, scope, width=width)
     k = int(engine.bucket_k_max or PROBE_K_MAX) if pads_blocks(model, engine) else 1

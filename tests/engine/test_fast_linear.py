@@ -261,13 +261,16 @@ def test_auto_leaves_onednn_out_where_its_second_copy_would_not_fit(monkeypatch)
     assert set(vf._candidates(model)) == {"all", "onednn"}
 
 
-@pytest.mark.parametrize(("entry", "chosen"), [({"fast_linear": "onednn"}, "onednn"), ({"fast_linear": False}, None),
-                                               ({"transposed_pays": True}, "all"), ({"transposed_pays": False}, None),
-                                               ({"fast_linear": "bogus"}, "unmeasured")])
+@pytest.mark.parametrize(("entry", "chosen"), [
+    ({"fast_linear": "onednn", "fast_linear_step": "all"}, ("onednn", "all")),
+    ({"fast_linear": "onednn"}, ("onednn", "onednn")), ({"fast_linear": False}, (None, None)),
+    ({"transposed_pays": True}, ("all", "all")), ({"transposed_pays": False}, (None, None)),
+    ({"fast_linear": "bogus"}, "unmeasured"), ({"fast_linear": "all", "fast_linear_step": "bogus"}, "unmeasured")])
 def test_a_sweeps_shared_choice_is_taken_as_it_was_written(entry, chosen, monkeypatch):
-    """``seed_measurements``: a sweep's kernel file names the kernels ``auto`` chose (``fast_linear``); one written
-    before ``onednn`` existed says whether the transposed copy paid (``transposed_pays``) and keeps meaning that, so
-    a resumed sweep's jobs run the kernels its first jobs ran; a value no version wrote is not taken."""
+    """``seed_measurements``: a sweep's kernel file names the kernels ``auto`` chose for the loop (``fast_linear``)
+    and for the target alone's step (``fast_linear_step``; a file without it: the loop's); one written before
+    ``onednn`` existed says whether the transposed copy paid (``transposed_pays``) and keeps meaning that, so a
+    resumed sweep's jobs run the kernels its first jobs ran; a value no version wrote is not taken."""
     from runners.engine import fast_linear as vf
 
     monkeypatch.setattr(vf, "_CHOSEN", weakref.WeakKeyDictionary())
@@ -275,4 +278,36 @@ def test_a_sweeps_shared_choice_is_taken_as_it_was_written(entry, chosen, monkey
     vf.seed_measurements(model, {**entry, "probes": {}})
     assert vf._CHOSEN.get(model, "unmeasured") == chosen
     if chosen != "unmeasured":
-        assert vf.measurements(model)["fast_linear"] == (chosen or False)
+        assert (vf.chosen_kernels(model), vf.chosen_kernels(model, step=True)) == chosen  # seeded: nothing measured
+        written = vf.measurements(model)
+        assert (written["fast_linear"], written["fast_linear_step"]) == tuple(c or False for c in chosen)
+
+
+@pytest.mark.parametrize(("one_token", "step"), [({None: 3.0, "all": 2.95, "onednn": 3.0}, "onednn"),
+                                                 ({None: 3.0, "all": 2.0, "onednn": 3.0}, "all"),
+                                                 ({None: 1.0, "all": 3.0, "onednn": 3.0}, None)])
+def test_the_target_alone_is_offered_every_kernel_auto_weighs(one_token, step, monkeypatch):
+    """The baseline rule (issue 52): ``auto`` takes the loop's kernels by their sum over the blocks, and the target
+    alone's step by the 1-token forward: the loop's, unless another kernel ``auto`` timed runs that forward at least
+    ``margin`` faster (a gain the baseline is denied is not a gain of speculation); under block-invariant forwards the
+    step keeps the loop's kernels. Faked timings: oneDNN wins the blocks, the 1-token forward varies."""
+    from runners.engine import fast_linear as vf
+    from runners.engine.verify_forward import step_forward
+
+    if not vf.onednn_available():
+        pytest.skip("this torch has no oneDNN")
+    model = tiny.tiny_model(300, seed=8)
+    copies = {"all": vf.fast_executor(model, "all", min_rows=1), "onednn": vf.fast_executor(model, "onednn")}
+    runs = {id(model): None, **{id(c): scope for scope, c in copies.items()}}
+
+    def fake_block_ms(executor, cache, context, k, warmup=False):
+        scope = runs[id(executor)]
+        return one_token[scope] if k == 1 else {None: 10.0, "all": 8.0, "onednn": 4.0}[scope]
+
+    monkeypatch.setattr(vf, "_CHOSEN", weakref.WeakKeyDictionary())
+    monkeypatch.setattr(vf, "_block_ms", fake_block_ms)
+    auto = EngineConfig.from_mapping({"fast_linear": "auto"})
+    assert vf.chosen_kernels(model) == "onednn" and vf.chosen_kernels(model, step=True) == step
+    assert step_forward(model, auto).describe_step()["fast_linear"] == (step or False)
+    assert engine_forward(model, auto).describe()["fast_linear"] == "onednn"
+    assert vf.measurements(model)["fast_linear_step"] == (step or False)
