@@ -29,7 +29,7 @@ def device_type(device: Any) -> str | None:
 
 def _kernels(value: Any) -> str | bool | None:
     """An ``engine.fast_linear`` scope as a file states it: ``False`` (the plain kernels: false, null-like
-    words), ``head``, ``all``, ``auto``; None (unstated) stays None."""
+    words), ``head``, ``all``, ``onednn``, ``auto``; None (unstated) stays None."""
     if value is None:
         return None
     if value is False or (isinstance(value, str) and value.strip().lower() in ("false", "off", "none", "no", "")):

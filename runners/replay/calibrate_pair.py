@@ -48,9 +48,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     c.add_argument("--batch-sizes", type=int, nargs="+", default=[1],
                    help="also time forwards of B rows, e.g. 1 2 4 8 (default: batch 1 only)")
     c.add_argument("--batch-k-max", type=int, help="target forwards of 1..K tokens above batch 1 (default: --k-max)")
-    c.add_argument("--fast-linear", choices=("auto", "false", "head", "all"), default="auto",
+    c.add_argument("--fast-linear", choices=("auto", "false", "head", "all", "onednn"), default="auto",
                    help="the target's kernels above batch 1, as a batched job's engine.fast_linear runs them "
-                        "(default %(default)s: all on a CPU, off on GPU); batch 1 times the plain forward")
+                        "(default %(default)s: the fastest measured on a CPU, off on GPU); batch 1 times the plain "
+                        "forward")
     return c
 
 

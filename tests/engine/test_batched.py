@@ -205,6 +205,30 @@ def test_the_transposed_kernels_change_no_row_and_run_every_target_forward(pair,
     assert off.executor is None and off.describe()["fast_linear"] is False
 
 
+def test_the_onednn_kernels_run_every_batched_target_forward_and_change_no_row(pair, refs, monkeypatch):
+    """``engine.fast_linear=onednn`` at B > 1: the batched loop and the target alone at B run every target forward on
+    the oneDNN copy (one copy, the batch-1 loop's too), and every row is still its own autoregressive output."""
+    from runners.engine.fast_linear import PackedLinear, batch_kernels, fast_executor, onednn_available
+    from specbench.config import EngineConfig
+
+    if not onednn_available():
+        pytest.skip("this torch has no oneDNN")
+    fast = batch_kernels(pair.target, EngineConfig(fast_linear="onednn"))
+    assert fast.describe()["fast_linear"] == "onednn" and fast.executor is fast_executor(pair.target, "onednn")
+    rows_seen, forward = [], PackedLinear.forward
+
+    def counted(self, x):
+        rows_seen.append(x.numel() // x.shape[-1])
+        return forward(self, x)
+
+    monkeypatch.setattr(PackedLinear, "forward", counted)
+    out = _runner(pair, "model", "per_row", "gammatune", fast=fast).generate(pair.prompts, NEW)
+    assert [g.tokens for g in out.rows] == refs and rows_seen
+    rows_seen.clear()
+    ar = BatchedAutoregressiveRunner(pair.target, [], fast=fast).generate(pair.prompts, NEW)
+    assert [g.tokens for g in ar.rows] == refs and rows_seen
+
+
 def test_bad_input_is_a_clear_error(pair):
     with pytest.raises(ValueError, match="gamma_mode"):
         _runner(pair, "model", "diagonal", "fixed")

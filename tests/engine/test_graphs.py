@@ -280,6 +280,24 @@ def test_a_static_job_names_its_cache_and_its_target_alone_runs_on_it(tiny_conf,
         run_job(_job(tiny_conf, "method=hf_native_heuristic", "engine.graphs=static"), tmp_path / "hf", progress=False)
 
 
+@pytest.mark.parametrize("batch", [1, 2])
+def test_a_job_on_onednns_kernels_and_the_static_cache_is_lossless(tiny_conf, tmp_path, batch):
+    """``engine.fast_linear=onednn`` with ``engine.graphs=static`` at the job level, at batch 1 and B: the loop and the
+    target alone it divides by run the oneDNN copy (the baseline rule), every record is lossless, and the summary and
+    the baseline name the kernels."""
+    from runners.engine.fast_linear import onednn_available
+    from runners.jobs.job import run_job
+    from specbench.record_io import read_records
+
+    if not onednn_available():
+        pytest.skip("this torch has no oneDNN")
+    summary = run_job(_job(tiny_conf, "method=specdecode", "engine.graphs=static", "engine.fast_linear=onednn",
+                           f"batch_size={batch}"), tmp_path / "onednn", progress=False)
+    records = read_records(tmp_path / "onednn" / "records.jsonl")
+    assert summary["engine"]["fast_linear"] == "onednn" and summary["baseline"]["kernels"]["fast_linear"] == "onednn"
+    assert records and all(r["lossless"] is True for r in records)
+
+
 def _replaying_capture(captures: list[int]):
     """``capture_graph`` with the CUDA machinery stubbed: the warm-ups and the "capture" run the forward, and a
     "replay" runs it again into the captured output (what a CUDA graph does, minus the launches): the captured
