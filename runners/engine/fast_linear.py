@@ -322,7 +322,7 @@ def _candidates(model: Any) -> dict[str, Any]:
         else:
             log.info("engine.fast_linear=auto: onednn not tried (its weights %.1f GB, %.1f GB free)",
                      packed_bytes(model) / 1e9, free / 1e9)
-    return {scope: copy for scope, copy in out.items() if copy is not None}
+    return {scope: executor for scope, executor in out.items() if executor is not None}
 
 
 def chosen_kernels(model: Any, step: bool = False, blocks: tuple[int, ...] = PAY_BLOCKS, context: int = 64,
@@ -376,14 +376,18 @@ def _choose(model: Any, blocks: tuple[int, ...], context: int, repeats: int,
     log.info("engine.fast_linear=auto: %s, the target alone's step %s (%s, blocks %s; 1 token: %s)", loop or "plain",
              step or "plain", ", ".join(f"{scope or 'plain'} {ms:.1f} ms" for scope, ms in total.items()),
              list(blocks), ", ".join(f"{scope or 'plain'} {ms:.1f} ms" for scope, ms in fastest.get(1, {}).items()))
+    built = _EXECUTORS.get(model, {})
+    for key in [key for key in built if key[0] in candidates and key[0] not in (loop, step)]:
+        del built[key]  # a copy not taken holds no memory (the oneDNN one's reordered weights: the linear layers' size)
     return loop, step
 
 
 def measurements(model: Any) -> dict[str, Any]:
     """What this process measured of ``model``'s kernels, as JSON: ``fast_linear`` and ``fast_linear_step``, the
     kernels ``auto`` chose for the loop and for the target alone's step (``chosen_kernels``: a scope, false for the
-    plain forward, None: not measured) and the bucket probes (``"<scope>|<k_max>|<threads>"`` → ``[body_ms, head_ms]``). ``runners.jobs.kernels`` shares
-    them between the jobs of a sweep, so that every job runs the kernels the first one chose."""
+    plain forward, None: not measured) and the bucket probes (``"<scope>|<k_max>|<threads>"`` →
+    ``[body_ms, head_ms]``). ``runners.jobs.kernels`` shares them between the jobs of a sweep, so that every job runs
+    the kernels the first one chose."""
     probes = {f"{scope}|{k}|{threads}": [{str(m): v for m, v in body.items()}, {str(r): v for r, v in head.items()}]
               for (scope, k, threads), (body, head) in _PROBED.get(model, {}).items()}
     loop, step = _CHOSEN.get(model, (None, None))

@@ -239,6 +239,8 @@ def test_auto_takes_the_kernels_measured_fastest(faster, monkeypatch):
     monkeypatch.setattr(vf, "_block_ms", fake_block_ms)
     assert vf.fast_scope(model, EngineConfig.from_mapping({"fast_linear": "auto"})) == faster
     assert {id(c) for c in calls} == set(runs)  # the plain forward and both copies timed
+    kept = {scope for scope, _, _ in vf._EXECUTORS[model]}
+    assert kept == ({faster} if faster else set())  # a copy not taken is not kept (oneDNN's: a second set of weights)
     n = len(calls)
     vf.fast_scope(model, EngineConfig.from_mapping({"fast_linear": "auto"}))
     assert len(calls) == n  # measured once per model
