@@ -39,6 +39,7 @@ import torch
 from runners.engine.kv import cache_arg, crop_to, new_cache
 from specbench.config import EngineConfig
 from specbench.models import model_device
+from specbench.registry import ConfigError
 
 log = logging.getLogger("specbench")
 
@@ -415,10 +416,16 @@ def seed_measurements(model: Any, data: Mapping[str, Any]) -> None:
 def fast_scope(model: Any, engine: EngineConfig | None, step: bool = False) -> str | None:
     """``engine.fast_linear`` resolved for ``model``: ``head`` / ``all`` / ``onednn``, or None (off). ``auto``: on a
     CPU model, the kernels measured fastest on this machine (``chosen_kernels``; ``step``: for the target alone's
-    step), else off; off on GPU, where the option is unmeasured."""
+    step), else off; off on GPU, where the option is unmeasured. ``onednn`` asked for where it cannot run (a GPU
+    model, a torch without oneDNN) is refused in one line (``ConfigError``), not run as something else."""
     scope = (engine or EngineConfig()).fast_linear
     if scope == "auto":
         scope = chosen_kernels(model, step=step) if model_device(model).type == "cpu" else False
+    elif scope == ONEDNN and (model_device(model).type != "cpu" or not onednn_available()):
+        where = model_device(model)
+        raise ConfigError(f"engine.fast_linear=onednn runs oneDNN's CPU kernels, but the target runs on {where}"
+                          if where.type != "cpu" else "engine.fast_linear=onednn: this torch has no oneDNN "
+                          "(torch.backends.mkldnn); engine.fast_linear=auto takes the fastest kernels it has")
     return scope if scope in SCOPES else None
 
 

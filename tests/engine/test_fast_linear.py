@@ -313,3 +313,23 @@ def test_the_target_alone_is_offered_every_kernel_auto_weighs(one_token, step, m
     assert step_forward(model, auto).describe_step()["fast_linear"] == (step or False)
     assert engine_forward(model, auto).describe()["fast_linear"] == "onednn"
     assert vf.measurements(model)["fast_linear_step"] == (step or False)
+
+
+def test_onednn_asked_for_where_it_cannot_run_is_refused_in_one_line(monkeypatch):
+    """``engine.fast_linear=onednn`` on a model off the CPU, or on a torch without oneDNN: one line naming why (the job
+    would otherwise run plain kernels under the option's name); ``auto`` there just leaves oneDNN out."""
+    from runners.engine import fast_linear as vf
+    from specbench.registry import ConfigError
+
+    model = tiny.tiny_model(300, seed=9)
+    onednn = EngineConfig.from_mapping({"fast_linear": "onednn"})
+    monkeypatch.setattr(vf, "model_device", lambda m: torch.device("cuda", 0))
+    with pytest.raises(ConfigError, match="engine.fast_linear=onednn runs oneDNN's CPU kernels, but the target runs "
+                                          "on cuda:0"):
+        vf.fast_scope(model, onednn)
+    assert vf.fast_scope(model, EngineConfig.from_mapping({"fast_linear": "auto"})) is None  # off on GPU
+    monkeypatch.setattr(vf, "model_device", lambda m: torch.device("cpu"))
+    monkeypatch.setattr(vf, "onednn_available", lambda: False)
+    with pytest.raises(ConfigError, match="this torch has no oneDNN"):
+        vf.fast_scope(model, onednn)
+    assert "onednn" not in vf._candidates(model)
