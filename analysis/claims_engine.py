@@ -165,3 +165,4 @@ def engine_over_hf_onednn(root: Path) -> str | None:
         return "an output differs from the target alone's"
     share = ours["verify_ms_per_round"] / ours["draft_ms_per_round"]
     return None if 0.45 <= share <= 0.55 else f"verification costs {share:.2f} of drafting a round"
+
