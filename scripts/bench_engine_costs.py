@@ -189,12 +189,12 @@ def invariance(models: dict[str, Any], tokenizer: Any, width: int, n: int = 32,
 
 def head_item(weight: Any, rows: int, kernel: str) -> Any:
     """A callable applying the LM head ``weight`` to ``rows`` rows with ``kernel`` (``linear``, ``mm`` or ``onednn``:
-    ``runners.engine.fast_linear.PackedLinear``, its weight reordered once here)."""
+    ``runners.engine.linear_kernels.PackedLinear``, its weight reordered once here)."""
     import torch
 
     x = torch.randn(rows, weight.shape[1], dtype=weight.dtype)
     if kernel == "onednn":
-        from runners.engine.fast_linear import PackedLinear
+        from runners.engine.linear_kernels import PackedLinear
 
         linear = torch.nn.Linear(1, 1, bias=False)
         linear.weight = torch.nn.Parameter(weight, requires_grad=False)
@@ -373,8 +373,8 @@ def main(argv: list[str] | None = None) -> int:
         for line in invariance({"bf16": target16, "fp32": target}, tokenizer, args.width):
             print(f"  {line}")
         return 0
-    from runners.engine.fast_linear import onednn_available
     from runners.engine.kv import use_static
+    from runners.engine.linear_kernels import onednn_available
     from runners.engine.verify_forward import VerifyForward, engine_forward, step_forward
     from specbench.config import EngineConfig
 

@@ -31,7 +31,7 @@ at the job's boundary); ``engine_options`` gives ``SpeculativeRunner``'s keyword
 
 The target alone every speedup divides by steps on ``step_forward(model, engine)`` (the baseline rule, issues 40
 and 50): the fastest 1-token step among the kernels the loop of ``engine`` uses — its executor on one token (with
-``fast_linear`` on, the transposed copy, whose single row is the first of two: ``fast_linear.SINGLE_ROW``, or the
+``fast_linear`` on, the transposed copy, whose single row is the first of two: ``linear_kernels.SINGLE_ROW``, or the
 ``onednn`` one) and,
 where the engine pads blocks, a step padded to ``m ≤ PROBE_K_MAX`` tokens — measured by the same probe, whatever
 the bucket map and whatever γ, so every job of a sweep divides by one target alone.
@@ -44,10 +44,11 @@ from typing import Any
 
 import torch
 
-from runners.engine.fast_linear import TransposedLinear, fast_executor, fast_scope, probed_costs
+from runners.engine.fast_linear import fast_executor, fast_scope, probed_costs
 from runners.engine.graphs import forward_logits
 from runners.engine.invariant import resolve_width
 from runners.engine.kv import cache_len, crop_to, is_static
+from runners.engine.linear_kernels import TransposedLinear
 from specbench.config import EngineConfig
 from specbench.models import model_device
 from specbench.registry import ConfigError
@@ -133,7 +134,7 @@ class VerifyForward:
         or ``onednn``, whose layers take every row count)."""
         if self.scope is None or self.min_rows is None:
             return {}
-        # a single row as the first of two (``fast_linear.SINGLE_ROW``, issue 52): another kernel than the one
+        # a single row as the first of two (``linear_kernels.SINGLE_ROW``, issue 52): another kernel than the one
         # row of the same min_rows before, so an AR reference timed then never serves as one now (its cache key)
         return {"min_rows": self.min_rows, **({"single_row": "first of two"} if self.min_rows == 1 else {})}
 
@@ -218,7 +219,7 @@ def step_forward(model: Any, engine: EngineConfig | None) -> VerifyForward:
     loop under ``engine`` divides by (the baseline rule: issue 40, closed in issue 50): the fastest step the
     loop's kernels allow, offered every kernel the loop uses whatever its bucket map: the loop's executor (the
     model, or with ``fast_linear`` on its transposed copy, which takes ``(W·xᵀ)ᵀ`` from one row, the single row
-    computed as the first of two equal rows: ``fast_linear.SINGLE_ROW``) on the 1-token block and, where the loop
+    computed as the first of two equal rows: ``linear_kernels.SINGLE_ROW``) on the 1-token block and, where the loop
     may pad blocks (``pads_blocks``), the same step padded to ``m`` tokens with the LM head on ``r`` rows,
     ``1 ≤ r ≤ m ≤ k`` (``choose_buckets`` of its 1-token block; ``k``: ``bucket_k_max``, null: ``PROBE_K_MAX``, the
     longest block the loop's probe ever measures). Chosen from the executor's ``probe_costs`` table up to ``k``. It

@@ -176,7 +176,8 @@ def test_the_transposed_kernels_change_no_row_and_run_every_target_forward(pair,
     """``engine.fast_linear`` at B > 1 (``runners.engine.fast_linear.batch_kernels``): the speculative loop and the target
     alone at B run their target forwards on the transposed copy, up to ``BATCH_MAX_ROWS`` rows, and every row
     is still its own autoregressive output."""
-    from runners.engine.fast_linear import BATCH_MAX_ROWS, TransposedLinear, batch_kernels
+    from runners.engine.fast_linear import BATCH_MAX_ROWS, batch_kernels
+    from runners.engine.linear_kernels import TransposedLinear
     from specbench.config import EngineConfig
 
     fast = batch_kernels(pair.target, EngineConfig(fast_linear="all"))
@@ -208,7 +209,8 @@ def test_the_transposed_kernels_change_no_row_and_run_every_target_forward(pair,
 def test_the_onednn_kernels_run_every_batched_target_forward_and_change_no_row(pair, refs, monkeypatch):
     """``engine.fast_linear=onednn`` at B > 1: the batched loop and the target alone at B run every target forward on
     the oneDNN copy (one copy, the batch-1 loop's too), and every row is still its own autoregressive output."""
-    from runners.engine.fast_linear import PackedLinear, batch_kernels, fast_executor, onednn_available
+    from runners.engine.fast_linear import batch_kernels, fast_executor
+    from runners.engine.linear_kernels import PackedLinear, onednn_available
     from specbench.config import EngineConfig
 
     if not onednn_available():

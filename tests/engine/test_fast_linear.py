@@ -1,4 +1,5 @@
-"""The engine's shape-aware kernels (``runners/engine/fast_linear.py``): the transposed and oneDNN copies compute the
+"""The engine's shape-aware kernels (``runners/engine/linear_kernels.py``, chosen in ``runners/engine/fast_linear.py``):
+the transposed and oneDNN copies compute the
 model's function on the same weights, are refused where they disagree or cannot swap, live as long as their model,
 and ``fast_linear=auto`` takes the one measured fastest, or none."""
 
@@ -11,7 +12,7 @@ import torch
 
 from methods.base import FixedGamma
 from runners.drafters.model import ModelDrafter
-from runners.engine.fast_linear import (
+from runners.engine.linear_kernels import (
     PackedLinear,
     TransposedLinear,
     kernel_copy,
@@ -100,7 +101,7 @@ def test_a_single_row_goes_through_the_two_column_product(monkeypatch):
     """``SINGLE_ROW``: with ``min_rows=1`` one row is computed as the first of two equal rows (MKL's one-column
     product ran on one thread of two); its values are that product's first row, and the linear function's to
     rounding; ``min_rows=2`` leaves one row to ``F.linear``."""
-    from runners.engine.fast_linear import TransposedLinear
+    from runners.engine.linear_kernels import TransposedLinear
 
     torch.manual_seed(0)
     lin = torch.nn.Linear(24, 40)

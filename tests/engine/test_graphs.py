@@ -285,7 +285,7 @@ def test_a_job_on_onednns_kernels_and_the_static_cache_is_lossless(tiny_conf, tm
     """``engine.fast_linear=onednn`` with ``engine.graphs=static`` at the job level, at batch 1 and B: the loop and the
     target alone it divides by run the oneDNN copy (the baseline rule), every record is lossless, and the summary and
     the baseline name the kernels."""
-    from runners.engine.fast_linear import onednn_available
+    from runners.engine.linear_kernels import onednn_available
     from runners.jobs.job import run_job
     from specbench.record_io import read_records
 

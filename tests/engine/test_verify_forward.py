@@ -316,7 +316,7 @@ def test_the_target_alone_gets_the_transposed_head_whatever_the_bucket_map(bucke
     step = vf.step_forward(model, engine)
     assert step.scope == "all" and step.describe_step() == (
         {"fast_linear": "all", "step": None, "min_rows": 1, "single_row": "first of two"} if buckets is False else
-        # k = 1: the one-row copy, its row as the first of two (fast_linear.SINGLE_ROW: another key than before)
+        # k = 1: the one-row copy, its row as the first of two (linear_kernels.SINGLE_ROW: another key than before)
         {"fast_linear": "all", "step": [12, 12], "min_rows": 1, "single_row": "first of two"})  # k = 17: wider pays
     tokens, slow = _one_row_heads_in_steps(monkeypatch, model, step, ids, 12)
     assert tokens == want and slow == 0

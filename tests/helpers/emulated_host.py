@@ -18,7 +18,7 @@ SLOW_ROW_MS, FAST_ROW_MS, WIDE_ROWS_MS, WIDE_ROWS = 54.0, 20.0, 10.0, 12
 
 def head_ms(executor, rows: int) -> float:
     """The fake cost of ``executor``'s LM head on ``rows`` rows (module docstring)."""
-    from runners.engine.fast_linear import TransposedLinear
+    from runners.engine.linear_kernels import TransposedLinear
 
     head = executor.get_output_embeddings()
     transposed = isinstance(head, TransposedLinear) and head.min_rows <= rows <= head.max_rows
@@ -31,6 +31,7 @@ def emulate(monkeypatch) -> dict[str, int]:
     """Install the fake clock (module docstring) and forget this process's measurements; returns the count of
     probes run (``{"probe": n}``)."""
     from runners.engine import fast_linear as vf
+    from runners.engine.linear_kernels import TransposedLinear
 
     calls = {"probe": 0}
 
@@ -40,7 +41,7 @@ def emulate(monkeypatch) -> dict[str, int]:
                 {r: head_ms(executor, r) for r in range(1, k_max + 1)})
 
     def block_ms(runs, cache, context, k, warmup=False):
-        return 1.0 if isinstance(runs.get_output_embeddings(), vf.TransposedLinear) else 2.0
+        return 1.0 if isinstance(runs.get_output_embeddings(), TransposedLinear) else 2.0
 
     monkeypatch.setattr(vf, "probe_costs", probe)
     monkeypatch.setattr(vf, "_block_ms", block_ms)

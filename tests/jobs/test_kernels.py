@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from runners.engine import fast_linear
+from runners.engine import fast_linear, linear_kernels
 from runners.engine import verify_forward as vf
 from runners.jobs.kernels import KERNELS_SUBDIR, shared_kernels
 from specbench.config import EngineConfig, JobConfig
@@ -17,7 +17,7 @@ from helpers import compose, tiny
 
 ENGINE = EngineConfig.from_mapping({"fast_linear": "auto", "verify_buckets": "auto"})
 #: the forwards ``auto`` times against each other: the plain one, the transposed copy and, where oneDNN is, its copy
-KERNELS = 3 if fast_linear.onednn_available() else 2
+KERNELS = 3 if linear_kernels.onednn_available() else 2
 
 
 @pytest.fixture
@@ -28,7 +28,7 @@ def measured(monkeypatch):
 
     def block_ms(runs, cache, context, k, warmup=False):
         calls["block"] += 1
-        return 1.0 if isinstance(runs.lm_head, fast_linear.TransposedLinear) else 2.0
+        return 1.0 if isinstance(runs.lm_head, linear_kernels.TransposedLinear) else 2.0
 
     def probe(executor, k_max, context=128, warmup=1, repeats=5):
         calls["probe"] += 1

@@ -197,7 +197,8 @@ def test_the_model_timer_times_forwards_of_several_rows(noisy_pair):
 def test_the_model_timer_times_several_rows_on_the_batched_engines_kernels(noisy_pair, monkeypatch):
     """``calibrate --fast-linear`` (``ModelTimer(batch_models=...)``): forwards of more than one row run on the
     batched engine's transposed kernels (``runners.engine.fast_linear.batch_kernels``), batch 1 on the plain model."""
-    from runners.engine.fast_linear import TransposedLinear, batch_kernels
+    from runners.engine.fast_linear import batch_kernels
+    from runners.engine.linear_kernels import TransposedLinear
     from runners.replay.calibration import ModelTimer
     from specbench.config import EngineConfig
 
