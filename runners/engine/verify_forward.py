@@ -189,8 +189,9 @@ def pads_blocks(model: Any, engine: EngineConfig | None) -> bool:
 def engine_forward(model: Any, engine: EngineConfig | None, gamma: int = 8) -> VerifyForward:
     """A ``VerifyForward`` from the typed ``engine`` config (``specbench.config.EngineConfig``):
 
-    * ``fast_linear``: ``false`` / ``head`` / ``all`` / ``auto`` (``all`` for CPU models, off on
-      GPU; where ``kernel_copy`` does not fit the model, a log line and plain forwards);
+    * ``fast_linear``: ``false`` / ``head`` / ``all`` / ``onednn`` / ``auto`` (for CPU models the fastest measured,
+      ``fast_linear.chosen_kernels``; off on GPU; where ``kernel_copy`` does not fit the model, a log line and plain
+      forwards);
     * ``verify_buckets``: ``false`` / ``auto`` (CPU: probe once per process and model, see
       ``probe_costs`` and ``choose_buckets``; GPU: off) / ``probe`` (probe on any device) /
       a mapping ``{n: (m, r)}``;
