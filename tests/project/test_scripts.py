@@ -174,3 +174,23 @@ def test_bench_vs_hf_times_the_engine_a_job_composes(monkeypatch):
     assert bench_vs_hf.engine_config(["fast_linear=head"]).fast_linear == "head"
     with pytest.raises(ConfigError, match="engine.dtype"):
         bench_vs_hf.engine_config(["dtype=auto"])
+
+
+def test_bench_engine_costs_times_the_head_on_each_kernel(monkeypatch):
+    """``bench_engine_costs.py``'s head items (issue 52): ``F.linear``, ``(W·xᵀ)ᵀ`` and oneDNN's reordered weight
+    (``engine.fast_linear=onednn``'s kernel) each compute the head on the rows asked for, and oneDNN's linear op is
+    counted among the linear layers of a step's breakdown."""
+    import torch
+
+    from runners.engine.linear_kernels import onednn_available
+
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    import bench_engine_costs
+
+    weight = torch.randn(40, 8)
+    kernels = ("linear", "mm") + (("onednn",) if onednn_available() else ())
+    for kernel in kernels:
+        for rows in (1, 6):
+            out = bench_engine_costs.head_item(weight, rows, kernel)()
+            assert out.shape == (rows, 40), kernel
+    assert "mkldnn::_linear_pointwise" in bench_engine_costs.LINEAR_OPS
