@@ -8,7 +8,7 @@ not a test; issue 31).
 
 Target: Gemma-3-270M fp32 (``pypi:gemma3-270m``), greedy, our plain loop (the batch-1 engine options off;
 ``--fast-linear all|head`` runs the batched configurations on the transposed kernels of ``engine.fast_linear``,
-``runners.engine.fast_linear.batch_kernels``; ``--fast-linear compare`` adds ``ar@B+fast`` and
+``runners.engine.fast_linear.batch_kernels``, ``onednn`` on oneDNN's reordered weights; ``--fast-linear compare`` adds ``ar@B+fast`` and
 ``spec@B+fast`` beside the plain ones, and their ratios to them). Drafter: its int8-dynamic copy (``--drafter int8``: the batched draft model,
 ``runners.drafters.batched_model.BatchedModelDrafter``) or prompt lookup (``lookup``, one drafter per
 row). γ fixed (``--gamma``). The prompts come in blocks of B (the first turn of each); for every block
@@ -54,7 +54,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--cache-dir", default=None)
-    p.add_argument("--fast-linear", choices=("false", "head", "all", "compare"), default="false",
+    p.add_argument("--fast-linear", choices=("false", "head", "all", "onednn", "compare"), default="false",
                    help="the batched configurations' kernels (compare: plain and transposed side by side)")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
@@ -107,11 +107,11 @@ def main(argv: list[str] | None = None) -> int:
     policies = [FixedGamma(args.gamma) for _ in range(b if args.gamma_mode == "per_row" else 1)]
     ar1 = build_runner("ar", target, eos)
     spec1 = build_runner("speculative", target, eos, drafter=one_drafter(), policy=FixedGamma(args.gamma))
-    scope = {"false": False, "head": "head", "all": "all", "compare": "all"}[args.fast_linear]
+    scope = {"false": False, "head": "head", "all": "all", "onednn": "onednn", "compare": "all"}[args.fast_linear]
     plain, fast = BatchKernels(), batch_kernels(target, EngineConfig(fast_linear=scope))
     if args.fast_linear != "false" and fast.executor is None:
         raise SystemExit("the transposed kernels do not fit this target (see the log)")
-    kernels = fast if args.fast_linear in ("head", "all") else plain
+    kernels = fast if args.fast_linear in ("head", "all", "onednn") else plain
     configs = CONFIGS + (FAST if args.fast_linear == "compare" else ())
     ratio_pairs = RATIOS + (FAST_RATIOS if args.fast_linear == "compare" else ())
     batched = {f"{kind}@B{suffix}": build_runner("speculative" if kind == "spec" else "ar", target, eos, batch_size=b,
