@@ -176,12 +176,12 @@ def _candidates(model: Any) -> dict[str, Any]:
 
     out = {"all": fast_executor(model, "all", min_rows=1)}
     if onednn_available():
-        free = free_bytes("cpu")
-        if free is None or packed_bytes(model) <= ONEDNN_MEMORY_SHARE * free:
+        free, extra = free_bytes("cpu"), packed_bytes(model)
+        if free is None or extra <= ONEDNN_MEMORY_SHARE * free:
             out[ONEDNN] = fast_executor(model, ONEDNN)
         else:
             log.info("engine.fast_linear=auto: onednn not tried (its weights %.1f GB, %.1f GB free)",
-                     packed_bytes(model) / 1e9, free / 1e9)
+                     extra / 1e9, free / 1e9)
     return {scope: executor for scope, executor in out.items() if executor is not None}
 
 

@@ -132,7 +132,7 @@ class VerifyForward:
     def _rows(self) -> dict[str, Any]:
         """``min_rows`` (and ``single_row`` at 1) of a forward with transposed layers; nothing without them (no scope,
         or ``onednn``, whose layers take every row count)."""
-        if self.scope is None or self.min_rows is None:
+        if self.min_rows is None:  # set only with a scope whose copy has transposed layers
             return {}
         # a single row as the first of two (``linear_kernels.SINGLE_ROW``, issue 52): another kernel than the one
         # row of the same min_rows before, so an AR reference timed then never serves as one now (its cache key)
