@@ -33,7 +33,8 @@ import torch
 from methods.hetero.vocab import anchor_id, token_strings
 from runners.drafters.model import common_prefix_len
 from runners.engine.base import Drafter
-from runners.engine.kv import cache_arg, crop_to, new_cache
+from runners.engine.graphs import forward_logits
+from runners.engine.kv import crop_to, new_cache
 from specbench.models import eos_ids, model_device
 from specbench.registry import ConfigError
 
@@ -217,11 +218,10 @@ class TextSyncedDrafter(Drafter):
 
     def _forward(self, feed: list[int]) -> torch.Tensor:
         """Feed tokens the cache has not seen; the logits after the last one."""
-        inp = torch.tensor([feed], device=self.device)
-        out = self.model(input_ids=inp, **cache_arg(self.model, self.cache), use_cache=True, logits_to_keep=1)
+        logits = forward_logits(self.model, self.cache, feed, 1, self.device)  # engine.draft_compile: compiled
         self.cached.extend(feed)
         self.forwards += 1
-        return out.logits[0, -1]
+        return logits[0, -1]
 
     def _crop(self, n: int) -> None:
         """Keep the first ``n`` cached draft tokens."""

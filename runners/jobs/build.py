@@ -40,6 +40,8 @@ from methods.policies import build_policy
 from runners.drafters import DrafterContext, build_batched_drafter, build_drafter, check_drafter
 from runners.engine.contract import OneAtATime
 from runners.engine.factory import build_runner
+from runners.engine.compiled_draft import use_compiled
+from runners.engine.graphs import static_headroom as graphs_headroom
 from runners.engine.graphs import use_graphs
 from runners.engine.invariant import resolve_dtype, use_invariant
 from runners.engine.verify import DeviceGenerators, Sampling
@@ -205,6 +207,8 @@ class Job:
         own_tokens = config.drafter is not None and drafter_kind(config.drafter).own_vocabulary  # a draft's own tokens
         use_graphs(config.engine.graphs, (self.target, self.draft_model), config.max_new_tokens,
                    uncaptured=(self.draft_model,) if own_tokens else ())
+        if self.draft_model is not None:  # after use_graphs: a compiled draft keeps a static cache whatever it says
+            use_compiled(self.draft_model, config.engine.draft_compile, graphs_headroom(config.max_new_tokens))
         if self._ours():
             use_invariant(self.target, config.engine, config.max_new_tokens)
 

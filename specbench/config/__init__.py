@@ -248,6 +248,8 @@ class JobConfig:
             self.check_batch()
         if self.engine.graphs != "eager":
             self.check_graphs()
+        if self.engine.draft_compile:
+            self.check_draft_compile()
         if self.batch_size > 1 and self.engine.width not in (False, "auto"):
             raise ConfigError(f"engine.width={self.engine.width} runs our batch-1 loop's forwards at one width; "
                               f"batch_size={self.batch_size} runs the batched engine: use batch_size=1 or engine.width=false")
@@ -288,6 +290,17 @@ class JobConfig:
         if graphs == "captured" and self.batch_size > 1:
             raise ConfigError(f"engine.graphs=captured is built for batch_size=1 (one graph per width); at "
                               f"batch_size={self.batch_size} use engine.graphs=static")
+
+    def check_draft_compile(self) -> None:
+        """``engine.draft_compile`` compiles our batch-1 loop's draft model (``runners.engine.compiled_draft``):
+        transformers' loops and the batched drafter call the draft their own way."""
+        method = self.method
+        if method.runner == "hf":
+            raise ConfigError(f"engine.draft_compile: method {method.name!r} runs transformers' assisted generation, "
+                              f"which calls the draft itself; use engine.draft_compile=false")
+        if self.batch_size > 1:
+            raise ConfigError(f"engine.draft_compile compiles the batch-1 draft's step; at batch_size={self.batch_size} "
+                              f"use engine.draft_compile=false")
 
     def check_batch(self) -> None:
         """``batch_size`` > 1 runs ``runners.engine.batched``: our loop (not transformers'), the dynamic

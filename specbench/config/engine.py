@@ -72,7 +72,11 @@ class EngineConfig:
       papers timed) | ``static`` (every forward of the target and of a draft model on a preallocated cache rolled
       back by position, ``runners.engine.kv.PositionCache``; at batch 1 and B, the target alone too) |
       ``captured`` (the static cache, the batch-1 forwards replayed from CUDA graphs, ``runners.engine.graphs``:
-      CUDA only, refused on a CPU model and at ``batch_size`` > 1).
+      CUDA only, refused on a CPU model and at ``batch_size`` > 1);
+    * ``draft_compile``: ``false`` (the default) | ``true`` — the draft model's one-token steps compiled by
+      ``torch.compile`` on a static cache (``runners.engine.compiled_draft``; CPU, batch 1; compiled when the job
+      starts, once per process). The draft's logits change in their last bits (fused kernels), so a draft token can
+      differ from the eager draft's at a tie; the output stays the target's own, and the target alone is not touched.
 
     A job's defaults are ``conf/config.yaml``'s ``engine`` node: ``fast_linear`` and ``verify_buckets``
     ``auto`` (on where they were measured to pay: the CPU; README, "Where the time goes"). ``EngineConfig()``
@@ -87,6 +91,7 @@ class EngineConfig:
     graphs: str = "eager"
     width: bool | int | str = False
     dtype: str = "model"
+    draft_compile: bool = False
 
     @classmethod
     def from_mapping(cls, node: Mapping[str, Any] | None) -> EngineConfig:
@@ -110,18 +115,19 @@ class EngineConfig:
         elif width is not False:
             width = check_int("engine.width", width, 2)
         dtype = check_choice("engine.dtype", values.get("dtype", cls.dtype), DTYPES)
+        draft_compile = check_bool("engine.draft_compile", _off(values.get("draft_compile", cls.draft_compile)))
         if width not in (False, "auto") and graphs == "captured":
             raise ConfigError("engine.width with engine.graphs=captured is not yet exercised on a GPU; "
                               "engine.graphs=static runs block-invariant forwards uncaptured")
         if width not in (False, "auto") and fused is True:
             raise ConfigError("engine.width feeds every forward after the prefill at one width; "
                               "engine.fused_prefill=true verifies the first round inside the prefill: set one of them")
-        return cls(fast, spec, k_max, fused, graphs, width, dtype)
+        return cls(fast, spec, k_max, fused, graphs, width, dtype, draft_compile)
 
     @property
     def any(self) -> bool:
         return bool(self.fast_linear or self.verify_buckets or self.fused_prefill or self.graphs != "eager"
-                    or self.width or self.dtype != "model")
+                    or self.width or self.dtype != "model" or self.draft_compile)
 
 
 def _buckets(spec: Mapping[Any, Any]) -> dict[int, tuple[int, int]]:

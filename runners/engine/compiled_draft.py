@@ -1,0 +1,196 @@
+"""``engine.draft_compile``: the draft model's one-token steps compiled by ``torch.compile`` (issue 52, item 2: a
+cheaper draft).
+
+Why: on a 2-core CPU the int8 draft's step is overhead-bound. Under ``torch.profiler`` half of it is in
+``quantized::linear_dynamic`` (fbgemm's int8 kernels), the rest spread over 18 eager layers of small kernels
+(RMSNorms, rotary embeddings, attention, masks) and the Python between them (``scripts/bench_engine_costs.py``,
+``step_breakdown``). Inductor fuses those kernels into generated C++ and keeps the int8 products as they are.
+
+How (``CompiledStep``):
+
+* the draft is run through a structural copy (``_op_copy``: its modules copied, every parameter, buffer and packed
+  int8 weight shared, so no second copy of the weights) whose dynamic int8 ``Linear`` layers
+  (``torch.ao.nn.quantized.dynamic.Linear``, what ``transform: int8_dynamic`` makes) call the same kernel through a
+  custom op, ``specbench::linear_dynamic``: ``torch.compile`` cannot trace the module's packed weight (a TorchScript
+  object), so the op takes an index into ``_PACKED`` and calls ``torch.ops.quantized.linear_dynamic`` with
+  ``reduce_range=True``, as the module's own ``forward`` does (torch 2.13,
+  ``torch/ao/nn/quantized/dynamic/modules/linear.py: Linear.forward``); float ``Linear`` layers stay as they are;
+* ``torch.compile(dynamic=True, fullgraph=True)`` of the copy's ``forward`` for a feed of one token on a static cache
+  (``runners.engine.kv.PositionCache``; ``use_compiled`` gives the model one): the cache's position and length are
+  symbolic, so one graph serves every position. Feeds of several tokens (a round's first feed: the tokens the draft
+  has not seen) and the prefill run eagerly, on the same cache: a one-token feed is a graph of its own (dynamo
+  specializes sizes of 1), and compiling a second one would cost as much again for the rarer forward;
+* the graph is compiled when ``use_compiled`` is called (a warm-up of two steps on a scratch cache), not inside the
+  job's first timed decode; a model keeps its compiled step for the process (a sweep's jobs share it).
+
+What it changes: the draft's logits, in their last bits (fused kernels sum in another order; 1.5e-5 on Gemma-3-270M
+int8's logits, 2026-11-28): a draft token can differ where two logits tie to that precision. The target verifies every
+draft token, so the output stays the target's own (lossless); the record names the option (``engine`` summary:
+``draft_compile``). The target and the target alone are not touched (the baseline rule has nothing to compare).
+
+CPU only: on a GPU, ``engine.graphs=captured`` replays the draft's step from a CUDA graph; ``use_compiled`` refuses a
+model off the CPU, and a host without a C++ compiler (inductor's CPU backend needs one), in one line.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import time
+import warnings
+import weakref
+from typing import Any
+
+import torch
+
+from specbench.registry import ConfigError
+
+log = logging.getLogger(__name__)
+
+#: the packed int8 weights the custom op reads, by index (``_OpLinear.index``); held for the process (a handful of
+#: draft models per process: the model cache's)
+_PACKED: list[Any] = []
+
+
+@torch.library.custom_op("specbench::linear_dynamic", mutates_args=())
+def linear_dynamic(x: torch.Tensor, index: int, out_features: int) -> torch.Tensor:
+    """``torch.ops.quantized.linear_dynamic`` on the packed weight ``_PACKED[index]`` (a dynamic int8 ``Linear``'s)."""
+    return torch.ops.quantized.linear_dynamic(x, _PACKED[index], True).to(x.dtype)
+
+
+@linear_dynamic.register_fake
+def _linear_dynamic_fake(x: torch.Tensor, index: int, out_features: int) -> torch.Tensor:
+    return x.new_empty((*x.shape[:-1], out_features))
+
+
+class _OpLinear(torch.nn.Module):
+    """A dynamic int8 ``Linear`` (``torch.ao.nn.quantized.dynamic.Linear``, qint8) through ``linear_dynamic``."""
+
+    def __init__(self, module: Any) -> None:
+        super().__init__()
+        _PACKED.append(module._packed_params._packed_params)
+        self.index = len(_PACKED) - 1
+        self.out_features = int(module.out_features)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return linear_dynamic(x, self.index, self.out_features)
+
+
+def _is_int8_dynamic(module: Any) -> bool:
+    from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
+
+    return isinstance(module, DynamicLinear) and module._packed_params.dtype == torch.qint8
+
+
+def _op_copy(model: Any) -> Any:
+    """A copy of ``model``'s modules sharing every parameter, buffer and packed int8 weight, its dynamic int8
+    ``Linear`` layers replaced by ``_OpLinear`` (module docstring)."""
+    memo: dict[int, Any] = {id(t): t for t in (*model.parameters(), *model.buffers())}
+    for module in model.modules():
+        packed = getattr(module, "_packed_params", None)
+        if packed is not None:
+            memo[id(packed)] = packed
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.ao's deprecation notices
+        out = copy.deepcopy(model, memo)
+    for parent in list(out.modules()):
+        for name, child in list(parent.named_children()):
+            if _is_int8_dynamic(child):
+                setattr(parent, name, _OpLinear(child))
+    return out
+
+
+class CompiledStep:
+    """``model``'s forward of one token on a static cache, compiled (module docstring). ``__call__(cache, token)``:
+    the logits of that token, ``[1, 1, vocab]``; ``calls``: how many steps it ran, ``compile_s``: the seconds the
+    warm-up (the compilation) took."""
+
+    def __init__(self, model: Any) -> None:
+        from runners.engine.kv import cache_keyword
+
+        self.model = model
+        self.copy = _op_copy(model)
+        self.keyword = cache_keyword(model)
+        self.forward = torch.compile(self.copy.forward, dynamic=True, fullgraph=True)
+        self.calls = 0
+        self.compile_s = 0.0
+
+    def __call__(self, cache: Any, token: int, position: int) -> torch.Tensor:
+        self.calls += 1
+        return self.forward(input_ids=torch.tensor([[token]]), **{self.keyword: cache}, use_cache=True,
+                            position_ids=torch.tensor([[position]]), logits_to_keep=1).logits
+
+    def warm_up(self, context: int = 4) -> None:
+        """Compile now: ``context`` tokens prefilled eagerly on a scratch static cache, then two compiled steps."""
+        from runners.engine.kv import PositionCache, cache_arg
+
+        start = time.perf_counter()
+        with torch.inference_mode():
+            cache = PositionCache(self.model, 8)
+            self.model(input_ids=torch.arange(1, 1 + context)[None], **cache_arg(self.model, cache), use_cache=True,
+                       logits_to_keep=1)
+            for i in range(2):
+                self(cache, 1, context + i)
+        self.calls = 0
+        self.compile_s = time.perf_counter() - start
+        log.info("engine.draft_compile: %s's one-token step compiled in %.1f s", type(self.model).__name__,
+                 self.compile_s)
+
+
+#: per draft model: its compiled step (``use_compiled``)
+_COMPILED: weakref.WeakKeyDictionary[Any, CompiledStep] = weakref.WeakKeyDictionary()
+#: per draft model: whether its forwards take the compiled step now (set per job; the step outlives a job)
+_ON: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
+
+
+def check_compilable(model: Any) -> None:
+    """``ConfigError`` in one line where ``engine.draft_compile`` cannot run: a model off the CPU, no C++ compiler."""
+    from specbench.models import model_device
+
+    where = model_device(model)
+    if where.type != "cpu":
+        raise ConfigError(f"engine.draft_compile compiles the draft's CPU step, but the draft runs on {where}; on a "
+                          f"GPU engine.graphs=captured replays it from a CUDA graph")
+    try:
+        from torch._inductor.cpp_builder import get_cpp_compiler
+
+        get_cpp_compiler()
+    except Exception as exc:  # inductor's CPU backend builds C++: without a compiler it cannot
+        raise ConfigError(f"engine.draft_compile needs a C++ compiler for torch.compile's CPU backend ({exc}); "
+                          f"install g++ or set engine.draft_compile=false") from None
+
+
+def use_compiled(model: Any, on: bool, headroom: int | None = None) -> None:
+    """From now on ``model``'s one-token forwards on a static cache run its ``CompiledStep`` (built and compiled on
+    first use, kept for the process), or, ``on`` false, eagerly again. ``on`` also gives ``model`` a static cache of
+    ``headroom`` positions (``kv.use_static``), the compiled step's cache, where it has none."""
+    if not on:
+        _ON.pop(model, None)
+        return
+    check_compilable(model)
+    from runners.engine.kv import static_headroom, use_static
+
+    if static_headroom(model) is None:
+        use_static(model, headroom or 64)
+    if model not in _COMPILED:
+        step = CompiledStep(model)
+        step.warm_up()
+        _COMPILED[model] = step
+    _ON[model] = True
+
+
+def compiled_step(model: Any) -> CompiledStep | None:
+    """``model``'s compiled step where its forwards take it now, else None."""
+    return _COMPILED.get(model) if _ON.get(model) else None
+
+
+def compiled_logits(executor: Any, cache: Any, feed: list[int], keep: Any) -> torch.Tensor | None:
+    """The logits of a one-token ``feed`` from ``executor``'s compiled step, where it has one on and ``cache`` is a
+    static cache past its prefill; None where the forward runs eagerly (module docstring)."""
+    step = compiled_step(executor)
+    if step is None or len(feed) != 1 or keep != 1:
+        return None
+    from runners.engine.kv import cache_len, is_static
+
+    position = cache_len(cache) if is_static(cache) else 0
+    return step(cache, feed[0], position) if position > 0 else None

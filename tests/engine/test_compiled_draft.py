@@ -1,0 +1,135 @@
+"""``engine.draft_compile`` (``runners.engine.compiled_draft``, issue 52 item 2): the draft's one-token steps run a
+``torch.compile``d copy (its dynamic int8 layers through a custom op over the same packed weights); the draft's
+logits stay the eager draft's to float rounding, its drafts the same on a tiny pair, and the loop's output the
+target's own. Refused in one line where it cannot run (off the CPU, no C++ compiler, batch > 1, transformers' loop).
+
+One compilation per module (``pair``: a tiny int8 Llama), a few seconds on two cores."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from methods import build_policy
+from runners.drafters import DrafterContext, build_drafter
+from runners.engine import compiled_draft, kv
+from runners.engine.compiled_draft import compiled_step, use_compiled
+from runners.engine.kv import PositionCache, cache_arg
+from runners.engine.speculative import AutoregressiveRunner, SpeculativeRunner
+from specbench.config import EngineConfig
+from specbench.models import apply_transform
+from specbench.registry import ConfigError
+
+from helpers.tiny import tiny_pair
+
+TEXTS = ("the quick brown fox", "one two three four five six seven", "def add(a, b):\n    return a + b\n")
+NEW = 24
+
+
+@pytest.fixture(scope="module")
+def pair():
+    """A tiny pair whose draft is an int8-dynamic copy of a noisy target copy (the default pair's kind of draft),
+    compiled once for the module."""
+    p = tiny_pair(TEXTS, draft="noisy", noise=0.3)
+    draft = apply_transform(p.draft, "int8_dynamic")
+    use_compiled(draft, True, headroom=NEW + 8)
+    yield p._replace(draft=draft)
+    use_compiled(draft, False)
+    kv._STATIC.clear()
+
+
+def test_the_draft_is_really_compiled_over_the_shared_int8_weights(pair):
+    step = compiled_step(pair.draft)
+    assert step is not None and step.compile_s > 0
+    op_layers = [m for m in step.copy.modules() if isinstance(m, compiled_draft._OpLinear)]
+    int8_layers = [m for m in pair.draft.modules() if compiled_draft._is_int8_dynamic(m)]
+    assert len(op_layers) == len(int8_layers) > 0  # every int8 layer goes through the op ...
+    assert all(compiled_draft._PACKED[o.index] is q._packed_params._packed_params  # ... on the same packed weight
+               for o, q in zip(op_layers, int8_layers, strict=True))
+    assert step.copy.model.embed_tokens.weight is pair.draft.model.embed_tokens.weight  # no copy of the weights
+
+
+def test_compiled_logits_are_the_eager_steps_to_float_rounding(pair):
+    draft, ids = pair.draft, pair.prompts[1]
+    step = compiled_step(draft)
+    with torch.inference_mode():
+        caches = [PositionCache(draft, 16), PositionCache(draft, 16)]
+        for cache in caches:
+            draft(input_ids=torch.tensor([ids]), **cache_arg(draft, cache), use_cache=True, logits_to_keep=1)
+        for i, token in enumerate([5, 17, 42, 9, 100, 3]):
+            position = len(ids) + i
+            eager = draft(input_ids=torch.tensor([[token]]), **cache_arg(draft, caches[0]), use_cache=True,
+                          logits_to_keep=1).logits
+            compiled = step(caches[1], token, position)
+            torch.testing.assert_close(compiled, eager, rtol=1e-4, atol=1e-4)
+            assert int(compiled.argmax()) == int(eager.argmax())
+    assert kv.cache_len(caches[1]) == len(ids) + 6  # the compiled step advanced its cache as a forward does
+
+
+def _decode(pair, compiled: bool) -> list[tuple[list[int], int]]:
+    use_compiled(pair.draft, compiled, headroom=NEW + 8)
+    ctx = DrafterContext(target_tokenizer=pair.tok, eos_token_ids=[], target_vocab_size=len(pair.tok),
+                         draft_model=pair.draft, draft_tokenizer=pair.tok, options={})
+    out = []
+    for ids in pair.prompts:
+        result = SpeculativeRunner(pair.target, build_drafter("model", ctx), build_policy("fixed", 4), [],
+                                   0.0).generate(ids, NEW)
+        out.append((result.tokens, list(result.rounds.accepted)))
+    return out
+
+
+def test_the_loop_with_a_compiled_draft_is_lossless_and_drafts_as_the_eager_one(pair):
+    step = compiled_step(pair.draft)
+    before = step.calls
+    compiled = _decode(pair, True)
+    assert step.calls > before  # the draft's steps went through the compiled forward
+    eager = _decode(pair, False)
+    assert compiled == eager  # the same tokens, the same drafts accepted
+    alone = [AutoregressiveRunner(pair.target, []).generate(ids, NEW).tokens for ids in pair.prompts]
+    assert [tokens for tokens, _ in compiled] == alone  # and the target's own output
+    use_compiled(pair.draft, True, headroom=NEW + 8)
+
+
+def test_multi_token_feeds_and_dynamic_caches_run_eagerly(pair):
+    assert compiled_draft.compiled_logits(pair.draft, PositionCache(pair.draft, 4), [1, 2], 1) is None
+    dynamic = kv.DynamicCache()
+    assert compiled_draft.compiled_logits(pair.draft, dynamic, [1], 1) is None
+    assert compiled_draft.compiled_logits(pair.target, PositionCache(pair.target, 4), [1], 1) is None  # not compiled
+
+
+def test_refused_in_one_line_off_the_cpu_and_without_a_compiler(pair, monkeypatch):
+    import specbench.models
+
+    monkeypatch.setattr(specbench.models, "model_device", lambda model: torch.device("cuda", 0))
+    with pytest.raises(ConfigError, match="draft runs on cuda:0"):
+        compiled_draft.check_compilable(pair.target)
+    monkeypatch.undo()
+
+    import torch._inductor.cpp_builder as builder
+
+    def no_compiler():
+        raise RuntimeError("no C++ compiler found")
+
+    monkeypatch.setattr(builder, "get_cpp_compiler", no_compiler)
+    with pytest.raises(ConfigError, match="needs a C.. compiler") as err:
+        compiled_draft.check_compilable(pair.target)
+    assert "\n" not in str(err.value)
+
+
+def _config(**over):
+    from specbench.config import JobConfig, compose
+
+    args = [f"{k}={v}" for k, v in over.items()]
+    return JobConfig.from_mapping(compose(args))
+
+
+def test_the_option_parses_and_is_refused_where_it_does_not_apply():
+    assert EngineConfig.from_mapping({"draft_compile": True}).draft_compile is True
+    assert EngineConfig.from_mapping(OmegaConf.create({})).draft_compile is False
+    with pytest.raises(ConfigError, match="engine.draft_compile must be true or false"):
+        EngineConfig.from_mapping({"draft_compile": "sometimes"})
+    with pytest.raises(ConfigError, match="batch_size=2"):
+        _config(**{"engine.draft_compile": "true", "batch_size": 2, "pair": "gemma3-270m_gemma3-270m-int8"})
+    with pytest.raises(ConfigError, match="assisted generation"):
+        _config(**{"engine.draft_compile": "true", "method": "hf_native_specdecode", "pair": "gemma3-270m_gemma3-270m-int8"})
