@@ -38,9 +38,9 @@ import torch
 from methods.base import GammaPolicy
 from methods.policies import build_policy
 from runners.drafters import DrafterContext, build_batched_drafter, build_drafter, check_drafter
+from runners.engine.compiled_draft import use_compiled
 from runners.engine.contract import OneAtATime
 from runners.engine.factory import build_runner
-from runners.engine.compiled_draft import use_compiled
 from runners.engine.graphs import static_headroom as graphs_headroom
 from runners.engine.graphs import use_graphs
 from runners.engine.invariant import resolve_dtype, use_invariant
