@@ -22,7 +22,8 @@ a drifting host biases every item alike); printed as the median over the repeats
   verification, both one forward of the width;
 * the draft's 1-token forward (the pair's draft: Gemma-3-270M int8 by default), and the same with its LM head
   restricted to the ``--head-rows`` most frequent tokens of ``--token-map`` (FR-Spec, Zhao et al. 2025; the draft
-  ``pair.draft.hot_vocab`` builds, ``specbench.models.hot_vocab``).
+  ``pair.draft.hot_vocab`` builds, ``specbench.models.hot_vocab``); each also compiled, as ``engine.draft_compile``
+  runs it (``runners.engine.compiled_draft``, on a static cache; ``--no-compile`` leaves these out).
 
 After the timed items, what they are read against (not interleaved: a reading, not a comparison): this host's
 best fp32 GEMM rate and its read bandwidth over the LM head (``host_floors``), so the head on ``r`` rows has a floor
@@ -79,6 +80,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--where-bf16-differs", action="store_true", help="only locate a bf16 block's rounding (no timing)")
     p.add_argument("--width", type=int, default=8, help="engine.width of the block-invariant items")
     p.add_argument("--invariance", action="store_true", help="only count the logit rows block shapes move (no timing)")
+    p.add_argument("--no-compile", action="store_true", help="leave out the compiled draft's items "
+                   "(engine.draft_compile: each compiles for tens of seconds first)")
     p.add_argument("--json", help="write the medians and ratios here")
     return p.parse_args(argv)
 
@@ -114,6 +117,32 @@ def forward_item(model: Any, k: int, context: int) -> Any:
     def run() -> None:
         with torch.inference_mode():
             model(input_ids=ids, **cache_arg(model, cache), use_cache=True, logits_to_keep=k)
+        crop_to(cache, context)
+
+    return run
+
+
+def compiled_draft_item(model: Any, context: int) -> Any:
+    """A callable that runs ``model``'s one-token step as ``engine.draft_compile=true`` runs it
+    (``runners.engine.compiled_draft``: compiled, on a static cache of ``context`` tokens), then rewinds the cache.
+    Built after the eager items of ``model``: from here on its caches are static."""
+    import torch
+
+    from runners.engine.compiled_draft import use_compiled
+    from runners.engine.graphs import forward_logits
+    from runners.engine.kv import cache_arg, crop_to, new_cache
+    from specbench.models import model_device
+
+    use_compiled(model, True, headroom=64)  # compiles now (tens of seconds on 2 cores), untimed
+    device = model_device(model)
+    cache = new_cache(model)
+    with torch.inference_mode():
+        model(input_ids=torch.arange(10, 10 + context, device=device)[None], **cache_arg(model, cache), use_cache=True,
+              logits_to_keep=1)
+
+    def run() -> None:
+        with torch.inference_mode():
+            forward_logits(model, cache, [20], 1, device)
         crop_to(cache, context)
 
     return run
@@ -413,8 +442,11 @@ def main(argv: list[str] | None = None) -> int:
     items[f"target bf16 1 token, width {args.width}"] = engine_item(fixed, 1, args.context)
     items[f"target bf16 {k} tokens, width {args.width}"] = engine_item(fixed, k, args.context)
     items["draft 1 token"] = forward_item(draft, 1, args.context)
-    items[f"draft 1 token, head {args.head_rows} rows"] = forward_item(cut_head(draft, args.head_rows, args.token_map),
-                                                                       1, args.context)
+    hot_draft = cut_head(draft, args.head_rows, args.token_map)
+    items[f"draft 1 token, head {args.head_rows} rows"] = forward_item(hot_draft, 1, args.context)
+    if not args.no_compile:  # engine.draft_compile: the same two steps compiled (after their eager items)
+        items["draft 1 token, compiled"] = compiled_draft_item(draft, args.context)
+        items[f"draft 1 token, head {args.head_rows} rows, compiled"] = compiled_draft_item(hot_draft, args.context)
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     print(f"{label}: {cpu_flags()}, {args.threads} torch threads, torch {torch.__version__}, {when}; context "
           f"{args.context}, γ = {args.gamma}, {args.repeats} repeats (interleaved)")
@@ -439,6 +471,14 @@ def main(argv: list[str] | None = None) -> int:
             f"verify {k} / step, fp32 on the transposed copy": med[f"target fp32 {k} tokens, transposed copy"]
             / med["target fp32 1 token, transposed copy"]}
            if "target fp32 1 token, transposed copy" in med else {}),
+        **({"draft step compiled / target step, fp32 engine step": med["draft 1 token, compiled"]
+            / med["target fp32 1 token, engine step"],
+            "draft step compiled / draft step": med["draft 1 token, compiled"] / med["draft 1 token"],
+            f"draft step, head {args.head_rows} rows, compiled / target step, fp32 engine step":
+            med[f"draft 1 token, head {args.head_rows} rows, compiled"] / med["target fp32 1 token, engine step"],
+            f"draft step, head {args.head_rows} rows, compiled / the same eager":
+            med[f"draft 1 token, head {args.head_rows} rows, compiled"] / med[f"draft 1 token, head {args.head_rows} rows"]}
+           if "draft 1 token, compiled" in med else {}),
         f"draft step / target step, bf16 width {args.width}": med["draft 1 token"]
         / med[f"target bf16 1 token, width {args.width}"],
         "draft step / target step, fp32 target": med["draft 1 token"] / med["target fp32 1 token"],
@@ -472,7 +512,8 @@ def main(argv: list[str] | None = None) -> int:
     floors["head_floor_ms"] = {rows: head_floor_ms(head, rows, floors) for rows in sorted({1, 2, k, 8})}
     breakdown = {name: step_breakdown(items[name], med[name])
                  for name in ("draft 1 token", f"draft 1 token, head {args.head_rows} rows",
-                              "target fp32 1 token, engine step", f"target bf16 1 token, width {args.width}")}
+                              "draft 1 token, compiled", "target fp32 1 token, engine step",
+                              f"target bf16 1 token, width {args.width}") if name in items}
     for name, b in breakdown.items():
         print(f"  {name}: {b['wall_ms']:.1f} ms a call: linear layers {b['linear_ms']:.1f} ms "
               f"({100 * b['linear_ms'] / b['wall_ms']:.0f} %), other kernels {b['other_kernels_ms']:.1f} ms, between "

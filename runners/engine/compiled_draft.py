@@ -15,13 +15,16 @@ How (``CompiledStep``):
   object), so the op takes an index into ``_PACKED`` and calls ``torch.ops.quantized.linear_dynamic`` with
   ``reduce_range=True``, as the module's own ``forward`` does (torch 2.13,
   ``torch/ao/nn/quantized/dynamic/modules/linear.py: Linear.forward``); float ``Linear`` layers stay as they are;
-* ``torch.compile(dynamic=True, fullgraph=True)`` of the copy's ``forward`` for a feed of one token on a static cache
+* ``torch.compile(dynamic=True, fullgraph=True)`` of the copy's ``forward`` on a static cache
   (``runners.engine.kv.PositionCache``; ``use_compiled`` gives the model one): the cache's position and length are
-  symbolic, so one graph serves every position. Feeds of several tokens (a round's first feed: the tokens the draft
-  has not seen) and the prefill run eagerly, on the same cache: a one-token feed is a graph of its own (dynamo
-  specializes sizes of 1), and compiling a second one would cost as much again for the rarer forward;
-* the graph is compiled when ``use_compiled`` is called (a warm-up of two steps on a scratch cache), not inside the
-  job's first timed decode; a model keeps its compiled step for the process (a sweep's jobs share it).
+  symbolic, so a graph serves every position. Two graphs: a feed of one token (a draft step; dynamo specializes sizes
+  of 1) and a feed of 2 to ``MAX_FEED`` tokens (a round's first feed, the tokens the draft has not seen: the accepted
+  ones and the target's; its width marked dynamic). The prefill (a cache at position 0) and a longer feed run
+  eagerly, on the same cache;
+* both graphs are compiled when ``use_compiled`` is called (a warm-up on a scratch cache: on a 2-core EPYC,
+  2026-11-28, 37 s and 48 s for Gemma-3-270M int8 with nothing cached, about half that again with inductor's
+  on-disk cache warm), not inside the job's first timed decode; a model keeps them for the process (a sweep's jobs
+  share them).
 
 What it changes: the draft's logits, in their last bits (fused kernels sum in another order; 1.5e-5 on Gemma-3-270M
 int8's logits, 2026-11-28): a draft token can differ where two logits tie to that precision. The target verifies every
@@ -46,6 +49,10 @@ import torch
 from specbench.registry import ConfigError
 
 log = logging.getLogger(__name__)
+
+#: the longest feed the compiled forward takes after the prefill (a round's first feed: γ + 1 tokens at most for a
+#: drafter of the target's vocabulary); a longer one runs eagerly
+MAX_FEED = 32
 
 #: the packed int8 weights the custom op reads, by index (``_OpLinear.index``); held for the process (a handful of
 #: draft models per process: the model cache's)
@@ -101,9 +108,8 @@ def _op_copy(model: Any) -> Any:
 
 
 class CompiledStep:
-    """``model``'s forward of one token on a static cache, compiled (module docstring). ``__call__(cache, token)``:
-    the logits of that token, ``[1, 1, vocab]``; ``calls``: how many steps it ran, ``compile_s``: the seconds the
-    warm-up (the compilation) took."""
+    """``model``'s forward of a few tokens on a static cache, compiled (module docstring). ``calls``: how many forwards
+    it ran, ``compile_s``: the seconds the warm-up (the compilation) took."""
 
     def __init__(self, model: Any) -> None:
         from runners.engine.kv import cache_keyword
@@ -115,22 +121,29 @@ class CompiledStep:
         self.calls = 0
         self.compile_s = 0.0
 
-    def __call__(self, cache: Any, token: int, position: int) -> torch.Tensor:
+    def __call__(self, cache: Any, feed: list[int], position: int) -> torch.Tensor:
+        """The logits after ``feed`` (1 to ``MAX_FEED`` tokens) fed at ``position`` of ``cache``, ``[1, 1, vocab]``."""
+        n = len(feed)
+        ids, positions = torch.tensor([feed]), torch.arange(position, position + n)[None]
+        if n > 1:  # the graph of 2..MAX_FEED tokens, not one per width
+            for t in (ids, positions):
+                torch._dynamo.mark_dynamic(t, 1, min=2, max=MAX_FEED)
         self.calls += 1
-        return self.forward(input_ids=torch.tensor([[token]]), **{self.keyword: cache}, use_cache=True,
-                            position_ids=torch.tensor([[position]]), logits_to_keep=1).logits
+        return self.forward(input_ids=ids, **{self.keyword: cache}, use_cache=True, position_ids=positions,
+                            logits_to_keep=1).logits
 
     def warm_up(self, context: int = 4) -> None:
-        """Compile now: ``context`` tokens prefilled eagerly on a scratch static cache, then two compiled steps."""
-        from runners.engine.kv import PositionCache, cache_arg
+        """Compile now: ``context`` tokens prefilled eagerly on a scratch static cache, then one-token steps and feeds
+        of 2 and 3 tokens through the compiled forward (its two graphs)."""
+        from runners.engine.kv import PositionCache, cache_arg, cache_len
 
         start = time.perf_counter()
         with torch.inference_mode():
-            cache = PositionCache(self.model, 8)
+            cache = PositionCache(self.model, 16)
             self.model(input_ids=torch.arange(1, 1 + context)[None], **cache_arg(self.model, cache), use_cache=True,
                        logits_to_keep=1)
-            for i in range(2):
-                self(cache, 1, context + i)
+            for feed in ([1], [2], [3, 4], [5, 6, 7]):
+                self(cache, feed, cache_len(cache))
         self.calls = 0
         self.compile_s = time.perf_counter() - start
         log.info("engine.draft_compile: %s's one-token step compiled in %.1f s", type(self.model).__name__,
@@ -185,12 +198,13 @@ def compiled_step(model: Any) -> CompiledStep | None:
 
 
 def compiled_logits(executor: Any, cache: Any, feed: list[int], keep: Any) -> torch.Tensor | None:
-    """The logits of a one-token ``feed`` from ``executor``'s compiled step, where it has one on and ``cache`` is a
-    static cache past its prefill; None where the forward runs eagerly (module docstring)."""
+    """The logits after ``feed`` (1 to ``MAX_FEED`` tokens, the last one's: ``keep`` 1) from ``executor``'s compiled
+    forward, where it has one on and ``cache`` is a static cache past its prefill; None where the forward runs eagerly
+    (module docstring)."""
     step = compiled_step(executor)
-    if step is None or len(feed) != 1 or keep != 1:
+    if step is None or not 1 <= len(feed) <= MAX_FEED or keep != 1:
         return None
     from runners.engine.kv import cache_len, is_static
 
     position = cache_len(cache) if is_static(cache) else 0
-    return step(cache, feed[0], position) if position > 0 else None
+    return step(cache, feed, position) if position > 0 else None

@@ -113,8 +113,10 @@ def _engine_ran(summary: Mapping[str, Any]) -> str:
         return "transformers' loop"
     buckets = engine.get("buckets") or {}
     width = f", width={engine['width']} (block-invariant, static target cache)" if engine.get("width") else ""
+    compiled = ", draft_compile (the draft's forwards compiled)" if engine.get("draft_compile") else ""
     return (f"fast_linear={engine.get('fast_linear') or False}, {len(buckets)} padded block length(s), "
-            f"fused_prefill={bool(engine.get('fused_prefill'))}, graphs={engine.get('graphs', 'eager')}{width}")
+            f"fused_prefill={bool(engine.get('fused_prefill'))}, graphs={engine.get('graphs', 'eager')}{width}"
+            f"{compiled}")
 
 
 def cost_line(summary: Mapping[str, Any]) -> str | None:

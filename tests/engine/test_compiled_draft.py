@@ -50,21 +50,22 @@ def test_the_draft_is_really_compiled_over_the_shared_int8_weights(pair):
     assert step.copy.model.embed_tokens.weight is pair.draft.model.embed_tokens.weight  # no copy of the weights
 
 
-def test_compiled_logits_are_the_eager_steps_to_float_rounding(pair):
+def test_compiled_logits_are_the_eager_forwards_to_float_rounding(pair):
+    """Steps of one token and feeds of several (a round's first feed), on caches at every position after a prefill."""
     draft, ids = pair.draft, pair.prompts[1]
     step = compiled_step(draft)
     with torch.inference_mode():
-        caches = [PositionCache(draft, 16), PositionCache(draft, 16)]
+        caches = [PositionCache(draft, 32), PositionCache(draft, 32)]
         for cache in caches:
             draft(input_ids=torch.tensor([ids]), **cache_arg(draft, cache), use_cache=True, logits_to_keep=1)
-        for i, token in enumerate([5, 17, 42, 9, 100, 3]):
-            position = len(ids) + i
-            eager = draft(input_ids=torch.tensor([[token]]), **cache_arg(draft, caches[0]), use_cache=True,
+        for feed in ([5], [17, 42], [9], [100, 3, 7, 250, 12], [3], [8, 9, 10]):
+            position = kv.cache_len(caches[1])
+            eager = draft(input_ids=torch.tensor([feed]), **cache_arg(draft, caches[0]), use_cache=True,
                           logits_to_keep=1).logits
-            compiled = step(caches[1], token, position)
+            compiled = step(caches[1], feed, position)
             torch.testing.assert_close(compiled, eager, rtol=1e-4, atol=1e-4)
             assert int(compiled.argmax()) == int(eager.argmax())
-    assert kv.cache_len(caches[1]) == len(ids) + 6  # the compiled step advanced its cache as a forward does
+    assert kv.cache_len(caches[1]) == len(ids) + 13  # the compiled forwards advanced the cache as forwards do
 
 
 def _decode(pair, compiled: bool) -> list[tuple[list[int], int]]:
@@ -91,10 +92,16 @@ def test_the_loop_with_a_compiled_draft_is_lossless_and_drafts_as_the_eager_one(
     use_compiled(pair.draft, True, headroom=NEW + 8)
 
 
-def test_multi_token_feeds_and_dynamic_caches_run_eagerly(pair):
-    assert compiled_draft.compiled_logits(pair.draft, PositionCache(pair.draft, 4), [1, 2], 1) is None
-    dynamic = kv.DynamicCache()
-    assert compiled_draft.compiled_logits(pair.draft, dynamic, [1], 1) is None
+def test_prefills_long_feeds_and_dynamic_caches_run_eagerly(pair):
+    draft = pair.draft
+    empty = PositionCache(draft, 4)
+    assert compiled_draft.compiled_logits(draft, empty, [1, 2], 1) is None  # a prefill: position 0
+    with torch.inference_mode():
+        draft(input_ids=torch.tensor([[1, 2, 3]]), **cache_arg(draft, empty), use_cache=True, logits_to_keep=1)
+    too_long = list(range(1, compiled_draft.MAX_FEED + 2))
+    assert compiled_draft.compiled_logits(draft, empty, too_long, 1) is None
+    assert compiled_draft.compiled_logits(draft, empty, [4, 5], 2) is None  # logits of more than the last position
+    assert compiled_draft.compiled_logits(draft, kv.DynamicCache(), [1], 1) is None
     assert compiled_draft.compiled_logits(pair.target, PositionCache(pair.target, 4), [1], 1) is None  # not compiled
 
 
@@ -133,3 +140,32 @@ def test_the_option_parses_and_is_refused_where_it_does_not_apply():
         _config(**{"engine.draft_compile": "true", "batch_size": 2, "pair": "gemma3-270m_gemma3-270m-int8"})
     with pytest.raises(ConfigError, match="assisted generation"):
         _config(**{"engine.draft_compile": "true", "method": "hf_native_specdecode", "pair": "gemma3-270m_gemma3-270m-int8"})
+
+
+def test_a_job_with_a_compiled_draft_is_lossless_and_says_so(tiny_conf, tmp_path, monkeypatch):
+    """``engine.draft_compile=true`` at the job level (the tiny pair's float draft: its linear layers stay as they
+    are): the draft's forwards run compiled, every record is lossless, and the summary's engine names the option."""
+    import yaml
+
+    from helpers import compose
+    from runners.jobs.job import run_job
+    from specbench.record_io import read_records
+
+    calls = []  # the feeds' lengths of the job's forwards that ran compiled (not the warm-up's)
+    original = compiled_draft.compiled_logits
+
+    def spy(executor, cache, feed, keep):
+        out = original(executor, cache, feed, keep)
+        if out is not None:
+            calls.append(len(feed))
+        return out
+
+    monkeypatch.setattr(compiled_draft, "compiled_logits", spy)
+    cfg = OmegaConf.to_container(compose("task.n_prompts=2", "max_new_tokens=8", "warmup=0", "method=specdecode",
+                                         "engine.draft_compile=true"), resolve=True)
+    cfg["pair"] = yaml.safe_load((tiny_conf / "pair" / "tiny.yaml").read_text())
+    summary = run_job(cfg, tmp_path / "compiled", progress=False)
+    records = read_records(tmp_path / "compiled" / "records.jsonl")
+    assert summary["engine"]["draft_compile"] is True
+    assert records and all(r["lossless"] is True for r in records)
+    assert 1 in calls  # the draft's steps went through the compiled forward (feeds of several: the test above)

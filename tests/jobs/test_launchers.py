@@ -240,6 +240,9 @@ def test_every_speculative_job_says_what_its_parts_cost_and_what_ran():
     assert cost_line({**summary, "aggregates": {**agg, "draft_forwards": 0}}) is None  # AR / lookup only
     width = cost_line({**summary, "engine": {**summary["engine"], "width": 8}})
     assert "graphs=eager, width=8 (block-invariant, static target cache)" in width
+    assert "draft_compile" not in width
+    compiled = cost_line({**summary, "engine": {**summary["engine"], "draft_compile": True}})
+    assert compiled.endswith("graphs=eager, draft_compile (the draft's forwards compiled)")
 
 
 def test_the_cost_line_reads_leviathan_at_the_jobs_own_drafting_where_lookup_rounds_need_no_forward():

@@ -194,3 +194,26 @@ def test_bench_engine_costs_times_the_head_on_each_kernel(monkeypatch):
             out = bench_engine_costs.head_item(weight, rows, kernel)()
             assert out.shape == (rows, 40), kernel
     assert "mkldnn::_linear_pointwise" in bench_engine_costs.LINEAR_OPS
+
+
+def test_bench_engine_costs_times_the_compiled_draft_through_its_compiled_step(monkeypatch):
+    """``bench_engine_costs.py``'s compiled draft items run the step ``engine.draft_compile`` runs (the compiled
+    forward, ``runners.engine.compiled_draft``), on a cache set back to the context after each call."""
+    from helpers.tiny import tiny_model
+    from runners.engine import kv
+    from runners.engine.compiled_draft import compiled_step, use_compiled
+    from specbench.models import apply_transform
+
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    import bench_engine_costs
+
+    draft = apply_transform(tiny_model(64, seed=4), "int8_dynamic")
+    try:
+        run = bench_engine_costs.compiled_draft_item(draft, 12)
+        step = compiled_step(draft)
+        run()
+        run()
+        assert step is not None and step.calls == 2
+    finally:
+        use_compiled(draft, False)
+        kv.use_static(draft, None)
