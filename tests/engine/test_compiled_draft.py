@@ -147,9 +147,10 @@ def test_a_job_with_a_compiled_draft_is_lossless_and_says_so(tiny_conf, tmp_path
     are): the draft's forwards run compiled, every record is lossless, and the summary's engine names the option."""
     import yaml
 
-    from helpers import compose
     from runners.jobs.job import run_job
     from specbench.record_io import read_records
+
+    from helpers import compose
 
     calls = []  # the feeds' lengths of the job's forwards that ran compiled (not the warm-up's)
     original = compiled_draft.compiled_logits

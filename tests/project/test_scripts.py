@@ -199,10 +199,11 @@ def test_bench_engine_costs_times_the_head_on_each_kernel(monkeypatch):
 def test_bench_engine_costs_times_the_compiled_draft_through_its_compiled_step(monkeypatch):
     """``bench_engine_costs.py``'s compiled draft items run the step ``engine.draft_compile`` runs (the compiled
     forward, ``runners.engine.compiled_draft``), on a cache set back to the context after each call."""
-    from helpers.tiny import tiny_model
     from runners.engine import kv
     from runners.engine.compiled_draft import compiled_step, use_compiled
     from specbench.models import apply_transform
+
+    from helpers.tiny import tiny_model
 
     monkeypatch.syspath_prepend(str(ROOT / "scripts"))
     import bench_engine_costs
