@@ -180,6 +180,8 @@ def engine_tag(node: Any) -> str | None:
             items.append(f"{key}={value}")
     if engine.graphs != "eager":  # the static cache's rows never pool with the papers' eager loop's
         items.append(f"graphs={engine.graphs}")
+    if engine.draft_compile:  # another draft (its logits' last bits): never pooled with the eager draft's rows
+        items.append("draft_compile")
     return ",".join(items) or None
 
 

@@ -30,7 +30,7 @@ import pandas as pd
 
 from specbench.config.method import fmt_value
 
-ENGINE_KEYS = ("fast_linear", "verify_buckets", "fused_prefill", "graphs", "width")  # ``analysis.frame``'s engine tags
+ENGINE_KEYS = ("fast_linear", "verify_buckets", "fused_prefill", "graphs", "width", "draft_compile")  # ``analysis.frame``'s engine tags
 KNOB_SYMBOLS = {"eta": "η", "delta": "δ", "gamma_min": "γ_min", "gamma_max": "γ_max", "threshold": "τ",
                 "lookbehind": "look-behind"}
 #: the labels of the tags that are no ``knob=value`` (``specbench.config.method.knob_tag``'s two spellings, and a

@@ -54,6 +54,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import os
 import statistics
 import sys
 import time
@@ -450,6 +451,14 @@ def main(argv: list[str] | None = None) -> int:
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     print(f"{label}: {cpu_flags()}, {args.threads} torch threads, torch {torch.__version__}, {when}; context "
           f"{args.context}, γ = {args.gamma}, {args.repeats} repeats (interleaved)")
+    compile_s = {}
+    if not args.no_compile:  # the compilations the compiled items' warm-ups took (untimed, before the repeats)
+        from runners.engine.compiled_draft import compiled_step
+
+        compile_s = {"draft": compiled_step(draft).compile_s, f"draft, head {args.head_rows} rows":
+                     compiled_step(hot_draft).compile_s}
+        print("  compiled before the repeats: " + ", ".join(f"{name} in {sec:.1f} s" for name, sec in compile_s.items())
+              + f" (inductor's cache: {os.environ.get('TORCHINDUCTOR_CACHE_DIR') or 'its default folder'})")
     times = measure(items, args.repeats)
     med = {n: statistics.median(v) for n, v in times.items()}
     width = max(map(len, med))
@@ -531,7 +540,7 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.json).write_text(json.dumps({"pair": label, "cpu": cpu_flags(), "threads": args.threads, "when": when,
                                                "median_ms": med, "ms": times, "ratios": ratios, "bounds": bounds,
                                                "floors": floors, "breakdown": breakdown,
-                                               "bf16_lossless": checked}, indent=1))
+                                               "bf16_lossless": checked, "compile_s": compile_s}, indent=1))
     return 0
 
 

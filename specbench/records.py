@@ -231,6 +231,7 @@ class Record:
         "`fast_linear` scope, its padding `buckets` and `fused_prefill`; an AR job's step; a batched job's kernels; "
         "each with `graphs`, the KV cache kind (`engine.graphs`: `eager` the papers' dynamic cache, `static`, "
         "`captured`; absent before issue 52: eager) and, where block-invariant forwards ran, `width` (`engine.width`); "
+        "`draft_compile` where the draft model's forwards ran compiled (`engine.draft_compile`); "
         "null for transformers' loops. Schema 4 and older: null, not stated.")
     ar_baseline: dict[str, Any] | None = declare(
         "", "reference", "How the reference was decoded: `kernels` (the target alone on the fastest step the kernels "

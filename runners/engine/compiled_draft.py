@@ -146,8 +146,8 @@ class CompiledStep:
                 self(cache, feed, cache_len(cache))
         self.calls = 0
         self.compile_s = time.perf_counter() - start
-        log.info("engine.draft_compile: %s's one-token step compiled in %.1f s", type(self.model).__name__,
-                 self.compile_s)
+        log.info("engine.draft_compile: %s's forwards compiled in %.1f s (two graphs: a step, a feed of several)",
+                 type(self.model).__name__, self.compile_s)
 
 
 #: per draft model: its compiled step (``use_compiled``)

@@ -107,3 +107,19 @@ def test_an_engine_every_row_of_a_pair_shares_names_no_variant():
     # jobs before issue 16 (no engine node) ran the plain kernels: the same engine as an explicit plain one
     legacy = rows_to_frame(_engine_rows("specdecode", None) + _engine_rows("gammatune", plain))
     assert set(legacy["method"]) == {"specdecode", "gammatune"}
+
+
+def test_a_compiled_draft_tags_the_engine_so_its_rows_never_pool_with_the_eager_drafts():
+    """``engine.draft_compile`` drafts with another function (its logits' last bits): its rows carry the tag, and a
+    label reads it as it is."""
+    from analysis.settings import tag_label
+
+    config = {"method": {"name": "specdecode", "runner": "speculative"}, "batch_size": 1,
+              "engine": {"fast_linear": "auto", "verify_buckets": "auto", "fused_prefill": False}}
+    eager = job_rows([{"prompt_id": "a"}], {"config": config, "status": "complete"})
+    compiled = job_rows([{"prompt_id": "a"}], {"config": {**config, "engine": {**config["engine"],
+                                                                                "draft_compile": True}},
+                                               "status": "complete"})
+    assert eager[0]["engine"] == "fast_linear=auto,verify_buckets=auto"
+    assert compiled[0]["engine"] == "fast_linear=auto,verify_buckets=auto,draft_compile"
+    assert tag_label("draft_compile") == "draft_compile"
