@@ -114,7 +114,8 @@ class CompiledStep:
     def __init__(self, model: Any) -> None:
         from runners.engine.kv import cache_keyword
 
-        self.model = model
+        # no reference to ``model`` itself: ``_COMPILED`` is keyed by it weakly, and a value holding its key would keep
+        # an evicted draft (``specbench.models.cache``) alive
         self.copy = _op_copy(model)
         self.keyword = cache_keyword(model)
         self.forward = torch.compile(self.copy.forward, dynamic=True, fullgraph=True)
@@ -139,15 +140,15 @@ class CompiledStep:
 
         start = time.perf_counter()
         with torch.inference_mode():
-            cache = PositionCache(self.model, 16)
-            self.model(input_ids=torch.arange(1, 1 + context)[None], **cache_arg(self.model, cache), use_cache=True,
+            cache = PositionCache(self.copy, 16)
+            self.copy(input_ids=torch.arange(1, 1 + context)[None], **cache_arg(self.copy, cache), use_cache=True,
                        logits_to_keep=1)
             for feed in ([1], [2], [3, 4], [5, 6, 7]):
                 self(cache, feed, cache_len(cache))
         self.calls = 0
         self.compile_s = time.perf_counter() - start
         log.info("engine.draft_compile: %s's forwards compiled in %.1f s (two graphs: a step, a feed of several)",
-                 type(self.model).__name__, self.compile_s)
+                 type(self.copy).__name__, self.compile_s)
 
 
 #: per draft model: its compiled step (``use_compiled``)
@@ -180,15 +181,15 @@ def use_compiled(model: Any, on: bool, headroom: int | None = None) -> None:
     if not on:
         _ON.pop(model, None)
         return
-    check_compilable(model)
     from runners.engine.kv import static_headroom, use_static
 
-    if static_headroom(model) is None:
-        use_static(model, headroom or 64)
-    if model not in _COMPILED:
+    if model not in _COMPILED:  # checked and compiled once (a sweep's jobs call this before every decode)
+        check_compilable(model)
         step = CompiledStep(model)
         step.warm_up()
         _COMPILED[model] = step
+    if static_headroom(model) is None:
+        use_static(model, headroom or 64)
     _ON[model] = True
 
 

@@ -208,6 +208,9 @@ class Job:
         use_graphs(config.engine.graphs, (self.target, self.draft_model), config.max_new_tokens,
                    uncaptured=(self.draft_model,) if own_tokens else ())
         if self.draft_model is not None:  # after use_graphs: a compiled draft keeps a static cache whatever it says
+            if config.engine.draft_compile and self.draft_model is self.target:
+                raise ConfigError("engine.draft_compile compiles the draft model's forwards, and this pair's draft "
+                                  "model is the target itself (its forwards would be compiled too)")
             use_compiled(self.draft_model, config.engine.draft_compile, graphs_headroom(config.max_new_tokens))
         if self._ours():
             use_invariant(self.target, config.engine, config.max_new_tokens)

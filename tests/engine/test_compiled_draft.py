@@ -39,9 +39,17 @@ def pair():
     kv._STATIC.clear()
 
 
+@pytest.fixture
+def uncompiled(monkeypatch):
+    """``torch.compile`` as the identity for one test: the bookkeeping around the compiled forward (the job's plumbing,
+    references) without a compilation of tens of seconds; the module's ``pair`` is compiled for real."""
+    monkeypatch.setattr(compiled_draft.torch, "compile", lambda fn, **options: fn)
+
+
 def test_the_draft_is_really_compiled_over_the_shared_int8_weights(pair):
     step = compiled_step(pair.draft)
     assert step is not None and step.compile_s > 0
+    assert type(step.forward).__name__ != "method"  # torch.compile's wrapper, not the copy's own forward
     op_layers = [m for m in step.copy.modules() if isinstance(m, compiled_draft._OpLinear)]
     int8_layers = [m for m in pair.draft.modules() if compiled_draft._is_int8_dynamic(m)]
     assert len(op_layers) == len(int8_layers) > 0  # every int8 layer goes through the op ...
@@ -142,9 +150,10 @@ def test_the_option_parses_and_is_refused_where_it_does_not_apply():
         _config(**{"engine.draft_compile": "true", "method": "hf_native_specdecode", "pair": "gemma3-270m_gemma3-270m-int8"})
 
 
-def test_a_job_with_a_compiled_draft_is_lossless_and_says_so(tiny_conf, tmp_path, monkeypatch):
+def test_a_job_with_a_compiled_draft_is_lossless_and_says_so(tiny_conf, tmp_path, monkeypatch, uncompiled):
     """``engine.draft_compile=true`` at the job level (the tiny pair's float draft: its linear layers stay as they
-    are): the draft's forwards run compiled, every record is lossless, and the summary's engine names the option."""
+    are; ``torch.compile`` the identity here, the plumbing is what is tested): the draft's forwards go through its
+    compiled step, every record is lossless, and the summary's engine names the option."""
     import yaml
 
     from runners.jobs.job import run_job
@@ -170,3 +179,39 @@ def test_a_job_with_a_compiled_draft_is_lossless_and_says_so(tiny_conf, tmp_path
     assert summary["engine"]["draft_compile"] is True
     assert records and all(r["lossless"] is True for r in records)
     assert 1 in calls  # the draft's steps went through the compiled forward (feeds of several: the test above)
+
+
+def test_a_compiled_draft_is_released_with_its_model(uncompiled):
+    """The compiled step holds no reference to its model (``_COMPILED`` is keyed by it weakly): a draft the model
+    cache evicts is freed, its compiled step with it."""
+    import gc
+    import weakref
+
+    from helpers.tiny import tiny_model
+
+    draft = apply_transform(tiny_model(64, seed=5), "int8_dynamic")
+    use_compiled(draft, True, headroom=8)
+    assert compiled_step(draft) is not None
+    ref = weakref.ref(draft)
+    del draft
+    gc.collect()
+    assert ref() is None
+
+
+def test_a_pair_whose_draft_model_is_the_target_is_refused_in_one_line(tiny_conf, tmp_path, uncompiled):
+    """A draft spec equal to the target's loads the same model object (the model cache): compiling it would compile
+    the target's forwards too, so the job is refused, writing nothing."""
+    import yaml
+
+    from helpers import compose
+    from runners.jobs.job import run_job
+
+    cfg = OmegaConf.to_container(compose("task.n_prompts=1", "max_new_tokens=4", "warmup=0", "method=specdecode",
+                                         "engine.draft_compile=true"), resolve=True)
+    pair = yaml.safe_load((tiny_conf / "pair" / "tiny.yaml").read_text())
+    pair["draft"] = {**pair["draft"], **{k: pair["target"][k] for k in ("name", "path")}}
+    cfg["pair"] = pair
+    with pytest.raises(ConfigError, match="is the target itself") as err:
+        run_job(cfg, tmp_path / "self", progress=False)
+    assert "\n" not in str(err.value)
+    assert not (tmp_path / "self" / "records.jsonl").exists()

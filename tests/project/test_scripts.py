@@ -207,7 +207,10 @@ def test_bench_engine_costs_times_the_compiled_draft_through_its_compiled_step(m
 
     monkeypatch.syspath_prepend(str(ROOT / "scripts"))
     import bench_engine_costs
+    from runners.engine import compiled_draft
 
+    # the item's bookkeeping, not the compilation (tests/engine/test_compiled_draft.py compiles for real)
+    monkeypatch.setattr(compiled_draft.torch, "compile", lambda fn, **options: fn)
     draft = apply_transform(tiny_model(64, seed=4), "int8_dynamic")
     try:
         run = bench_engine_costs.compiled_draft_item(draft, 12)
