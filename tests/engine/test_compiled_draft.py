@@ -203,8 +203,9 @@ def test_a_pair_whose_draft_model_is_the_target_is_refused_in_one_line(tiny_conf
     the target's forwards too, so the job is refused, writing nothing."""
     import yaml
 
-    from helpers import compose
     from runners.jobs.job import run_job
+
+    from helpers import compose
 
     cfg = OmegaConf.to_container(compose("task.n_prompts=1", "max_new_tokens=4", "warmup=0", "method=specdecode",
                                          "engine.draft_compile=true"), resolve=True)

@@ -207,6 +207,7 @@ def test_bench_engine_costs_times_the_compiled_draft_through_its_compiled_step(m
 
     monkeypatch.syspath_prepend(str(ROOT / "scripts"))
     import bench_engine_costs
+
     from runners.engine import compiled_draft
 
     # the item's bookkeeping, not the compilation (tests/engine/test_compiled_draft.py compiles for real)
