@@ -73,7 +73,7 @@ class EngineConfig:
       back by position, ``runners.engine.kv.PositionCache``; at batch 1 and B, the target alone too) |
       ``captured`` (the static cache, the batch-1 forwards replayed from CUDA graphs, ``runners.engine.graphs``:
       CUDA only, refused on a CPU model and at ``batch_size`` > 1);
-    * ``draft_compile``: ``false`` (the default) | ``true`` — the draft model's one-token steps compiled by
+    * ``draft_compile``: ``false`` (the default) | ``true`` — the draft model's forwards after its prefill compiled by
       ``torch.compile`` on a static cache (``runners.engine.compiled_draft``; CPU, batch 1; compiled when the job
       starts, once per process). The draft's logits change in their last bits (fused kernels), so a draft token can
       differ from the eager draft's at a tie; the output stays the target's own, and the target alone is not touched.
