@@ -1,7 +1,7 @@
 """``engine.draft_compile``: the draft model's forwards after its prefill compiled by ``torch.compile`` (issue 52,
 item 2: a cheaper draft).
 
-Why: on a 2-core CPU the int8 draft's step is overhead-bound. Under ``torch.profiler`` half of it is in
+Why: on a 2-core CPU the int8 draft's step is overhead-bound. Under ``torch.profiler`` a third to a half of it is in
 ``quantized::linear_dynamic`` (fbgemm's int8 kernels), the rest spread over 18 eager layers of small kernels
 (RMSNorms, rotary embeddings, attention, masks) and the Python between them (``scripts/bench_engine_costs.py``,
 ``step_breakdown``). Inductor fuses those kernels into generated C++ and keeps the int8 products as they are.
@@ -22,9 +22,9 @@ How (``CompiledStep``):
   ones and the target's; its width marked dynamic). The prefill (a cache at position 0) and a longer feed run
   eagerly, on the same cache;
 * both graphs are compiled when ``use_compiled`` is called (a warm-up on a scratch cache: on a 2-core EPYC,
-  2026-11-28, 37 s and 48 s for Gemma-3-270M int8 with nothing cached, about half that again with inductor's
-  on-disk cache warm), not inside the job's first timed decode; a model keeps them for the process (a sweep's jobs
-  share them).
+  2026-11-28, 84.7 s for Gemma-3-270M int8 with inductor's on-disk cache empty,
+  ``results/committed/engine_costs_epyc/engine_costs_compiled_2.log``), not inside the job's first timed decode; a
+  model keeps them for the process (a sweep's jobs share them).
 
 What it changes: the draft's logits, in their last bits (fused kernels sum in another order; 1.5e-5 on Gemma-3-270M
 int8's logits, 2026-11-28): a draft token can differ where two logits tie to that precision. The target verifies every
@@ -54,9 +54,10 @@ log = logging.getLogger(__name__)
 #: drafter of the target's vocabulary); a longer one runs eagerly
 MAX_FEED = 32
 
-#: the packed int8 weights the custom op reads, by index (``_OpLinear.index``); held for the process (a handful of
-#: draft models per process: the model cache's)
-_PACKED: list[Any] = []
+#: the packed int8 weights the custom op reads, by index (``_OpLinear.index``); an entry leaves with its
+#: ``_OpLinear`` (a draft the model cache evicts frees its weights)
+_PACKED: dict[int, Any] = {}
+_NEXT = iter(range(1 << 62))
 
 
 @torch.library.custom_op("specbench::linear_dynamic", mutates_args=())
@@ -75,8 +76,9 @@ class _OpLinear(torch.nn.Module):
 
     def __init__(self, module: Any) -> None:
         super().__init__()
-        _PACKED.append(module._packed_params._packed_params)
-        self.index = len(_PACKED) - 1
+        self.index = next(_NEXT)
+        _PACKED[self.index] = module._packed_params._packed_params
+        weakref.finalize(self, _PACKED.pop, self.index, None)
         self.out_features = int(module.out_features)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -183,7 +183,7 @@ def test_a_job_with_a_compiled_draft_is_lossless_and_says_so(tiny_conf, tmp_path
 
 def test_a_compiled_draft_is_released_with_its_model(uncompiled):
     """The compiled step holds no reference to its model (``_COMPILED`` is keyed by it weakly): a draft the model
-    cache evicts is freed, its compiled step with it."""
+    cache evicts is freed, its compiled step and the custom op's hold on its packed weights with it."""
     import gc
     import weakref
 
@@ -191,11 +191,13 @@ def test_a_compiled_draft_is_released_with_its_model(uncompiled):
 
     draft = apply_transform(tiny_model(64, seed=5), "int8_dynamic")
     use_compiled(draft, True, headroom=8)
-    assert compiled_step(draft) is not None
+    indices = [m.index for m in compiled_step(draft).copy.modules() if isinstance(m, compiled_draft._OpLinear)]
+    assert indices and all(i in compiled_draft._PACKED for i in indices)
     ref = weakref.ref(draft)
     del draft
     gc.collect()
     assert ref() is None
+    assert not any(i in compiled_draft._PACKED for i in indices)  # its packed int8 weights are not held either
 
 
 def test_a_pair_whose_draft_model_is_the_target_is_refused_in_one_line(tiny_conf, tmp_path, uncompiled):
