@@ -218,3 +218,38 @@ def test_a_pair_whose_draft_model_is_the_target_is_refused_in_one_line(tiny_conf
         run_job(cfg, tmp_path / "self", progress=False)
     assert "\n" not in str(err.value)
     assert not (tmp_path / "self" / "records.jsonl").exists()
+
+
+@pytest.mark.parametrize("kind", ["slem", "tli"])
+def test_a_draft_of_another_vocabulary_takes_its_compiled_forward_and_stays_lossless(pair, kind, monkeypatch,
+                                                                                    uncompiled):
+    """The cross-vocabulary drafters' forwards (``runners.drafters.text_sync``) go through ``forward_logits`` too: with
+    ``engine.draft_compile`` a char-level draft's feeds after its prefill run its compiled step (``torch.compile`` the
+    identity here: the routing), and the loop's output is the target's own."""
+    from specbench.config import HeteroConfig
+
+    from helpers.tiny import tiny_model, tiny_tokenizer
+
+    char = tiny_tokenizer(kind="char")
+    draft = tiny_model(len(char), seed=14)
+    calls = []
+    original = compiled_draft.compiled_logits
+
+    def spy(executor, cache, feed, keep):
+        out = original(executor, cache, feed, keep)
+        calls.append(out is not None)
+        return out
+
+    monkeypatch.setattr(compiled_draft, "compiled_logits", spy)
+    use_compiled(draft, True, headroom=64)
+    try:
+        ctx = DrafterContext(target_tokenizer=pair.tok, eos_token_ids=[0], target_vocab_size=len(pair.tok),
+                             draft_model=draft, draft_tokenizer=char, hetero=HeteroConfig(kind, max_nodes=8))
+        for ids in pair.prompts:
+            out = SpeculativeRunner(pair.target, build_drafter(kind, ctx), build_policy("fixed", 3), [0],
+                                    0.0).generate(ids, 12).tokens
+            assert out == AutoregressiveRunner(pair.target, [0]).generate(ids, 12).tokens
+        assert any(calls)  # the draft's forwards after its prefill ran through the compiled step
+    finally:
+        use_compiled(draft, False)
+        kv.use_static(draft, None)
