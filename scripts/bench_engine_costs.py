@@ -101,19 +101,29 @@ def cpu_flags() -> str:
     return f"{name} ({' '.join(wanted) or 'none of amx/avx512/avx2'})"
 
 
+def _prefilled(model: Any, context: int) -> Any:
+    """A new cache of ``model`` (its cache kind) holding ``context`` tokens."""
+    import torch
+
+    from runners.engine.kv import cache_arg, new_cache
+    from specbench.models import model_device
+
+    cache = new_cache(model)
+    with torch.inference_mode():
+        model(input_ids=torch.arange(10, 10 + context, device=model_device(model))[None], **cache_arg(model, cache),
+              use_cache=True, logits_to_keep=1)
+    return cache
+
+
 def forward_item(model: Any, k: int, context: int) -> Any:
     """A callable that runs ``model`` on ``k`` tokens over a cache of ``context`` tokens, then crops the cache back."""
     import torch
 
-    from runners.engine.kv import cache_arg, crop_to, new_cache
+    from runners.engine.kv import cache_arg, crop_to
     from specbench.models import model_device
 
-    device = model_device(model)
-    cache = new_cache(model)
-    with torch.inference_mode():
-        model(input_ids=torch.arange(10, 10 + context, device=device)[None], **cache_arg(model, cache), use_cache=True,
-              logits_to_keep=1)
-    ids = torch.arange(20, 20 + k, device=device)[None]
+    cache = _prefilled(model, context)
+    ids = torch.arange(20, 20 + k, device=model_device(model))[None]
 
     def run() -> None:
         with torch.inference_mode():
@@ -131,15 +141,12 @@ def compiled_draft_item(model: Any, context: int) -> Any:
 
     from runners.engine.compiled_draft import use_compiled
     from runners.engine.graphs import forward_logits
-    from runners.engine.kv import cache_arg, crop_to, new_cache
+    from runners.engine.kv import crop_to
     from specbench.models import model_device
 
     use_compiled(model, True, headroom=64)  # compiles now (tens of seconds on 2 cores), untimed
     device = model_device(model)
-    cache = new_cache(model)
-    with torch.inference_mode():
-        model(input_ids=torch.arange(10, 10 + context, device=device)[None], **cache_arg(model, cache), use_cache=True,
-              logits_to_keep=1)
+    cache = _prefilled(model, context)
 
     def run() -> None:
         with torch.inference_mode():

@@ -37,10 +37,9 @@ model off the CPU, and a host without a C++ compiler (inductor's CPU backend nee
 
 from __future__ import annotations
 
-import copy
+import itertools
 import logging
 import time
-import warnings
 import weakref
 from typing import Any
 
@@ -57,7 +56,7 @@ MAX_FEED = 32
 #: the packed int8 weights the custom op reads, by index (``_OpLinear.index``); an entry leaves with its
 #: ``_OpLinear`` (a draft the model cache evicts frees its weights)
 _PACKED: dict[int, Any] = {}
-_NEXT = iter(range(1 << 62))
+_NEXT = itertools.count()
 
 
 @torch.library.custom_op("specbench::linear_dynamic", mutates_args=())
@@ -94,14 +93,9 @@ def _is_int8_dynamic(module: Any) -> bool:
 def _op_copy(model: Any) -> Any:
     """A copy of ``model``'s modules sharing every parameter, buffer and packed int8 weight, its dynamic int8
     ``Linear`` layers replaced by ``_OpLinear`` (module docstring)."""
-    memo: dict[int, Any] = {id(t): t for t in (*model.parameters(), *model.buffers())}
-    for module in model.modules():
-        packed = getattr(module, "_packed_params", None)
-        if packed is not None:
-            memo[id(packed)] = packed
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # torch.ao's deprecation notices
-        out = copy.deepcopy(model, memo)
+    from specbench.models import shared_copy
+
+    out = shared_copy(model)
     for parent in list(out.modules()):
         for name, child in list(parent.named_children()):
             if _is_int8_dynamic(child):
@@ -177,7 +171,7 @@ def check_compilable(model: Any) -> None:
 
 
 def use_compiled(model: Any, on: bool, headroom: int | None = None) -> None:
-    """From now on ``model``'s one-token forwards on a static cache run its ``CompiledStep`` (built and compiled on
+    """From now on ``model``'s forwards after its prefill on a static cache run its ``CompiledStep`` (built and compiled on
     first use, kept for the process), or, ``on`` false, eagerly again. ``on`` also gives ``model`` a static cache of
     ``headroom`` positions (``kv.use_static``), the compiled step's cache, where it has none."""
     if not on:

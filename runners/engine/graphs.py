@@ -198,15 +198,15 @@ def _define_captured_cache() -> type:
 
 def forward_logits(executor: Any, cache: Any, feed: list[int], keep: Any, device: Any) -> Any:
     """``executor``'s logits of the last ``keep`` positions of ``feed`` fed on ``cache`` (``[1, keep, vocab]``):
-    replayed from a graph on a captured cache (``engine.graphs=captured``), a draft model's one-token step from its
-    compiled forward (``engine.draft_compile``, ``runners.engine.compiled_draft``), one eager forward otherwise. The
+    replayed from a graph on a captured cache (``engine.graphs=captured``), a draft model's forward after its prefill
+    from its compiled one (``engine.draft_compile``, ``runners.engine.compiled_draft``), one eager forward otherwise. The
     batch-1 target's blocks and steps (``VerifyForward``, ``AutoregressiveRunner``) and a draft model's step
     (``ModelDrafter``) run through it."""
     if _CAPTURED_CACHE is not None and isinstance(cache, _CAPTURED_CACHE):
         return cache.forward(executor, feed, keep)
     from runners.engine.compiled_draft import compiled_logits
 
-    compiled = compiled_logits(executor, cache, feed, keep)  # engine.draft_compile: a draft's one-token step
+    compiled = compiled_logits(executor, cache, feed, keep)  # engine.draft_compile: a draft's forward after its prefill
     if compiled is not None:
         return compiled
     import torch

@@ -21,14 +21,13 @@ are left alone.
 
 from __future__ import annotations
 
-import copy
 import logging
 from typing import Any
 
 import torch
 
 from runners.engine.kv import cache_arg, new_cache
-from specbench.models import model_device
+from specbench.models import model_device, shared_copy
 
 log = logging.getLogger("specbench")
 
@@ -144,9 +143,8 @@ def kernel_copy(model: Any, scope: str = "all", rtol: float = 1e-4, max_rows: in
     if scope == ONEDNN and (model_device(model).type != "cpu" or not onednn_available()):
         log.info("engine.fast_linear=onednn: no oneDNN for %s here; plain forwards", type(model).__name__)
         return None
-    memo: dict[int, Any] = {id(t): t for t in (*model.parameters(), *model.buffers())}
     try:
-        fast = copy.deepcopy(model, memo)
+        fast = shared_copy(model)
         if not _swap_linears(fast, scope, max_rows, min_rows):
             return None
         ids = torch.tensor([[1, 2, 3, 4]], device=model_device(model))

@@ -222,7 +222,7 @@ def engine_summary(job: Job) -> dict[str, Any] | None:
     a batched job's (``ar`` too) batched runner's kernels (``runners.engine.fast_linear.BatchKernels``:
     ``fast_linear`` only); each with ``graphs``, the KV cache kind (``engine.graphs``; with ``width``, block-invariant
     forwards, the target's cache is static whatever it says; the dtype the target ran in, ``engine.dtype`` resolved, is
-    the summary config's ``pair.target.dtype``) and ``draft_compile`` where the draft model's steps ran compiled
+    the summary config's ``pair.target.dtype``) and ``draft_compile`` where the draft model's forwards ran compiled
     (``engine.draft_compile``); null for transformers' loops (assisted generation, ``hf_native_ar``)."""
     graphs = {"graphs": job.config.engine.graphs}  # the KV cache kind (engine.graphs; eager: the papers' loop)
     if job.loop is None:  # batch size > 1
@@ -232,7 +232,7 @@ def engine_summary(job: Job) -> dict[str, Any] | None:
     forward = getattr(job.loop, "forward", None)
     if forward is None or not hasattr(forward, "describe"):
         return None
-    # engine.draft_compile: the draft's steps compiled (runners.engine.compiled_draft); named where it ran
+    # engine.draft_compile: the draft's forwards compiled (runners.engine.compiled_draft); named where it ran
     compiled = {"draft_compile": True} if job.config.engine.draft_compile and job.draft_model is not None else {}
     return {**forward.describe(), "fused_prefill": bool(getattr(job.loop, "fused_prefill", False)), **graphs,
             **compiled}

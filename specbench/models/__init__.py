@@ -103,6 +103,24 @@ def apply_transform(model: Any, transform: str | None) -> Any:
     raise ConfigError(f"unknown transform {transform!r}")
 
 
+def shared_copy(model: Any, keep: tuple[Any, ...] = ()) -> Any:
+    """A copy of ``model``'s modules sharing every parameter, buffer and packed int8 weight (``torch.ao``'s dynamic
+    ``Linear`` keeps its weight outside ``parameters()``) and the objects of ``keep``: no weight is copied, and the
+    copy's modules can be swapped without touching ``model``. Used by the kernel copies
+    (``runners.engine.linear_kernels.kernel_copy``), the compiled draft (``runners.engine.compiled_draft``) and the
+    restricted head (``specbench.models.hot_vocab.restrict_head``)."""
+    import warnings
+
+    memo: dict[int, Any] = {id(t): t for t in (*model.parameters(), *model.buffers(), *keep)}
+    for module in model.modules():
+        packed = getattr(module, "_packed_params", None)
+        if packed is not None:
+            memo[id(packed)] = packed
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.ao's deprecation notices
+        return copy.deepcopy(model, memo)
+
+
 def eos_ids(model: Any, tokenizer: Any) -> list[int]:
     """Every id that ends a generation: the model's generation config and the tokenizer's EOS."""
     ids: set[int] = set()

@@ -29,12 +29,10 @@ rejection rule only needs ``q`` to be the distribution the token was drawn from.
 from __future__ import annotations
 
 import argparse
-import copy
 import hashlib
 import json
 import os
 import sys
-import warnings
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from collections.abc import Set as AbstractSet
@@ -223,7 +221,7 @@ def _hot_head_class() -> type:
 def restrict_head(model: Any, ids: Sequence[int]) -> Any:
     """A copy of ``model`` (sharing every parameter and buffer but its head's) whose LM head is a ``HotHead`` over
     ``ids`` (module docstring); ``model`` is not touched."""
-    from specbench.models import logits_width
+    from specbench.models import logits_width, shared_copy
 
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     if head is None:
@@ -231,15 +229,7 @@ def restrict_head(model: Any, ids: Sequence[int]) -> Any:
     vocab_size = logits_width(model)
     if max(ids) >= vocab_size:
         raise ConfigError(f"hot_vocab: id {max(ids)} is beyond the head's {vocab_size} rows")
-    memo: dict[int, Any] = {id(t): t for t in (*model.parameters(), *model.buffers())}
-    for module in model.modules():  # torch.ao's dynamic int8 Linear keeps its weight outside parameters()
-        packed = getattr(module, "_packed_params", None)
-        if packed is not None:
-            memo[id(packed)] = packed
-    memo[id(head)] = head  # the copy's head is replaced below: do not copy it
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        restricted = copy.deepcopy(model, memo)
+    restricted = shared_copy(model, keep=(head,))  # the copy's head is replaced below: do not copy it
     restricted.set_output_embeddings(_hot_head_class()(head, ids, vocab_size))
     return restricted
 
