@@ -74,6 +74,31 @@ def test_compiled_logits_are_the_eager_forwards_to_float_rounding(pair):
             torch.testing.assert_close(compiled, eager, rtol=1e-4, atol=1e-4)
             assert int(compiled.argmax()) == int(eager.argmax())
     assert kv.cache_len(caches[1]) == len(ids) + 13  # the compiled forwards advanced the cache as forwards do
+    assert step.guarded[caches[1]] == {False, True}  # dynamo checked its guards on the first forward of each graph
+    assert step.unguarded >= 4  # and the four after them skipped the check, with the same logits
+
+
+def test_a_forward_that_would_grow_the_cache_checks_the_guards(pair):
+    """Where the feed does not fit, the cache grows inside the forward: a branch the guards decide, so dynamo checks
+    them (and compiles the growing branch) instead of replaying a graph that writes past the cache's end."""
+    draft, ids = pair.draft, pair.prompts[0]
+    step = compiled_step(draft)
+    with torch.inference_mode():
+        caches = [PositionCache(draft, 4), PositionCache(draft, 4)]  # 4 positions after the prompt
+        for cache in caches:
+            draft(input_ids=torch.tensor([ids]), **cache_arg(draft, cache), use_cache=True, logits_to_keep=1)
+        start = step.unguarded
+        for feed in ([5, 6], [7, 8]):  # the second forward (unchecked) fills the cache; a third would not fit
+            step(caches[1], feed, kv.cache_len(caches[1]))
+            draft(input_ids=torch.tensor([feed]), **cache_arg(draft, caches[0]), use_cache=True, logits_to_keep=1)
+        before, length = step.unguarded, caches[1].layers[0].max_cache_len
+        assert before == start + 1 and not compiled_draft._has_room(caches[1], 2)
+        compiled = step(caches[1], [9, 10], kv.cache_len(caches[1]))
+        eager = draft(input_ids=torch.tensor([[9, 10]]), **cache_arg(draft, caches[0]), use_cache=True,
+                      logits_to_keep=1).logits
+    assert step.unguarded == before  # checked
+    assert caches[1].layers[0].max_cache_len > length  # the cache grew
+    torch.testing.assert_close(compiled, eager, rtol=1e-4, atol=1e-4)
 
 
 def _decode(pair, compiled: bool) -> list[tuple[list[int], int]]:
