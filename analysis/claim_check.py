@@ -90,6 +90,36 @@ def rounds_to(value: float, stated: float, digits: int) -> bool:
     return math.isfinite(value) and abs(round(value, digits) - stated) < 10 ** -(digits + 3)
 
 
+def job_files(folder: Path) -> list[str]:
+    """The records and summaries of a committed folder's jobs (what ``load_records`` reads), relative to the repo."""
+    return sorted(str(p.relative_to(ROOT)) for name in ("records.jsonl", "summary.json")
+                  for p in (ROOT / folder).glob(f"*/{name}"))
+
+
+def off_interval(got: tuple[float, float, float], want: tuple[float, float, float], digits: int = 3) -> str | None:
+    """None when a measured (point, lo, hi) rounds to the stated one at ``digits`` places, else what was measured."""
+    if all(rounds_to(g, w, digits) for g, w in zip(got, want, strict=True)):
+        return None
+    return f"{got[0]:.{digits}f} [{got[1]:.{digits}f}, {got[2]:.{digits}f}]"
+
+
+def first_off(got: dict, stated: dict) -> str | None:
+    """The first of ``stated`` (key → ((point, lo, hi), digits)) that ``got`` (key → (point, lo, hi)) does not round to,
+    as ``key: measured``; None when every one holds."""
+    for key, (want, digits) in stated.items():
+        off = off_interval(got[key], want, digits)
+        if off is not None:
+            return f"{key}: {off}"
+    return None
+
+
+def complete_records(folder: Path) -> pd.DataFrame:
+    """The complete jobs' records of a committed folder (``analysis.frame``), as the tables read them."""
+    from analysis.frame import complete_only, load_records
+
+    return complete_only(load_records(folder))
+
+
 def spearman(x: pd.Series, y: pd.Series) -> float:
     """Spearman's ρ of two aligned series: Pearson's correlation of their ranks (ties: average ranks)."""
     return float(x.rank().corr(y.rank()))

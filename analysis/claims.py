@@ -23,7 +23,18 @@ from pathlib import Path
 import pandas as pd
 
 import analysis.claims_gpu  # noqa: F401  (registers the GPU page's and the lab's claims)
-from analysis.claim_check import CLAIMS, COMMITTED, allowances, claim, problems, rounds_to
+from analysis.claim_check import (
+    CLAIMS,
+    COMMITTED,
+    allowances,
+    claim,
+    complete_records,
+    first_off,
+    job_files,
+    off_interval,
+    problems,
+    rounds_to,
+)
 from analysis.claims_engine import CAP_RUN  # also registers the engine's cost claims of the performance page
 
 __all__ = ["CLAIMS", "allowances", "main", "problems"]
@@ -174,38 +185,6 @@ _HOT = COMMITTED / "mini_hot_vocab"
 _HOT_RUN = COMMITTED / "make_run_hot_epyc"
 
 
-def _job_files(folder: Path) -> list[str]:
-    """The records and summaries of a committed folder's jobs (what ``load_records`` reads), relative to the repo."""
-    from analysis.claim_check import ROOT
-
-    return sorted(str(p.relative_to(ROOT)) for name in ("records.jsonl", "summary.json")
-                  for p in (ROOT / folder).glob(f"*/{name}"))
-
-
-def _off_interval(got: tuple[float, float, float], want: tuple[float, float, float], digits: int = 3) -> str | None:
-    """None when a measured (point, lo, hi) rounds to the stated one at ``digits`` places, else what was measured."""
-    if all(rounds_to(g, w, digits) for g, w in zip(got, want, strict=True)):
-        return None
-    return f"{got[0]:.{digits}f} [{got[1]:.{digits}f}, {got[2]:.{digits}f}]"
-
-
-def _first_off(got: dict, stated: dict) -> str | None:
-    """The first of ``stated`` (key → ((point, lo, hi), digits)) that ``got`` (key → (point, lo, hi)) does not round to,
-    as ``key: measured``; None when every one holds."""
-    for key, (want, digits) in stated.items():
-        off = _off_interval(got[key], want, digits)
-        if off is not None:
-            return f"{key}: {off}"
-    return None
-
-
-def _complete(folder: Path) -> pd.DataFrame:
-    """The complete jobs' records of a committed folder (``analysis.frame``), as the tables read them."""
-    from analysis.frame import complete_only, load_records
-
-    return complete_only(load_records(folder))
-
-
 def _job_rows(df: pd.DataFrame, name: str) -> pd.DataFrame:
     """The records of the job whose folder is named ``name``."""
     return df[df["job_dir"].str.endswith(name)]
@@ -218,7 +197,7 @@ def _paired_head_ratio(folder: Path, hot: str) -> tuple[float, float, float, int
     from analysis.metrics import is_aa_twin
     from analysis.uncertainty import Jackknife, mean_of
 
-    df = _complete(folder)
+    df = complete_records(folder)
     df = df[~is_aa_twin(df["method"])]
     df = df.assign(head=df["pair"].str.rpartition("@")[2])
     jackknife = Jackknife(df)
@@ -233,14 +212,14 @@ def _paired_head_ratio(folder: Path, hot: str) -> tuple[float, float, float, int
        "Paired over the 10 prompts, the head of 32768 tokens decodes at 1.055 × the whole head's throughput [0.993, "
        "1.120] in the recipe (not resolved: the interval reaches 1) and at 1.070 × [1.024, 1.118] in `make run`'s "
        "hybrid pair; the head of 8192 tokens at 0.944 × [0.872, 1.021]",
-       *_job_files(_HOT), *_job_files(_HOT_RUN),
+       *job_files(_HOT), *job_files(_HOT_RUN),
        figures=("1.055 ×", "[0.993, 1.120]", "1.070 ×", "[1.024, 1.118]", "0.944 ×", "[0.872, 1.021]"))
 def hot_head_pays(root: Path) -> str | None:
     stated = {(_HOT, "hot32768"): (1.055, 0.993, 1.120), (_HOT_RUN, "hot32768"): (1.070, 1.024, 1.118),
               (_HOT, "hot8192"): (0.944, 0.872, 1.021)}
     for (folder, hot), want in stated.items():
         got = _paired_head_ratio(root / folder, hot)
-        off = _off_interval(got[:3], want)
+        off = off_interval(got[:3], want)
         if got[3] != 10 or off is not None:
             return f"{folder.name} {hot}: {off or 'as stated'} over {got[3]} clusters"
     return None
@@ -252,10 +231,10 @@ _HOT_ONEDNN = COMMITTED / "make_run_hot_onednn_epyc"
 @claim("docs/pages/performance.md",
        "paired over the 10 prompts, the head of 32768 tokens decodes at 1.070 × the whole head's throughput [1.021, "
        "1.121] in `make run`'s hybrid pair, the gain it had before the target got faster",
-       *_job_files(_HOT_ONEDNN), figures=("1.070 ×", "[1.021, 1.121]"))
+       *job_files(_HOT_ONEDNN), figures=("1.070 ×", "[1.021, 1.121]"))
 def hot_head_pays_over_onednn(root: Path) -> str | None:
     got = _paired_head_ratio(root / _HOT_ONEDNN, "hot32768")
-    off = _off_interval(got[:3], (1.070, 1.021, 1.121))
+    off = off_interval(got[:3], (1.070, 1.021, 1.121))
     return None if got[3] == 10 and off is None else f"{off or 'as stated'} over {got[3]} clusters"
 
 
@@ -270,7 +249,7 @@ def _bf16_ratios(folder: Path) -> dict[str, tuple[float, float, float]]:
     A/A pair: ``engine.width`` auto and false, the same work for a float32 target, ``aa``)."""
     from analysis.uncertainty import Jackknife
 
-    df = _complete(folder)
+    df = complete_records(folder)
     jackknife = Jackknife(df)
     width, plain = (_job_rows(df, f"engine.dtype=auto,engine.width={w}") for w in ("auto", "False"))
     fp32, twin = (_job_rows(df, f"engine.dtype=model,engine.width={w}") for w in ("False", "auto"))
@@ -286,22 +265,22 @@ def _bf16_ratios(folder: Path) -> dict[str, tuple[float, float, float]]:
        "1.482], 2.02 × its own target alone at the width [1.66, 2.47], 1.68 × the plain bf16 target alone [1.38, "
        "2.04] and 2.26 × the fp32 target alone [1.82, 2.80]; the target alone at the width runs at 0.830 × the plain "
        "one [0.818, 0.842]; the two fp32 jobs, the same work, read 0.997 [0.978, 1.015]",
-       *_job_files(_BF16_RUN),
+       *job_files(_BF16_RUN),
        figures=("1.404 ×", "[1.330, 1.482]", "2.02 ×", "[1.66, 2.47]", "1.68 ×", "[1.38, 2.04]", "2.26 ×",
                 "[1.82, 2.80]", "0.830 ×", "[0.818, 0.842]", "0.997", "[0.978, 1.015]"))
 def bf16_width_pays(root: Path) -> str | None:
     stated = {"width": ((1.404, 1.330, 1.482), 3), "own": ((2.02, 1.66, 2.47), 2), "plain": ((1.68, 1.38, 2.04), 2),
               "fp32_alone": ((2.26, 1.82, 2.80), 2), "alone_cost": ((0.830, 0.818, 0.842), 3),
               "aa": ((0.997, 0.978, 1.015), 3)}
-    return _first_off(_bf16_ratios(root / _BF16_RUN), stated)
+    return first_off(_bf16_ratios(root / _BF16_RUN), stated)
 
 
 @claim("docs/pages/performance.md",
        "Every record of the bf16 loop at the width equals its target alone token for token (10 of 10 prompts); "
        "without the width, 4 of 10",
-       *_job_files(_BF16_RUN), figures=("10 of 10", "4 of 10"))
+       *job_files(_BF16_RUN), figures=("10 of 10", "4 of 10"))
 def bf16_width_lossless(root: Path) -> str | None:
-    df = _complete(root / _BF16_RUN)
+    df = complete_records(root / _BF16_RUN)
     counts = [(int(rows["lossless"].astype(bool).sum()), len(rows))
               for rows in (_job_rows(df, f"engine.dtype=auto,engine.width={w}") for w in ("auto", "False"))]
     return None if counts == [(10, 10), (4, 10)] else f"lossless records (width, no width): {counts}"
@@ -318,7 +297,7 @@ def _hybrid_cells(folder: Path) -> dict[tuple[str, str], tuple[float, float, flo
     split, so the comparison is made here."""
     from analysis.uncertainty import Jackknife
 
-    df = _complete(folder)
+    df = complete_records(folder)
     jackknife = Jackknife(df)
     jobs = {}
     for name in sorted(set(df["job_dir"])):
@@ -337,13 +316,13 @@ def _hybrid_cells(folder: Path) -> dict[tuple[str, str], tuple[float, float, flo
        "On these 21 turns, capping the draft model at 3 tokens a round decodes at 1.126 × the shipped setting's "
        "throughput [1.071, 1.184]; waiting for a lookup of 2 or 3 tokens reads 0.993 [0.983, 1.004] and 0.981 [0.969, "
        "0.994] of it",
-       *_job_files(_TUNE),
+       *job_files(_TUNE),
        figures=("1.126 ×", "[1.071, 1.184]", "0.993", "[0.983, 1.004]", "0.981", "[0.969, 0.994]"))
 def hybrid_cap_pays(root: Path) -> str | None:
     stated = {("1", "3"): ((1.126, 1.071, 1.184), 3), ("2", "null"): ((0.993, 0.983, 1.004), 3),
               ("3", "null"): ((0.981, 0.969, 0.994), 3)}
     got = _hybrid_cells(root / _TUNE)
-    off = _first_off(got, stated)
+    off = first_off(got, stated)
     if off is not None:
         return off
     best = max(got, key=lambda k: got[k][0])
@@ -357,70 +336,9 @@ def hybrid_cap_pays(root: Path) -> str | None:
 @claim("docs/pages/performance.md",
        "On `make run`'s own 10 prompts, which the choice did not see, the cap decodes at 1.185 × the uncapped "
        "draft's throughput [1.122, 1.252]",
-       *_job_files(CAP_RUN), figures=("1.185 ×", "[1.122, 1.252]"))
+       *job_files(CAP_RUN), figures=("1.185 ×", "[1.122, 1.252]"))
 def hybrid_cap_holds_out(root: Path) -> str | None:
-    return _off_interval(_hybrid_cells(root / CAP_RUN)[("-", "3")], (1.185, 1.122, 1.252))
-
-
-_COMPILED = (COMMITTED / "make_run_draft_compile_epyc", COMMITTED / "make_run_draft_compile_epyc_2")
-
-
-def _compiled_ratios(folder: Path) -> dict[str, tuple[float, float, float]]:
-    """``make_run_draft_compile_epyc*``'s paired ratios over prompt turns (the tables' jackknife), each (point, lo,
-    hi): the compiled draft over the eager one with the whole head (``full``) and with the 32768-row head (``hot``), and
-    the 32768-row head compiled over the default job (the whole head, eager: ``hot_over_default``)."""
-    from analysis.uncertainty import Jackknife
-
-    df = _complete(folder)
-    df = df.assign(head=df["pair"].str.rpartition("@")[2], compiled=df["engine"].str.endswith("draft_compile"))
-    jackknife = Jackknife(df)
-    est = jackknife.cells(df, ["head", "compiled"]).set_index(["head", "compiled"])["estimate"]
-    ratios = {"full": est[("full", True)] / est[("full", False)],
-              "hot": est[("hot32768", True)] / est[("hot32768", False)],
-              "hot_over_default": est[("hot32768", True)] / est[("full", False)]}
-    return {name: (r.point, *r.interval()) for name, r in ratios.items()}
-
-
-@claim("docs/pages/performance.md",
-       "Paired over the 10 prompts, the compiled draft decodes at 1.013 × the eager draft's throughput [0.974, 1.054] "
-       "and 1.046 × [1.020, 1.073] with the whole head, and at 1.170 × [0.946, 1.449] and 1.048 × [1.017, 1.080] with "
-       "the 32768-row head; the 32768-row head compiled decodes at 1.111 × [1.070, 1.154] and 1.126 × [1.096, 1.156] "
-       "the default job's throughput",
-       *_job_files(_COMPILED[0]), *_job_files(_COMPILED[1]),
-       figures=("1.013 ×", "[0.974, 1.054]", "1.046 ×", "[1.020, 1.073]", "1.170 ×", "[0.946, 1.449]", "1.048 ×",
-                "[1.017, 1.080]", "1.111 ×", "[1.070, 1.154]", "1.126 ×", "[1.096, 1.156]"))
-def compiled_draft_pays(root: Path) -> str | None:
-    stated = ({"full": ((1.013, 0.974, 1.054), 3), "hot": ((1.170, 0.946, 1.449), 3),
-               "hot_over_default": ((1.111, 1.070, 1.154), 3)},
-              {"full": ((1.046, 1.020, 1.073), 3), "hot": ((1.048, 1.017, 1.080), 3),
-               "hot_over_default": ((1.126, 1.096, 1.156), 3)})
-    for folder, want in zip(_COMPILED, stated, strict=True):
-        off = _first_off(_compiled_ratios(root / folder), want)
-        if off is not None:
-            return f"{folder.name}: {off}"
-    lossless = [bool(_complete(root / folder)["lossless"].all()) for folder in _COMPILED]
-    return None if all(lossless) else "a record is not lossless"
-
-
-@claim("docs/pages/performance.md",
-       "With the whole head, 2 of the 10 prompts accepted one token fewer with the compiled draft than with the eager "
-       "one; with the 32768-row head, 2 one fewer and 2 one more (the near-ties above, the same in both runs), every "
-       "output the same", *_job_files(_COMPILED[0]), *_job_files(_COMPILED[1]), figures=("2 of the 10", "2 one fewer"))
-def compiled_draft_near_ties(root: Path) -> str | None:
-    for folder in _COMPILED:
-        df = _complete(root / folder)
-        df = df.assign(head=df["pair"].str.rpartition("@")[2], compiled=df["engine"].str.endswith("draft_compile"))
-        per = df.groupby(["head", "compiled", "prompt_id"]).agg(accepted=("accepted", "max"), lo=("accepted", "min"),
-                                                                 outputs=("output_sha", "nunique"))
-        if (per["accepted"] != per["lo"]).any():
-            return f"{folder.name}: a prompt's repeats accepted differently"
-        if df.groupby(["head", "prompt_id"])["output_sha"].nunique().max() != 1:
-            return f"{folder.name}: an output differs between the compiled and the eager draft"
-        moved = {head: (per.loc[(head, True), "accepted"] - per.loc[(head, False), "accepted"]).value_counts().to_dict()
-                 for head in ("full", "hot32768")}
-        if moved != {"full": {0: 8, -1: 2}, "hot32768": {0: 6, -1: 2, 1: 2}}:
-            return f"{folder.name}: the accepted tokens moved {moved}"
-    return None
+    return off_interval(_hybrid_cells(root / CAP_RUN)[("-", "3")], (1.185, 1.122, 1.252))
 
 
 def main(argv: list[str] | None = None) -> int:

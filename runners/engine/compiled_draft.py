@@ -24,7 +24,9 @@ How (``CompiledStep``):
 * both graphs are compiled when ``use_compiled`` is called (a warm-up on a scratch cache: on a 2-core EPYC,
   2026-11-28, 84.7 s for Gemma-3-270M int8 with inductor's on-disk cache empty,
   ``results/committed/engine_costs_epyc/engine_costs_compiled_2.log``), not inside the job's first timed decode; a
-  model keeps them for the process (a sweep's jobs share them).
+  model keeps them for the process (a sweep's jobs share them);
+* dynamo checks its guards on the first forward of each graph on a cache; the later forwards on that cache, where the
+  feed fits without growing it, skip the check (``CompiledStep.__call__`` says why that is safe).
 
 What it changes: the draft's logits, in their last bits (fused kernels sum in another order; 1.5e-5 on Gemma-3-270M
 int8's logits, 2026-11-28): a draft token can differ where two logits tie to that precision. The target verifies every
@@ -59,9 +61,9 @@ _PACKED: dict[int, Any] = {}
 _NEXT = itertools.count()
 
 
-# A plain ``torch.library.Library`` kernel rather than ``torch.library.custom_op``, whose wrapper costs about 4 µs more
-# per call (25.0 against 21.3 µs for a 2048 × 640 product, 2-core EPYC, 2026-11-28): 0.5 ms of a draft step of 127
-# products.
+# A plain ``torch.library.Library`` kernel rather than ``torch.library.custom_op``: no Python wrapper around each of a
+# draft step's products (127 for Gemma-3-270M int8; ``results/committed/engine_costs_epyc/engine_costs_compiled_3.log``
+# has the step with both changes of ba9945b).
 _LIB = torch.library.Library("specbench", "FRAGMENT")
 _LIB.define("linear_dynamic(Tensor x, int index, int out_features) -> Tensor")
 
@@ -147,9 +149,8 @@ class CompiledStep:
         (``torch.compiler.set_stance(skip_guard_eval_unsafe=True)``: only the guards that tell the two graphs apart,
         the feed's width, are checked) where nothing the guards read can have changed: the same model copy (private to
         this step), the same cache object, inference mode, and room in every layer for the feed, so the cache does not
-        grow (the one branch the graphs take on the cache's position: ``kv.GrowingStaticLayer._fit``). Dynamo's check
-        of some 2,000 guards (the cache's 18 layers, the copy's modules) cost 0.8 ms of an 8 ms step (2-core EPYC,
-        2026-11-28, Gemma-3-270M int8)."""
+        grow (the one branch the graphs take on the cache's position: ``kv.GrowingStaticLayer._fit``). The check reads
+        the guards on the cache's layers and the copy's modules before every forward."""
         n, several = len(feed), len(feed) > 1
         ids, positions = torch.tensor([feed]), torch.arange(position, position + n)[None]
         if several:  # the graph of 2..MAX_FEED tokens, not one per width
