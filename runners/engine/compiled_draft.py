@@ -149,8 +149,9 @@ class CompiledStep:
         (``torch.compiler.set_stance(skip_guard_eval_unsafe=True)``: only the guards that tell the two graphs apart,
         the feed's width, are checked) where nothing the guards read can have changed: the same model copy (private to
         this step), the same cache object, inference mode, and room in every layer for the feed, so the cache does not
-        grow (the one branch the graphs take on the cache's position: ``kv.GrowingStaticLayer._fit``). The check reads
-        the guards on the cache's layers and the copy's modules before every forward."""
+        grow (the one branch the graphs take on the cache's position: ``kv.GrowingStaticLayer._fit``). A full check
+        reads every guard on the cache's layers and the copy's modules, a cost paid before every forward otherwise.
+        Where a skipped check would have needed a new graph, dynamo raises rather than running a wrong one."""
         n, several = len(feed), len(feed) > 1
         ids, positions = torch.tensor([feed]), torch.arange(position, position + n)[None]
         if several:  # the graph of 2..MAX_FEED tokens, not one per width
