@@ -231,18 +231,23 @@ def draft_compile_seconds(root: Path) -> str | None:
     return None if ok else f"the compilations took {got} s"
 
 
-_COMPILED_NOW = COMMITTED / "engine_costs_epyc" / "engine_costs_compiled_3.json"
+_COMPILED_NOW = (COMMITTED / "engine_costs_epyc" / "engine_costs_compiled_3.json",
+                 COMMITTED / "engine_costs_epyc" / "engine_costs_compiled_4.json")
 
 
 @claim("docs/pages/performance.md",
        "The compiled step now costs 0.802 of the eager one and 0.750 with the 32768-row head, that step 0.247 of the "
-       "fp32 engine step: issue 52's draft step of 0.2 target steps is not reached, and 0.247 is the best figure",
-       str(_COMPILED_NOW), figures=("0.802", "0.750", "0.247"))
+       "fp32 engine step; a second run (`engine_costs_compiled_4.log`, 19:37 UTC) reads 0.838, 0.756 and 0.249. Issue "
+       "52's draft step of 0.2 target steps is not reached, and 0.247 is the best figure", *map(str, _COMPILED_NOW),
+       figures=("0.802", "0.750", "0.247", "0.838", "0.756", "0.249"))
 def compiled_draft_costs_now(root: Path) -> str | None:
-    got = _compiled_costs(root / _COMPILED_NOW)[0][:3]
-    if not all(rounds_to(v, w, 3) for v, w in zip(got, (0.802, 0.750, 0.247), strict=True)):
-        return f"{_COMPILED_NOW.name} reads " + ", ".join(f"{v:.3f}" for v in got)
-    return None if got[2] > 0.2 else "the draft step reaches 0.2 of a target step: the sentence says it does not"
+    for path, want in zip(_COMPILED_NOW, ((0.802, 0.750, 0.247), (0.838, 0.756, 0.249)), strict=True):
+        got = _compiled_costs(root / path)[0][:3]
+        if not all(rounds_to(v, w, 3) for v, w in zip(got, want, strict=True)):
+            return f"{path.name} reads " + ", ".join(f"{v:.3f}" for v in got)
+        if got[2] <= 0.2:
+            return f"{path.name}: the draft step reaches 0.2 of a target step, where the sentence says it does not"
+    return None
 
 
 _COMPILED = (COMMITTED / "make_run_draft_compile_epyc", COMMITTED / "make_run_draft_compile_epyc_2")
