@@ -47,6 +47,7 @@ from typing import Any
 
 import torch
 
+from runners.engine.kv import PositionCache
 from specbench.registry import ConfigError
 
 log = logging.getLogger(__name__)
@@ -114,15 +115,6 @@ def _op_copy(model: Any) -> Any:
     return out
 
 
-def _has_room(cache: Any, n: int) -> bool:
-    """Whether every layer of ``cache`` (a ``kv.PositionCache``) holds ``n`` more tokens without growing."""
-    for layer in cache.layers:
-        length = getattr(layer, "cumulative_length_int", None)
-        if length is None or not layer.is_initialized or length + n > layer.max_cache_len:
-            return False
-    return True
-
-
 class CompiledStep:
     """``model``'s forward of a few tokens on a static cache, compiled (module docstring). ``calls``: how many forwards
     it ran, ``compile_s``: the seconds the warm-up (the compilation) took."""
@@ -149,8 +141,8 @@ class CompiledStep:
         (``torch.compiler.set_stance(skip_guard_eval_unsafe=True)``: only the guards that tell the two graphs apart,
         the feed's width, are checked) where nothing the guards read can have changed: the same model copy (private to
         this step), the same cache object, inference mode, and room in every layer for the feed, so the cache does not
-        grow (the one branch the graphs take on the cache's position: ``kv.GrowingStaticLayer._fit``). A full check
-        reads every guard on the cache's layers and the copy's modules, a cost paid before every forward otherwise.
+        grow (``kv.PositionCache.fits``; growing is the one branch the graphs take on the cache's position). A full
+        check reads every guard on the cache's layers and the copy's modules, a cost paid before every forward otherwise.
         Where a skipped check would have needed a new graph, dynamo raises rather than running a wrong one."""
         n, several = len(feed), len(feed) > 1
         ids, positions = torch.tensor([feed]), torch.arange(position, position + n)[None]
@@ -161,7 +153,8 @@ class CompiledStep:
         kwargs = {"input_ids": ids, self.keyword: cache, "use_cache": True, "position_ids": positions,
                   "logits_to_keep": 1}
         inference = torch.is_inference_mode_enabled()
-        if inference and several in self.guarded.get(cache, ()) and _has_room(cache, n):
+        checked = several in self.guarded.get(cache, ())
+        if inference and checked and isinstance(cache, PositionCache) and cache.fits(n):
             self.unguarded += 1
             with torch.compiler.set_stance(skip_guard_eval_unsafe=True):
                 return self.forward(**kwargs).logits

@@ -210,12 +210,9 @@ class GrowingStaticLayer(StaticLayer):
         if self.max_cache_len == 0:
             self.max_cache_len = tokens + self.headroom
             return
-        if not self.growable:
+        if not self.growable or self.fits(tokens):
             return
-        need = self.cumulative_length_int + tokens
-        if need <= self.max_cache_len:
-            return
-        new_len = max(2 * self.max_cache_len, need + self.headroom)
+        new_len = max(2 * self.max_cache_len, self.cumulative_length_int + tokens + self.headroom)
         if self.is_initialized:
             for name in ("keys", "values"):
                 old = getattr(self, name)
@@ -223,6 +220,10 @@ class GrowingStaticLayer(StaticLayer):
                 grown[:, :, : old.shape[2]].copy_(old)
                 setattr(self, name, grown)
         self.max_cache_len = new_len
+
+    def fits(self, tokens: int) -> bool:
+        """Whether ``tokens`` more fit in the length the layer has now (``_fit`` grows it where they do not)."""
+        return self.cumulative_length_int + tokens <= self.max_cache_len
 
     def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
         self._fit(query_length)
@@ -266,3 +267,8 @@ class PositionCache(Cache):
     def max_len(self) -> int:
         """The positions the cache holds now (0 before its first forward)."""
         return int(self.layers[0].max_cache_len)
+
+    def fits(self, tokens: int) -> bool:
+        """Whether a forward of ``tokens`` more runs without growing the cache: past its first forward, and room in
+        every layer (``GrowingStaticLayer.fits``)."""
+        return all(layer.is_initialized and layer.fits(tokens) for layer in self.layers)

@@ -92,7 +92,7 @@ def test_a_forward_that_would_grow_the_cache_checks_the_guards(pair):
             step(caches[1], feed, kv.cache_len(caches[1]))
             draft(input_ids=torch.tensor([feed]), **cache_arg(draft, caches[0]), use_cache=True, logits_to_keep=1)
         before, length = step.unguarded, caches[1].layers[0].max_cache_len
-        assert before == start + 1 and not compiled_draft._has_room(caches[1], 2)
+        assert before == start + 1 and not caches[1].fits(2)
         compiled = step(caches[1], [9, 10], kv.cache_len(caches[1]))
         eager = draft(input_ids=torch.tensor([[9, 10]]), **cache_arg(draft, caches[0]), use_cache=True,
                       logits_to_keep=1).logits
