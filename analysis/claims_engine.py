@@ -237,18 +237,22 @@ def draft_compile_seconds(root: Path) -> str | None:
     return None if ok else f"the compilations took {got} s"
 
 
-_COMPILED_NOW = (COMMITTED / "engine_costs_epyc" / "engine_costs_compiled_3.json",
-                 COMMITTED / "engine_costs_epyc" / "engine_costs_compiled_4.json")
+_COMPILED_NOW = tuple(COMMITTED / "engine_costs_epyc" / f"engine_costs_compiled_{n}.json" for n in (3, 4, 5))
 
 
 @claim("docs/pages/performance.md",
        "The compiled step now costs 0.802 of the eager one and 0.750 with the 32768-row head, that step 0.247 of the "
-       "fp32 engine step; a second run (`engine_costs_compiled_4.log`, 19:37 UTC) reads 0.838, 0.756 and 0.249. Issue "
-       "52's draft step of 0.2 target steps is not reached, and 0.247 is the best figure", *map(str, _COMPILED_NOW),
-       figures=("0.802", "0.750", "0.247", "0.838", "0.756", "0.249"))
+       "fp32 engine step; a second run (`engine_costs_compiled_4.log`, 19:37 UTC) reads 0.838, 0.756 and 0.249, and a "
+       "third (`engine_costs_compiled_5.log`, 20:18 UTC) 0.800, 0.735 and 0.259, its target step ranging over "
+       "25.01–34.28 ms: the ratio to the target step moves with that step on this host. Issue 52's draft step of 0.2 "
+       "target steps is not reached, and 0.247 is the best figure", *map(str, _COMPILED_NOW),
+       figures=("0.802", "0.750", "0.247", "0.838", "0.756", "0.249", "0.800", "0.735", "0.259", "25.01–34.28 ms"))
 def compiled_draft_costs_now(root: Path) -> str | None:
-    runs = tuple(zip(_COMPILED_NOW, ((0.802, 0.750, 0.247), (0.838, 0.756, 0.249)), strict=True))
+    runs = tuple(zip(_COMPILED_NOW, ((0.802, 0.750, 0.247), (0.838, 0.756, 0.249), (0.800, 0.735, 0.259)), strict=True))
     off = _costs_off(root, runs)
+    step = json.loads((root / _COMPILED_NOW[2]).read_text(encoding="utf-8"))["ms"]["target fp32 1 token, engine step"]
+    if off is None and f"{min(step):.2f}–{max(step):.2f}" != "25.01–34.28":
+        off = f"{_COMPILED_NOW[2].name}: the target step ranges over {min(step):.2f}–{max(step):.2f} ms"
     if off is None and any(_compiled_costs(root / path)[0][2] <= 0.2 for path in _COMPILED_NOW):
         return "the draft step reaches 0.2 of a target step, where the sentence says it does not"
     return off
