@@ -222,3 +222,14 @@ def test_bench_engine_costs_times_the_compiled_draft_through_its_compiled_step(m
     finally:
         use_compiled(draft, False)
         kv.use_static(draft, None)
+
+
+def test_bench_vs_hf_divides_by_the_fastest_target_alone(monkeypatch):
+    """The baseline rule at report time: where the target alone on plain forwards decoded faster than on the step the
+    probe chose, ``bench_vs_hf.py`` names it the fastest target alone; an engine that is not a target alone never is."""
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    import bench_vs_hf
+
+    assert bench_vs_hf.fastest_alone({"ours": 30.0, "ar": 15.51, "ar-plain": 16.58, "hf": 14.0}) == "ar-plain"
+    assert bench_vs_hf.fastest_alone({"ours": 30.0, "ar": 17.0, "ar-plain": 16.58}) == "ar"
+    assert bench_vs_hf.fastest_alone({"ours": 30.0, "ar": 17.0}) == "ar"
