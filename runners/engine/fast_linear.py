@@ -185,11 +185,21 @@ def _candidates(model: Any) -> dict[str, Any]:
     return {scope: executor for scope, executor in out.items() if executor is not None}
 
 
+#: rounds of the 1-token forward ``chosen_kernels`` times (``repeats`` for the longer blocks): the target alone's
+#: kernels, the baseline rule's, are decided on it. On a 2-core Intel Xeon without AMX (2026-11-28) three rounds
+#: put the target alone on oneDNN's step while over a whole run its plain step decoded 1.07× faster
+#: (``results/committed/vs_hf_xeon``: ``ar-plain`` 16.58 tokens/s against ``ar`` 15.51, 8 of 10 prompts faster), and
+#: two probes of the same host the same hour chose differently (``make_run_xeon_avx512``: plain;
+#: ``make_run_draft_compile_xeon``: oneDNN); the fastest of more rounds sits nearer each kernel's own cost.
+STEP_REPEATS = 9
+
+
 def chosen_kernels(model: Any, step: bool = False, blocks: tuple[int, ...] = PAY_BLOCKS, context: int = 64,
                    repeats: int = 3, margin: float = 0.03) -> str | None:
     """The kernels ``engine.fast_linear=auto`` runs ``model`` on, measured on this machine: the plain forward and
     each of ``_candidates`` (the transposed copy ``all``, oneDNN's ``onednn``) run one forward of each of ``blocks``
-    tokens on a cache of ``context`` tokens, the kernels alternating (the fastest of ``repeats`` each: another
+    tokens on a cache of ``context`` tokens, the kernels alternating (the fastest of ``repeats`` each, of
+    ``STEP_REPEATS`` for the 1-token forward: another
     process only ever adds time). The loop's kernels: the copy with the least sum over the blocks, taken when that
     sum is at least ``margin`` below the plain one, else None (plain). ``step``: the target alone's kernels (the
     baseline rule: it is offered every kernel ``auto`` weighs, not only the loop's), the loop's unless another's
@@ -221,7 +231,7 @@ def _choose(model: Any, blocks: tuple[int, ...], context: int, repeats: int,
               logits_to_keep=1)
         for k in blocks:  # alternating: a drift of the host reaches every kernel alike
             samples: dict[str | None, list[float]] = {scope: [] for scope in runs}
-            for r in range(repeats):
+            for r in range(max(repeats, STEP_REPEATS) if k == 1 else repeats):
                 for scope, executor in runs.items():
                     samples[scope].append(_block_ms(executor, cache, context, k, warmup=r == 0))
             fastest[k] = {scope: min(values) for scope, values in samples.items()}
