@@ -190,7 +190,9 @@ def _candidates(model: Any) -> dict[str, Any]:
 #: put the target alone on oneDNN's step while over a whole run its plain step decoded 1.07× faster
 #: (``results/committed/vs_hf_xeon``: ``ar-plain`` 16.58 tokens/s against ``ar`` 15.51, 8 of 10 prompts faster), and
 #: two probes of the same host the same hour chose differently (``make_run_xeon_avx512``: plain;
-#: ``make_run_draft_compile_xeon``: oneDNN); the fastest of more rounds sits nearer each kernel's own cost.
+#: ``make_run_draft_compile_xeon``: oneDNN); the fastest of more rounds sits nearer each kernel's own cost. Six
+#: probes of that host, quiet, alternating 9 and 3 rounds, all chose plain (1 token: 45.7–50.8 ms against
+#: oneDNN's 50.7–58.1): the extra rounds guard the noisy moments, about 1 s of probing there.
 STEP_REPEATS = 9
 
 
