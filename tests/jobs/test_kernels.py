@@ -18,6 +18,9 @@ from helpers import compose, tiny
 ENGINE = EngineConfig.from_mapping({"fast_linear": "auto", "verify_buckets": "auto"})
 #: the forwards ``auto`` times against each other: the plain one, the transposed copy and, where oneDNN is, its copy
 KERNELS = 3 if linear_kernels.onednn_available() else 2
+#: the block forwards one ``auto`` measurement times: each kernel on every block, the 1-token one ``STEP_REPEATS``
+#: rounds, the others 3
+BLOCK_CALLS = KERNELS * (3 * (len(fast_linear.PAY_BLOCKS) - 1) + fast_linear.STEP_REPEATS)
 
 
 @pytest.fixture
@@ -47,7 +50,7 @@ def test_a_second_process_takes_the_first_jobs_kernels(measured, tmp_path):
     first = tiny.tiny_model(300, seed=3)
     with shared_kernels(first, _spec(), tmp_path):
         kernels = vf.engine_forward(first, ENGINE, 4)
-    assert measured == {"block": KERNELS * (3 * (len(fast_linear.PAY_BLOCKS) - 1) + fast_linear.STEP_REPEATS), "probe": 1}
+    assert measured == {"block": BLOCK_CALLS, "probe": 1}
     assert kernels.describe()["fast_linear"] == "all" and kernels.buckets[1] == (2, 2)
     (entry,) = (tmp_path / KERNELS_SUBDIR).glob("*.json")
     assert json.loads(entry.read_text())["fast_linear"] == "all"
@@ -59,7 +62,7 @@ def test_a_second_process_takes_the_first_jobs_kernels(measured, tmp_path):
     alone = tiny.tiny_model(300, seed=3)  # no sweep folder: this process measures for itself
     with shared_kernels(alone, _spec(), None):
         vf.engine_forward(alone, ENGINE, 4)
-    assert measured == {"block": KERNELS * (3 * (len(fast_linear.PAY_BLOCKS) - 1) + fast_linear.STEP_REPEATS), "probe": 1}
+    assert measured == {"block": BLOCK_CALLS, "probe": 1}
 
 
 def test_a_measurement_of_another_machine_or_target_is_not_taken(measured, tmp_path):
