@@ -45,7 +45,9 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -132,31 +134,50 @@ def oracle_fractions(df: pd.DataFrame) -> pd.DataFrame | None:
     # a reference (oracle, best fixed γ in hindsight) is one cell whatever γ its prompts used
     df["gamma_key"] = [-1 if m in REFERENCES or g is None or (isinstance(g, float) and math.isnan(g)) else int(g)
                        for m, g in zip(df["method"], df["gamma_init"])]
-    df = df.assign(_t=_time(df), _ar_t=_time(df, ar=True))  # once for the frame, summed per cell below
-    rows = []
-    for key, group in df.groupby(GROUP + [BATCH, "method", "gamma_key"], dropna=False, sort=False):
-        *ident, method, gamma = key
-        used = group["gamma_init"].dropna().unique()
-        rows.append({
-            **dict(zip(GROUP + [BATCH], ident)), "method": method,
-            "gamma_init": gamma if gamma >= 0 else (int(used[0]) if len(used) == 1 else None),
-            "tokens_per_s": pooled_tokens_per_s(group["new_tokens"], group["_t"]), "prompts": len(group),
-            "acceptance_rate": (group["accepted"].sum() / group["drafted"].sum()) if group["drafted"].sum() else math.nan,
-            "mean_accepted_per_round": group["accepted"].sum() / group["rounds"].sum() if group["rounds"].sum() else math.nan,
-            "ar_tokens_per_s": pooled_tokens_per_s(group["new_tokens"], group["_ar_t"])
-            if "ar_wall_ms" in group and group["ar_wall_ms"].notna().all() else math.nan,
-        })
-    out = pd.DataFrame(rows)
+    cells = GROUP + [BATCH, "method", "gamma_key"]
+    # per cell, summed with one groupby (a loop over the cells was the lab's hot spot: 4 × 10⁴ small frames on
+    # results/committed/policy_lab_batch): ``pooled_tokens_per_s``'s Σ new_tokens / Σ time, NaN where a row has no
+    # time (``sum`` of a NaN is NaN: the ``_nan`` counts) or none was spent
+    has_ar = "ar_wall_ms" in df
+    df = df.assign(_t=_time(df), _ar_t=_time(df, ar=True),  # once for the frame
+                   _tok=df["new_tokens"].astype(float))
+    df = df.assign(_t_nan=df["_t"].isna(), _ar_t_nan=df["_ar_t"].isna(),
+                   _ar_missing=df["ar_wall_ms"].isna() if has_ar else True,
+                   _gamma=df["gamma_init"].astype(float))
+    grouped = df.groupby(cells, dropna=False, sort=False)
+    sums = grouped[["_tok", "_t", "_ar_t", "accepted", "drafted", "rounds", "_t_nan", "_ar_t_nan",
+                    "_ar_missing"]].sum()
+    sums["prompts"] = grouped.size()
+    sums["_gammas"] = grouped["_gamma"].nunique()  # the initial γ a reference's prompts used: one, or none named
+    sums["_gamma_first"] = grouped["_gamma"].first()
+
+    def pooled(tok: pd.Series, t: pd.Series, nan: pd.Series) -> pd.Series:
+        seconds = t.where(nan == 0) / 1000.0
+        return (tok / seconds).where(seconds > 0)
+
+    ident = sums.index.to_frame(index=False)
+    gamma = ident["gamma_key"].astype(int)
+    used = [int(g) if n == 1 else None for n, g in zip(sums["_gammas"], sums["_gamma_first"])]
+    out = ident[GROUP + [BATCH, "method"]].copy()
+    out["gamma_init"] = [int(g) if g >= 0 else u for g, u in zip(gamma, used)]
+    out["tokens_per_s"] = pooled(sums["_tok"], sums["_t"], sums["_t_nan"]).to_numpy()
+    out["prompts"] = sums["prompts"].to_numpy()
+    drafted, rounds = sums["drafted"].to_numpy(float), sums["rounds"].to_numpy(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["acceptance_rate"] = np.where(drafted != 0, sums["accepted"].to_numpy(float) / drafted, math.nan)
+        out["mean_accepted_per_round"] = np.where(rounds != 0, sums["accepted"].to_numpy(float) / rounds, math.nan)
+    ar = pooled(sums["_tok"], sums["_ar_t"], sums["_ar_t_nan"]).where(sums["_ar_missing"] == 0) if has_ar else None
+    out["ar_tokens_per_s"] = ar.to_numpy() if ar is not None else math.nan
     keys = GROUP + [BATCH]
     refs = {}
     for key, group in out.groupby(keys, dropna=False, sort=False):
         for ref in REFERENCES:
             hit = group[group["method"] == ref]
             refs[(*key, ref)] = float(hit["tokens_per_s"].iloc[0]) if len(hit) else math.nan
+    row_keys = list(zip(*(out[g].tolist() for g in keys)))
     for ref, col in (("oracle", "x_oracle"), ("oracle_agreement", "x_oracle_agreement"),
                      ("best_fixed_task", "x_best_fixed"), ("best_fixed_prompt", "x_best_fixed_prompt")):
-        out[col] = [r.tokens_per_s / refs.get((*[r[g] for g in keys], ref), math.nan)
-                    for _, r in out.iterrows()]
+        out[col] = [tps / refs.get((*k, ref), math.nan) for tps, k in zip(out["tokens_per_s"], row_keys)]
     out["speedup_vs_ar"] = out["tokens_per_s"] / out["ar_tokens_per_s"]
     return out
 
@@ -225,12 +246,27 @@ def _turn_sums(group: pd.DataFrame) -> pd.DataFrame:
     return group.groupby(TURN, dropna=False, sort=True)[["_tok", "_t"]].sum()
 
 
-def _pooled_draws(sums: pd.DataFrame, turns: pd.Index) -> tuple[float, np.ndarray]:
-    """Pooled tokens/s over ``turns`` and its delete-one-turn replicates (NaN where a cell lacks a turn)."""
-    aligned = sums.reindex(turns)
-    tok, t = aligned["_tok"].to_numpy(float), aligned["_t"].to_numpy(float)
+def _cells_on_turns(sums: pd.DataFrame, turns: pd.Index) -> Iterator[tuple[tuple[Any, Any], np.ndarray]]:
+    """Each ``(method, gamma_init)`` cell of ``sums`` (indexed by method, γ and the ``TURN`` columns), sorted, with its
+    ``[_tok, _t]`` on ``turns`` (``len(turns) × 2``, NaN where the cell lacks a turn; its turns outside ``turns``
+    left out): what ``sub.droplevel([0, 1]).reindex(turns)`` gives, placed with one ``get_indexer`` for the whole
+    frame (a reindex per cell was the rule's hot spot: 4432 cells on ``results/committed/policy_lab_batch``)."""
+    at = turns.get_indexer(sums.index.droplevel([0, 1]))
+    values = sums[["_tok", "_t"]].to_numpy(float)
+    for cell, rows in sorted(sums.groupby(level=[0, 1], sort=True).indices.items()):
+        aligned = np.full((len(turns), 2), np.nan)
+        keep = at[rows] >= 0
+        aligned[at[rows][keep]] = values[rows][keep]
+        yield cell, aligned
+
+
+def _pooled_draws(sums: pd.DataFrame | np.ndarray, turns: pd.Index) -> tuple[float, np.ndarray]:
+    """Pooled tokens/s over ``turns`` and its delete-one-turn replicates (NaN where a cell lacks a turn). ``sums``: per
+    turn ``_tok`` and ``_t``, a frame indexed by turn, or already aligned on ``turns`` (``_cells_on_turns``)."""
+    aligned = sums if isinstance(sums, np.ndarray) else sums.reindex(turns)[["_tok", "_t"]].to_numpy(float)
+    tok, t = aligned[:, 0], aligned[:, 1]
     total_tok, total_t = np.nansum(tok), np.nansum(t)
-    point = total_tok / total_t * 1000.0 if aligned.notna().all().all() and total_t > 0 else math.nan
+    point = total_tok / total_t * 1000.0 if not np.isnan(aligned).any() and total_t > 0 else math.nan
     with np.errstate(divide="ignore", invalid="ignore"):
         draws = (total_tok - tok) / (total_t - t) * 1000.0
     return point, draws
@@ -263,8 +299,8 @@ def policy_comparison(df: pd.DataFrame) -> pd.DataFrame | None:
         policies = group[~group["method"].isin(REFERENCES) & group["gamma_init"].notna()]
         sums = policies.groupby(["method", "gamma_init", *TURN], dropna=False, sort=True)[["_tok", "_t"]].sum()
         by_method: dict[str, dict[int, tuple[float, np.ndarray]]] = {}
-        for (method, gamma), sub in sums.groupby(level=[0, 1], sort=True):
-            by_method.setdefault(method, {})[int(gamma)] = _pooled_draws(sub.droplevel([0, 1]), turns)
+        for (method, gamma), sub in _cells_on_turns(sums, turns):
+            by_method.setdefault(method, {})[int(gamma)] = _pooled_draws(sub, turns)
         for method, cells in by_method.items():
             cells = {g: c for g, c in cells.items() if np.isfinite(c[0])}
             if not cells:
