@@ -41,6 +41,32 @@ def test_cache_loads_each_spec_once_and_derives_transforms(saved):
     assert logits_width(q) == logits_width(a) == a.config.vocab_size
 
 
+def test_the_int8_transform_shares_the_float_tensors_and_leaves_the_model_as_it_was(saved):
+    """``apply_transform(model, "int8_dynamic")``: the copy's ``Linear`` layers are int8, its embeddings and norms are
+    ``model``'s own tensors (no second float copy), and ``model``'s modules and weights are what they were."""
+    import torch
+
+    from specbench.models import apply_transform
+
+    path, tok = saved
+    model = ModelCache().model(ModelSpec(path=str(path)))
+    before = {name: t.clone() for name, t in model.state_dict().items()}
+    kinds = {name: type(m) for name, m in model.named_modules()}
+    q = apply_transform(model, "int8_dynamic")
+    linears = [name for name, t in kinds.items() if t is torch.nn.Linear]
+    assert linears and all("Linear" in type(q.get_submodule(n)).__name__ and type(q.get_submodule(n)) is not
+                           torch.nn.Linear for n in linears)
+    assert q.get_input_embeddings().weight is model.get_input_embeddings().weight
+    floats = {id(p) for p in model.parameters()}
+    assert all(id(p) in floats for p in q.parameters())  # every float tensor left in the copy is the model's
+    assert {name: type(m) for name, m in model.named_modules()} == kinds
+    assert all(torch.equal(t, before[name]) for name, t in model.state_dict().items())
+    ids = tok.encode("the quick brown fox")
+    ref = AutoregressiveRunner(model, []).generate(ids, 12)
+    out = SpeculativeRunner(model, ModelDrafter(q, []), FixedGamma(3), []).generate(ids, 12)
+    assert out.tokens == ref.tokens
+
+
 @pytest.mark.parametrize(
     "kwargs, message",
     [
