@@ -29,14 +29,78 @@ def options(group: str) -> list[str]:
     return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
 
 
-def run_sweep(args: list[str], conf: Path | None, tmp: Path, timeout: int = 600) -> subprocess.CompletedProcess:
-    """``python run.py [--config-dir conf] ARGS results_dir=tmp`` in a subprocess, offline."""
-    env = offline_env()
+def run_sweep(args: list[str], conf: Path | None, tmp: Path, timeout: int = 600,
+              in_process: bool = False) -> subprocess.CompletedProcess:
+    """``python run.py [--config-dir conf] ARGS results_dir=tmp`` in a subprocess, offline; ``in_process``: the same
+    command line run in this process (``run_in_process``)."""
     cmd = [sys.executable, str(ROOT / "run.py")]
     if conf is not None:
         cmd += ["--config-dir", str(conf)]
     cmd += [*args, f"results_dir={tmp}"]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env)
+    if in_process:
+        return run_in_process(cmd)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=offline_env())
+
+
+def run_in_process(cmd: list[str]) -> subprocess.CompletedProcess:
+    """``cmd`` (``[python, run.py, ARGS...]``) run as ``python run.py ARGS`` would run it, in this process:
+    ``run.py`` executed as ``__main__`` (``runpy``: its ``with_baseline`` and Hydra's parsing of the same
+    arguments), its standard streams captured, its exit code returned. What a sweep may change in the process is put
+    back afterwards: the arguments, the environment, torch's threads, the SIGINT/SIGTERM handlers, every logger's
+    handlers, level and flags (Hydra configures logging per job), Hydra's global state, and the models the run added to
+    ``MODEL_CACHE``. For the tiny-pair sweeps, where starting a Python with torch and transformers was most of a
+    test's time (about 5 of 7 s on a 2-core Xeon, 2026-11-29); the tests of a fresh process's behaviour (the README's
+    sweep, the launchers, signals, locks between processes) keep ``run_sweep``'s subprocess."""
+    import contextlib
+    import io
+    import logging
+    import runpy
+    import signal
+
+    import torch
+    from hydra.core.global_hydra import GlobalHydra
+
+    from specbench.models.cache import MODEL_CACHE
+
+    saved_argv, saved_env, threads = sys.argv[:], dict(os.environ), torch.get_num_threads()
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    loggers = [logging.getLogger(), *(lg for lg in logging.Logger.manager.loggerDict.values()
+                                      if isinstance(lg, logging.Logger))]
+    states = [(lg, lg.handlers[:], lg.level, lg.disabled, lg.propagate) for lg in loggers]
+    cached = set(MODEL_CACHE._models)
+    out, err = io.StringIO(), io.StringIO()
+    code: int | str | None = 0
+    GlobalHydra.instance().clear()
+    try:
+        sys.argv = [str(ROOT / "run.py"), *cmd[2:]]
+        os.environ.update(offline_env())
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                runpy.run_path(str(ROOT / "run.py"), run_name="__main__")
+            except SystemExit as stop:
+                code = stop.code
+    finally:
+        sys.argv = saved_argv
+        os.environ.clear()
+        os.environ.update(saved_env)
+        torch.set_num_threads(threads)
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+        for lg, lg_handlers, level, disabled, propagate in states:
+            for handler in lg.handlers[:]:
+                if handler not in lg_handlers:
+                    lg.removeHandler(handler)
+                    handler.close()
+            lg.handlers[:] = lg_handlers
+            lg.setLevel(level)
+            lg.disabled, lg.propagate = disabled, propagate
+        GlobalHydra.instance().clear()
+        for key in set(MODEL_CACHE._models) - cached:
+            MODEL_CACHE.evict(key)
+    returncode = code if isinstance(code, int) else (0 if code is None else 1)
+    if isinstance(code, str):
+        err.write(code + "\n")
+    return subprocess.CompletedProcess(cmd, returncode, out.getvalue(), err.getvalue())
 
 
 def offline_env(**extra: str) -> dict[str, str]:

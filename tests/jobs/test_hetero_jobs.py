@@ -43,7 +43,8 @@ def _jobs(root: Path) -> dict[str, tuple[dict, list[dict]]]:
 @pytest.mark.slow
 def test_every_policy_runs_over_every_cross_vocabulary_algorithm(hetero_conf, tmp_path):
     proc = run_sweep(["-m", f"method={','.join(POLICY_METHODS)}", f"hetero={','.join(RULES)}", "pair=tiny_hetero",
-                      "task.n_prompts=1", "max_new_tokens=10", "warmup=0", "gamma=3", "threads=1"], hetero_conf, tmp_path)
+                      "task.n_prompts=1", "max_new_tokens=10", "warmup=0", "gamma=3", "threads=1"], hetero_conf, tmp_path,
+                     in_process=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     jobs = _jobs(tmp_path)
     assert len(jobs) == len(POLICY_METHODS) * len(RULES)
@@ -69,10 +70,11 @@ def test_every_policy_runs_over_every_cross_vocabulary_algorithm(hetero_conf, tm
 def test_sampling_jobs_run_and_auto_picks_tli(hetero_conf, tmp_path):
     proc = run_sweep(["-m", "method=gammatune", "hetero=auto,union", "pair=tiny_hetero", "temperature=1",
                       "task.n_prompts=1", "max_new_tokens=10", "warmup=0", "threads=1", "baseline=none"],
-                     hetero_conf, tmp_path / "a")
+                     hetero_conf, tmp_path / "a", in_process=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     proc = run_sweep(["method=gammatune", "hetero=slrs", "hetero.max_nodes=1", "pair=tiny_hetero", "temperature=1",
-                      "task.n_prompts=1", "max_new_tokens=10", "warmup=0", "threads=1"], hetero_conf, tmp_path / "b")
+                      "task.n_prompts=1", "max_new_tokens=10", "warmup=0", "threads=1"], hetero_conf, tmp_path / "b",
+                     in_process=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     jobs = {**_jobs(tmp_path / "a"), **_jobs(tmp_path / "b")}
     rules = sorted(records[0]["hetero"] for _, records in jobs.values())

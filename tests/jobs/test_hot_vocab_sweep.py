@@ -24,7 +24,7 @@ def test_a_sweep_of_the_drafts_head_runs_as_typed_and_stays_lossless(tiny_conf, 
     build_token_map(tiny.tiny_tokenizer(), list(tiny.CORPUS), "the tests' corpus", keep=40).write(token_map)
     results = tmp_path / "results"
     proc = run_sweep(["-m", *CHEAP, "+pair.draft.hot_vocab=null,40", f"+pair.draft.token_map={token_map}"],
-                     tiny_conf, results)
+                     tiny_conf, results, in_process=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     records = [json.loads(line) for p in sorted(results.glob("*/records.jsonl")) for line in p.read_text().splitlines()]
     assert len(records) == 4 and all(r["lossless"] for r in records)

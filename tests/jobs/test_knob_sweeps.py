@@ -97,7 +97,7 @@ def test_the_added_baseline_keeps_the_shared_settings_and_drops_the_methods_knob
 @pytest.mark.parametrize("method", sorted(KNOB_SWEEPS))
 def test_a_knob_sweep_of_every_adaptive_method_runs_as_typed(method, tiny_conf, tmp_path):
     knob = KNOB_SWEEPS[method]
-    proc = run_sweep(["-m", f"method={method}", knob, *CHEAP], tiny_conf, tmp_path)
+    proc = run_sweep(["-m", f"method={method}", knob, *CHEAP], tiny_conf, tmp_path, in_process=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     jobs = _jobs(tmp_path)
     key = knob.partition("=")[0]
@@ -113,7 +113,8 @@ def test_a_knob_sweep_of_a_cross_vocabulary_rule_runs_as_typed(tmp_path):
     """The rule's knob is a shared setting (the baseline runs at each value); the method's is not."""
     conf = write_tiny_hetero_pair(tmp_path / "pair")
     proc = run_sweep(["-m", "method=gammatune", "method.eta=0.25,0.5", "hetero=slem", "hetero.lookbehind=5,10",
-                      *(o for o in CHEAP if o != "pair=tiny"), "pair=tiny_hetero"], conf, tmp_path / "results")
+                      *(o for o in CHEAP if o != "pair=tiny"), "pair=tiny_hetero"], conf, tmp_path / "results",
+                     in_process=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     jobs = _jobs(tmp_path / "results")
     baseline = sorted(n for n in jobs if f"method={BASELINE}" in n)

@@ -50,7 +50,9 @@ def _launch(name: str, conf: Path, results: Path) -> subprocess.CompletedProcess
     if name == "ray":
         pytest.importorskip("ray")
         pytest.importorskip("hydra_plugins.hydra_ray_launcher")
-    return run_sweep([SWEEP[0], *LAUNCHERS[name], *SWEEP[1:]], conf, results, timeout=900)
+    # the one-process launchers run in this process (helpers.run_in_process); submitit's and Ray's start their own
+    return run_sweep([SWEEP[0], *LAUNCHERS[name], *SWEEP[1:]], conf, results, timeout=900,
+                     in_process=name in ("basic", "interleaved"))
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +70,7 @@ def reference(basic_run) -> dict[str, list[dict]]:
     return _records(basic_run[0])
 
 
-@pytest.mark.slow  # a run.py subprocess sweep
+@pytest.mark.slow  # a run.py sweep
 @pytest.mark.parametrize("launcher", list(LAUNCHERS))
 def test_every_launcher_runs_the_same_sweep_resumes_and_isolates_failures(launcher, conf, reference, basic_run,
                                                                           tmp_path):

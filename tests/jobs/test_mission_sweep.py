@@ -35,7 +35,7 @@ def test_the_baseline_is_added_to_a_sweep_of_adaptive_methods_only():
 def test_the_missions_two_commands_render_table_2(tiny_conf, tmp_path):
     results = tmp_path / "results"
     sweep = run_sweep(["-m", "method=gammatune,gammatune_plus", "gamma=1,2,4,8", "pair=tiny", "task.n_prompts=2",
-                       "max_new_tokens=12", "warmup=0"], tiny_conf, results)
+                       "max_new_tokens=12", "warmup=0"], tiny_conf, results, in_process=True)
     assert sweep.returncode == 0, sweep.stderr[-3000:]
     assert "also runs method=specdecode" in sweep.stderr
     folders = sorted(p.name for p in results.iterdir() if (p / "summary.json").exists())
@@ -50,7 +50,7 @@ def test_the_missions_two_commands_render_table_2(tiny_conf, tmp_path):
     assert "fast_linear" not in table  # the engine every row shares is no variant
     # a second sweep of another method at the same settings reuses the complete baseline jobs
     again = run_sweep(["-m", "method=hf_heuristic", "gamma=1,2,4,8", "pair=tiny", "task.n_prompts=2",
-                       "max_new_tokens=12", "warmup=0"], tiny_conf, results)
+                       "max_new_tokens=12", "warmup=0"], tiny_conf, results, in_process=True)
     assert again.returncode == 0, again.stderr[-3000:]
     assert sum("method=specdecode" in p.name for p in results.iterdir()) == 4
     assert "skipped" in again.stdout + again.stderr  # the complete baseline jobs, as the sweep report says

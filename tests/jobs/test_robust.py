@@ -55,7 +55,7 @@ def test_sigkill_mid_job_then_resume_keeps_whole_lines_and_no_duplicates(tiny_co
         fh.write('{"pair": "tiny", "prompt_id": "torn')
     summary = json.loads((records.parent / "summary.json").read_text())
     assert summary["status"] == "running"
-    done = run_sweep(ARGS, tiny_conf, tmp_path)
+    done = run_sweep(ARGS, tiny_conf, tmp_path, in_process=True)  # the resume
     assert done.returncode == 0, done.stderr[-2000:]
     lines = records.read_text().splitlines()
     rows = [json.loads(line) for line in lines]
@@ -75,12 +75,12 @@ def test_ctrl_c_stops_after_the_current_prompt_and_resumes(tiny_conf, tmp_path):
     rows = [json.loads(line) for line in records.read_text().splitlines()]
     assert 2 <= len(rows) < 10
     assert json.loads((records.parent / "summary.json").read_text())["status"] == "interrupted"
-    done = run_sweep(ARGS, tiny_conf, tmp_path)
+    done = run_sweep(ARGS, tiny_conf, tmp_path, in_process=True)  # the resume
     assert done.returncode == 0
     assert len(records.read_text().splitlines()) == 10
 
 
-@pytest.mark.slow  # a run.py subprocess sweep
+@pytest.mark.slow  # a run.py sweep (in this process: helpers.run_in_process)
 def test_a_failing_job_does_not_stop_the_sweep(tiny_conf, tmp_path):
     broken = tiny_conf.parent / "conf_broken"
     (broken / "pair").mkdir(parents=True, exist_ok=True)
@@ -95,7 +95,7 @@ def test_a_failing_job_does_not_stop_the_sweep(tiny_conf, tmp_path):
         text.replace("name: tiny\n", "name: invalid\n", 1).replace(str(tiny_conf.parent / "target"), "/nonexistent/model")
     )
     proc = run_sweep(["-m", "pair=tiny,broken,invalid", "gamma=1,3", "task.n_prompts=2", "max_new_tokens=8",
-                      "warmup=0"], broken, tmp_path)
+                      "warmup=0"], broken, tmp_path, in_process=True)
     assert proc.returncode == 1  # the sweep reports its failures
     out = proc.stdout + proc.stderr
     assert "2 complete, 2 failed, 2 invalid" in out and "FAILED gamma=1" in out
@@ -109,7 +109,7 @@ def test_a_failing_job_does_not_stop_the_sweep(tiny_conf, tmp_path):
     assert all("empty_model" in f["error"] or "config" in f["error"].lower() for f in failed)
 
 
-@pytest.mark.slow  # a run.py subprocess sweep
+@pytest.mark.slow  # a run.py subprocess sweep: the model cache's counts are a fresh process's
 def test_models_are_loaded_once_per_sweep(tiny_conf, tmp_path):
     proc = run_sweep(["-m", "method=ar,specdecode,gammatune", "gamma=2,4", "task.n_prompts=1", "max_new_tokens=6",
                       "pair=tiny", "warmup=0"], tiny_conf, tmp_path)
@@ -136,7 +136,7 @@ def test_clear_errors_name_the_bad_value(overrides, message):
 
 @pytest.mark.slow
 def test_heterogeneous_pair_with_one_vocabulary_leaves_no_folder(tmp_path):
-    proc = run_sweep(["pair=gemma3-270m_smollm2-135m", "hetero=none"], None, tmp_path, timeout=120)
+    proc = run_sweep(["pair=gemma3-270m_smollm2-135m", "hetero=none"], None, tmp_path, in_process=True)
     assert proc.returncode == 2
     assert "hetero=tli" in proc.stderr + proc.stdout
     assert not [p for p in tmp_path.rglob("*") if p.is_file()]

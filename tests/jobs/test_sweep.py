@@ -1,4 +1,5 @@
-"""Real ``python run.py -m ...`` sweeps in a subprocess write one folder per job with valid records."""
+"""Real ``python run.py -m ...`` sweeps write one folder per job with valid records: the tiny pair's in this process
+(``helpers.run_in_process``), the README's on the real pair in a subprocess."""
 
 from __future__ import annotations
 
@@ -34,11 +35,11 @@ def check_job(folder: Path, n_records: int, method: str, gamma: int | None) -> l
     return records
 
 
-@pytest.mark.slow  # a run.py subprocess sweep
+@pytest.mark.slow  # a run.py sweep (in this process: helpers.run_in_process)
 def test_multirun_sweep_writes_one_folder_per_job(tiny_conf, tmp_path):
     proc = run_sweep(
         ["-m", "method=specdecode", "gamma=1,2,4,8", "pair=tiny", "task.n_prompts=2", "max_new_tokens=12", "warmup=0"],
-        tiny_conf, tmp_path,
+        tiny_conf, tmp_path, in_process=True,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     jobs = sorted(p.parent for p in tmp_path.rglob("summary.json"))
@@ -51,12 +52,12 @@ def test_multirun_sweep_writes_one_folder_per_job(tiny_conf, tmp_path):
     assert proc.stdout.count("[done]") == 4
 
 
-@pytest.mark.slow  # a run.py subprocess sweep
+@pytest.mark.slow  # a run.py sweep (in this process: helpers.run_in_process)
 def test_sweep_over_all_methods(tiny_conf, tmp_path):
     methods = "ar,specdecode,hf_heuristic,assistant_threshold,gammatune,gammatune_plus"
     proc = run_sweep(
         ["-m", f"method={methods}", "gamma=1,4", "pair=tiny", "task.n_prompts=2", "max_new_tokens=10", "warmup=0"],
-        tiny_conf, tmp_path,
+        tiny_conf, tmp_path, in_process=True,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     jobs = sorted(p.parent for p in tmp_path.rglob("summary.json"))
@@ -67,14 +68,14 @@ def test_sweep_over_all_methods(tiny_conf, tmp_path):
         check_job(job, 2, method, None if method == "ar" else int(parts["gamma"]))
 
 
-@pytest.mark.slow  # a run.py subprocess sweep
+@pytest.mark.slow  # a run.py sweep (in this process: helpers.run_in_process)
 def test_rerun_skips_complete_jobs(tiny_conf, tmp_path):
     args = ["pair=tiny", "task.n_prompts=1", "max_new_tokens=6", "warmup=0"]
-    first = run_sweep(args, tiny_conf, tmp_path)
+    first = run_sweep(args, tiny_conf, tmp_path, in_process=True)
     assert first.returncode == 0, first.stderr[-3000:]
     job = next(tmp_path.rglob("records.jsonl")).parent
     before = (job / "records.jsonl").read_text()
-    second = run_sweep(args, tiny_conf, tmp_path)
+    second = run_sweep(args, tiny_conf, tmp_path, in_process=True)
     assert second.returncode == 0
     assert "complete; skipped" in second.stderr + second.stdout
     assert (job / "records.jsonl").read_text() == before
