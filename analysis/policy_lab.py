@@ -134,40 +134,26 @@ def oracle_fractions(df: pd.DataFrame) -> pd.DataFrame | None:
     # a reference (oracle, best fixed γ in hindsight) is one cell whatever γ its prompts used
     df["gamma_key"] = [-1 if m in REFERENCES or g is None or (isinstance(g, float) and math.isnan(g)) else int(g)
                        for m, g in zip(df["method"], df["gamma_init"])]
-    cells = GROUP + [BATCH, "method", "gamma_key"]
     # per cell, summed with one groupby (a loop over the cells was the lab's hot spot: 4 × 10⁴ small frames on
-    # results/committed/policy_lab_batch): ``pooled_tokens_per_s``'s Σ new_tokens / Σ time, NaN where a row has no
-    # time (``sum`` of a NaN is NaN: the ``_nan`` counts) or none was spent
-    has_ar = "ar_wall_ms" in df
-    df = df.assign(_t=_time(df), _ar_t=_time(df, ar=True),  # once for the frame
-                   _tok=df["new_tokens"].astype(float))
-    df = df.assign(_t_nan=df["_t"].isna(), _ar_t_nan=df["_ar_t"].isna(),
-                   _ar_missing=df["ar_wall_ms"].isna() if has_ar else True,
-                   _gamma=df["gamma_init"].astype(float))
-    grouped = df.groupby(cells, dropna=False, sort=False)
-    sums = grouped[["_tok", "_t", "_ar_t", "accepted", "drafted", "rounds", "_t_nan", "_ar_t_nan",
-                    "_ar_missing"]].sum()
-    sums["prompts"] = grouped.size()
-    sums["_gammas"] = grouped["_gamma"].nunique()  # the initial γ a reference's prompts used: one, or none named
-    sums["_gamma_first"] = grouped["_gamma"].first()
-
-    def pooled(tok: pd.Series, t: pd.Series, nan: pd.Series) -> pd.Series:
-        seconds = t.where(nan == 0) / 1000.0
-        return (tok / seconds).where(seconds > 0)
-
-    ident = sums.index.to_frame(index=False)
-    gamma = ident["gamma_key"].astype(int)
-    used = [int(g) if n == 1 else None for n, g in zip(sums["_gammas"], sums["_gamma_first"])]
-    out = ident[GROUP + [BATCH, "method"]].copy()
-    out["gamma_init"] = [int(g) if g >= 0 else u for g, u in zip(gamma, used)]
-    out["tokens_per_s"] = pooled(sums["_tok"], sums["_t"], sums["_t_nan"]).to_numpy()
-    out["prompts"] = sums["prompts"].to_numpy()
-    drafted, rounds = sums["drafted"].to_numpy(float), sums["rounds"].to_numpy(float)
+    # results/committed/policy_lab_batch); ``pooled_tokens_per_s``: a time summed over a NaN is NaN (the ``_nan`` counts)
+    df = df.assign(_t=_time(df), _ar_t=_time(df, ar=True), _tok=df["new_tokens"].astype(float),
+                   _gamma=df["gamma_init"].astype(float), _ar_missing=df["ar_wall_ms"].isna() if "ar_wall_ms" in df else True)
+    df = df.assign(_t_nan=df["_t"].isna(), _ar_t_nan=df["_ar_t"].isna())
+    grouped = df.groupby(GROUP + [BATCH, "method", "gamma_key"], dropna=False, sort=False)
+    sums = grouped[["_tok", "_t", "_ar_t", "accepted", "drafted", "rounds", "_t_nan", "_ar_t_nan", "_ar_missing"]].sum()
+    used = [int(g) if n == 1 else None  # the initial γ a reference's prompts used: one, or none named
+            for n, g in zip(grouped["_gamma"].nunique(), grouped["_gamma"].first())]
+    seconds = sums["_t"].where(sums["_t_nan"] == 0) / 1000.0
+    ar_seconds = sums["_ar_t"].where(sums["_ar_t_nan"] + sums["_ar_missing"] == 0) / 1000.0
+    out = sums.index.to_frame(index=False)
+    out["gamma_init"] = [int(g) if g >= 0 else u for g, u in zip(out.pop("gamma_key"), used)]
+    out["tokens_per_s"] = (sums["_tok"] / seconds).where(seconds > 0).to_numpy()
+    out["prompts"] = grouped.size().to_numpy()
+    accepted, drafted, rounds = (sums[c].to_numpy(float) for c in ("accepted", "drafted", "rounds"))
     with np.errstate(divide="ignore", invalid="ignore"):
-        out["acceptance_rate"] = np.where(drafted != 0, sums["accepted"].to_numpy(float) / drafted, math.nan)
-        out["mean_accepted_per_round"] = np.where(rounds != 0, sums["accepted"].to_numpy(float) / rounds, math.nan)
-    ar = pooled(sums["_tok"], sums["_ar_t"], sums["_ar_t_nan"]).where(sums["_ar_missing"] == 0) if has_ar else None
-    out["ar_tokens_per_s"] = ar.to_numpy() if ar is not None else math.nan
+        out["acceptance_rate"] = np.where(drafted != 0, accepted / drafted, math.nan)
+        out["mean_accepted_per_round"] = np.where(rounds != 0, accepted / rounds, math.nan)
+    out["ar_tokens_per_s"] = (sums["_tok"] / ar_seconds).where(ar_seconds > 0).to_numpy()
     keys = GROUP + [BATCH]
     refs = {}
     for key, group in out.groupby(keys, dropna=False, sort=False):
