@@ -45,12 +45,15 @@ def run_sweep(args: list[str], conf: Path | None, tmp: Path, timeout: int = 600,
 def run_in_process(cmd: list[str]) -> subprocess.CompletedProcess:
     """``cmd`` (``[python, run.py, ARGS...]``) run as ``python run.py ARGS`` would run it, in this process:
     ``run.py`` executed as ``__main__`` (``runpy``: its ``with_baseline`` and Hydra's parsing of the same
-    arguments), its standard streams captured, its exit code returned. What a sweep may change in the process is put
-    back afterwards: the arguments, the environment, torch's threads, the SIGINT/SIGTERM handlers, every logger's
-    handlers, level and flags (Hydra configures logging per job), Hydra's global state, and the models the run added to
-    ``MODEL_CACHE``. For the tiny-pair sweeps, where starting a Python with torch and transformers was most of a
-    test's time (about 5 of 7 s on a 2-core Xeon, 2026-11-29); the tests of a fresh process's behaviour (the README's
-    sweep, the launchers, signals, locks between processes) keep ``run_sweep``'s subprocess."""
+    arguments), its standard streams captured, its exit code returned.
+
+    What a sweep may change in the process is put back afterwards: the arguments, the environment, torch's threads,
+    the SIGINT/SIGTERM handlers, every logger's handlers, level and flags (Hydra configures logging per job),
+    Hydra's global state, and ``MODEL_CACHE`` (the run starts from an empty one, as a fresh process does, and its
+    models are dropped after it). For the tiny-pair sweeps, where starting a Python with torch and transformers was
+    most of a test's time (about 5 of 7 s on a 2-core Xeon, 2026-11-29); the tests of a fresh process's behaviour
+    (the README's sweep, the launchers that start processes, signals, locks between processes) keep ``run_sweep``'s
+    subprocess."""
     import contextlib
     import io
     import logging
@@ -67,7 +70,8 @@ def run_in_process(cmd: list[str]) -> subprocess.CompletedProcess:
     loggers = [logging.getLogger(), *(lg for lg in logging.Logger.manager.loggerDict.values()
                                       if isinstance(lg, logging.Logger))]
     states = [(lg, lg.handlers[:], lg.level, lg.disabled, lg.propagate) for lg in loggers]
-    cached = set(MODEL_CACHE._models)
+    cache_state = dict(MODEL_CACHE.__dict__)
+    MODEL_CACHE.__init__()  # the run starts from an empty model cache, as a fresh process does
     out, err = io.StringIO(), io.StringIO()
     code: int | str | None = 0
     GlobalHydra.instance().clear()
@@ -95,8 +99,8 @@ def run_in_process(cmd: list[str]) -> subprocess.CompletedProcess:
             lg.setLevel(level)
             lg.disabled, lg.propagate = disabled, propagate
         GlobalHydra.instance().clear()
-        for key in set(MODEL_CACHE._models) - cached:
-            MODEL_CACHE.evict(key)
+        MODEL_CACHE.__dict__.clear()
+        MODEL_CACHE.__dict__.update(cache_state)
     returncode = code if isinstance(code, int) else (0 if code is None else 1)
     if isinstance(code, str):
         err.write(code + "\n")

@@ -102,7 +102,7 @@ def test_a_second_process_skips_a_held_job_naming_the_holder_and_writes_nothing(
         assert not (job / "records.jsonl").exists() and not (job / "summary.json").exists()
     finally:
         lock.release()
-    done = run_sweep(ARGS, tiny_conf, tmp_path)
+    done = run_sweep(ARGS, tiny_conf, tmp_path, in_process=True)  # the next run, after the holder
     assert done.returncode == 0, done.stderr[-2000:]
     assert len(_rows(job)) == 10
 
@@ -133,7 +133,7 @@ def test_kill_9_the_holder_and_the_next_run_takes_the_lock_and_resumes(tiny_conf
     kept = records.read_text().splitlines()
     holder = json.loads((tmp_path / JOB / HOLDER_FILE).read_text())
     assert holder["pid"] == proc.pid  # left behind by the dead holder
-    done = run_sweep(ARGS, tiny_conf, tmp_path)
+    done = run_sweep(ARGS, tiny_conf, tmp_path, in_process=True)  # the next run, after the holder
     assert done.returncode == 0, done.stderr[-2000:]
     assert "locked by" not in done.stdout + done.stderr
     rows = _rows(tmp_path / JOB)

@@ -91,9 +91,9 @@ def test_a_three_pair_sweep_under_a_budget_for_one_pair(pairs, tmp_path):
     budget = int(1.5 * _pair_bytes(pairs))
     sweep = ["-m", "pair=tiny_a,tiny_b,tiny_c", "method=ar,specdecode", "gamma=2", "task.n_prompts=1",
              "max_new_tokens=6", "warmup=0", "threads=1"]
-    bounded = run_sweep([*sweep, f"model_budget={budget}"], pairs, tmp_path / "bounded")
+    bounded = run_sweep([*sweep, f"model_budget={budget}"], pairs, tmp_path / "bounded", in_process=True)
     assert bounded.returncode == 0, bounded.stderr[-3000:]
-    free = run_sweep(sweep, pairs, tmp_path / "free")
+    free = run_sweep(sweep, pairs, tmp_path / "free", in_process=True)
     assert free.returncode == 0, free.stderr[-3000:]
     summaries = [json.loads(p.read_text()) for p in (tmp_path / "bounded").glob("*/summary.json")]
     assert len(summaries) == 6

@@ -109,10 +109,10 @@ def test_a_failing_job_does_not_stop_the_sweep(tiny_conf, tmp_path):
     assert all("empty_model" in f["error"] or "config" in f["error"].lower() for f in failed)
 
 
-@pytest.mark.slow  # a run.py subprocess sweep: the model cache's counts are a fresh process's
+@pytest.mark.slow  # a run.py sweep (in this process, from an empty model cache: helpers.run_in_process)
 def test_models_are_loaded_once_per_sweep(tiny_conf, tmp_path):
     proc = run_sweep(["-m", "method=ar,specdecode,gammatune", "gamma=2,4", "task.n_prompts=1", "max_new_tokens=6",
-                      "pair=tiny", "warmup=0"], tiny_conf, tmp_path)
+                      "pair=tiny", "warmup=0"], tiny_conf, tmp_path, in_process=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
     caches = [json.loads(p.read_text())["model_cache"] for p in tmp_path.rglob("summary.json")]
     assert len(caches) == 6
