@@ -50,12 +50,45 @@ def test_the_draft_is_really_compiled_over_the_shared_int8_weights(pair):
     step = compiled_step(pair.draft)
     assert step is not None and step.compile_s > 0
     assert type(step.forward).__name__ != "method"  # torch.compile's wrapper, not the copy's own forward
-    op_layers = [m for m in step.copy.modules() if isinstance(m, compiled_draft._OpLinear)]
-    int8_layers = [m for m in pair.draft.modules() if compiled_draft._is_int8_dynamic(m)]
-    assert len(op_layers) == len(int8_layers) > 0  # every int8 layer goes through the op ...
-    assert all(compiled_draft._PACKED[o.index] is q._packed_params._packed_params  # ... on the same packed weight
-               for o, q in zip(op_layers, int8_layers, strict=True))
+    int8_layers = dict((n, m) for n, m in pair.draft.named_modules() if compiled_draft._is_int8_dynamic(m))
+    ops = {n: m for n, m in step.copy.named_modules() if isinstance(m, compiled_draft._OpLinear | compiled_draft._GroupPart)}
+    assert set(ops) == set(int8_layers) and ops  # every int8 layer goes through the op ...
+    for name, op in ops.items():
+        packed, own = compiled_draft._PACKED[op.index], int8_layers[name]
+        if isinstance(op, compiled_draft._OpLinear):  # ... on its own packed weight
+            assert packed is own._packed_params._packed_params
+        else:  # ... or on its rows of its group's stacked weight (q/k/v, gate/up), at its own scale
+            rows = packed.unpack()[0][op.start:op.stop]
+            assert torch.equal(rows.int_repr(), own.weight().int_repr())
+            assert torch.allclose(rows.q_per_channel_scales(), torch.tensor(own.weight().q_scale(), dtype=torch.double))
+    groups = {op.index for op in ops.values() if isinstance(op, compiled_draft._GroupPart)}
+    assert len(groups) == 2 * pair.draft.config.num_hidden_layers  # the attention's and the MLP's, in every layer
     assert step.copy.model.embed_tokens.weight is pair.draft.model.embed_tokens.weight  # no copy of the weights
+
+
+def test_a_groups_projections_are_one_product_in_the_compiled_step(pair):
+    """The compiled step runs one int8 product per group of sibling projections (``_OneCallPerGroup``), and its
+    logits are those of the draft's own products, one per layer."""
+    from torch.profiler import ProfilerActivity, profile
+
+    step, draft = compiled_step(pair.draft), pair.draft
+    ops = [m for m in step.copy.modules() if isinstance(m, compiled_draft._OpLinear | compiled_draft._GroupPart)]
+    expected = sum(isinstance(m, compiled_draft._OpLinear) for m in ops) + len(
+        {m.index for m in ops if isinstance(m, compiled_draft._GroupPart)})
+    assert expected < len(ops)
+    with torch.inference_mode():
+        caches = [PositionCache(draft, 32), PositionCache(draft, 32)]
+        for cache in caches:
+            draft(input_ids=torch.tensor([pair.prompts[0]]), **cache_arg(draft, cache), use_cache=True, logits_to_keep=1)
+        step(caches[1], [5], kv.cache_len(caches[1]))  # guards checked: the profiled call is the step alone
+        for feed in ([5], [7]):
+            eager = draft(input_ids=torch.tensor([feed]), **cache_arg(draft, caches[0]), use_cache=True,
+                          logits_to_keep=1).logits
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            compiled = step(caches[1], [7], kv.cache_len(caches[1]))
+    calls = sum(e.count for e in prof.key_averages() if e.key == "quantized::linear_dynamic")
+    assert calls == expected, (calls, expected, len(ops))
+    torch.testing.assert_close(compiled, eager, rtol=1e-4, atol=1e-4)
 
 
 def test_compiled_logits_are_the_eager_forwards_to_float_rounding(pair):
