@@ -54,6 +54,7 @@ import weakref
 from typing import Any
 
 import torch
+from torch._inductor.custom_graph_pass import CustomGraphPass
 
 from runners.engine.kv import PositionCache
 from specbench.registry import ConfigError
@@ -164,12 +165,14 @@ def _group(parent: Any) -> None:
             start += int(member.out_features)
 
 
-class _OneCallPerGroup:
+class _OneCallPerGroup(CustomGraphPass):
     """Inductor's post-grad pass (``torch.compile``'s ``post_grad_custom_pre_pass``) that keeps one of the identical
     ``linear_dynamic`` calls a group's parts make (``_GroupPart``: the same input, the same stacked weight), the others'
     uses pointed at it: inference graphs get no common-subexpression pass of their own (torch 2.13 runs
     ``fx_graph_cse`` in the training partitioner and under freezing only). Calls of different weights differ in their
-    index, so only a group's calls are merged."""
+    index, so only a group's calls are merged. A ``CustomGraphPass`` with a ``uuid``: inductor's on-disk graph cache
+    takes a compilation with it (a plain callable bypasses the cache: ``torch/_inductor/codecache.py``,
+    ``_check_custom_passes``), so a second process compiles the draft from the cache."""
 
     def __call__(self, graph: torch.fx.Graph) -> None:
         first: dict[Any, torch.fx.Node] = {}
