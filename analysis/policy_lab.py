@@ -246,10 +246,9 @@ def _cells_on_turns(sums: pd.DataFrame, turns: pd.Index) -> Iterator[tuple[tuple
         yield cell, aligned
 
 
-def _pooled_draws(sums: pd.DataFrame | np.ndarray, turns: pd.Index) -> tuple[float, np.ndarray]:
-    """Pooled tokens/s over ``turns`` and its delete-one-turn replicates (NaN where a cell lacks a turn). ``sums``: per
-    turn ``_tok`` and ``_t``, a frame indexed by turn, or already aligned on ``turns`` (``_cells_on_turns``)."""
-    aligned = sums if isinstance(sums, np.ndarray) else sums.reindex(turns)[["_tok", "_t"]].to_numpy(float)
+def _pooled_draws(aligned: np.ndarray) -> tuple[float, np.ndarray]:
+    """Pooled tokens/s over the turns of ``aligned`` (per turn ``[_tok, _t]``, NaN where a cell lacks the turn:
+    ``_cells_on_turns``) and its delete-one-turn replicates."""
     tok, t = aligned[:, 0], aligned[:, 1]
     total_tok, total_t = np.nansum(tok), np.nansum(t)
     point = total_tok / total_t * 1000.0 if not np.isnan(aligned).any() and total_t > 0 else math.nan
@@ -280,13 +279,13 @@ def policy_comparison(df: pd.DataFrame) -> pd.DataFrame | None:
             continue
         ref = _turn_sums(ref_rows)
         turns = ref.index
-        ref_point, ref_draws = _pooled_draws(ref, turns)
+        ref_point, ref_draws = _pooled_draws(ref[["_tok", "_t"]].to_numpy(float))  # on its own turns
         summed = set(group["prompt_id"].astype(str)) == {"*"}  # a cell's summed row: turns not told apart
         policies = group[~group["method"].isin(REFERENCES) & group["gamma_init"].notna()]
         sums = policies.groupby(["method", "gamma_init", *TURN], dropna=False, sort=True)[["_tok", "_t"]].sum()
         by_method: dict[str, dict[int, tuple[float, np.ndarray]]] = {}
         for (method, gamma), sub in _cells_on_turns(sums, turns):
-            by_method.setdefault(method, {})[int(gamma)] = _pooled_draws(sub, turns)
+            by_method.setdefault(method, {})[int(gamma)] = _pooled_draws(sub)
         for method, cells in by_method.items():
             cells = {g: c for g, c in cells.items() if np.isfinite(c[0])}
             if not cells:

@@ -31,8 +31,9 @@ def options(group: str) -> list[str]:
 
 def run_sweep(args: list[str], conf: Path | None, tmp: Path, timeout: int = 600,
               in_process: bool = False) -> subprocess.CompletedProcess:
-    """``python run.py [--config-dir conf] ARGS results_dir=tmp`` in a subprocess, offline; ``in_process``: the same
-    command line run in this process (``run_in_process``)."""
+    """``python run.py [--config-dir conf] ARGS results_dir=tmp`` in a subprocess, offline, stopped after ``timeout`` s;
+    ``in_process``: the same command line run in this process (``run_in_process``; no ``timeout`` there: the test's
+    own, ``pyproject.toml``'s 900 s for a ``slow`` test, bounds it)."""
     cmd = [sys.executable, str(ROOT / "run.py")]
     if conf is not None:
         cmd += ["--config-dir", str(conf)]
