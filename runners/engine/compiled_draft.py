@@ -15,15 +15,24 @@ How (``CompiledStep``):
   object), so the op takes an index into ``_PACKED`` and calls ``torch.ops.quantized.linear_dynamic`` with
   ``reduce_range=True``, as the module's own ``forward`` does (torch 2.13,
   ``torch/ao/nn/quantized/dynamic/modules/linear.py: Linear.forward``); float ``Linear`` layers stay as they are;
-* sibling projections that read one input (``GROUPS``: the attention's q/k/v, the MLP's gate/up) become slices of
+* with ``groups``, sibling projections that read one input (``GROUPS``: the attention's q/k/v, the MLP's gate/up) become slices of
   one product on their stacked int8 weights (``_GroupPart``, ``_group_packed``: each row at its own scale, so the
   outputs are the separate products', bit for bit), the parts' identical calls merged into one by a post-grad pass
-  (``_OneCallPerGroup``): 73 products a step instead of 127 for Gemma-3-270M, 0.885× the step's time (9 interleaved
-  rounds, 0.713–0.940; a 2-core Intel Xeon with AVX-512, 2026-11-29, ``scripts/bench_engine_costs.py``' hot-head
-  draft, context 128). The stacked weights are a second copy of those rows' int8 bytes (the draft's own modules keep
-  theirs for its eager forwards): 65 MB more for Gemma-3-270M (5632 rows × 640 columns × 18 layers), held as long as
-  the compiled step;
-* ``torch.compile(dynamic=True, fullgraph=True)`` of the copy's ``forward`` on a static cache
+  (``_OneCallPerGroup``): 73 products a step instead of 127 for Gemma-3-270M. The stacked weights are a second copy
+  of those rows' int8 bytes (the draft's own modules keep theirs for its eager forwards): 65 MB more for Gemma-3-270M
+  (5632 rows × 640 columns × 18 layers), held as long as the compiled step;
+* with ``attention``, where the draft's attention is transformers' ``sdpa`` and its layers group key/value heads (Gemma-3-270M: one for
+  four query heads), the copy's is ``_sdpa_gqa`` (``_grouped_attention``): SDPA reads each key/value head in place,
+  where transformers' function, traced by dynamo with a mask, repeats it for every query head (a copy of the layer's
+  whole static cache, every layer, every step). The same output bit for bit;
+* both levers are off by default, as a job runs the step: side by side in one process
+  (``scripts/bench_compiled_draft.py``, the variants compiled in both orders,
+  ``results/committed/compiled_draft_levers_xeon``), the grouped products made the compiled step slower on a 2-core
+  Xeon, in either order, though the products alone are faster grouped; the grouped attention's ratio changed sign
+  with the order. The earlier figure that had the groups faster came from two compiled copies whose graphs shared one
+  code object (below), a comparison this one replaces;
+* ``torch.compile(dynamic=True, fullgraph=True)`` of the copy's ``forward`` (called from a code object of the step's
+  own, ``_own_frame``) on a static cache
   (``runners.engine.kv.PositionCache``; ``use_compiled`` gives the model one): the cache's position and length are
   symbolic, so a graph serves every position. Two graphs: a feed of one token (a draft step; dynamo specializes sizes
   of 1) and a feed of 2 to ``MAX_FEED`` tokens (a round's first feed, the tokens the draft has not seen: the accepted
@@ -188,33 +197,95 @@ class _OneCallPerGroup(CustomGraphPass):
         return "specbench.compiled_draft._OneCallPerGroup/1"
 
 
-def _op_copy(model: Any) -> Any:
+#: the attention the compiled copy runs where the draft's is transformers' ``sdpa`` and its layers group key/value heads
+#: (``_grouped_attention``)
+ATTENTION = "specbench_sdpa_gqa"
+
+
+def _sdpa_gqa(module: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+              attention_mask: torch.Tensor | None, dropout: float = 0.0, scaling: float | None = None,
+              is_causal: bool | None = None, **kwargs: Any) -> tuple[torch.Tensor, None]:
+    """transformers' ``sdpa`` attention (5.24, ``transformers/integrations/sdpa_attention.py: sdpa_attention_forward``)
+    with grouped key/value heads handed to SDPA as they are (``enable_gqa=True``), where a mask is given: under dynamo,
+    with a mask, transformers repeats every key/value head for each query head of its group (``repeat_kv``), which in
+    the compiled step is a copy of the layer's whole static cache, every layer, every step (its eager one-token step
+    reshapes the query instead, ``pack_gqa``, a branch it skips when dynamo traces). SDPA's CPU kernel reads the shared
+    heads in place and gives the repeated heads' output bit for bit. Anything else (no mask, a position bias, a softcap,
+    one key/value head per query head) is transformers' own function."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    if getattr(module, "num_key_value_groups", 1) > 1 and attention_mask is not None \
+            and kwargs.get("position_bias") is None and kwargs.get("softcap") is None:
+        out = torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask,
+                                                               dropout_p=dropout, scale=scaling, enable_gqa=True)
+        return out.transpose(1, 2).contiguous(), None
+    return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+                                  is_causal=is_causal, **kwargs)
+
+
+def _grouped_attention(copy: Any) -> bool:
+    """``copy``'s attention set to ``_sdpa_gqa`` (``ATTENTION``, registered with transformers' attention and mask
+    interfaces, the mask ``sdpa``'s) where its config names ``sdpa`` and a layer groups key/value heads; whether it
+    was. ``copy`` is ``shared_copy``'s: its config is its own, so the draft's eager forwards keep theirs."""
+    config = getattr(copy, "config", None)
+    if getattr(config, "_attn_implementation", None) != "sdpa" or not any(
+            getattr(m, "num_key_value_groups", 1) > 1 for m in copy.modules()):
+        return False
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    AttentionInterface.register(ATTENTION, _sdpa_gqa)
+    AttentionMaskInterface.register(ATTENTION, sdpa_mask)
+    config._attn_implementation = ATTENTION
+    return True
+
+
+def _op_copy(model: Any, groups: bool = False, attention: bool = False) -> Any:
     """A copy of ``model``'s modules sharing every parameter, buffer and packed int8 weight, its dynamic int8
-    ``Linear`` layers replaced by ``_OpLinear``, or, for sibling projections of one input (``GROUPS``), by
-    ``_GroupPart``s of one stacked weight (module docstring)."""
+    ``Linear`` layers replaced by ``_OpLinear``, or, for sibling projections of one input (``GROUPS``; ``groups``), by
+    ``_GroupPart``s of one stacked weight, its attention ``_sdpa_gqa`` where it groups key/value heads
+    (``attention``; module docstring). Both off by default, as a job runs the copy (the module docstring says why);
+    ``scripts/bench_compiled_draft.py`` compares them side by side."""
     from specbench.models import shared_copy
 
     out = shared_copy(model)
+    if attention:
+        _grouped_attention(out)
     for parent in list(out.modules()):
-        _group(parent)
+        if groups:
+            _group(parent)
         for name, child in list(parent.named_children()):
             if _is_int8_dynamic(child):
                 setattr(parent, name, _OpLinear(child))
     return out
 
 
+def _own_frame(forward: Any) -> Any:
+    """A function calling ``forward`` whose code object is this step's own. Dynamo keeps its compiled graphs on the
+    code object of the frame it compiles, and a model's ``forward`` is its class's: every compiled step of a
+    Gemma-3 draft in a process (a sweep's pairs, a whole and a restricted head) would put its graphs on one code object,
+    where dynamo looks each call up among all of them (a step slower by a third with three copies, 2-core Xeon,
+    2026-11-29) and refuses a ninth (``recompile_limit``; ``fullgraph`` makes it an error)."""
+    def step(**kwargs: Any) -> Any:
+        return forward(**kwargs)
+
+    code = step.__code__.replace(co_name="compiled_draft_step")  # a new code object; the name stable, so inductor's
+    return type(step)(code, step.__globals__, code.co_name, None, step.__closure__)  # on-disk cache finds it again
+
+
 class CompiledStep:
     """``model``'s forward of a few tokens on a static cache, compiled (module docstring). ``calls``: how many forwards
-    it ran, ``compile_s``: the seconds the warm-up (the compilation) took."""
+    it ran, ``compile_s``: the seconds the warm-up (the compilation) took. ``groups``, ``attention``: ``_op_copy``'s
+    levers (both off, as in a job: module docstring)."""
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, groups: bool = False, attention: bool = False) -> None:
         from runners.engine.kv import cache_keyword
 
         # no reference to ``model`` itself: ``_COMPILED`` is keyed by it weakly, and a value holding its key would keep
         # an evicted draft (``specbench.models.cache``) alive
-        self.copy = _op_copy(model)
+        self.copy = _op_copy(model, groups=groups, attention=attention)
         self.keyword = cache_keyword(model)
-        self.forward = torch.compile(self.copy.forward, dynamic=True, fullgraph=True,
+        self.forward = torch.compile(_own_frame(self.copy.forward), dynamic=True, fullgraph=True,
                                      options={"post_grad_custom_pre_pass": _OneCallPerGroup()})
         self.calls = 0
         self.compile_s = 0.0

@@ -39,6 +39,15 @@ def pair():
     kv._STATIC.clear()
 
 
+@pytest.fixture(scope="module")
+def grouped(pair):
+    """The module's draft compiled a second time with ``CompiledStep``'s levers on (grouped products, grouped
+    attention): off in a job, kept for ``scripts/bench_compiled_draft.py``."""
+    step = compiled_draft.CompiledStep(pair.draft, groups=True, attention=True)
+    step.warm_up()
+    return step
+
+
 @pytest.fixture
 def uncompiled(monkeypatch):
     """``torch.compile`` as the identity for one test: the bookkeeping around the compiled forward (the job's plumbing,
@@ -46,13 +55,17 @@ def uncompiled(monkeypatch):
     monkeypatch.setattr(compiled_draft.torch, "compile", lambda fn, **options: fn)
 
 
-def test_the_draft_is_really_compiled_over_the_shared_int8_weights(pair):
+def test_the_draft_is_really_compiled_over_the_shared_int8_weights(pair, grouped):
     step = compiled_step(pair.draft)
     assert step is not None and step.compile_s > 0
     assert type(step.forward).__name__ != "method"  # torch.compile's wrapper, not the copy's own forward
     int8_layers = dict((n, m) for n, m in pair.draft.named_modules() if compiled_draft._is_int8_dynamic(m))
     ops = {n: m for n, m in step.copy.named_modules() if isinstance(m, compiled_draft._OpLinear | compiled_draft._GroupPart)}
-    assert set(ops) == set(int8_layers) and ops  # every int8 layer goes through the op ...
+    assert set(ops) == set(int8_layers) and ops  # a job's step: every int8 layer through the op on its own weight
+    assert all(isinstance(op, compiled_draft._OpLinear) for op in ops.values())
+    assert step.copy.config._attn_implementation == "sdpa"
+    ops = {n: m for n, m in grouped.copy.named_modules() if isinstance(m, compiled_draft._OpLinear | compiled_draft._GroupPart)}
+    assert set(ops) == set(int8_layers) and ops  # with the levers, every int8 layer goes through the op ...
     for name, op in ops.items():
         packed, own = compiled_draft._PACKED[op.index], int8_layers[name]
         if isinstance(op, compiled_draft._OpLinear):  # ... on its own packed weight
@@ -66,12 +79,12 @@ def test_the_draft_is_really_compiled_over_the_shared_int8_weights(pair):
     assert step.copy.model.embed_tokens.weight is pair.draft.model.embed_tokens.weight  # no copy of the weights
 
 
-def test_a_groups_projections_are_one_product_in_the_compiled_step(pair):
-    """The compiled step runs one int8 product per group of sibling projections (``_OneCallPerGroup``), and its
-    logits are those of the draft's own products, one per layer."""
+def test_a_groups_projections_are_one_product_in_the_compiled_step(pair, grouped):
+    """With ``groups``, the compiled step runs one int8 product per group of sibling projections
+    (``_OneCallPerGroup``), and its logits are those of the draft's own products, one per layer."""
     from torch.profiler import ProfilerActivity, profile
 
-    step, draft = compiled_step(pair.draft), pair.draft
+    step, draft = grouped, pair.draft
     ops = [m for m in step.copy.modules() if isinstance(m, compiled_draft._OpLinear | compiled_draft._GroupPart)]
     expected = sum(isinstance(m, compiled_draft._OpLinear) for m in ops) + len(
         {m.index for m in ops if isinstance(m, compiled_draft._GroupPart)})
@@ -311,3 +324,85 @@ def test_a_draft_of_another_vocabulary_takes_its_compiled_forward_and_stays_loss
     finally:
         use_compiled(draft, False)
         kv.use_static(draft, None)
+
+
+@pytest.mark.parametrize("q_len", [1, 3])
+def test_the_grouped_attention_is_transformers_sdpa_bit_for_bit(q_len, monkeypatch):
+    """``_sdpa_gqa`` (the compiled copy's attention): SDPA reading the grouped key/value heads in place gives
+    transformers' ``sdpa`` output as dynamo traces it (``repeat_kv``: every key/value head repeated) bit for bit with a
+    mask, for one query token and several; without a mask it is transformers' function."""
+    from transformers.integrations import sdpa_attention
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    monkeypatch.setattr(sdpa_attention, "is_torchdynamo_compiling", lambda: True)  # its branch under torch.compile
+
+    from helpers.tiny import tiny_model
+
+    module = tiny_model(64, seed=3).model.layers[0].self_attn
+    assert module.num_key_value_groups == 2
+    gen = torch.Generator().manual_seed(0)
+    length = 9
+    query, key, value = (torch.randn(1, h, n, 8, generator=gen) for h, n in ((4, q_len), (2, length), (2, length)))
+    mask = torch.ones(1, 1, q_len, length, dtype=torch.bool).tril(length - q_len)
+    mask[..., 0] = False  # a masked position the causal pattern keeps
+    with torch.inference_mode():
+        want, _ = sdpa_attention_forward(module, query, key, value, mask, scaling=0.5)
+        got, _ = compiled_draft._sdpa_gqa(module, query, key, value, mask, scaling=0.5)
+        assert got.shape == want.shape == (1, q_len, 4, 8)
+        assert torch.equal(got, want)
+        plain, _ = compiled_draft._sdpa_gqa(module, query, key, value, None, scaling=0.5, is_causal=False)
+        assert torch.equal(plain, sdpa_attention_forward(module, query, key, value, None, scaling=0.5,
+                                                         is_causal=False)[0])
+
+
+def test_the_compiled_copy_alone_takes_the_grouped_attention_and_each_step_has_its_own_frame(uncompiled):
+    """With ``attention``, the copy's config names ``ATTENTION`` (registered with transformers' interfaces) and the
+    draft's own keeps ``sdpa``; without it (a job's step), or for a model without grouped key/value heads, ``sdpa``. Every compiled step
+    calls its copy's forward from a code object of its own (``_own_frame``: dynamo's graphs of two steps kept
+    apart), with the copy's logits."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
+
+    from helpers.tiny import tiny_gemma3, tiny_model
+
+    draft = tiny_model(64, seed=4)
+    one, other = compiled_draft.CompiledStep(draft, attention=True), compiled_draft.CompiledStep(draft)
+    assert one.copy.config._attn_implementation == compiled_draft.ATTENTION
+    assert draft.config._attn_implementation == other.copy.config._attn_implementation == "sdpa"
+    assert compiled_draft.ATTENTION in AttentionInterface() and compiled_draft.ATTENTION in ALL_MASK_ATTENTION_FUNCTIONS
+    ungrouped = tiny_model(64, seed=4)
+    for layer in ungrouped.model.layers:
+        layer.self_attn.num_key_value_groups = 1
+    assert compiled_draft.CompiledStep(ungrouped, attention=True).copy.config._attn_implementation == "sdpa"
+    gemma = tiny_gemma3(seed=2)  # one key/value head for two query heads, as the real Gemma-3-270M
+    assert compiled_draft.CompiledStep(gemma, attention=True).copy.config._attn_implementation == compiled_draft.ATTENTION
+    codes = [one.forward.__code__, other.forward.__code__, type(draft).forward.__code__]
+    assert len({id(c) for c in codes}) == 3 and codes[0].co_name == "compiled_draft_step"
+    with torch.inference_mode():
+        cache = PositionCache(draft, 8)
+        draft(input_ids=torch.tensor([[1, 2, 3]]), **cache_arg(draft, cache), use_cache=True, logits_to_keep=1)
+        steps = []
+        for step in (one, other):
+            steps.append(step(cache, [5], 3))
+            kv.crop_to(cache, 3)
+        eager = draft(input_ids=torch.tensor([[5]]), **cache_arg(draft, cache), use_cache=True, logits_to_keep=1).logits
+    torch.testing.assert_close(steps[0], eager)
+    assert torch.equal(steps[0], steps[1])
+
+
+def test_compiled_steps_of_one_model_class_keep_their_graphs_apart(monkeypatch):
+    """Every compiled step runs from a code object of its own (``_own_frame``), so dynamo's recompile limit counts one
+    step's graphs, not those of every int8 draft of the model's class in the process (their graphs differ: each bakes
+    its own weights' indices in; a sweep's pairs, a whole and a restricted head: a shared code object refused the
+    ninth graph, an error under ``fullgraph``). Dynamo with its eager backend (no inductor: tracing only) and a limit
+    of 2 graphs: two tiny int8 drafts of one class, each step compiling its two."""
+    from helpers.tiny import tiny_model
+
+    real = torch.compile
+    monkeypatch.setattr(compiled_draft.torch, "compile",
+                        lambda fn, **options: real(fn, dynamic=True, fullgraph=True, backend="eager"))
+    with torch._dynamo.config.patch(recompile_limit=2):
+        for seed in range(2):
+            step = compiled_draft.CompiledStep(apply_transform(tiny_model(64, seed=seed), "int8_dynamic"))
+            step.warm_up()
+            assert step.calls == 0 and step.compile_s > 0
