@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 HELP = {
     "bench_batch.py": "--batch-size",
     "bench_engine_costs.py": "--check-tokens",
+    "bench_compiled_draft.py": "--reverse",
     "bench_before_after.py": "--before",
     "bench_interleave.py": "--repeats",
     "bench_linear_rows.py": "--rows",
@@ -222,6 +223,37 @@ def test_bench_engine_costs_times_the_compiled_draft_through_its_compiled_step(m
     finally:
         use_compiled(draft, False)
         kv.use_static(draft, None)
+
+
+def test_bench_compiled_draft_times_each_variant_on_its_own_step(monkeypatch):
+    """``bench_compiled_draft.py``'s variants are ``CompiledStep``s with their levers (the grouped products: parts of
+    stacked weights; the grouped attention: the copy's config), each timed on its own static cache set back to the
+    context after every step, their logits the same to float rounding (``torch.compile`` the identity here: eagerly,
+    transformers' one-token attention packs the query rather than repeating the key/value heads)."""
+    import torch
+
+    from runners.engine import compiled_draft
+    from specbench.models import apply_transform
+
+    from helpers.tiny import tiny_model
+
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    import bench_compiled_draft
+
+    monkeypatch.setattr(compiled_draft.torch, "compile", lambda fn, **options: fn)
+    draft = apply_transform(tiny_model(64, seed=4), "int8_dynamic")
+    logits = []
+    for groups, attention in bench_compiled_draft.VARIANTS.values():
+        step = compiled_draft.CompiledStep(draft, groups=groups, attention=attention)
+        parts = [m for m in step.copy.modules() if isinstance(m, compiled_draft._GroupPart)]
+        assert bool(parts) == groups
+        assert (step.copy.config._attn_implementation == compiled_draft.ATTENTION) == attention
+        run, one = bench_compiled_draft.timed_step(step, draft, 12, 8, 3)
+        run()
+        logits.append(one())
+        assert step.calls == 4
+    for other in logits[1:]:
+        torch.testing.assert_close(other, logits[0], rtol=1e-6, atol=1e-6)
 
 
 def test_bench_vs_hf_divides_by_the_fastest_target_alone(monkeypatch):
