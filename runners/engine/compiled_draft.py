@@ -15,16 +15,16 @@ How (``CompiledStep``):
   object), so the op takes an index into ``_PACKED`` and calls ``torch.ops.quantized.linear_dynamic`` with
   ``reduce_range=True``, as the module's own ``forward`` does (torch 2.13,
   ``torch/ao/nn/quantized/dynamic/modules/linear.py: Linear.forward``); float ``Linear`` layers stay as they are;
-* with ``groups``, sibling projections that read one input (``GROUPS``: the attention's q/k/v, the MLP's gate/up) become slices of
-  one product on their stacked int8 weights (``_GroupPart``, ``_group_packed``: each row at its own scale, so the
-  outputs are the separate products', bit for bit), the parts' identical calls merged into one by a post-grad pass
-  (``_OneCallPerGroup``): 73 products a step instead of 127 for Gemma-3-270M. The stacked weights are a second copy
-  of those rows' int8 bytes (the draft's own modules keep theirs for its eager forwards): 65 MB more for Gemma-3-270M
-  (5632 rows × 640 columns × 18 layers), held as long as the compiled step;
-* with ``attention``, where the draft's attention is transformers' ``sdpa`` and its layers group key/value heads (Gemma-3-270M: one for
-  four query heads), the copy's is ``_sdpa_gqa`` (``_grouped_attention``): SDPA reads each key/value head in place,
-  where transformers' function, traced by dynamo with a mask, repeats it for every query head (a copy of the layer's
-  whole static cache, every layer, every step). The same output bit for bit;
+* with ``groups``, sibling projections that read one input (``GROUPS``: the attention's q/k/v, the MLP's gate/up)
+  become slices of one product on their stacked int8 weights (``_GroupPart``, ``_group_packed``: each row at its own
+  scale, so the outputs are the separate products', bit for bit), the parts' identical calls merged into one by a
+  post-grad pass (``_OneCallPerGroup``): 73 products a step instead of 127 for Gemma-3-270M. The stacked weights are
+  a second copy of those rows' int8 bytes (the draft's own modules keep theirs for its eager forwards): 65 MB more
+  for Gemma-3-270M (5632 rows × 640 columns × 18 layers), held as long as the compiled step;
+* with ``attention``, where the draft's attention is transformers' ``sdpa`` and its layers group key/value heads
+  (Gemma-3-270M: one for four query heads), the copy's is ``_sdpa_gqa`` (``_grouped_attention``): SDPA reads each
+  key/value head in place, where transformers' function, traced by dynamo with a mask, repeats it for every query
+  head (a copy of the layer's whole static cache, every layer, every step). The same output bit for bit;
 * both levers are off by default, as a job runs the step: side by side in one process
   (``scripts/bench_compiled_draft.py``, the variants compiled in both orders,
   ``results/committed/compiled_draft_levers_xeon``), the grouped products made the compiled step slower on a 2-core
@@ -263,9 +263,9 @@ def _op_copy(model: Any, groups: bool = False, attention: bool = False) -> Any:
 def _own_frame(forward: Any) -> Any:
     """A function calling ``forward`` whose code object is this step's own. Dynamo keeps its compiled graphs on the
     code object of the frame it compiles, and a model's ``forward`` is its class's: every compiled step of a
-    Gemma-3 draft in a process (a sweep's pairs, a whole and a restricted head) would put its graphs on one code object,
-    where dynamo looks each call up among all of them (a step slower by a third with three copies, 2-core Xeon,
-    2026-11-29) and refuses a ninth (``recompile_limit``; ``fullgraph`` makes it an error)."""
+    Gemma-3 draft in a process (a sweep's pairs, a whole and a restricted head) would put its graphs on one code
+    object, where dynamo looks each call up among all of them and refuses a ninth graph (``recompile_limit``;
+    ``fullgraph`` makes it an error; int8 drafts' graphs differ, each baking in its own weights' indices)."""
     def step(**kwargs: Any) -> Any:
         return forward(**kwargs)
 
