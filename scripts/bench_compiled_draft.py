@@ -17,8 +17,8 @@ A job runs ``neither`` (``runners.engine.compiled_draft``'s docstring says why).
 object of their own (``_own_frame``), yet the order they were compiled in can still move a ratio: ``--reverse``
 compiles them the other way round; quote a lever's ratio where both orders agree.
 
-Each round times ``--steps`` one-token steps of every variant, the order rotating from round to round (a drifting
-host biases every variant alike); printed: each variant's median step over the rounds with its min–max, and the
+Each round times ``--steps`` one-token steps of every variant, the order rotating from round to round, after one
+untimed run of each (``bench_engine_costs.measure``: a drifting host biases every variant alike); printed: each variant's median step over the rounds with its min–max, and the
 ratios of the levers (each round's ratio, their median and min–max). Before timing, the three variants' logits are
 compared with each other (bit for bit: the levers change no number) and with the eager draft's (float rounding:
 inductor's fused kernels). Run on a quiet machine; say the CPU and the date with every figure.
@@ -92,15 +92,14 @@ def timed_step(step: Any, model: Any, context: int, headroom: int, steps: int) -
 
 
 def eager_logits(model: Any, context: int) -> Any:
-    """The eager draft's logits for the same step (a dynamic cache)."""
+    """The eager draft's logits for the same step (its own cache, ``bench_engine_costs._prefilled``)."""
     import torch
+    from bench_engine_costs import _prefilled
 
-    from runners.engine.kv import cache_arg, new_cache
+    from runners.engine.kv import cache_arg
 
-    cache = new_cache(model)
+    cache = _prefilled(model, context)
     with torch.inference_mode():
-        model(input_ids=torch.arange(10, 10 + context)[None], **cache_arg(model, cache), use_cache=True,
-              logits_to_keep=1)
         return model(input_ids=torch.tensor([[20]]), **cache_arg(model, cache), use_cache=True,
                      logits_to_keep=1).logits
 
@@ -110,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(args.threads)
-    from bench_engine_costs import cpu_flags, cut_head
+    from bench_engine_costs import cpu_flags, cut_head, measure
     from bench_vs_hf import load_bench_pair
 
     from runners.engine.compiled_draft import CompiledStep, check_compilable
@@ -140,15 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     drift = float((first[finite] - eager[finite]).abs().max())
     print(f"  logits of the variants identical bit for bit: {'yes' if identical else 'NO'}; "
           f"against the eager draft's: max |difference| {drift:.2e}")
-    names = list(runs)
-    samples: dict[str, list[float]] = {n: [] for n in names}
-    for r in range(args.rounds):
-        shift = r % len(names)
-        for name in names[shift:] + names[:shift]:
-            t0 = time.perf_counter()
-            runs[name]()
-            samples[name].append((time.perf_counter() - t0) * 1000.0 / args.steps)
-    for name in names:
+    samples = {name: [ms / args.steps for ms in values] for name, values in measure(runs, args.rounds).items()}
+    for name in samples:
         v = samples[name]
         print(f"  {name:<20} {statistics.median(v):7.2f} ms a step ({min(v):.2f}–{max(v):.2f})")
     ratios = {}
@@ -160,7 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps({
             "pair": label, "cpu": cpu_flags(), "threads": args.threads, "torch": torch.__version__, "when": when,
-            "context": args.context, "headroom": args.headroom, "head_rows": args.head_rows, "rounds": args.rounds, "steps": args.steps,
+            "context": args.context, "headroom": args.headroom, "head_rows": args.head_rows, "rounds": args.rounds,
+            "steps": args.steps,
             "compile_s": compile_s, "identical": identical, "eager_max_abs_difference": drift,
             "step_ms": samples, "ratios": ratios}, indent=1) + "\n", encoding="utf-8")
     return 0 if identical else 1

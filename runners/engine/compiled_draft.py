@@ -223,21 +223,19 @@ def _sdpa_gqa(module: Any, query: torch.Tensor, key: torch.Tensor, value: torch.
                                   is_causal=is_causal, **kwargs)
 
 
-def _grouped_attention(copy: Any) -> bool:
+def _grouped_attention(copy: Any) -> None:
     """``copy``'s attention set to ``_sdpa_gqa`` (``ATTENTION``, registered with transformers' attention and mask
-    interfaces, the mask ``sdpa``'s) where its config names ``sdpa`` and a layer groups key/value heads; whether it
-    was. ``copy`` is ``shared_copy``'s: its config is its own, so the draft's eager forwards keep theirs."""
+    interfaces, the mask ``sdpa``'s) where its config names ``sdpa`` and a layer groups key/value heads. ``copy`` is ``shared_copy``'s: its config is its own, so the draft's eager forwards keep theirs."""
     config = getattr(copy, "config", None)
     if getattr(config, "_attn_implementation", None) != "sdpa" or not any(
             getattr(m, "num_key_value_groups", 1) > 1 for m in copy.modules()):
-        return False
+        return
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
     AttentionInterface.register(ATTENTION, _sdpa_gqa)
     AttentionMaskInterface.register(ATTENTION, sdpa_mask)
     config._attn_implementation = ATTENTION
-    return True
 
 
 def _op_copy(model: Any, groups: bool = False, attention: bool = False) -> Any:
