@@ -4,6 +4,7 @@
                        [--drift-threshold 0.10]
     python -m analysis --wandb ENTITY/PROJECT [--out DIR]
     python -m analysis RESULTS_DIR --print-only        # the speedup table(s) to stdout, nothing written
+    python -m analysis RESULTS_DIR --tables-only       # every table, no figure drawn
     python -m analysis RESULTS_DIR [RESULTS_DIR ...] [--out DIR]   # several folders as one (e.g. both temperatures)
     python -m analysis --list                          # every artefact: its name, what it is, what it reads
 
@@ -91,6 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trace-gamma", type=int, help="initial γ of the trace (default: the most common)")
     p.add_argument("--trace-prompt", help="prompt id of the trace (default: the first)")
     p.add_argument("--print-only", action="store_true", help="print the speedup table(s), write nothing")
+    p.add_argument("--tables-only", action="store_true",
+                   help="write the tables and draw no figure (drawing them is about half of the time)")
     p.add_argument("--drift-threshold", type=float, default=DRIFT_THRESHOLD, metavar="SHARE",
                    help="name the cells whose median host_probe_ms differs from their target's sweep median by more "
                         f"than this share (default {DRIFT_THRESHOLD})")
@@ -105,8 +108,8 @@ class Report:
     """Makes registered artefacts (``analysis.artefacts``), writes what they return, and notes what was
     skipped or failed."""
 
-    def __init__(self, out: Path | None) -> None:
-        self.out, self.written, self.failed = out, [], []
+    def __init__(self, out: Path | None, figures: bool = True) -> None:
+        self.out, self.figures, self.written, self.failed = out, figures, [], []
         self.headlines: list[Table] = []  # printed first (the speedup tables)
         self.lines: list[str] = []  # printed after them (noise floor, drift)
 
@@ -117,6 +120,8 @@ class Report:
         """``artefact`` of ``inputs``: None when it does not apply (silently), when its inputs are
         absent (a note) or when it fails (reported; the others are still made)."""
         label = artefact.label + tag
+        if artefact.kind == "figure" and not self.figures:  # --tables-only
+            return None
         try:
             if not artefact.applies(inputs):
                 return None
@@ -155,7 +160,7 @@ def options(args: argparse.Namespace) -> Inputs:
 def analyse(df: pd.DataFrame, out: Path | None, args: argparse.Namespace) -> Report:
     """Every registered artefact of ``df`` (already filtered) into ``out`` (``None``: only those whose
     result reaches the terminal, ``terminal``), scope by scope (``analysis.artefacts``)."""
-    report = Report(out)
+    report = Report(out, figures=not getattr(args, "tables_only", False))
     shared = options(args)
     same_vocab = df[df["hetero"].isna()]  # GammaTune's artefacts compare γ policies on one vocabulary
     normalised = drift_normalised(same_vocab)  # one probe reference per target over the whole sweep
@@ -252,7 +257,7 @@ def replay_only(results_dir: Path, out: Path | None, args: argparse.Namespace) -
     rows = load_replay(results_dir)
     if rows.empty:
         return None
-    report = Report(out)
+    report = Report(out, figures=not getattr(args, "tables_only", False))
     inputs = replace(options(args), replay=rows)
     oracle = get("tables/replay_oracle")
     table = report.make(oracle, inputs)

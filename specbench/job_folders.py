@@ -14,15 +14,18 @@ done and does only what is missing; the STYLE guide asks the same (``method=gamm
   (``runners.jobs`` refuses to extend a folder that holds another job).
 * ``check_results_dir``: ``results_dir`` exists or can be created (checked before Hydra makes a folder,
   ``runners.jobs.preflight``).
+* ``nothing_left_on_bad_config``: a job folder that held no results is removed when its config is refused.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import re
-from collections.abc import Mapping
+import shutil
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -176,3 +179,17 @@ def check_results_dir(value: Any, key: str = "results_dir") -> Path:
     if not os.access(nearest, os.W_OK | os.X_OK):
         raise ConfigError(f"{key} {value!r} cannot be created: {nearest} is not writable")
     return path
+
+
+@contextlib.contextmanager
+def nothing_left_on_bad_config(job_dir: str | os.PathLike) -> Iterator[None]:
+    """Around validating a job: a ``ConfigError`` removes ``job_dir`` (the folder Hydra made for the job) unless it held
+    results before (``records.jsonl`` or ``summary.json``), and propagates: a bad config leaves no folder behind."""
+    job_dir = Path(job_dir)
+    existed_before = (job_dir / "records.jsonl").exists() or (job_dir / "summary.json").exists()
+    try:
+        yield
+    except ConfigError:
+        if not existed_before:
+            shutil.rmtree(job_dir, ignore_errors=True)
+        raise

@@ -36,7 +36,6 @@ import contextlib
 import json
 import logging
 import os
-import shutil
 import time
 import traceback
 from collections.abc import Callable, Mapping
@@ -57,7 +56,7 @@ from runners.jobs.record import Timed, Unit, finished_extra, job_summary, make_r
 from runners.jobs.report import check_sweep_folder_visible
 from runners.jobs.target_alone import measured, warm_ups
 from specbench.config import JobConfig
-from specbench.job_folders import config_drift
+from specbench.job_folders import config_drift, nothing_left_on_bad_config
 from specbench.loggers import JobLogger, build_logger
 from specbench.models import logits_width
 from specbench.record_io import RecordWriter, read_records, write_json_atomic
@@ -94,22 +93,16 @@ def open_job(cfg: Any, job_dir: str | Path, progress: bool = True, batched: bool
     ``batched=False``: a job with ``batch_size`` > 1 is one (the interleaved launcher's case)."""
     job_dir = Path(job_dir)
     check_sweep_folder_visible()  # a worker without the shared results folder writes nothing
-    existed_before = (job_dir / "records.jsonl").exists() or (job_dir / "summary.json").exists()
-    try:
+    with nothing_left_on_bad_config(job_dir):
         prepared = prepare(cfg)
         if not batched and prepared.config.batch_size > 1:
             raise ConfigError(f"batch_size={prepared.config.batch_size} runs under the basic, SLURM or Ray "
                               "launchers (hydra/launcher=basic); the interleaved launcher decodes one prompt turn "
                               "per job per round")
-    except ConfigError:
-        if not existed_before:  # leave nothing behind for a bad config
-            shutil.rmtree(job_dir, ignore_errors=True)
-        raise
     try:
-        prepared.positions = check_inputs(prepared.config, prepared.prompts)
+        with nothing_left_on_bad_config(job_dir):
+            prepared.positions = check_inputs(prepared.config, prepared.prompts)
     except ConfigError:
-        if not existed_before:
-            shutil.rmtree(job_dir, ignore_errors=True)
         raise
     except Exception as exc:  # e.g. a model folder whose config.json cannot be read: a failed job, recorded
         failure = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
