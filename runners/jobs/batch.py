@@ -40,15 +40,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from runners.engine.batched import BatchGeneration, turn_batches
+from runners.engine.batched import BatchGeneration
 from runners.jobs.ar_cache import Reference, job_reference_key
 from runners.jobs.record import Unit
 from specbench import records
+from specbench.batches import turn_batches
 from specbench.records import first_divergence
 
 
 def batches(units: Sequence[Unit], size: int) -> list[list[Unit]]:
-    """The job's units in batches of at most ``size`` (module docstring; ``runners.engine.batched.turn_batches``),
+    """The job's units in batches of at most ``size`` (module docstring; ``specbench.batches.turn_batches``),
     in decoding order."""
     return [[units[i] for i in group] for group in turn_batches([(u.index, (u.turn, u.repeat)) for u in units], size)]
 

@@ -1,7 +1,7 @@
 """A job replayed at a batch size (issue 31): its prompt turns decoded ``B`` at a time by the batched
 engine, any γ policy in either γ mode, the target alone at the same ``B``, and the oracle there.
 
-* Batches: as the batched engine forms them (``runners.engine.batched.turn_batches``): ``batch_size``
+* Batches: as the batched engine forms them (``specbench.batches.turn_batches``): ``batch_size``
   consecutive prompts, then one batch per turn (a later turn is asked after the answer to the one before); each is ``runners.replay.replay.replay_rows`` (its docstring: the
   order of the policy's calls, the rounds' charges at the rows still decoding).
 * ``per_row``: ``B`` policy objects, one per row slot; slot ``i`` decodes row ``i`` of every batch (the
@@ -40,10 +40,10 @@ import math
 from collections.abc import Callable, Sequence
 
 from methods.base import GammaPolicy
-from runners.engine.batched import turn_batches
 from runners.replay.oracle import AgreementOracle, ScriptedPolicy, oracle_schedule
 from runners.replay.replay import BatchReplay, max_new, replay_rows
 from runners.replay.trace import Trace
+from specbench.batches import turn_batches
 from specbench.config import GAMMA_MODES
 from specbench.latency import LatencyModel, ar_batch_ms, check_batch_size
 from specbench.records import pooled_tokens_per_s
@@ -79,7 +79,7 @@ def check_batching(batch_size: object, gamma_mode: object, latency: LatencyModel
 
 
 def batch_indices(traces: Sequence[Trace], batch_size: int) -> list[list[int]]:
-    """Which prompt turns the batched engine decodes together (``runners.engine.batched.turn_batches``: ``B``
+    """Which prompt turns the batched engine decodes together (``specbench.batches.turn_batches``: ``B``
     consecutive prompts, then turn by turn), as indices into ``traces``."""
     size = check_batching(batch_size, GAMMA_MODES[0])[0]
     seen: dict[tuple[str, int], int] = {}

@@ -406,3 +406,20 @@ def test_replayed_batches_are_the_engines_on_a_multi_turn_task():
         ("a", 1, 0), ("b", 1, 0), ("a", 2, 1), ("b", 2, 1), ("c", 1, 2)]
     own = [r for r in rows if r["method"] == "best_fixed_prompt"]  # each prompt turn's own best γ, by its own row
     assert sorted((r["prompt_id"], r["turn"]) for r in own) == sorted((t.prompt_id, t.turn) for t in traces)
+
+
+def test_the_batched_replay_and_the_policy_lab_import_no_torch():
+    """The replay at any batch size forms its batches by the engine's rule (``specbench.batches.turn_batches``)
+    without importing the engine: the policy lab and SpecDecode-Bench's conformance script run on a machine without
+    torch's import time (3 s on a 2-core Xeon, 2026-11-29; before, ``runners.replay.batched`` imported
+    ``runners.engine.batched`` for that one function)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    code = ("import sys; import runners.replay.batched, runners.replay.replay, analysis.policy_lab, specbench.batches; "
+            "print('torch' in sys.modules, sorted(m for m in sys.modules if m.startswith('runners.engine')))")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, cwd=root,
+                         env={"PYTHONPATH": str(root)}).stdout.split()
+    assert out == ["False", "[]"]

@@ -113,6 +113,22 @@ def test_gamma_zero_fails_before_any_model_loads_and_leaves_nothing(tmp_path):
     assert not (tmp_path / "cache").exists()
 
 
+def test_a_bad_setting_is_refused_before_torch_is_imported(tmp_path):
+    """``run.py`` checks the job's own settings before it imports the engine: a bad value is refused in about a
+    second (status 2, nothing left), not after torch's and transformers' imports (3 s on a 2-core Xeon)."""
+    code = ("import runpy, sys\n"
+            f"sys.argv = ['run.py', 'results_dir={tmp_path / 'results'}', 'gamma=0']\n"
+            "try:\n"
+            f"    runpy.run_path({str(ROOT / 'run.py')!r}, run_name='__main__')\n"
+            "except SystemExit as exc:\n"
+            "    print('status', exc.code, 'torch', 'torch' in sys.modules)\n")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "SPECBENCH_CACHE": str(tmp_path / "cache")}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+    assert proc.stdout.splitlines()[-1].split() == ["status", "2", "torch", "False"], proc.stdout + proc.stderr[-2000:]
+    assert "gamma must be an integer >= 1" in proc.stdout + proc.stderr
+    assert not any((tmp_path / "results").rglob("*")) if (tmp_path / "results").exists() else True
+
+
 # ----------------------------------------------------------------------------- defaults, written once
 
 
