@@ -102,7 +102,7 @@ def open_job(cfg: Any, job_dir: str | Path, progress: bool = True, batched: bool
     try:
         with nothing_left_on_bad_config(job_dir):
             prepared.positions = check_inputs(prepared.config, prepared.prompts)
-    except ConfigError:
+    except ConfigError:  # a bad input: refused, its folder gone, no summary
         raise
     except Exception as exc:  # e.g. a model folder whose config.json cannot be read: a failed job, recorded
         failure = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}

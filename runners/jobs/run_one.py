@@ -15,7 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from runners.jobs.interrupt import sweep_stopped
-from runners.jobs.report import INVALID_JOBS, append_line, print_job_line, print_summary
+from runners.jobs.report import (
+    INVALID_JOBS,
+    append_line,
+    check_sweep_folder_visible,
+    print_job_line,
+    print_summary,
+)
 from specbench.config import JobConfig
 from specbench.job_folders import nothing_left_on_bad_config
 from specbench.registry import ConfigError
@@ -31,7 +37,9 @@ def run_cli_job(cfg: Any, job_dir: str | Path, multirun: bool = False) -> int:
         raise KeyboardInterrupt("stopped by Ctrl-C")
     try:
         # the job's own settings first, without torch: a bad value is refused in about a second, not after the
-        # engine's imports (3 s on a 2-core Xeon, 2026-11-29); the job then validates everything else
+        # engine's imports (3 s on a 2-core Xeon, 2026-11-29); the job then validates everything else. The sweep
+        # folder's check first, as in ``open_job``: a worker that cannot see it writes nothing, not even this refusal
+        check_sweep_folder_visible()
         with nothing_left_on_bad_config(job_dir):
             JobConfig.from_mapping(cfg)
         from runners.jobs.job import run_job
