@@ -87,11 +87,15 @@ def test_bad_values_are_refused_by_validate(override, message):
     assert message in str(info.value)
 
 
+def _env(tmp_path: Path) -> dict[str, str]:
+    """Offline, with a model cache of the test's own."""
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "SPECBENCH_CACHE": str(tmp_path / "cache")}
+
+
 def _run(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "SPECBENCH_CACHE": str(tmp_path / "cache")}
     return subprocess.run(
         [sys.executable, str(ROOT / "run.py"), f"results_dir={tmp_path / 'results'}", *args],
-        capture_output=True, text=True, timeout=120, cwd=ROOT, env=env,
+        capture_output=True, text=True, timeout=120, cwd=ROOT, env=_env(tmp_path),
     )
 
 
@@ -122,8 +126,8 @@ def test_a_bad_setting_is_refused_before_torch_is_imported(tmp_path):
             f"    runpy.run_path({str(ROOT / 'run.py')!r}, run_name='__main__')\n"
             "except SystemExit as exc:\n"
             "    print('status', exc.code, 'torch', 'torch' in sys.modules)\n")
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "SPECBENCH_CACHE": str(tmp_path / "cache")}
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT,
+                          env=_env(tmp_path))
     assert proc.stdout.splitlines()[-1].split() == ["status", "2", "torch", "False"], proc.stdout + proc.stderr[-2000:]
     assert "gamma must be an integer >= 1" in proc.stdout + proc.stderr
     assert not any((tmp_path / "results").rglob("*")) if (tmp_path / "results").exists() else True
