@@ -15,7 +15,8 @@ ai-dynamo/aiperf commit ``0786f0ca``, ``src/aiperf/common/models/spec_decode_mod
 * ``num_accepted_draft_tokens``, ``num_draft_tokens``, ``num_spec_steps``; ``num_spec_tokens`` (``k``, or None
   where the engine has no fixed bound); ``completion_tokens`` (the response's usage, or None);
 * ``per_step_accepted`` / ``per_step_drafted``: ordered, one entry per verification step, or None when the engine
-  reports no per-step data (vLLM fills them at ``--per-request-spec-decode-metrics detailed`` only).
+  reports no per-step data (vLLM fills them at ``--per-request-spec-decode-metrics detailed``, for a request with a
+  step).
 
 Its validator (``_check_aggregate_invariants``, ``_check_per_step_invariants``) holds: the histogram's counts sum
 to ``num_spec_steps``, its j-weighted sum is ``num_accepted_draft_tokens``, accepted <= drafted overall and per
@@ -30,7 +31,15 @@ folder, written at ``--export-level records`` (the default) or ``raw``, one line
 dumped with ``exclude_none=True``: a field that is None is absent, and ``spec_decode_acceptance`` is absent when
 the request carried no acceptance payload. The per-request metric tags of the record
 (``aiperf/metrics/types/spec_decode_metrics.py``) are ``SPEC_METRICS``; the draft acceptance rate is written there
-as a percentage.
+as a percentage, and ``spec_decode_accepted_per_verified`` is absent where it is undefined (no step, no draft:
+``NoMetricValue``).
+
+**A request with no verification step gets a record.** AIPerf's docstrings say it gets none, but its code writes
+one: vLLM sends the block for every request (0.29.0's ``RequestSpecDecodeMetrics.to_dict``: the histogram all
+zero, ``mean_acceptance_length`` 1.0, ``draft_acceptance_rate`` 0.0, the per-step arrays left out), the
+adapter's signature keys are present "including the zero-step case", and the record's validator accepts zero
+steps. So the record holds an empty histogram, zero totals and no per-step arrays; ``record`` writes the same for
+steps ``[]``, and ``steps`` reads it as a request that never drafted (the order of no step is known).
 
 **The engines behind AIPerf, and per-step data.** vLLM: per-step arrays at ``detailed`` (``runners.replay.
 vllm_metrics`` reads vLLM's own responses). TensorRT-LLM (AIPerf's ``src/aiperf/spec_decode/trtllm_adapter.py``
@@ -91,15 +100,16 @@ def record(drafted: Sequence[int], accepted: Sequence[int], k: int | None, compl
     """The record of verification steps that drafted ``drafted[i]`` and accepted ``accepted[i]`` tokens, by the
     definitions of the module docstring (steps that drafted nothing are the caller's to leave out, as the engines
     do); the histogram's keys integers (``line`` writes them as JSON does). ``per_step=False``: the per-step
-    arrays None, as an engine without per-step data reports it. At least one step."""
-    if not drafted:
-        raise ValueError("a record needs at least one verification step (AIPerf writes none without one)")
-    if any(not 0 <= a <= d for d, a in zip(drafted, accepted, strict=True)) or (k is not None and max(drafted) > k):
+    arrays None, as an engine without per-step data reports it; no step: the record AIPerf writes from vLLM for a
+    request that never drafted (module docstring)."""
+    if any(not 0 <= a <= d for d, a in zip(drafted, accepted, strict=True)) or \
+            (k is not None and max(drafted, default=0) > k):
         raise ValueError(f"each step must have 0 <= accepted <= drafted <= num_spec_tokens {k}")
     steps, n_drafted, n_accepted = len(drafted), sum(drafted), sum(accepted)
+    arrays = per_step and steps > 0  # vLLM's to_dict leaves empty arrays out, so AIPerf's record has None
     return {
         "engine": engine,
-        "mean_acceptance_length": 1 + n_accepted / steps,
+        "mean_acceptance_length": 1 + n_accepted / steps if steps else 1.0,
         "draft_acceptance_rate": n_accepted / n_drafted if n_drafted else 0.0,
         "acceptance_histogram": dict(sorted(Counter(accepted).items())),
         "num_accepted_draft_tokens": n_accepted,
@@ -107,20 +117,21 @@ def record(drafted: Sequence[int], accepted: Sequence[int], k: int | None, compl
         "num_spec_steps": steps,
         "num_spec_tokens": k,
         "completion_tokens": completion_tokens,
-        "per_step_accepted": list(accepted) if per_step else None,
-        "per_step_drafted": list(drafted) if per_step else None,
+        "per_step_accepted": list(accepted) if arrays else None,
+        "per_step_drafted": list(drafted) if arrays else None,
     }
 
 
 def spec_metrics(rec: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """The record's per-request metrics as AIPerf's ``metrics`` holds them (``{tag: {"value", "unit"}}``)."""
+    """The record's per-request metrics as AIPerf's ``metrics`` holds them (``{tag: {"value", "unit"}}``);
+    ``spec_decode_accepted_per_verified`` left out without a step or a draft, as AIPerf leaves it."""
     steps, acc, drafted = rec["num_spec_steps"], rec["num_accepted_draft_tokens"], rec["num_draft_tokens"]
     values = {"spec_decode_acceptance_length": rec["mean_acceptance_length"],
               "spec_decode_draft_acceptance_rate": 100.0 * rec["draft_acceptance_rate"],
-              "spec_decode_accepted_per_verified": (acc + steps) / (drafted + steps),
+              "spec_decode_accepted_per_verified": (acc + steps) / (drafted + steps) if drafted + steps else None,
               "spec_decode_steps": steps, "spec_decode_accepted_draft_tokens": acc,
               "spec_decode_draft_tokens": drafted}
-    return {tag: {"value": values[tag], "unit": unit} for tag, unit in SPEC_METRICS.items()}
+    return {tag: {"value": values[tag], "unit": unit} for tag, unit in SPEC_METRICS.items() if values[tag] is not None}
 
 
 def line(rec: Mapping[str, Any] | None, metadata: Mapping[str, Any], metrics: Mapping[str, Any],
@@ -180,9 +191,17 @@ def check(raw: Any, path: str | os.PathLike = "?", line_no: int = 0) -> dict[str
     return rec
 
 
+def steps(rec: Mapping[str, Any]) -> tuple[list[int], list[int]] | None:
+    """``(drafted, accepted)`` of a checked record in order, what a per-step replay needs: both arrays, or ``([],
+    [])`` for a record of no step (a request that never drafted); None for a histogram only."""
+    if rec.get(STEPS[0]) is not None and rec.get(STEPS[1]) is not None:
+        return list(rec[STEPS[1]]), list(rec[STEPS[0]])
+    return ([], []) if rec.get("num_spec_steps") == 0 else None
+
+
 def per_step(rec: Mapping[str, Any]) -> bool:
-    """Whether the record carries its steps in order (both arrays), what a per-step replay needs."""
-    return rec.get(STEPS[0]) is not None and rec.get(STEPS[1]) is not None
+    """Whether the record's steps are known in order (``steps``)."""
+    return steps(rec) is not None
 
 
 def _trtllm(block: Mapping[str, Any], usage: Mapping[str, Any]) -> dict[str, Any]:

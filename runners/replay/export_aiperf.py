@@ -11,8 +11,10 @@ and an AIPerf run against vLLM, SGLang or TensorRT-LLM are read by the same tool
   something in order as the verification steps (an engine schedules no verification without drafts, and vLLM leaves
   such steps out: so are ours, counted in the summary), ``per_step_drafted`` / ``per_step_accepted`` filled (as
   vLLM at ``detailed``), ``num_spec_tokens`` the largest γ the run asked or drafted, ``completion_tokens`` the
-  record's ``new_tokens``, ``engine`` ``"specbench"``. A record without a round that drafted (``method=ar``, or a
-  prompt lookup that never matched) gets none, as AIPerf writes none for a request without verify steps.
+  record's ``new_tokens``, ``engine`` ``"specbench"``. A record whose rounds never drafted (a prompt lookup that
+  never matched) gets a record of no step, as AIPerf 0.13.0 writes one from vLLM for a request that never drafted
+  (``aiperf_record`` module docstring: the histogram empty, the arrays absent); a record without rounds
+  (``method=ar``: no speculative decoding, no payload) gets none.
 * ``metrics``: AIPerf's per-request tags in its display units: ``request_latency`` and ``time_to_first_token``
   (``ms``; ours are ``wall_ms`` and ``ttft_ms``, ``specbench.records``: a decode timed in-process, not an HTTP
   request), ``input_sequence_length`` / ``output_sequence_length`` (``prompt_tokens`` / ``new_tokens``) and the
@@ -44,7 +46,7 @@ def line_of(record: Mapping[str, Any], index: int) -> dict[str, Any]:
     """One record as a ``profile_export.jsonl`` line (module docstring)."""
     rounds = Rounds.of(record) if record.get("drafted_trace") else None
     rec = None
-    if rounds is not None and any(rounds.drafted):
+    if rounds is not None:
         drafted = [d for d in rounds.drafted if d > 0]
         accepted = [a for d, a in zip(rounds.drafted, rounds.accepted, strict=True) if d > 0]
         rec = aiperf_record.record(drafted, accepted, max([*rounds.gamma, *rounds.drafted]), int(record["new_tokens"]))
@@ -66,15 +68,18 @@ def line_of(record: Mapping[str, Any], index: int) -> dict[str, Any]:
 
 
 def export(records: Iterable[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    """The lines of ``records`` (every record, in order) and what was left out: ``without_record`` (records with
-    no round that drafted), ``undrafted_rounds`` (rounds that drafted nothing), ``mid_generation_undrafted`` (of
-    them, those followed by a round that drafted: their place does not survive the format)."""
+    """The lines of ``records`` (every record, in order) and what was left out: ``without_record`` (records without
+    rounds), ``without_steps`` (records whose rounds never drafted: a record of no step), ``undrafted_rounds``
+    (rounds that drafted nothing), ``mid_generation_undrafted`` (of them, those followed by a round that drafted:
+    their place does not survive the format)."""
     lines: list[dict[str, Any]] = []
-    summary = {"records": 0, "without_record": 0, "undrafted_rounds": 0, "mid_generation_undrafted": 0}
+    summary = {"records": 0, "without_record": 0, "without_steps": 0, "undrafted_rounds": 0,
+               "mid_generation_undrafted": 0}
     for i, record in enumerate(records):
         out = line_of(record, i)
         summary["records"] += 1
         summary["without_record"] += aiperf_record.KEY not in out
+        summary["without_steps"] += aiperf_record.KEY in out and out[aiperf_record.KEY]["num_spec_steps"] == 0
         drafted = list(record.get("drafted_trace") or [])
         last = max((j for j, d in enumerate(drafted) if d > 0), default=-1)
         summary["undrafted_rounds"] += drafted.count(0)
@@ -106,8 +111,9 @@ def main(args: Any) -> int:
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(f"{summary['records']} records as AIPerf lines ({summary['without_record']} without a round that drafted: "
-          f"no {aiperf_record.KEY}); {summary['undrafted_rounds']} rounds that drafted nothing left out, "
+    print(f"{summary['records']} records as AIPerf lines ({summary['without_record']} without rounds: "
+          f"no {aiperf_record.KEY}; {summary['without_steps']} with no step); "
+          f"{summary['undrafted_rounds']} rounds that drafted nothing left out, "
           f"{summary['mid_generation_undrafted']} of them mid-generation", file=sys.stderr)
     print(out)
     return 0

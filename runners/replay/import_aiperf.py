@@ -11,10 +11,13 @@ vLLM at ``--per-request-spec-decode-metrics detailed``, or ``export aiperf``) is
 arrays and becomes a trace by the same rule (``runners.replay.import_vllm.to_trace``: exact where a step saw a
 rejection, censored inside fully accepted steps, a last step past ``completion_tokens`` clipped; its docstring says
 what the steps can and cannot tell). ``k`` is ``num_spec_tokens``, or the longest step where the engine reports no
-fixed bound (counted: ``k_from_steps``). The prompt's length is the line's ``input_sequence_length`` metric; a line
-without it gets 0 (counted: ``prompt_tokens_unknown``; a latency model then charges no prefill). A record with only
-the histogram (vLLM's ``summary`` level, SGLang, TensorRT-LLM: no per-step sequence reaches AIPerf from them) is
-refused in one line naming ``--stats-only``: the order of the steps, which a replay needs, is not in a histogram.
+fixed bound (counted: ``k_from_steps``). A record of no verification step (AIPerf writes one for a vLLM request
+that never drafted, its arrays absent: ``aiperf_record.steps``) is a request that never drafted, every position
+proposing nothing (counted: ``zero_step_requests``). The prompt's length is the line's ``input_sequence_length``
+metric; a line without it gets 0 (counted: ``prompt_tokens_unknown``; a latency model then charges no prefill). A
+record of steps with only the histogram (vLLM's ``summary`` level, SGLang, TensorRT-LLM: no per-step sequence
+reaches AIPerf from them) is refused in one line naming ``--stats-only``: the order of the steps, which a replay
+needs, is not in a histogram.
 
 **``--stats-only``.** Every record, per-step or not, is checked and its acceptance statistics written
 (``acceptance.json``: ``runners.replay.aiperf_record.stats``, AIPerf's run-level definitions, pooled and per engine,
@@ -74,19 +77,22 @@ def import_traces(path: str | os.PathLike, pair: str = "aiperf", task: str | Non
     task = task or Path(path).stem
     names = {"pair": pair, "task": task, "category": task, "target": target, "draft": draft}
     traces: list[VllmTrace] = []
-    k_from_steps = unknown_prompt = 0
+    k_from_steps = unknown_prompt = zero_step = 0
     for r in reqs:
         rec = r["record"]
-        if not aiperf_record.per_step(rec):
+        known = aiperf_record.steps(rec)
+        if known is None:
             raise ValueError(f"{path}: request {r['id']} ({rec['engine']}, {r['shape']}) carries only an acceptance "
                              f"histogram, no per_step_drafted / per_step_accepted: a per-step replay needs their order "
                              f"(vLLM at --per-request-spec-decode-metrics detailed); pass {STATS_ONLY} for "
                              "acceptance-length statistics")
-        k = rec["num_spec_tokens"] or max([*rec["per_step_drafted"], 1])
+        drafted, accepted = known
+        k = rec["num_spec_tokens"] or max([*drafted, 1])
         k_from_steps += rec["num_spec_tokens"] is None
         unknown_prompt += r["prompt_tokens"] is None
+        zero_step += not drafted
         req = {"id": r["id"], "prompt_tokens": r["prompt_tokens"] or 0, "completion_tokens": rec["completion_tokens"],
-               "k": k, "drafted": rec["per_step_drafted"], "accepted": rec["per_step_accepted"], "shape": r["shape"]}
+               "k": k, "drafted": drafted, "accepted": accepted, "shape": r["shape"]}
         traces.append(to_trace(req, AiperfTrace, **names))
     censored = sum(len(tr.extra["censored"]) for tr in traces)
     meta = {
@@ -96,7 +102,7 @@ def import_traces(path: str | os.PathLike, pair: str = "aiperf", task: str | Non
         "source": _source(path, reqs, without), "acceptance": aiperf_record.stats(r["record"] for r in reqs),
         "censored_positions": censored, "exact_positions": sum(tr.n - 1 for tr in traces) - censored,
         "clipped_steps": sum(tr.extra["clipped_tokens"] > 0 for tr in traces),
-        "k_from_steps": k_from_steps, "prompt_tokens_unknown": unknown_prompt,
+        "k_from_steps": k_from_steps, "prompt_tokens_unknown": unknown_prompt, "zero_step_requests": zero_step,
         "requests": len(traces), "tokens": sum(tr.n for tr in traces),
     }
     return traces, meta
@@ -141,7 +147,8 @@ def main(args: Any) -> int:
         return 2
     print(f"{meta['requests']} requests, {meta['tokens']} tokens; {meta['exact_positions']} positions exact, "
           f"{meta['censored_positions']} censored (rule {CAP_RULE}); {meta['clipped_steps']} last steps clipped; "
-          f"{meta['prompt_tokens_unknown']} without a prompt length", file=sys.stderr)
+          f"{meta['prompt_tokens_unknown']} without a prompt length; {meta['zero_step_requests']} never drafted",
+          file=sys.stderr)
     for label, why in meta["not_replayable"].items():
         print(f"not replayable: {label}: {why}", file=sys.stderr)
     print(folder / TRACE_FILE)

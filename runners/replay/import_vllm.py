@@ -5,9 +5,12 @@
 vLLM ≥ 0.29.0 started with ``--per-request-spec-decode-metrics detailed`` reports, per request, one entry per
 verification step in order: ``per_step_drafted`` (the tokens proposed at that step) and ``per_step_accepted`` (of
 them, accepted; the bonus token excluded), and ``num_spec_tokens`` (``k``, the configured draft length). Steps that
-drafted nothing are left out. Where it is and every shape PATH may hold (a response body, a stream's final usage
-chunk, a logged SSE stream, ``CompletionOutput.spec_decode_metrics`` offline, the pre-release
-``speculative_decoding_stats``), with the failures and their one-line errors: ``runners.replay.vllm_metrics``.
+drafted nothing are left out; a request with no step at all (its block without arrays, counting no step) is a
+request that never drafted: every position proposes nothing (counted: ``zero_step_requests``). Where it is and
+every shape PATH may hold (a response body, a stream's final usage chunk, a logged SSE stream,
+``CompletionOutput.spec_decode_metrics`` offline as ``dataclasses.asdict`` or ``to_dict`` writes it, the
+pre-release ``speculative_decoding_stats``), with the failures and their one-line errors:
+``runners.replay.vllm_metrics``.
 
 **What the steps say, and what they cannot.** Step ``s`` started at position ``t_s`` (``t_1 = 1``: the prefill
 emitted the first token; ``t_{s+1} = t_s + a_s + 1``), drafted ``d_s`` and accepted ``a_s``. Assuming the draft's
@@ -161,6 +164,7 @@ def import_traces(path: str | os.PathLike, pair: str = "vllm", task: str | None 
         "censored_positions": censored,
         "exact_positions": sum(tr.n - 1 for tr in traces) - censored,
         "clipped_steps": sum(tr.extra["clipped_tokens"] > 0 for tr in traces),
+        "zero_step_requests": sum(not r["drafted"] for r in reqs),
         "cut": {"token_ids": "not in the stats: placeholders",
                 "undrafted_tokens": sum(tr.extra["undrafted"] for tr in traces),
                 "undrafted_place": "after the last step (vLLM leaves steps without a draft out)",
@@ -176,7 +180,8 @@ def add_parser(sources: Any) -> None:
     s = sources.add_parser("vllm", help=f"vLLM's per-request metrics.{vllm_metrics.BLOCK} "
                                         f"({vllm_metrics.FLAG} {vllm_metrics.LEVEL})")
     s.add_argument("path", help="vLLM responses as JSON lines (bodies or final usage chunks), a logged SSE stream, "
-                                f"or CompletionOutput.{vllm_metrics.OFFLINE} written as JSON lines")
+                                f"or CompletionOutput.{vllm_metrics.OFFLINE} written as JSON lines "
+                                "(dataclasses.asdict)")
     s.add_argument("--out", required=True, help="folder for trace.jsonl and meta.json")
     s.add_argument("--pair", default="vllm", help="the pair's name in the traces (default %(default)s)")
     s.add_argument("--task", help="the workload's name (default: the file's stem)")
@@ -208,7 +213,8 @@ def main(args: Any) -> int:
         return 2
     print(f"{meta['requests']} requests, {meta['tokens']} tokens; {meta['exact_positions']} positions exact, "
           f"{meta['censored_positions']} censored (rule {CAP_RULE}); {meta['cut']['undrafted_tokens']} undrafted; "
-          f"{meta['clipped_steps']} last steps clipped ({meta['cut']['clipped_tokens']} tokens past the stop)",
+          f"{meta['clipped_steps']} last steps clipped ({meta['cut']['clipped_tokens']} tokens past the stop); "
+          f"{meta['zero_step_requests']} requests never drafted",
           file=sys.stderr)
     for label, why in meta["not_replayable"].items():
         print(f"not replayable: {label}: {why}", file=sys.stderr)

@@ -16,31 +16,47 @@ level of a completion or chat response, ``metrics.speculative_decoding``:
 * at ``detailed`` only, one entry per verification step, in order: ``per_step_drafted`` (the proposed length,
   after drafts a grammar invalidated: ``0`` is possible) and ``per_step_accepted``.
 
-Steps with no scheduled draft tokens are left out of all of it. The block is ``null`` for ``n > 1`` (it
-describes one generation stream). A stream carries it only in its final usage chunk (``choices: []``), sent
-when the request has ``stream_options.include_usage: true`` or the server ``--enable-force-include-usage``.
-Offline, ``LLM.generate``'s ``CompletionOutput.spec_decode_metrics`` holds the same fields (not read in vLLM's
-source here: the snapshot was too large to fetch and the index holds an older ``vllm/outputs.py``; the field
-names are those of the docs, which users' scripts dumping it confirm).
+**Read in vLLM 0.29.0's source** (the wheel ``vllm-0.29.0-cp38-abi3-manylinux_2_28_x86_64.whl``):
+``vllm/v1/metrics/stats.py``, the dataclass ``RequestSpecDecodeMetrics`` (``DATACLASS``: ``num_spec_tokens``,
+``histogram``, ``num_draft_tokens``, ``per_step_accepted``, ``per_step_drafted``; ``new`` sizes the histogram
+``k + 1``, ``observe`` counts a step, appending to the arrays at ``detailed`` only) and its ``to_dict`` (the block:
+the totals from the histogram, ``mean_acceptance_length`` 1.0 and ``draft_acceptance_rate`` 0.0 without steps or
+drafts, and the two arrays **only when ``per_step_accepted`` is non-empty**). The server passes it through the
+pydantic ``SpeculativeDecodingMetrics`` (``vllm/entrypoints/generate/base/protocol.py``, arrays default None):
+a body is dumped whole (``model_dump()``, ``vllm/entrypoints/openai/completion/api_router.py``: the arrays
+``null``), a stream's usage chunk with ``exclude_none`` (absent). So a block without arrays is either the
+``summary`` level or a request that never drafted; the mark of the summary level is its own step count,
+``num_spec_steps > 0`` (or a histogram summing above 0) with no arrays. A request with no step (an n-gram proposer
+that never matched, ``max_tokens = 1``) is read as a request that never drafted. 0.29.0 writes no
+``acceptance_histogram_by_draft_length`` (the docs' newer text does; not read).
+
+Steps with no scheduled draft tokens are left out of all of it (``Scheduler.update_from_output`` observes a step
+only when draft tokens were scheduled). The block is ``null`` for ``n > 1`` (it describes one generation stream).
+A stream carries it only in its final usage chunk (``choices: []``), sent when the request has
+``stream_options.include_usage: true`` or the server ``--enable-force-include-usage``. Offline,
+``LLM.generate``'s ``CompletionOutput.spec_decode_metrics`` (``vllm/outputs.py``) is the dataclass itself, filled on
+a finished output when the engine ran with ``per_request_spec_decode_metrics`` (an ``LLM(...)`` keyword) not
+``none``; written as JSON by ``dataclasses.asdict``, its arrays are ``[]`` at ``summary`` and without steps.
 
 What the lines of a file may be (``requests_of``), one trace per generation:
 
 * ``response``: a completion / chat response body, or a stream's final usage chunk (``metrics``, ``usage``);
 * ``stream``: a whole logged SSE stream (``data: {...}`` lines, ``data: [DONE]``; several streams one after
   another): its last chunk carrying ``metrics`` (``sse_chunks``);
-* ``offline``: ``CompletionOutput.spec_decode_metrics`` written as JSON, flat ``{"request_id",
-  "prompt_token_ids" | "prompt_tokens", "token_ids" | "completion_tokens", "spec_decode_metrics"}`` or a
-  ``RequestOutput`` written whole (``{"request_id", "prompt_token_ids", "outputs": [{"token_ids",
-  "spec_decode_metrics"}, ...]}``);
+* ``offline``: ``CompletionOutput`` written as JSON, flat ``{"request_id", "prompt_token_ids" | "prompt_tokens",
+  "token_ids" | "completion_tokens", "spec_decode_metrics"}`` (``dataclasses.asdict(output)`` plus the request's
+  id and prompt) or a ``RequestOutput`` written whole (``{"request_id", "prompt_token_ids", "outputs":
+  [{"token_ids", "spec_decode_metrics"}, ...]}``); ``spec_decode_metrics`` as ``dataclasses.asdict`` gives it
+  (shape ``offline dataclass``) or as ``to_dict`` does (``offline``);
 * ``pre-release``: the shape of a pre-merge draft of PR #48915, ``choices[i].speculative_decoding_stats`` (or a
   flat ``{id, prompt_tokens, completion_tokens, speculative_decoding_stats}``), which AIPerf's first vLLM adapter
   read (ai-dynamo/aiperf PR #1167); no released vLLM writes it.
 
-Refused in one line, naming what the server or the request needs: the ``summary`` level (no per-step arrays),
-a ``null`` block, a response without ``metrics``, a stream without its usage chunk.
+Refused in one line, naming what the server, the engine or the request needs: the ``summary`` level (steps counted,
+no per-step arrays), a ``null`` block, a response without ``metrics``, a stream without its usage chunk.
 
 Also refused: arrays that disagree with the block's own totals (``num_spec_steps``, ``num_draft_tokens``,
-``num_accepted_draft_tokens``, as vLLM's own check of the feature asserts them).
+``num_accepted_draft_tokens``, as vLLM's own check of the feature asserts them) or with its dense histogram.
 """
 
 from __future__ import annotations
@@ -59,10 +75,14 @@ OFFLINE = "spec_decode_metrics"
 #: a pre-merge draft's per-choice key (no release writes it)
 PRE_RELEASE = "speculative_decoding_stats"
 START = f"start the server with {FLAG} {LEVEL}"
+#: the same, offline (an ``EngineArgs`` keyword, so ``LLM``'s)
+OFFLINE_START = f"pass per_request_spec_decode_metrics='{LEVEL}' to LLM(...)"
 INCLUDE_USAGE = ("send stream_options.include_usage: true (or start the server with --enable-force-include-usage), "
                  "so the stream ends with its usage chunk")
 #: the block's per-step arrays (``detailed``)
 STEPS = ("per_step_drafted", "per_step_accepted")
+#: ``RequestSpecDecodeMetrics``' fields (vLLM 0.29.0, ``vllm/v1/metrics/stats.py``), as ``dataclasses.asdict`` gives them
+DATACLASS = ("num_spec_tokens", "histogram", "num_draft_tokens", "per_step_accepted", "per_step_drafted")
 
 
 def fail(path: str | os.PathLike, line: int, what: str) -> ValueError:
@@ -75,21 +95,59 @@ def _count(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
 
-def steps_of(block: Any, where: str, path: str | os.PathLike, line: int) -> tuple[int, list[int], list[int]]:
-    """``(k, drafted, accepted)`` of one block, checked (module docstring); ``ValueError`` in one line."""
+def is_dataclass_dump(block: Any) -> bool:
+    """Whether ``block`` is ``RequestSpecDecodeMetrics`` as ``dataclasses.asdict`` gives it (not ``to_dict``'s)."""
+    return isinstance(block, Mapping) and "histogram" in block and "acceptance_histogram" not in block
+
+
+def _from_dataclass(block: Mapping[str, Any], where: str, path: str | os.PathLike, line: int) -> dict[str, Any]:
+    """The dataclass's fields under the block's names, the totals from its histogram as ``to_dict`` derives them."""
+    hist = block["histogram"]
+    if not (isinstance(hist, list) and all(_count(c) for c in hist)):
+        raise fail(path, line, f"{where}.histogram is not a list of counts")
+    return {**block, "acceptance_histogram": hist, "num_spec_steps": sum(hist),
+            "num_accepted_draft_tokens": sum(j * c for j, c in enumerate(hist))}
+
+
+def _arrays(block: Mapping[str, Any]) -> tuple[Any, Any]:
+    """The per-step arrays, None where absent, null or empty (``to_dict`` leaves empty ones out, ``asdict`` keeps [])."""
+    drafted, accepted = block.get(STEPS[0]), block.get(STEPS[1])
+    return (None if drafted == [] else drafted), (None if accepted == [] else accepted)
+
+
+def steps_of(block: Any, where: str, path: str | os.PathLike, line: int, offline: bool = False
+             ) -> tuple[int, list[int], list[int]]:
+    """``(k, drafted, accepted)`` of one block, checked (module docstring); a block counting no step is a request
+    that never drafted, ``(k, [], [])``. ``ValueError`` in one line naming the fix (``offline``: ``LLM``'s)."""
+    fix = OFFLINE_START if offline else START
     if block is None:
-        raise fail(path, line, f"{where} is null: vLLM writes it only for a request of n = 1 with speculative "
-                               f"decoding on; {START} and send n = 1")
+        why = ("vLLM fills it on a finished output that ran speculative decoding" if offline
+               else "vLLM writes it only for a request of n = 1 with speculative decoding on")
+        raise fail(path, line, f"{where} is null: {why}; {fix}" + ("" if offline else " and send n = 1"))
     if not isinstance(block, Mapping):
         raise fail(path, line, f"{where} is not an object")
-    drafted, accepted, k = block.get(STEPS[0]), block.get(STEPS[1]), block.get("num_spec_tokens")
-    if drafted is None or accepted is None:
-        raise fail(path, line, f"{where} has no per_step_drafted / per_step_accepted (the 'summary' level): {START}")
+    name = "histogram" if is_dataclass_dump(block) else "acceptance_histogram"
+    if name == "histogram":
+        block = _from_dataclass(block, where, path, line)
+    k, hist, steps = block.get("num_spec_tokens"), block.get("acceptance_histogram"), block.get("num_spec_steps")
+    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        raise fail(path, line, "num_spec_tokens is not an integer >= 1")
+    if isinstance(hist, list) and (len(hist) != k + 1 or not all(_count(c) for c in hist)):
+        raise fail(path, line, f"{name} is not {k + 1} counts (num_spec_tokens + 1, as vLLM sizes it)")
+    if steps is None and isinstance(hist, list):
+        steps = sum(hist)
+    drafted, accepted = _arrays(block)
+    if drafted is None and accepted is None:
+        if not _count(steps):
+            raise fail(path, line, f"{where} has no per_step_drafted / per_step_accepted and no num_spec_steps: "
+                                   "not vLLM's block")
+        if steps:
+            raise fail(path, line, f"{where} counts {steps} verification steps but carries no per_step_drafted / "
+                                   f"per_step_accepted (the 'summary' level): {fix}")
+        drafted, accepted = [], []  # no verification step: a request that never drafted
     if not (isinstance(drafted, list) and isinstance(accepted, list) and len(drafted) == len(accepted)
             and all(_count(v) for v in [*drafted, *accepted])):
         raise fail(path, line, "per_step_drafted / per_step_accepted are not two lists of counts of one length")
-    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-        raise fail(path, line, "num_spec_tokens is not an integer >= 1")
     for d, a in zip(drafted, accepted, strict=True):
         if not (d <= k and a <= d):
             raise fail(path, line, f"a step drafted {d} and accepted {a} (each step drafts 0..{k}, accepts <= drafted)")
@@ -97,6 +155,8 @@ def steps_of(block: Any, where: str, path: str | os.PathLike, line: int) -> tupl
                       ("num_accepted_draft_tokens", sum(accepted))):
         if block.get(key) is not None and block[key] != want:
             raise fail(path, line, f"{key} is {block[key]} but the per-step arrays say {want}")
+    if isinstance(hist, list) and hist != [accepted.count(j) for j in range(k + 1)]:
+        raise fail(path, line, f"{name} {hist} disagrees with per_step_accepted")
     return k, list(drafted), list(accepted)
 
 
@@ -107,6 +167,10 @@ def _request(rid: str, prompt: Any, completion: Any, shape: str, steps: tuple[in
     k, drafted, accepted = steps
     return {"id": rid, "prompt_tokens": prompt, "completion_tokens": completion if _count(completion) else None,
             "k": k, "drafted": drafted, "accepted": accepted, "shape": shape}
+
+
+def _offline(block: Any) -> str:
+    return "offline dataclass" if is_dataclass_dump(block) else "offline"
 
 
 def _length(obj: Mapping[str, Any], ids: str, count: str) -> Any:
@@ -132,14 +196,14 @@ def requests_of(obj: Any, path: str | os.PathLike = "?", line: int = 0, shape: s
     if OFFLINE in obj or isinstance(obj.get("outputs"), list):  # offline: CompletionOutput.spec_decode_metrics
         prompt = _length(obj, "prompt_token_ids", "prompt_tokens")
         if OFFLINE in obj:
-            return [_request(rid, prompt, _length(obj, "token_ids", "completion_tokens"), "offline",
-                             steps_of(obj[OFFLINE], OFFLINE, path, line), path, line)]
+            return [_request(rid, prompt, _length(obj, "token_ids", "completion_tokens"), _offline(obj[OFFLINE]),
+                             steps_of(obj[OFFLINE], OFFLINE, path, line, offline=True), path, line)]
         outputs = [o if isinstance(o, Mapping) else {} for o in obj["outputs"]]
         if not outputs:
             raise fail(path, line, "outputs is empty")
         return [_request(rid if len(outputs) == 1 else f"{rid}/{out.get('index', i)}", prompt,
-                         _length(out, "token_ids", "completion_tokens"), "offline",
-                         steps_of(out.get(OFFLINE), f"outputs[{i}].{OFFLINE}", path, line), path, line)
+                         _length(out, "token_ids", "completion_tokens"), _offline(out.get(OFFLINE)),
+                         steps_of(out.get(OFFLINE), f"outputs[{i}].{OFFLINE}", path, line, offline=True), path, line)
                 for i, out in enumerate(outputs)]
     prompt = obj.get("prompt_tokens", usage.get("prompt_tokens"))
     if PRE_RELEASE in obj:  # pre-release, flat
@@ -237,15 +301,19 @@ def read_requests(path: str | os.PathLike) -> list[dict[str, Any]]:
 
 
 # --------------------------------------------------------------------------------------------- writing
-def block(drafted: Sequence[int], accepted: Sequence[int], k: int, level: str = LEVEL) -> dict[str, Any]:
-    """``metrics.speculative_decoding`` of verification steps that drafted ``drafted[i]`` and accepted
-    ``accepted[i]`` tokens, by the docs' definitions (module docstring; steps that drafted nothing are the
-    caller's to leave out, as vLLM does). A request with no step: the totals 0, the histogram all zero (the docs'
-    words), and ``mean_acceptance_length`` 1.0, ``draft_acceptance_rate`` 0.0 (vLLM's values there not read)."""
+def _checked(drafted: Sequence[int], accepted: Sequence[int], k: int, level: str) -> None:
     if level not in ("summary", LEVEL):
         raise ValueError(f"level must be summary or {LEVEL}, got {level!r}")
     if any(not 0 <= a <= d <= k for d, a in zip(drafted, accepted, strict=True)):
         raise ValueError(f"each step must have 0 <= accepted <= drafted <= num_spec_tokens {k}")
+
+
+def block(drafted: Sequence[int], accepted: Sequence[int], k: int, level: str = LEVEL) -> dict[str, Any]:
+    """``metrics.speculative_decoding`` of verification steps that drafted ``drafted[i]`` and accepted
+    ``accepted[i]`` tokens, as ``RequestSpecDecodeMetrics.to_dict`` makes it (module docstring; steps that drafted
+    nothing are the caller's to leave out, as vLLM does): no step gives the totals 0, the histogram all zero,
+    ``mean_acceptance_length`` 1.0, ``draft_acceptance_rate`` 0.0 and no per-step arrays, at either level."""
+    _checked(drafted, accepted, k, level)
     steps, n_drafted, n_accepted = len(drafted), sum(drafted), sum(accepted)
     by_length: dict[str, list[int]] = {}
     for d, a in sorted(zip(drafted, accepted, strict=True)):
@@ -260,17 +328,28 @@ def block(drafted: Sequence[int], accepted: Sequence[int], k: int, level: str = 
         "num_draft_tokens": n_drafted,
         "num_spec_tokens": k,
     }
-    if level == LEVEL:
+    if level == LEVEL and steps:  # to_dict writes the arrays only when per_step_accepted is non-empty
         out.update(per_step_accepted=list(accepted), per_step_drafted=list(drafted))
     return out
 
 
+def dataclass_of(drafted: Sequence[int], accepted: Sequence[int], k: int, level: str = LEVEL) -> dict[str, Any]:
+    """``CompletionOutput.spec_decode_metrics`` of the same steps as ``dataclasses.asdict`` gives it
+    (``DATACLASS``): the dense histogram, the drafted total, the arrays (``[]`` at ``summary``)."""
+    _checked(drafted, accepted, k, level)
+    detailed = level == LEVEL
+    return {"num_spec_tokens": k, "histogram": [list(accepted).count(j) for j in range(k + 1)],
+            "num_draft_tokens": sum(drafted), "per_step_accepted": list(accepted) if detailed else [],
+            "per_step_drafted": list(drafted) if detailed else []}
+
+
 def response(rid: str, model: str, prompt_tokens: int, completion_tokens: int, finish_reason: str,
              spec: Mapping[str, Any]) -> dict[str, Any]:
-    """A ``/v1/completions`` response body carrying ``spec`` as ``metrics.speculative_decoding`` (the output's
-    text is not written: ``choices[0]`` holds its index and finish reason only)."""
+    """A ``/v1/completions`` response body carrying ``spec`` as ``metrics.speculative_decoding``, the per-step
+    arrays it lacks written ``null`` as vLLM's ``model_dump()`` of the body writes them (the output's text is not
+    written: ``choices[0]`` holds its index and finish reason only)."""
     return {"id": rid, "object": "text_completion", "model": model,
             "choices": [{"index": 0, "finish_reason": finish_reason}],
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                       "total_tokens": prompt_tokens + completion_tokens},
-            "metrics": {BLOCK: dict(spec)}}
+            "metrics": {BLOCK: {**spec, **{f: spec.get(f) for f in reversed(STEPS)}}}}

@@ -105,11 +105,11 @@ def test_the_committed_export_reads_back_as_the_committed_records():
                                          (ROOT / "results" / "committed").glob(f"*/aiperf/{aiperf_record.PROFILE_EXPORT}")))
 def test_every_committed_recipes_export_reads_back_as_its_records(folder):
     """Every committed recipe's ``aiperf/profile_export.jsonl`` (``python -m runners.replay export aiperf``) holds one
-    line per record: a record per step for each one that drafted, none for the others (AR, rounds without drafts)."""
+    line per record: a record per step for each one with rounds, none for the others (AR)."""
     runs = ROOT / "results" / "committed" / folder
     reqs, without = aiperf_record.read_records(runs / "aiperf" / aiperf_record.PROFILE_EXPORT)
     records = [r for f in sorted(runs.rglob("records.jsonl")) for r in read_records(f)]
-    drafting = [r for r in records if any(Rounds.of(r).drafted)]
+    drafting = [r for r in records if r.get("drafted_trace")]
     assert len(reqs) == len(drafting) > 0 and without == len(records) - len(drafting)
     for req, record in zip(reqs, drafting, strict=True):
         own = Rounds.of(record)
@@ -195,3 +195,46 @@ def test_the_export_command_writes_what_the_import_command_reads(tmp_path):
     assert cli_main(["import", "aiperf", str(out), "--out", str(tmp_path / "t")]) == 0
     meta = json.loads((tmp_path / "t" / "meta.json").read_text())
     assert meta["kind"] == "aiperf_steps" and meta["requests"] == 8
+
+
+# ------------------------------------------------------------- a request with no verification step
+def never_drafted(record):
+    """The record as a run whose rounds drafted nothing (a prompt lookup that never matched)."""
+    zeros = [0] * len(record["drafted_trace"])
+    return {**record, "drafted_trace": zeros, "accepted_trace": zeros, "drafted": 0, "accepted": 0}
+
+
+def test_a_request_that_never_drafted_has_a_record_and_imports_as_one(tmp_path):
+    """AIPerf 0.13.0 writes a record for a vLLM request with no step (its adapter reads vLLM's zero-step block;
+    the validator accepts it): an empty histogram, no per-step arrays. It imports as a request that never drafted."""
+    path = FIXTURES / "zero_step.jsonl"
+    traces, meta = import_traces(path)
+    assert [t.n for t in traces] == [1, 12, 11] and meta["zero_step_requests"] == 2
+    assert traces[1].proposals == [[]] * 11 and traces[1].extra["undrafted"] == 11
+    assert replay(traces[2], build_policy("fixed", 3, {})).rounds.accepted[:3] == [2, 0, 3]
+    pooled = import_stats(path)["pooled"]
+    assert pooled["requests"] == 3 and pooled["total_spec_decode_steps"] == 3 and pooled["with_per_step"] == 3
+    assert pooled["acceptance_length"] == (1.0 + 1.0 + (1 + 5 / 3)) / 3  # AIPerf's mean over records
+    assert cli_main(["import", "aiperf", str(path), "--out", str(tmp_path / "t")]) == 0
+
+
+def test_our_record_of_no_step_is_aiperfs():
+    """``record`` of no step is what AIPerf's adapter makes of vLLM's zero-step block, field for field."""
+    line = json.loads((FIXTURES / "zero_step.jsonl").read_text().splitlines()[1])
+    ours = aiperf_record.line(aiperf_record.record([], [], 4, 12, engine="vllm"), {}, {})[aiperf_record.KEY]
+    assert ours == line[aiperf_record.KEY]
+    metrics = aiperf_record.spec_metrics(aiperf_record.check(ours))
+    assert metrics == {t: v for t, v in line["metrics"].items() if t.startswith("spec_decode_")}
+    assert "spec_decode_accepted_per_verified" not in metrics  # NoMetricValue in AIPerf: the tag is absent
+
+
+def test_the_export_writes_a_record_of_no_step_for_rounds_that_never_drafted(tmp_path):
+    record = read_records(job("specdecode", 4) / "records.jsonl")[0]
+    lines, summary = export([never_drafted(record), {**record, "drafted_trace": [], "accepted_trace": [],
+                                                     "gamma_trace": []}])
+    zero, ar = lines
+    assert summary["without_steps"] == 1 and summary["without_record"] == 1 and aiperf_record.KEY not in ar
+    spec = zero[aiperf_record.KEY]
+    assert spec["num_spec_steps"] == 0 and spec["acceptance_histogram"] == {} and "per_step_drafted" not in spec
+    (trace,), meta = import_traces(write([zero], tmp_path / "p.jsonl"))
+    assert trace.n == record["new_tokens"] and not any(trace.proposals) and meta["zero_step_requests"] == 1

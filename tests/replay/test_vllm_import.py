@@ -115,7 +115,12 @@ def stats(drafted, accepted, k=3):
 
 
 @pytest.mark.parametrize("spec, message", [
-    ({"num_spec_tokens": 3}, "'summary' level"),
+    ({"num_spec_tokens": 3}, "no num_spec_steps: not vLLM's block"),
+    ({"num_spec_tokens": 3, "num_spec_steps": 2, "acceptance_histogram": [1, 0, 1, 0]},
+     "counts 2 verification steps but carries no per_step_drafted / per_step_accepted \\(the 'summary' level\\)"),
+    ({**stats([], []), "num_draft_tokens": 3}, "num_draft_tokens is 3 but the per-step arrays say 0"),
+    ({**stats([3, 3], [1, 2]), "acceptance_histogram": [0, 2, 0, 0]}, "disagrees with per_step_accepted"),
+    ({**stats([2], [1]), "acceptance_histogram": [0, 1]}, "acceptance_histogram is not 4 counts"),
     (stats([4], [1]), "drafts 0..3"),
     (stats([2], [3]), "accepts <= drafted"),
     ({**stats([2], [1]), "num_spec_steps": 2}, "num_spec_steps is 2 but the per-step arrays say 1"),
@@ -178,3 +183,79 @@ def test_the_cli_imports_and_names_what_it_cannot_replay(tmp_path, capsys):
     traces = read_traces(tmp_path / "t" / "trace.jsonl")
     assert [t.n for t in traces] == [10, 6] and traces[0].extra["censored"] == [3, 4, 5, 6]
     assert cli_main(["import", "vllm", str(tmp_path / "missing.jsonl"), "--out", str(tmp_path / "u")]) == 2
+
+
+# ------------------------------------------- vLLM 0.29.0's own shapes: no step, the summary level, the dataclass
+@pytest.mark.parametrize("name, expect", [
+    # bodies as model_dump() writes them (arrays null); the third drafted (3, 2), (3, 0), (3, 3)
+    ("zero_step_v0290.jsonl", [("cmpl-zero-max1", 1, []), ("cmpl-zero-ngram", 12, []),
+                               ("cmpl-detailed", 11, [3, 3, 3])]),
+    ("zero_step_stream.sse", [("chatcmpl-zero", 1, [])]),  # a stream's usage chunk, exclude_none (arrays absent)
+])
+def test_a_request_that_never_drafted_is_read_as_one(name, expect, tmp_path, capsys):
+    """``RequestSpecDecodeMetrics.to_dict`` leaves the per-step arrays out of a request with no step, at either
+    level: it is a request that never drafted, not the summary level, and the file imports."""
+    reqs = read_requests(FIXTURES / name)
+    assert [(r["id"], r["completion_tokens"], r["drafted"]) for r in reqs] == expect
+    traces, meta = import_traces(FIXTURES / name)
+    for req, tr in zip(reqs, traces, strict=True):
+        if not req["drafted"]:
+            assert tr.n == req["completion_tokens"] and tr.proposals == [[]] * (tr.n - 1)
+            assert tr.extra["undrafted"] == tr.n - 1 and tr.extra["steps"] == 0
+            assert not any(replay(tr, build_policy("fixed", 3, {})).rounds.drafted)  # nothing drafts on it
+    assert meta["zero_step_requests"] == sum(not r["drafted"] for r in reqs)
+    assert cli_main(["import", "vllm", str(FIXTURES / name), "--out", str(tmp_path / "t")]) == 0
+    assert f"{meta['zero_step_requests']} requests never drafted" in capsys.readouterr().err
+
+
+def test_the_detailed_request_beside_them_keeps_its_steps():
+    tr = import_traces(FIXTURES / "zero_step_v0290.jsonl")[0][2]
+    assert replay(tr, build_policy("fixed", 3, {})).rounds.accepted[:3] == [2, 0, 3]
+    assert tr.extra["undrafted"] == 2  # 1 + 3 + 1 + 4 = 9 of 11 tokens come from the steps
+
+
+@pytest.mark.parametrize("name, says", [
+    ("summary_level_v0290.jsonl", ["metrics.speculative_decoding counts 43 verification steps", "'summary' level",
+                                   "start the server with --per-request-spec-decode-metrics detailed"]),
+    ("offline_dataclass_summary.jsonl", ["spec_decode_metrics counts 3 verification steps", "'summary' level",
+                                         "pass per_request_spec_decode_metrics='detailed' to LLM(...)"]),
+])
+def test_the_summary_level_is_told_by_its_own_step_count(name, says, tmp_path, capsys):
+    """A summary dump counts steps (``num_spec_steps``, or the dataclass's histogram) and carries no arrays (null in
+    a body, ``[]`` in ``dataclasses.asdict``): refused in one line naming the server's flag or ``LLM``'s keyword."""
+    assert cli_main(["import", "vllm", str(FIXTURES / name), "--out", str(tmp_path / "t")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and all(s in err for s in says), err
+    assert not (tmp_path / "t").exists()
+
+
+def test_the_offline_dataclass_is_read_as_asdict_gives_it():
+    """``CompletionOutput.spec_decode_metrics`` is ``RequestSpecDecodeMetrics`` (vLLM 0.29.0): ``histogram``,
+    ``num_draft_tokens`` and the arrays, ``[]`` without a step; a ``RequestOutput`` of n = 2 has one per output."""
+    got = [(r["id"], r["completion_tokens"], r["k"], r["drafted"], r["accepted"], r["shape"])
+           for r in read_requests(FIXTURES / "offline_dataclass.jsonl")]
+    assert got == [("0", 7, 2, [2, 0, 2], [1, 0, 2], "offline dataclass"), ("1", 5, 2, [], [], "offline dataclass"),
+                   ("2/0", 3, 2, [2], [0], "offline dataclass"), ("2/1", 3, 2, [], [], "offline dataclass")]
+    traces, meta = import_traces(FIXTURES / "offline_dataclass.jsonl")
+    assert traces[0].agreements == [1, 0, 0, 2, 1, 0] and meta["zero_step_requests"] == 2
+    assert meta["source"]["shapes"] == {"offline dataclass": 4}
+
+
+@pytest.mark.parametrize("bend, message", [
+    ({"histogram": [0, 3, 0]}, "histogram \\[0, 3, 0\\] disagrees with per_step_accepted"),
+    ({"histogram": [1, 1]}, "histogram is not 3 counts"),
+    ({"num_draft_tokens": 5}, "num_draft_tokens is 5 but the per-step arrays say 4"),
+    ({"per_step_drafted": [2, 2]}, "not two lists of counts of one length"),
+])
+def test_a_dataclass_that_contradicts_itself_fails_in_one_line(bend, message):
+    line = json.loads((FIXTURES / "offline_dataclass.jsonl").read_text().splitlines()[0])
+    line["spec_decode_metrics"] = {**line["spec_decode_metrics"], **bend}
+    with pytest.raises(ValueError, match=message) as info:
+        requests_of(line, "o.jsonl", 1)
+    assert "\n" not in str(info.value) and str(info.value).startswith("o.jsonl:1: ")
+
+
+def test_a_null_offline_output_names_llms_keyword():
+    with pytest.raises(ValueError, match="per_request_spec_decode_metrics='detailed' to LLM") as info:
+        requests_of({"request_id": "0", "prompt_token_ids": [1], "token_ids": [2], "spec_decode_metrics": None})
+    assert "n = 1" not in str(info.value)  # offline, every output has its own: n is not the cause
