@@ -1,6 +1,7 @@
 """How sure a comparison is: 95 % confidence intervals by a paired, t-calibrated jackknife over clusters
 of prompt turns, and when a ranking is resolved. The one definition every table and figure uses
-(``Jackknife``, ``Estimate.interval``, ``resolve``); the comparison tables weigh their cells with it
+(``Jackknife``, ``Estimate.interval``, ``resolve``; the interval's formula itself is ``specbench.jackknife``'s,
+which a job's summary uses on its own turns); the comparison tables weigh their cells with it
 (``analysis.comparison``), and docs/pages/analysis.md ("Reading the tables") tells a reader how to read the result.
 
 * **unit**: a prompt turn, ``(task, prompt_id, turn)``, with every record of it: all its repeats
@@ -72,47 +73,17 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 import numpy as np
 import pandas as pd
 
 from analysis.metrics import check_pooling, per_group, time_ms
+from specbench import jackknife
+from specbench.jackknife import LEVEL
+from specbench.jackknife import t_quantile as t_quantile  # re-exported (analysis.noise_floor, the tests)
 
-LEVEL = 0.95
 UNRESOLVED_MARK = " ≈"
 CI_ROW = "95 % CI"  # the Source of a table's row of intervals under the row of point estimates
-
-
-@lru_cache(maxsize=512)
-def t_quantile(df: int, level: float = LEVEL) -> float:
-    """Student's t quantile ``t`` with ``P(|T| ≤ t) = level`` for integer ``df`` ≥ 1, by bisection on
-    the closed form of the two-sided t probability (Abramowitz & Stegun 1964, 26.7.3 and 26.7.4); no
-    SciPy, which the package does not depend on."""
-    if df < 1 or not 0.0 < level < 1.0:
-        raise ValueError(f"t quantile needs df >= 1 and 0 < level < 1, got df={df}, level={level}")
-    lo, hi = 0.0, 1.0
-    while _t_two_sided(hi, df) < level:
-        hi *= 2.0
-    for _ in range(100):
-        mid = (lo + hi) / 2.0
-        lo, hi = (mid, hi) if _t_two_sided(mid, df) < level else (lo, mid)
-    return (lo + hi) / 2.0
-
-
-def _t_two_sided(t: float, df: int) -> float:
-    """``P(|T| ≤ t)`` for Student's t with ``df`` degrees of freedom (A&S 26.7.3 / 26.7.4)."""
-    theta = math.atan(t / math.sqrt(df))
-    c2, total, term = math.cos(theta) ** 2, 1.0, 1.0
-    if df % 2 == 0:
-        for k in range(1, df // 2):
-            term *= (2 * k - 1) / (2 * k) * c2
-            total += term
-        return math.sin(theta) * total
-    for k in range(1, (df - 1) // 2):
-        term *= (2 * k) / (2 * k + 1) * c2
-        total += term
-    return 2.0 / math.pi * (theta + (math.sin(theta) * math.cos(theta) * total if df > 1 else 0.0))
 
 
 @dataclass(frozen=True, eq=False)
@@ -129,15 +100,11 @@ class Design:
     @property
     def df(self) -> int:
         """Degrees of freedom of the t quantile: the clusters less the strata (module docstring)."""
-        return int(self.strata.size - np.unique(self.strata).size)
+        return jackknife.degrees_of_freedom(self.strata.tolist())
 
     def variance(self, values: np.ndarray) -> float:
         """The stratified jackknife variance of replicate values (module docstring, CI)."""
-        total = 0.0
-        for stratum in np.unique(self.strata):
-            mine = values[self.strata == stratum]
-            total += (mine.size - 1) / mine.size * float(np.sum((mine - mine.mean()) ** 2))
-        return total
+        return jackknife.variance(np.asarray(values, dtype=float).tolist(), self.strata.tolist())
 
 
 @dataclass(frozen=True)
@@ -156,13 +123,7 @@ class Estimate:
         """The t-calibrated jackknife CI (module docstring); NaNs when the point or a replicate is not
         finite, or with fewer than two clusters. A ``log`` estimate with a value ≤ 0 is taken as it is."""
         design = self.design if self.design is not None else Design.single(self.draws.size)
-        if not np.isfinite(self.point) or not np.isfinite(self.draws).all() or design.df < 1:
-            return math.nan, math.nan
-        log = self.log and self.point > 0 and bool((self.draws > 0).all())
-        centre, values = (math.log(self.point), np.log(self.draws)) if log else (self.point, self.draws)
-        half = t_quantile(design.df, level) * math.sqrt(design.variance(values))
-        lo, hi = (math.exp(centre - half), math.exp(centre + half)) if log else (centre - half, centre + half)
-        return min(lo, self.point), max(hi, self.point)  # exp(log(x)) may miss x by a rounding
+        return jackknife.interval(self.point, self.draws.tolist(), design.strata.tolist(), self.log, level)
 
     def _combine(self, other: Estimate | float, op: np.ufunc, log: bool) -> Estimate:
         with np.errstate(divide="ignore", invalid="ignore"):

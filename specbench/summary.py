@@ -1,16 +1,26 @@
 """The job aggregates of ``summary.json``: ``aggregate`` over one job's records (``specbench.records``), written by
 ``runners.jobs.record`` beside the records. Throughput is pooled over the records' ``throughput_ms`` (a batched row:
-its share of the batch's wall), the AR side likewise, and the speedup is the one over the other.
+its share of the batch's wall), the AR side likewise, and the speedup is the one over the other; beside it the
+figures one slow turn cannot move (``speedup_figures``: the rule ``OUTLIER_RULE``, the house's interval, the median
+of per-turn ratios).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from specbench.jackknife import pooled_ratio
 from specbench.records import leviathan_alpha, pooled_tokens_per_s, throughput_ms
+
+#: a side of a turn slower than this share of the job's median rate is an outlier (``speedup_figures``)
+SLOW_SHARE = 0.5
+OUTLIER_RULE = ("a turn whose target alone ran below 1/2 of the job's median target-alone tokens/s is charged at "
+                "the median of the other turns; one whose time per verification is over 2x the job's median is left "
+                "out, with its target alone")
 
 
 def _mean(xs: Iterable[float | None]) -> float | None:
@@ -75,7 +85,137 @@ def aggregate(records: list[Mapping[str, Any]]) -> dict[str, Any]:
         ar_tps = pooled_tokens_per_s(ar_tokens, ar_ms)
         out["ar_tokens_per_s"] = ar_tps
         out["speedup"] = out["tokens_per_s"] / ar_tps if out["tokens_per_s"] else None
+        out.update(speedup_figures(records))
     return out
+
+
+def _finite(x: float | None) -> float | None:
+    return x if x is not None and math.isfinite(x) else None
+
+
+def _median(xs: Iterable[float | None]) -> float | None:
+    vals = [x for x in xs if _finite(x) is not None]
+    return statistics.median(vals) if vals else None
+
+
+def turn_clusters(records: Sequence[Mapping[str, Any]]) -> tuple[list[int], list[str], list[str]]:
+    """What the house's interval leaves out together (``analysis.uncertainty``: a prompt turn with its repeats; turns
+    decoded in one batch are one cluster): each record's cluster, each cluster's stratum (its task) and its label."""
+    units = [(r.get("task"), r.get("prompt_id"), r.get("turn")) for r in records]
+    index = {u: i for i, u in enumerate(dict.fromkeys(units))}
+    parent = list(range(len(index)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    batches: dict[Any, int] = {}
+    for r, unit in zip(records, units, strict=True):
+        if r.get("batch_index") is not None:
+            parent[root(index[unit])] = root(batches.setdefault(r["batch_index"], index[unit]))
+    codes: dict[int, int] = {}
+    cluster = [codes.setdefault(root(index[u]), len(codes)) for u in units]
+    members: dict[int, list[tuple]] = {}
+    for c, u in zip(cluster, units, strict=True):
+        if u not in members.setdefault(c, []):
+            members[c].append(u)
+    strata = ["+".join(sorted({str(u[0]) for u in members[c]})) for c in range(len(codes))]
+    labels = [f"{members[c][0][1]} turn {members[c][0][2]}"
+              + (f" (and {len(members[c]) - 1} more in its batch)" if len(members[c]) > 1 else "")
+              for c in range(len(codes))]
+    return cluster, strata, labels
+
+
+def _outlier(r: Mapping[str, Any], label: str, side: str, share: float, handled: str) -> dict[str, Any]:
+    return {"label": label, "prompt_id": r.get("prompt_id"), "turn": r.get("turn"), "repeat": r.get("repeat"),
+            "side": side, "share_of_median": share, "handled": handled}
+
+
+def apply_outlier_rule(records: Sequence[Mapping[str, Any]]) -> tuple[list[bool], list[float], list[dict[str, Any]]]:
+    """``OUTLIER_RULE`` over a job's records (all with an AR reference): per record whether it is kept and its target
+    alone's time as charged (``throughput_ms``, or the median rate's where its own was slow), and the records it
+    handled. The target alone's rate barely depends on the prompt, so the others' median stands for a slow one; the
+    loop's rate does (acceptance), so the rule gauges it by its time per verification (our loop at batch 1) and leaves
+    a slow one out, its target alone with it, as it does a slow turn of a job that is its own reference (``ar``)."""
+    ar_tokens = [r["ar_tokens_per_s"] * r["ar_wall_ms"] / 1000.0 for r in records]
+    ar_wall = [throughput_ms(r, ar=True) or 0.0 for r in records]
+    ar_rate = [t * 1000.0 / w if w > 0 else math.nan for t, w in zip(ar_tokens, ar_wall, strict=True)]
+    verify = [r["verify_ms"] / r["rounds"] if r.get("verify_ms") and r.get("rounds") and (r.get("batch_size") or 1) <= 1
+              and r.get("ar_source") != "self" else None for r in records]
+    ar_median, verify_median = _median(ar_rate), _median(verify)
+    slow_ar = [ar_median is not None and math.isfinite(x) and x < SLOW_SHARE * ar_median for x in ar_rate]
+    slow_verify = [v is not None and verify_median is not None and v * SLOW_SHARE > verify_median for v in verify]
+    others = _median(x for x, slow in zip(ar_rate, slow_ar, strict=True) if not slow)
+    repeats = any(r.get("repeat") for r in records)
+    kept, charged, handled = [True] * len(records), list(ar_wall), []
+    for i, r in enumerate(records):
+        label = f"{r.get('prompt_id')} turn {r.get('turn')}" + (f" repeat {r.get('repeat')}" if repeats else "")
+        if slow_verify[i] or (slow_ar[i] and r.get("ar_source") == "self"):
+            kept[i] = False
+            side, share = ("verification", verify_median / verify[i]) if slow_verify[i] else \
+                ("target alone", ar_rate[i] / ar_median)
+            handled.append(_outlier(r, label, side, share, "left out"))
+        elif slow_ar[i] and others:
+            charged[i] = ar_tokens[i] * 1000.0 / others
+            handled.append(_outlier(r, label, "target alone", ar_rate[i] / ar_median, "charged at the median"))
+    return kept, charged, handled
+
+
+def _interval(bounds: tuple[float, float]) -> list[float] | None:
+    return None if not all(math.isfinite(b) for b in bounds) else list(bounds)
+
+
+def speedup_figures(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The speedup's figures one slow turn cannot move, for records that all have an AR reference (the pooled
+    ``speedup`` divides summed walls, so one stalled baseline can double it):
+
+    - ``speedup_interval``: the pooled speedup's 95 % interval (``specbench.jackknife.pooled_ratio`` over
+      ``turn_clusters``, as ``analysis.uncertainty`` gives the job's records); ``speedup_turns``: its clusters;
+    - ``speedup_median``: the median of the records' ratios (each record: a timing of a prompt turn);
+    - ``speedup_outliers``: ``OUTLIER_RULE`` and the records it handled (``apply_outlier_rule``);
+    - ``speedup_robust`` (the headline a job prints), its interval and ``ar_tokens_per_s_robust``: the pooled
+      figures after the rule; ``speedup_without_one``: the least ``speedup_robust`` with one cluster left out, and
+      which (a win that rests on one turn)."""
+    tokens = [float(r["new_tokens"]) for r in records]
+    wall = [throughput_ms(r) or 0.0 for r in records]
+    ar_tokens = [r["ar_tokens_per_s"] * r["ar_wall_ms"] / 1000.0 for r in records]
+    ar_wall = [throughput_ms(r, ar=True) or 0.0 for r in records]
+    kept, charged, handled = apply_outlier_rule(records)
+    cluster, strata, names = turn_clusters(records)
+
+    def per_cluster(side: Sequence[float], only: Sequence[bool] | None = None) -> list[float]:
+        out = [0.0] * len(names)
+        for i, value in enumerate(side):
+            if only is None or only[i]:
+                out[cluster[i]] += value
+        return out
+
+    point, bounds, _ = pooled_ratio(*(per_cluster(side) for side in (tokens, wall, ar_tokens, ar_wall)), strata)
+    sides = [per_cluster(side, kept) for side in (tokens, wall, ar_tokens, charged)]
+    present = [c for c in range(len(names)) if sides[1][c] > 0]  # not every record of it left out
+    sides = [[side[c] for c in present] for side in sides]
+    robust, robust_bounds, _ = pooled_ratio(*sides, [strata[c] for c in present])
+
+    def without(k: int) -> float:
+        t, w, at, aw = (sum(side) - side[k] for side in sides)
+        return (t / w) / (at / aw) if min(t, w, at, aw) > 0 else math.inf
+
+    least = min(range(len(present)), key=without) if len(present) > 1 else None
+    ratios = [(t / w) / (at / aw) if min(t, w, at, aw) > 0 else None
+              for t, w, at, aw in zip(tokens, wall, ar_tokens, ar_wall, strict=True)]
+    return {
+        "speedup_interval": _interval(bounds),
+        "speedup_turns": len(names),
+        "speedup_median": _median(ratios),
+        "speedup_outliers": {"rule": OUTLIER_RULE, "turns": handled},
+        "speedup_robust": _finite(robust),
+        "speedup_robust_interval": _interval(robust_bounds),
+        "ar_tokens_per_s_robust": _finite(pooled_tokens_per_s(sides[2], sides[3])),
+        "speedup_without_one": None if least is None else {"turn": names[present[least]],
+                                                           "speedup": _finite(without(least))},
+    }
 
 
 @dataclass(frozen=True)
@@ -117,7 +257,9 @@ def measured_costs(summary: Mapping[str, Any]) -> MeasuredCosts | None:
     target alone's time per token (prefill included), ``v`` from its verify time per round; None for a job that
     drafted with no draft forward (AR, prompt lookup) or measured no target alone or no acceptance."""
     agg = summary.get("aggregates") or {}
-    ar_tps, forwards, draft_s = agg.get("ar_tokens_per_s"), agg.get("draft_forwards"), agg.get("draft_s")
+    # the target alone after the outlier rule (``speedup_figures``): one stalled baseline turn must not cheapen c
+    ar_tps = agg.get("ar_tokens_per_s_robust") or agg.get("ar_tokens_per_s")
+    forwards, draft_s = agg.get("draft_forwards"), agg.get("draft_s")
     alpha, verify_s = agg.get("leviathan_alpha"), agg.get("verify_s")
     accepted, per_round = agg.get("accepted"), agg.get("mean_accepted_per_round")
     if not ar_tps or not forwards or not draft_s or alpha is None:

@@ -138,15 +138,87 @@ def cost_line(summary: Mapping[str, Any]) -> str | None:
             f"engine: {_engine_ran(summary)}")
 
 
-def slowdown_reason(summary: Mapping[str, Any]) -> str | None:
-    """One line on why a speculative job ran slower than the target alone (its ``speedup`` < 1), from
-    what it measured (``measured_costs``); None when it did not, or when it measured too little to say (AR, no draft
-    forwards). The best fixed γ is Leviathan's expectation with ``c``, ``v`` and α (``specbench.summary.MeasuredCosts.expected``)."""
-    agg = summary.get("aggregates") or {}
-    speedup = agg.get("speedup")
-    costs = measured_costs(summary)
-    if speedup is None or speedup >= 1.0 or costs is None:
+def headline_speedup(agg: Mapping[str, Any]) -> float | None:
+    """The speedup a job prints: the pooled one after the outlier rule (``specbench.summary.speedup_figures``), or the
+    pooled ``speedup`` where a summary predates it."""
+    return agg["speedup_robust"] if agg.get("speedup_robust") is not None else agg.get("speedup")
+
+
+def _outliers(agg: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return list((agg.get("speedup_outliers") or {}).get("turns") or [])
+
+
+def _ci(bounds: Any) -> str:
+    return f" [{bounds[0]:.3f}, {bounds[1]:.3f}]" if bounds and None not in bounds else ""
+
+
+def speedup_text(agg: Mapping[str, Any]) -> str:
+    """The headline: the speedup after the outlier rule with its 95 % CI over the job's prompt turns and the median of
+    per-turn ratios; where the rule handled a turn, the pooled figure as measured beside it."""
+    flagged = _outliers(agg)
+    text = _fmt(headline_speedup(agg), ".3f", "x")
+    if agg.get("speedup_turns") is None:  # a summary written before the rule
+        return text
+    ci = _ci(agg.get("speedup_robust_interval" if flagged else "speedup_interval"))
+    turns = agg["speedup_turns"]
+    text += (f"{ci} (95 % CI over {turns} prompt turns)" if ci else f" (no interval over {turns} prompt turn(s))")
+    text += f", median of per-turn ratios {_fmt(agg.get('speedup_median'), '.3f', 'x')}"
+    if flagged:
+        text += f"; pooled as measured {_fmt(agg.get('speedup'), '.3f', 'x')}{_ci(agg.get('speedup_interval'))}"
+    return text
+
+
+def _named(turns: list[Mapping[str, Any]]) -> str:
+    return "; ".join(f"{t['label']} ({'its target alone' if t['side'] == 'target alone' else 'its verifications'} at "
+                     f"{t['share_of_median']:.2f} of the job's median rate: {t['handled']})" for t in turns)
+
+
+def outlier_warning(agg: Mapping[str, Any]) -> str | None:
+    """One line naming the turns the outlier rule handled and what that did to the headline; None when it handled
+    none."""
+    flagged = _outliers(agg)
+    if not flagged:
         return None
+    count = "1 turn" if len(flagged) == 1 else f"{len(flagged)} turns"
+    return (f"{count} far outside the job's own timings, {_named(flagged)}: the headline "
+            f"{_fmt(headline_speedup(agg), '.3f', 'x')} is after the rule, the pooled figure as measured "
+            f"{_fmt(agg.get('speedup'), '.3f', 'x')} (rule: {agg['speedup_outliers'].get('rule')}; "
+            f"summary.json: aggregates.speedup_outliers)")
+
+
+def one_turn_win(agg: Mapping[str, Any]) -> str | None:
+    """One line when the headline beats the target alone only through one prompt turn: leaving out that turn (the
+    jackknife's replicate, ``speedup_without_one``) puts it below 1; None otherwise."""
+    without = agg.get("speedup_without_one") or {}
+    speedup = headline_speedup(agg)
+    if speedup is None or speedup < 1.0 or without.get("speedup") is None or without["speedup"] >= 1.0:
+        return None
+    return (f"faster than the target alone only through one turn: without {without['turn']} the speedup is "
+            f"{without['speedup']:.3f}x (95 % CI of {speedup:.3f}x:"
+            f"{_ci(agg.get('speedup_robust_interval') or agg.get('speedup_interval')) or ' n/a'})")
+
+
+def slowdown_reason(summary: Mapping[str, Any]) -> str | None:
+    """One line on why a speculative job ran slower than the target alone (its headline speedup < 1), from
+    what it measured (``measured_costs``); it names the turn when the pooled figure won only through a turn the
+    outlier rule handled, and says when a win rests on one turn (``one_turn_win``); None otherwise, and for a slower
+    job that measured too little to say (AR, no draft forwards). The best fixed γ is Leviathan's expectation with
+    ``c``, ``v`` and α (``specbench.summary.MeasuredCosts.expected``)."""
+    agg = summary.get("aggregates") or {}
+    speedup = headline_speedup(agg)
+    if speedup is None:
+        return None
+    if speedup >= 1.0:
+        return one_turn_win(agg)
+    lead = "slower than the target alone"
+    pooled, flagged = agg.get("speedup"), _outliers(agg)
+    through_outlier = pooled is not None and pooled >= 1.0 and bool(flagged)
+    if through_outlier:
+        lead += (f" once the outlier rule has handled {_named(flagged)}: the pooled {pooled:.3f}x as measured won "
+                 "only through it")
+    costs = measured_costs(summary)
+    if costs is None:
+        return lead if through_outlier else None
     parts = [f"a draft forward costs {1 / costs.c:.2f} target steps (c = {costs.c:.1f})"]
     if costs.v_measured:
         parts.append(f"a verification {costs.v:.2f} target steps")
@@ -159,7 +231,7 @@ def slowdown_reason(summary: Mapping[str, Any]) -> str | None:
     if "lookup" not in str((summary.get("config") or {}).get("pair", {}).get("name", "")):
         tips.append("a free draft first: pair=gemma3-270m_hybrid-lookup-int8 (CPU)")
     tips.append("a draft the target agrees with more")
-    return (f"slower than the target alone: {', '.join(parts)}; Leviathan's model at these costs gives at most "
+    return (f"{lead}{'; ' if through_outlier else ': '}{', '.join(parts)}; Leviathan's model at these costs gives at most "
             f"{bound:.2f}x (gamma={best}). What pays: a cheaper draft or a cheaper verification "
             f"({'; '.join(tips)}).")
 
@@ -173,12 +245,17 @@ def print_summary(job_dir: str | Path, summary: dict) -> None:
     print(f"specbench: {cfg.get('method', {}).get('name')} on {cfg.get('pair', {}).get('name')}, "
           f"task {cfg.get('task', {}).get('name')}, gamma={cfg.get('gamma')}, temperature={cfg.get('temperature')}")
     print(f"  prompts        {agg.get('n_records')}  ({agg.get('new_tokens')} new tokens)")
-    print(f"  throughput     {_fmt(agg.get('tokens_per_s'), '.2f', ' tokens/s')} "
-          f"(target alone: {_fmt(agg.get('ar_tokens_per_s'), '.2f', ' tokens/s')})")
+    alone = _fmt(agg.get('ar_tokens_per_s'), '.2f', ' tokens/s')
+    if _outliers(agg):
+        alone = f"{_fmt(agg.get('ar_tokens_per_s_robust'), '.2f', ' tokens/s')} after the outlier rule, {alone} as measured"
+    print(f"  throughput     {_fmt(agg.get('tokens_per_s'), '.2f', ' tokens/s')} (target alone: {alone})")
     width = ((summary.get("baseline") or {}).get("kernels") or {}).get("width")
     over = (f" (over the target alone at width {width}, the function this loop matches token for token; its plain "
             f"1-token step is faster and rounds otherwise: docs/pages/performance.md)") if width else ""
-    print(f"  speedup vs AR  {_fmt(agg.get('speedup'), '.3f', 'x')}{over}")
+    print(f"  speedup vs AR  {speedup_text(agg)}{over}")
+    warning = outlier_warning(agg)
+    if warning:
+        print(f"  warning        {warning}")
     costs = cost_line(summary)
     if costs:
         print(f"  costs          {costs}")
@@ -198,8 +275,11 @@ def print_job_line(job_dir: str | Path, summary: dict) -> None:
     if print_skipped(job_dir, summary):
         return
     agg = summary.get("aggregates", {})
+    flagged = _outliers(agg)
+    note = (f" (after the outlier rule: {', '.join(t['label'] for t in flagged)}; pooled as measured "
+            f"{_fmt(agg.get('speedup'), '.3f', 'x')})") if flagged else ""
     print(f"[done] {Path(job_dir).name}: {_fmt(agg.get('tokens_per_s'), '.2f', ' tok/s')}, "
-          f"speedup {_fmt(agg.get('speedup'), '.3f', 'x')}, acceptance {_fmt(agg.get('acceptance_rate'), '.3f')}",
+          f"speedup {_fmt(headline_speedup(agg), '.3f', 'x')}{note}, acceptance {_fmt(agg.get('acceptance_rate'), '.3f')}",
           flush=True)
 
 
