@@ -12,6 +12,9 @@ PYTEST_ARGS ?=
 TEST_WORKERS ?= auto
 XDIST := $(if $(filter 0,$(TEST_WORKERS)),-p no:xdist,-n $(TEST_WORKERS) --dist worksteal)
 EXP    ?= mini_gammatune_table2
+# server backends built by `make setup` (llamacpp: llama.cpp's server from source, ~5 minutes on 2 cores, once per
+# release and CPU; otherwise the first backend=llamacpp job builds it)
+BACKENDS ?=
 
 .PHONY: setup lock run test test-fast lint bench gpu-smoke reproduce export-results reproduce-hetero
 
@@ -43,6 +46,9 @@ endif
 	echo "$(INSTALL_MODE)" > $@
 
 setup: $(VENV)/.installed
+ifneq ($(filter llamacpp,$(BACKENDS)),)
+	$(PY) -m runners.engine.llamacpp build
+endif
 
 ## write requirements.lock from the venv (e.g. after `make setup LOCK=` took newer versions and the suite passed)
 lock:

@@ -14,8 +14,9 @@ Two kinds of setting (issue 28, item 1):
 * **scenario settings** change *what is measured* (the workload or the sampling law), so every
   artefact that compares rows is made once per value (``scenario_keys``): task, temperature, the
   sampling processors in force (``top_k`` / ``top_p`` / ``typical_p``; they only act when the
-  temperature is above 0, so at temperature 0 they are read as off), the prompt format and
-  ``max_new_tokens``. The cross-vocabulary rule that ran (``hetero``) is part of the row itself
+  temperature is above 0, so at temperature 0 they are read as off), the prompt format,
+  ``max_new_tokens``, the batch size and the backend that decoded (``backend``: ours, ``torch``, for records
+  written before there were others). The cross-vocabulary rule that ran (``hetero``) is part of the row itself
   (the heterogeneous tables' rows, ``analysis.hetero.rule_method``; GammaTune's artefacts use
   one-vocabulary records only).
 """
@@ -40,7 +41,7 @@ TAG_LABELS = {"carryover": "carry-over", "expand=drafted": "expand on A = d", "e
 PROCESSORS = ("top_k", "top_p", "typical_p")
 #: the batch size is a scenario (AR at B is the baseline of every method at B); a shared γ is a variant of the
 #: method (``analysis.frame``: tag ``batch_gamma=shared``), so an AR job at B stays in its methods' scenario
-SCENARIO_KEYS = ("task", "temperature", *PROCESSORS, "prompt_format", "max_new_tokens", "batch_size")
+SCENARIO_KEYS = ("task", "temperature", *PROCESSORS, "prompt_format", "max_new_tokens", "batch_size", "backend")
 
 
 def tag_label(tag: str) -> str:
@@ -73,6 +74,8 @@ def scenario_frame(df: pd.DataFrame, keys: Sequence[str] = SCENARIO_KEYS) -> pd.
             values = [None if g else v for v, g in zip(values, greedy, strict=True)]
         if key == "batch_size":  # records from before batches ran at batch size 1
             values = [1 if v is None else int(v) for v in values]
+        if key == "backend":  # records from before the backends ran on ours
+            values = ["torch" if v is None else str(v) for v in values]
         out[key] = pd.Series(values, index=df.index, dtype=object)
     return out
 
@@ -120,7 +123,7 @@ def scenarios(df: pd.DataFrame, always: Sequence[str] = ("task", "temperature"),
     return out
 
 
-def setting_partitions(df: pd.DataFrame, keys: Sequence[str] = ("prompt_format", "max_new_tokens"),
+def setting_partitions(df: pd.DataFrame, keys: Sequence[str] = ("prompt_format", "max_new_tokens", "backend"),
                        ) -> list[tuple[str, pd.DataFrame]]:
     """Split for the artefacts that show temperatures (and tasks) side by side, as hf-bench's tables
     do (``analysis.hetero``): by ``prompt_format`` and ``max_new_tokens`` and by the sampling

@@ -155,7 +155,8 @@ def config_drift(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "
 #: (``config_drift``): ``engine.graphs`` (issue 52) ``eager``, the dynamic cache every earlier job decoded on;
 #: ``engine.dtype`` ``model``, the config's dtype; ``engine.width`` ``auto``, off for every float32 target and on GPU
 #: (a CPU job with a half-precision target, written before it, ran without it: none is committed)
-OFF_DEFAULTS = {"engine.graphs": "eager", "engine.dtype": "model", "engine.width": "auto"}
+#: ``backend.name`` ``torch``: every job before the backends ran on our engine
+OFF_DEFAULTS = {"engine.graphs": "eager", "engine.dtype": "model", "engine.width": "auto", "backend.name": "torch"}
 
 
 def _is_off(value: Any, where: str = "") -> bool:

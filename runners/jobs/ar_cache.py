@@ -193,7 +193,8 @@ def job_reference_key(job: ReferenceJob, prompt_ids: list[int], cache: str = "dy
     """The cache key of ``prompt_ids`` for ``job``'s target (``reference_key``): a reference is decoded
     with the dynamic cache; an AR job's own decoding is stored under its own ``cache``."""
     return reference_key(job.config.pair.target, prompt_ids, job.config.max_new_tokens, job.eos,
-                         hardware(str(model_device(job.target))), cache, job.target_alone.cache_key())
+                         hardware(str(model_device(job.target)) if job.target is not None else "cpu"), cache,
+                         job.target_alone.cache_key())
 
 
 def reference(job: ReferenceJob, prompt_ids: list[int]) -> Reference:

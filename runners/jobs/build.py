@@ -171,6 +171,11 @@ class Job:
         self.share: DeviceShare | None = None  # set by JobRun.start while the job decodes
         self.ar_cache: ARCache | None = None  # set by JobRun.start for greedy verify_lossless
         self.name = ""
+        self.server: Any = None  # a server backend's engine (``runners.engine.llamacpp``), stopped by ``close``
+        self.backend_info: dict[str, Any] | None = None
+        if not config.backend.ours:
+            self._server_backend()
+            return
         pair = load_pair(config, with_draft=config.speculative)  # an AR job loads its target only
         self.target, self.tokenizer, self.eos = pair.target, pair.tokenizer, pair.eos
         self.draft_model: Any = pair.draft  # the draft model the job drafts with (None: AR, prompt lookup)
@@ -196,6 +201,36 @@ class Job:
         #: the job's records are their own reference (an ``ar`` job of our loop), chosen once
         self.own_reference = self.runner is self.target_alone.runner
 
+    def _server_backend(self) -> None:
+        """A job on llama.cpp's server: our tokenizer (the prompts and the records' texts), the server's engine, its
+        two loops as the runner and the target alone; no torch model is loaded."""
+        from runners.engine.llamacpp import LlamaCppEngine
+        from runners.jobs.target_alone import ServerTargetAlone
+        from specbench.models import load_generation_eos
+        from specbench.models.cache import MODEL_CACHE
+
+        config = self.config
+        self.tokenizer = MODEL_CACHE.tokenizer(config.pair.target, config.cache_dir)  # once per process
+        self.eos = load_generation_eos(config.pair.target, self.tokenizer, config.cache_dir)
+        self.target = self.draft_model = self.draft_tokenizer = None
+        self.sampling = Sampling(config.temperature)
+        self.forward = self.batch_kernels = None
+        self.server = LlamaCppEngine(config, self.tokenizer)
+        self.backend_info = self.server.describe()
+        self.target_alone = ServerTargetAlone(self.server.target_alone, config, self.backend_info)
+        self.vocab_facts, self.hot_tokens = {}, None
+        self.latency, self.latency_path = None, None
+        self.method_key, self.method_display, self.hetero_display = method_identity(config)
+        self.shared_target, self.vocabulary = None, None
+        self.loop = self.server.method or self.server.target_alone
+        self.runner = OneAtATime(self.loop) if self.server.method is not None else self.target_alone.runner
+        self.own_reference = self.runner is self.target_alone.runner
+
+    def close(self) -> None:
+        """Stop what the job started (a server backend's processes); idempotent."""
+        if self.server is not None:
+            self.server.close()
+
     def activate(self) -> None:
         """Give the job's models the job's cache kinds: ``engine.graphs`` for every cache our loops build for the
         target and the draft model (the target alone's too: the baseline rule) and, for our batch-1 loop,
@@ -204,6 +239,8 @@ class Job:
         again before each of its decodes (``JobRun.generate``, and the interleaved launcher's warm-up, per-call
         costs and paired target alone), where a process holds several jobs of one model at once."""
         config = self.config
+        if self.server is not None:  # a server backend holds no cache kinds of ours
+            return
         own_tokens = config.drafter is not None and drafter_kind(config.drafter).own_vocabulary  # a draft's own tokens
         use_graphs(config.engine.graphs, (self.target, self.draft_model), config.max_new_tokens,
                    uncaptured=(self.draft_model,) if own_tokens else ())
@@ -300,7 +337,9 @@ class Job:
         return step_forward(self.target, self.config.engine)
 
     def devices(self) -> list[str]:
-        """Every device the job's models have parameters on."""
+        """Every device the job's models have parameters on (a server backend: the CPU)."""
+        if self.server is not None:
+            return ["cpu"]
         models = [m for m in (self.target, self.draft_model) if m is not None]
         return sorted({str(p.device) for m in models for p in m.parameters()} or {str(model_device(self.target))})
 

@@ -349,6 +349,9 @@ class InterleavedSweep:
         the analysis models (a same-vocabulary draft model, prompt lookup), else of its first job; untimed for
         the records, after the warm-up. A failure is logged and the round goes on (the analysis then has fewer
         samples)."""
+        items = [it for it in items if it.run.job is not None and it.run.job.target is not None]  # ours: in process
+        if not items:  # a round of server backends only: their forwards are not ours to time
+            return
         try:
             item = next((it for it in items if it.run.config.drafter is not None  # a drafter the analysis models
                          and draft_cost(it.run.config.drafter) is not None), items[0])

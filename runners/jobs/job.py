@@ -237,7 +237,7 @@ class JobRun:
             job.share = self._stack.enter_context(DeviceShare(self.job_dir.parent, self.job_dir.name, job.devices()))
         else:
             job.share = share(job.devices())
-        if config.host_probe:
+        if config.host_probe and job.target is not None:  # a server backend's target lives in its own process
             from runners.jobs.probe import HostProbe
 
             self.probe = HostProbe(job.target, logits_width(job.target))
@@ -396,6 +396,8 @@ class JobRun:
             return
         self.closed = True
         try:
+            if self.job is not None:
+                self.job.close()  # a server backend's processes first: nothing left running, whatever follows
             self._stack.close()
             if self.logger is not None:
                 self.logger.finish(self.summary or {"status": "failed"}, failed=True)

@@ -110,7 +110,9 @@ def make_record(job: Job, unit: Unit, inp: TurnInput, timed: Timed, reference: R
         fields["speedup"] = timing["tokens_per_s"] / fields["ar_tokens_per_s"]
     stream_ttft = gen.first_round_ms if gen.speculative and gen.first_round_ms is not None else gen.ttft_ms
     fields.update(hfbench_fields(gen.wall_ms, stream_ttft, len(gen.tokens)))
-    fields.update(job.vocab_facts, kernels=engine_summary(job))
+    fields.update(job.vocab_facts, kernels=engine_summary(job), backend=config.backend.name)
+    if job.backend_info is not None:
+        fields["backend_info"] = {**job.backend_info, "stream_missing": getattr(job.loop, "last_missing", 0)}
     if job.hot_tokens is not None and config.speculative:
         fields["hot_coverage"] = coverage(gen.tokens, job.hot_tokens)
     output_text = job.tokenizer.decode(gen.tokens, skip_special_tokens=True)
@@ -175,7 +177,8 @@ def finished_extra(job: Job, records: list[dict], load_s: float) -> dict[str, An
     extra = {"load_s": load_s, "policy_state": job.policy.state() if job.policy else None,
              "latency_model": job.latency_path, "engine": engine_summary(job), "baseline": job.target_alone.describe(),
              "repeats": job.config.repeats, "drift": drift_summary(records), "batch": batch_summary(records),
-             "task": job.task_facts.to_json() if job.task_facts is not None else None}
+             "task": job.task_facts.to_json() if job.task_facts is not None else None,
+             "backend": job.backend_info or {"name": job.config.backend.name}}
     hetero = hetero_summary(job, records)
     if hetero is not None:
         extra["hetero"] = hetero

@@ -123,3 +123,24 @@ class TargetAlone:
     def untimed_row(self, prompt_ids: list[int], generator: Any = None) -> Generation:
         """An untimed decode of one prompt turn at batch 1 (a warm-up; a batched row's check alone)."""
         return self.loop.generate(prompt_ids, self.config.max_new_tokens, generator)
+
+
+class ServerTargetAlone(TargetAlone):
+    """The target alone of a server backend (``runners.engine.llamacpp``): its ``loop`` is the server started without
+    a draft, the same binary and flags as the method's; decoded, warmed and bracketed as ours (the methods above)."""
+
+    def __init__(self, loop: Any, config: JobConfig, backend: dict[str, Any]) -> None:
+        self.config, self.step, self.batch_kernels = config, None, None
+        self.loop, self.runner, self.backend = loop, OneAtATime(loop), backend
+
+    def describe(self) -> dict[str, Any]:
+        kernels = {"backend": self.backend["name"], "command": self.backend["target_alone_command"]}
+        return {"kernels": kernels, "warmup": self.config.warmup, "warmup_per_prompt": self.config.warmup_per_prompt}
+
+    def cache_key(self) -> dict[str, Any]:
+        """The build, the target file's sha256 and the server's flags (its paths and the port left out)."""
+        backend = self.backend
+        flags = [a for a in backend["target_alone_command"][1:] if not a.startswith("/")]
+        kernels = {"backend": backend["name"], "build": {k: backend["build"][k] for k in ("package", "mode", "cmake_args")},
+                   "target_sha256": backend["target_file"]["sha256"], "flags": flags}
+        return {"kernels": kernels, "warmup_per_prompt": int(self.config.warmup_per_prompt)}

@@ -156,6 +156,8 @@ def main(args: argparse.Namespace) -> int:
     from specbench.tasks import load_task
 
     config = _config(args)
+    if not config.backend.ours:
+        return _server_main(args, config)
     pair = config.pair
     lookup = pair.draft.model is None  # a proposer without a model (prompt lookup): no draft forwards to time
     loaded = load_pair(config)
@@ -177,6 +179,50 @@ def main(args: argparse.Namespace) -> int:
     model.meta.update(pair=args.pair, hetero=config.hetero_rule, c=model.c if math.isfinite(model.c) else None,
                       **timed.to_meta(), seconds=time.perf_counter() - t0, provenance=provenance(pair.target.device))
     out = Path(args.out) if args.out else Path(config.results_dir) / "latency" / f"{args.pair}.json"
+    model.save(out)
+    _report(model, args, timed, out)
+    return 0
+
+
+def _server_main(args: argparse.Namespace, config: JobConfig) -> int:
+    """``backend=llamacpp``: the forwards timed by llama-bench on the job's own build and model files
+    (``runners.engine.llamacpp.bench``); the loop's own overheads are not measured (0, and ``meta`` says so)."""
+    from runners.engine.llamacpp import binary
+    from runners.engine.llamacpp.bench import forward_table
+    from runners.engine.llamacpp.files import pair_files
+    from runners.replay.calibration import calibrate
+    from specbench.provenance import provenance
+    from specbench.timed_on import TimedOn
+
+    backend, pair = config.backend, config.pair
+    threads = args.threads or backend.threads or config.threads or 2
+    build = binary.ensure(backend.version, backend.build_jobs)
+    draft_spec = pair.draft.model if pair.draft is not None else None
+    target_file, draft_file = pair_files(build, pair.target, draft_spec, backend.target_type, backend.draft_type,
+                                         threads)
+    contexts, prefill = parse_ints(args.contexts), parse_ints(args.prefill)
+    t0 = time.perf_counter()
+    tables = {"target": forward_table(build, target_file.path, [*((k, args.ref_context) for k in range(1, args.k_max + 1)),
+                                                                *((1, c) for c in contexts), *((p, 0) for p in prefill)],
+                                      threads, args.repeats)}
+    if draft_file is not None:
+        tables["draft"] = forward_table(build, draft_file.path, [*((k, args.ref_context)
+                                                                   for k in range(1, args.draft_k_max + 1)),
+                                                                 *((1, c) for c in contexts), *((p, 0) for p in prefill)],
+                                        threads, args.repeats)
+
+    def timer(name: str, k: int, context: int, batch: int = 1) -> float:
+        return tables[name][(k, context)] if name in tables else 0.0  # prompt lookup: no draft forwards
+
+    model = calibrate(timer, k_max=args.k_max, draft_k_max=args.draft_k_max, ref_context=args.ref_context,
+                      contexts=contexts, prefill_lengths=prefill, warmup=0, repeats=1, monotone=args.monotone)
+    timed = TimedOn(threads=int(threads), device="cpu", dtype=pair.target.dtype, fast_linear=False)
+    model.meta.update(pair=args.pair, backend=backend.name, build=build.describe(), target_file=target_file.describe(),
+                      draft_file=draft_file.describe() if draft_file else None, timer="llama-bench -p k -d context",
+                      overheads="not measured (0): llama.cpp's loop is timed in its forwards only",
+                      c=model.c if math.isfinite(model.c) else None, **timed.to_meta(),
+                      seconds=time.perf_counter() - t0, provenance=provenance("cpu"))
+    out = Path(args.out) if args.out else Path(config.results_dir) / "latency" / f"{args.pair}-llamacpp.json"
     model.save(out)
     _report(model, args, timed, out)
     return 0

@@ -59,6 +59,7 @@ from specbench.checks import (
     check_str,
     only_known,
 )
+from specbench.config.backend import BackendConfig
 from specbench.config.engine import DEFAULT_WIDTH as DEFAULT_WIDTH
 from specbench.config.engine import EngineConfig
 from specbench.config.logger import LoggerConfig
@@ -82,7 +83,7 @@ def check_latency(value: Any) -> str | bool | None:
 # --------------------------------------------------------------------------- the job
 
 #: the job's nodes: each typed by its own dataclass, whose defaults are its own
-NODES = ("pair", "method", "task", "logger", "hetero", "engine")
+NODES = ("pair", "method", "task", "logger", "hetero", "engine", "backend")
 #: the job's own settings: their defaults are written once, in ``conf/config.yaml`` (``job_defaults``)
 SCALARS = ("gamma", "temperature", "top_k", "top_p", "typical_p", "max_new_tokens", "seed", "results_dir",
            "verify_lossless", "warmup", "warmup_per_prompt", "threads", "cache_dir", "overwrite", "model_budget",
@@ -94,6 +95,9 @@ ON_LOCKED = ("skip", "wait")
 #: ``shared``, one γ per round for the whole batch. The one declaration: the batched loop
 #: (``runners.engine.batched``) and the replay (``runners.replay.replay``) check against it.
 GAMMA_MODES = ("per_row", "shared")
+#: what the llama.cpp backend can run (``JobConfig.check_server_backend``): γ policies and draft kinds
+SERVER_POLICIES = ("fixed", "p_min")
+SERVER_DRAFTS = ("model", "prompt_lookup", "hybrid")
 
 
 def check_processor(key: str, value: Any) -> int | float | str | None:
@@ -140,6 +144,7 @@ class JobConfig:
     hetero: HeteroConfig
     logger: LoggerConfig
     engine: EngineConfig
+    backend: BackendConfig
     gamma: int
     temperature: float
     top_k: int | str | None
@@ -206,6 +211,7 @@ class JobConfig:
             hetero=HeteroConfig.from_mapping(values.get("hetero")),
             logger=LoggerConfig.from_mapping(values.get("logger")),
             engine=EngineConfig.from_mapping(values.get("engine")),
+            backend=BackendConfig.from_mapping(values.get("backend")),
             resolved=resolved,
             **scalars,
         )
@@ -244,6 +250,8 @@ class JobConfig:
         """What no single node can check: the method against the pair and the temperature, the batch size
         against the method and the engine."""
         pair, method = self.pair, self.method
+        if not self.backend.ours:
+            self.check_server_backend()
         if self.batch_size > 1:
             self.check_batch()
         if self.engine.graphs != "eager":
@@ -277,6 +285,34 @@ class JobConfig:
         if rule is not None and not declared.plain_model:
             raise ConfigError(f"hetero={rule} needs a draft model with its tokenizer; pair {pair.name!r} drafts "
                               f"with {draft.kind!r}")
+
+    def check_server_backend(self) -> None:
+        """What llama.cpp's server can express (``runners.engine.llamacpp``): the target alone, a fixed γ or its
+        p-min stop, with a same-vocabulary draft model, its n-gram lookup or both; greedy, one request at a time
+        (``concurrency`` sends several), on the CPU. Anything else is refused before anything starts."""
+        method, pair, engine = self.method, self.pair, self.engine
+        why = None
+        if method.runner == "hf" or method.ar_loop == "transformers" or method.ar_cache == "offloaded":
+            why = f"method {method.name!r} runs transformers' loop or cache"
+        elif self.speculative and method.policy not in SERVER_POLICIES:
+            why = (f"method {method.name!r} ({method.display}) chooses γ by a rule llama.cpp has no flag for; it "
+                   f"drafts at a fixed γ (method=specdecode) or stops on the draft's confidence (method=p_min)")
+        elif self.speculative and (not pair.same_tokenizer or self.hetero_rule is not None):
+            why = f"pair {pair.name!r} drafts with another vocabulary; llama.cpp needs the target's tokenizer"
+        elif self.speculative and pair.draft is not None and pair.draft.kind not in SERVER_DRAFTS:
+            why = (f"pair {pair.name!r} drafts with {pair.draft.kind!r}; llama.cpp has a draft model, n-gram lookup "
+                   f"({', '.join(SERVER_DRAFTS)})")
+        elif self.batch_size > 1:
+            why = f"batch_size={self.batch_size} is our batched loop; the server's concurrent regime is scripts/bench_serving.py"
+        elif not self.greedy:
+            why = "temperature > 0: the server backend is measured greedy (lossless against its own target alone)"
+        elif self.device not in (None, "cpu"):
+            why = f"device={self.device}: the project builds llama.cpp for the CPU"
+        elif engine.graphs != "eager" or engine.draft_compile or engine.dtype != "model" or \
+                engine.width not in (False, "auto"):
+            why = "the engine.* options are our engine's (graphs, draft_compile, dtype, width)"
+        if why is not None:
+            raise ConfigError(f"backend={self.backend.name}: {why}")
 
     def check_graphs(self) -> None:
         """``engine.graphs`` other than ``eager`` is our loops' cache (``runners.engine.kv.PositionCache``):

@@ -141,6 +141,20 @@ def eos_ids(model: Any, tokenizer: Any) -> list[int]:
     return sorted(ids)
 
 
+def load_generation_eos(spec: ModelSpec, tokenizer: Any, cache_dir: str | os.PathLike | None = None) -> list[int]:
+    """``eos_ids`` from the model's generation config and tokenizer, without loading its weights (a server
+    backend decodes with its own copy)."""
+    from transformers import GenerationConfig
+
+    path, kwargs = _pretrained_args(spec, cache_dir)
+    try:
+        config = GenerationConfig.from_pretrained(path, **{k: v for k, v in kwargs.items() if k == "revision"})
+    except (OSError, ValueError):
+        config = None
+    holder = type("Holder", (), {"generation_config": config})()
+    return eos_ids(holder, tokenizer)
+
+
 def logits_width(model: Any) -> int:
     """How many logits a model emits per position (its head's rows; can exceed len(tokenizer))."""
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
