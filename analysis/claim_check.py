@@ -96,6 +96,14 @@ def job_files(folder: Path) -> list[str]:
                   for p in (ROOT / folder).glob(f"*/{name}"))
 
 
+def interval_side(lo: float, hi: float, value: float = 1.0) -> str:
+    """Where an interval ``[lo, hi]`` lies against ``value``: ``above`` (lo > value), ``below`` (hi < value) or
+    ``contains``. A comparative claim is checked by this, never by a point estimate."""
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return "unknown"
+    return "above" if lo > value else "below" if hi < value else "contains"
+
+
 def off_interval(got: tuple[float, float, float], want: tuple[float, float, float], digits: int = 3) -> str | None:
     """None when a measured (point, lo, hi) rounds to the stated one at ``digits`` places, else what was measured."""
     if all(rounds_to(g, w, digits) for g, w in zip(got, want, strict=True)):
@@ -123,3 +131,30 @@ def complete_records(folder: Path) -> pd.DataFrame:
 def spearman(x: pd.Series, y: pd.Series) -> float:
     """Spearman's ρ of two aligned series: Pearson's correlation of their ranks (ties: average ranks)."""
     return float(x.rank().corr(y.rank()))
+
+
+def family_resolved(root: Path, folder: Path, pairs: tuple[str, ...]) -> dict[str, tuple[str, list[str], list[str]]]:
+    """Per pair of ``pairs``, Table 2's leader and the methods resolved from both neighbours, at 95 % (the table's
+    mark) and at the family-wise level of the run's ranking steps (Bonferroni, ``analysis.noise_floor.family_level``:
+    the rule the noise floor applies to the run's A/A pairs), recomputed from the run's records."""
+    from analysis.gammatune.table2 import table2_estimates
+    from analysis.metrics import is_aa_twin
+    from analysis.noise_floor import aa_bands, family_level, same_work
+    from analysis.uncertainty import LEVEL, Jackknife, resolve
+
+    df = complete_records(root / folder)
+    rows = df[~is_aa_twin(df["method"])]
+    jackknife = Jackknife(df, "pooled")
+    estimates = table2_estimates(jackknife.cells(rows[rows["pair"].isin(pairs)], ["pair", "method", "gamma_init"]),
+                                 "specdecode")
+    bands, copies = aa_bands(df, "pooled", jackknife), same_work(rows)
+    columns = {p: {k: e for k, e in estimates.items() if k[0] == p and k not in copies} for p in pairs}
+    family = family_level(sum(len(c) - 1 for c in columns.values()))
+    out = {}
+    for pair, cells in columns.items():
+        band = bands[pair].band if pair in bands else 0.0
+        each, whole = resolve(cells, LEVEL, band), resolve(cells, family, band)
+        leader = min(each, key=lambda k: each[k].rank)[1]
+        out[pair] = (leader, sorted(k[1] for k, r in each.items() if r.resolved),
+                     sorted(k[1] for k, r in whole.items() if r.resolved))
+    return out

@@ -29,7 +29,9 @@ from analysis.claim_check import (
     allowances,
     claim,
     complete_records,
+    family_resolved,
     first_off,
+    interval_side,
     job_files,
     off_interval,
     problems,
@@ -50,8 +52,9 @@ _LEADERBOARD = _DEFAULT_PAIR / "replay" / "analysis" / "tables" / "policy_leader
        "At their best initial γ, AdaEDL (γ₀ = 24) reaches 1.043 × the best fixed γ, SVIP (24) 1.035 × and "
        "AssistantThreshold (2) 1.019 ×, each with an interval that contains 1: ties, not wins; GammaTune+ and the "
        "cost-aware policy tie too, and SmartSpec, GammaTune, HFHeuristic and both BanditSpecs trail it (their "
-       "intervals lie below 1). Averaged over the initial γ instead, every adaptive policy is below the best fixed "
-       "γ. Over these 10 prompts the best fixed γ in hindsight gives 1.63 × the target alone.",
+       "intervals lie below 1). Averaged over the initial γ instead, AdaEDL, SVIP and AssistantThreshold tie with the "
+       "best fixed γ (their intervals contain 1) and every other adaptive policy is below it (its interval lies below "
+       "1). Over these 10 prompts the best fixed γ in hindsight gives 1.63 × the target alone.",
        str(_LEADERBOARD))
 def default_pair_policies(root: Path) -> str | None:
     board = pd.read_csv(root / _LEADERBOARD).set_index("method")
@@ -60,16 +63,21 @@ def default_pair_policies(root: Path) -> str | None:
         row = board.loc[method]
         if int(row["best_gamma_init"]) != gamma or not rounds_to(row["x_best_fixed_at_best"], ratio, 3):
             return f"{method}: best γ {row['best_gamma_init']}, {row['x_best_fixed_at_best']:.3f} × the best fixed γ"
-    verdicts = {"ties": ["adaedl", "svip", "assistant_threshold", "gammatune_plus", "cost_aware"],
-                "trails": ["smartspec", "gammatune", "hf_heuristic", "banditspec", "banditspec_exp3"]}
-    for verdict, methods in verdicts.items():
-        wrong = [m for m in methods if board.loc[m, "verdict"] != verdict]
-        if wrong:
-            return f"{', '.join(wrong)}: not '{verdict}' ({', '.join(board.loc[wrong, 'verdict'])})"
-    policies = board[~board["reference"]]
-    if (policies["verdict"] == "beats").any() or (policies["x_best_fixed_mean_over_gamma"] >= 1).any():
-        return "a policy beats the best fixed γ, or reaches it on average over γ"
-    if set(policies["prompts"]) != {10} or not rounds_to(board.loc["best_fixed_task", "speedup_vs_ar_mean"], 1.63, 2):
+    ties = ["adaedl", "svip", "assistant_threshold", "gammatune_plus", "cost_aware"]
+    trails = ["smartspec", "gammatune", "hf_heuristic", "banditspec", "banditspec_exp3"]
+    at_best = {m: interval_side(board.loc[m, "x_best_fixed_at_best_lo"], board.loc[m, "x_best_fixed_at_best_hi"])
+               for m in ties + trails}
+    wrong = [m for m in ties if at_best[m] != "contains"] + [m for m in trails if at_best[m] != "below"]
+    if wrong:
+        return f"at the best γ: {', '.join(f'{m} {at_best[m]} 1' for m in wrong)}"
+    adaptive = board[~board["reference"] & (board.index != "specdecode")]
+    over_gamma = {m: interval_side(r["x_best_fixed_mean_over_gamma_lo"], r["x_best_fixed_mean_over_gamma_hi"])
+                  for m, r in adaptive.iterrows()}
+    tie_over_gamma = {"adaedl", "svip", "assistant_threshold"}
+    wrong = [m for m, side in over_gamma.items() if side != ("contains" if m in tie_over_gamma else "below")]
+    if wrong:
+        return f"over γ: {', '.join(f'{m} {over_gamma[m]} 1' for m in wrong)}"
+    if set(adaptive["prompts"]) != {10} or not rounds_to(board.loc["best_fixed_task", "speedup_vs_ar_mean"], 1.63, 2):
         return "not 10 prompts, or the best fixed γ is not 1.63 × the target alone"
     return None
 
@@ -78,6 +86,7 @@ def default_pair_policies(root: Path) -> str | None:
 
 _RUNS = {"A": COMMITTED / "mini_gammatune_table2", "B": COMMITTED / "mini_gammatune_table2_b"}
 _TABLE2 = Path("analysis") / "tables" / "gammatune_table2_speedup.data.csv"
+_FOUR = {**_RUNS, "C": COMMITTED / "mini_gammatune_table2_c", "D": COMMITTED / "mini_gammatune_table2_d"}
 _PAIRS = ("gemma3-270m_gemma3-270m-int8", "gemma3-270m_prompt-lookup")
 
 
@@ -102,12 +111,51 @@ def paired_modeled_check(root: Path) -> str | None:
     return None
 
 
+def _leads_and_resolved(root: Path, run: str, folder: Path) -> str | None:
+    """None when HFHeuristic leads both pairs and is the one step resolved on prompt lookup (none on the int8
+    pair), at 95 % and family-wise (``family_resolved``); else what the run says."""
+    for pair, (leader, each, whole) in family_resolved(root, folder, _PAIRS).items():
+        want = ["hf_heuristic"] if "lookup" in pair else []
+        if leader != "hf_heuristic" or each != want or whole != want:
+            return (f"run {run}, {pair}: {leader} leads, resolved {each or 'none'} at 95 %, "
+                    f"{whole or 'none'} family-wise")
+    return None
+
+
+@claim("docs/pages/analysis.md",
+       "on the int8 pair measured ÷ modeled is below 1 in 15 of 16 cells of runs A–D, about −0.9 % (its interval over "
+       "the runs excludes 0): the modeled speedups over SpecDecode read a little high on that pair, in every run; on "
+       "prompt lookup it is below 1 in 2 of 8 cells, an interval that contains 0",
+       *(str(folder / _TABLE2) for folder in _FOUR.values()), figures=("−0.9 %",))
+def modeled_pooled(root: Path) -> str | None:
+    from analysis.modeled import pooled_paired
+
+    pooled = pooled_paired({run: pd.read_csv(root / folder / _TABLE2) for run, folder in _FOUR.items()})
+    pooled = pooled.set_index("pair")
+    int8, lookup = pooled.loc["gemma3-270m_gemma3-270m-int8"], pooled.loc["gemma3-270m_prompt-lookup"]
+    if (int8["below_one"], int8["cells"], lookup["below_one"], lookup["cells"]) != (15, 16, 2, 8):
+        return (f"int8 below 1 in {int8['below_one']} of {int8['cells']}, lookup {lookup['below_one']} of "
+                f"{lookup['cells']}")
+    if not rounds_to(int8["mean_pct"], -0.9, 1):
+        return f"int8 geometric mean {int8['mean_pct']:+.2f} %"
+    for run, folder in _FOUR.items():  # "in every run": each run's own geometric mean on the int8 pair below 1
+        own = pooled_paired({run: pd.read_csv(root / folder / _TABLE2)}).set_index("pair")
+        if not own.loc["gemma3-270m_gemma3-270m-int8", "mean_pct"] < 0:
+            return f"run {run}: int8 geometric mean {own.loc['gemma3-270m_gemma3-270m-int8', 'mean_pct']:+.2f} %"
+    sides = {p: interval_side(r["run_lo_pct"], r["run_hi_pct"], 0.0) for p, r in pooled.iterrows()}
+    if sides != {"gemma3-270m_gemma3-270m-int8": "below", "gemma3-270m_prompt-lookup": "contains"}:
+        return f"the runs' intervals: {sides}"
+    return None
+
+
 @claim("docs/pages/reproducing.md",
        "HFHeuristic, which lengthens its drafts while they are accepted, leads on both pairs in both runs; on prompt "
        "lookup it is the one step resolved, in both runs",
-       *(str(folder / _TABLE2) for folder in _RUNS.values()))
+       *(str(folder / _TABLE2) for folder in _RUNS.values()), *(f for folder in _RUNS.values() for f in job_files(folder)))
 def hf_heuristic_leads(root: Path) -> str | None:
     for run, folder in _RUNS.items():
+        if why := _leads_and_resolved(root, run, folder):
+            return why
         data = pd.read_csv(root / folder / _TABLE2)
         measured = data[(data["source"] == "measured") & data["pair"].isin(_PAIRS)]
         for pair, rows in measured.groupby("pair"):
@@ -156,6 +204,7 @@ _FLOOR = Path("analysis") / "tables" / "noise_floor.data.csv"
        "every interval of every run contains 1",
        *(str(folder / _FLOOR) for folder in (*_RUNS.values(), *_AGAIN.values())),
        *(str(folder / _TABLE2) for folder in _AGAIN.values()),
+       *(f for folder in _AGAIN.values() for f in job_files(folder)),
        figures=("1 of 16", "7 of 96", "0.8 and 4.8"))
 def four_runs_aa(root: Path) -> str | None:
     floors = {run: pd.read_csv(root / folder / _FLOOR) for run, folder in {**_RUNS, **_AGAIN}.items()}
@@ -163,6 +212,8 @@ def four_runs_aa(root: Path) -> str | None:
         whole = floors[run][floors[run]["scope"] != "γ"]
         if len(whole) != 4 or (whole["ci_lo"] > 1).any() or (whole["ci_hi"] < 1).any():
             return f"run {run}: an A/A interval excludes 1, or not 4 A/A pairs"
+        if why := _leads_and_resolved(root, run, _AGAIN[run]):
+            return why
         table = pd.read_csv(root / _AGAIN[run] / _TABLE2)
         measured = table[(table["source"] == "measured") & table["pair"].isin(_PAIRS)]
         for pair, rows in measured.groupby("pair"):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.claim_check import COMMITTED, claim, rounds_to, spearman, table_md
+from analysis.claim_check import COMMITTED, claim, interval_side, rounds_to, spearman, table_md
 
 # The GPU page's reading of the 8B costs (docs/pages/gpu.md, section 6).
 
@@ -95,9 +95,22 @@ def _sdb_board(root: Path, name: str, proposer: str = "eagle") -> pd.DataFrame:
     return board
 
 
+_VERDICT = {"above": "beats", "contains": "ties", "below": "trails", "unknown": "unknown"}
+
+
+def _bounds(ci: str) -> tuple[float, float]:
+    """``"[0.994, 0.997]"`` as ``(0.994, 0.997)``; NaNs when the cell holds none."""
+    try:
+        lo, hi = (float(x) for x in ci.strip().strip("[]").split(","))
+    except ValueError:
+        return float("nan"), float("nan")
+    return lo, hi
+
+
 def _sdb_panels(board: pd.DataFrame) -> dict[str, dict[str, object]]:
     """Per workload: the best fixed γ, the oracle over it, the best adaptive policy's ``/ best fixed`` and ``/ oracle``
-    and the adaptive policies' verdicts (SpecDecode, a fixed γ, is not adaptive)."""
+    and the adaptive policies' verdicts, read from the bounds of each one's ``/ best fixed 95 % CI`` (above 1:
+    ``beats``, below: ``trails``, else ``ties``; SpecDecode, a fixed γ, is not adaptive)."""
     out = {}
     for workload, panel in board.groupby("workload", sort=True):
         ref = panel.set_index("method")
@@ -106,7 +119,9 @@ def _sdb_panels(board: pd.DataFrame) -> dict[str, dict[str, object]]:
         out[str(workload)] = {"best_fixed_gamma": int(ref.loc["*best_fixed_task*", "best γ_init"]),
                               "oracle": float(ref.loc["*oracle*", "/ best fixed"]),
                               "best_adaptive": float(best["/ best fixed"]), "best_x_oracle": float(best["/ oracle"]),
-                              "verdicts": dict(zip(adaptive["method"], adaptive["verdict"], strict=True))}
+                              "verdicts": {m: _VERDICT[interval_side(*_bounds(ci))]
+                                           for m, ci in zip(adaptive["method"], adaptive["/ best fixed 95 % CI"],
+                                                            strict=True)}}
     return out
 
 

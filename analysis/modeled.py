@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from specbench.drafter_kinds import DEFAULT_KIND, DRAFT_COSTS, DRAFTER_KINDS
+from specbench.jackknife import t_quantile
 from specbench.latency import LatencyModel
 from specbench.sweep_costs import modeled_ms, read_costs, sweep_latency
 
@@ -180,17 +181,90 @@ def inside(point: float, interval: tuple[float, float]) -> bool | None:
     return bool(lo <= point <= hi)
 
 
-def paired_agreement(intervals: list[tuple[float, float]]) -> str:
-    """The captions' count of the paired check (measured ÷ modeled, ``docs/pages/analysis.md``): in how many cells the interval of measured ÷
-    modeled excludes 1, of the cells that have one (a degenerate interval, a baseline's own cell, is no test)."""
-    tested = [(lo, hi) for lo, hi in intervals if np.isfinite(lo) and np.isfinite(hi) and hi - lo > 1e-9]
+def paired_agreement(intervals: list[tuple[float, float]], same_work: list[bool] | None = None) -> str:
+    """The captions' count of the paired check (measured ÷ modeled, ``docs/pages/analysis.md``): in how many cells the
+    interval of measured ÷ modeled excludes 1, of the cells that have one (a degenerate interval, a baseline's own
+    cell, is no test) and did no other row's work (``same_work``: such a cell's model is its original's, so it is no
+    second test of the costs; left out, and the count says so)."""
+    flags = same_work if same_work is not None else [False] * len(intervals)
+    tested = [(lo, hi) for (lo, hi), copy in zip(intervals, flags, strict=True)
+              if not copy and np.isfinite(lo) and np.isfinite(hi) and hi - lo > 1e-9]
+    left = sum(bool(copy) for (lo, hi), copy in zip(intervals, flags, strict=True)
+               if np.isfinite(lo) and np.isfinite(hi) and hi - lo > 1e-9)
     if not tested:
         return ""
     outside = sum(lo > 1.0 or hi < 1.0 for lo, hi in tested)
-    return f"measured ÷ modeled excludes 1 in {outside} of {len(tested)} cells"
+    return (f"measured ÷ modeled excludes 1 in {outside} of {len(tested)} cells"
+            + (f" ({left} of identical work left out)" if left else ""))
+
+
+def sign_test(below: int, n: int) -> float:
+    """The two-sided exact sign test of ``below`` of ``n`` under p = 1/2: twice the smaller tail, at most 1."""
+    if n < 1:
+        return math.nan
+    tail = sum(math.comb(n, k) for k in range(min(below, n - below) + 1)) / 2 ** n
+    return min(1.0, 2 * tail)
+
+
+def pooled_paired(runs: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """The paired check pooled across re-runs of one grid (``runs``: run name → its Table 2 ``data``): per pair, the
+    cells with an interval of measured ÷ modeled that did no other row's work, over every run; how many sit below 1;
+    their geometric mean − 1 (``mean_pct``, %); a two-sided sign test of "below 1 as often as above" (``sign_p``,
+    exact binomial); and the runs' own geometric means' t interval (``run_lo_pct``, ``run_hi_pct``: the runs are the
+    independent replicates, the cells of one run share its prompt turns). One run's count cannot show a bias of a few
+    tenths of a percent that every run shares; this can."""
+    cells = []
+    for run, data in runs.items():
+        d = data[(data["source"] == "measured") & (data["pair"] != "average")]
+        d = d[(d["measured_over_modeled_hi"] - d["measured_over_modeled_lo"] > 1e-9) & d["same_work_as"].isna()]
+        cells.append(d.assign(run=run))
+    frame = pd.concat(cells, ignore_index=True) if cells else pd.DataFrame()
+    rows = []
+    for pair, g in frame.groupby("pair", sort=True):
+        logs = np.log(g["measured_over_modeled"].astype(float))
+        below = int((logs < 0).sum())
+        per_run = logs.groupby(g["run"]).mean()
+        if len(per_run) > 1:
+            half = t_quantile(len(per_run) - 1) * per_run.std(ddof=1) / math.sqrt(len(per_run))
+            lo, hi = per_run.mean() - half, per_run.mean() + half
+        else:
+            lo = hi = math.nan
+        rows.append({"pair": pair, "runs": len(per_run), "cells": len(g), "below_one": below,
+                     "mean_pct": 100 * math.expm1(logs.mean()),
+                     "sign_p": sign_test(below, len(g)),
+                     "run_lo_pct": 100 * math.expm1(lo), "run_hi_pct": 100 * math.expm1(hi)})
+    return pd.DataFrame(rows)
 
 
 def agreement(flags: list[bool | None]) -> str:
     """The captions' count: ``modeled inside the measured 95 % CI in N of M cells``."""
     known = [f for f in flags if f is not None]
     return f"modeled inside the measured 95 % CI in {sum(known)} of {len(known)} cells" if known else ""
+
+
+TABLE2_DATA = Path("analysis") / "tables" / "gammatune_table2_speedup.data.csv"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m analysis.modeled RUN [RUN ...]``: the paired check pooled across re-runs (``pooled_paired``) of
+    each run folder's Table 2 (``TABLE2_DATA``), one line per pair; exit status 2 when a folder has none."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m analysis.modeled", description=pooled_paired.__doc__)
+    ap.add_argument("runs", nargs="+", type=Path, help="committed run folders of one grid (re-runs)")
+    args = ap.parse_args(argv)
+    missing = [str(r) for r in args.runs if not (r / TABLE2_DATA).is_file()]
+    if missing:
+        print(f"error: no {TABLE2_DATA} in {', '.join(missing)} (run `python -m analysis <folder>` first)")
+        return 2
+    pooled = pooled_paired({r.name: pd.read_csv(r / TABLE2_DATA) for r in args.runs})
+    for row in pooled.itertuples():
+        print(f"{row.pair}: measured ÷ modeled below 1 in {row.below_one} of {row.cells} cells of {row.runs} runs "
+              f"(identical work left out), geometric mean {row.mean_pct:+.2f} %, runs' 95 % CI "
+              f"[{row.run_lo_pct:+.2f} %, {row.run_hi_pct:+.2f} %], sign test p = {row.sign_p:.2g}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
+

@@ -10,7 +10,9 @@ vLLM), or both. One cell per pair × task × method × initial γ (× cross-voca
 question: specdec_bench pools its turns), each turn's steps counted as specdec_bench counts them
 (``specbench.speculation_profile``, where every definition is). The profile's ``method`` is the speculation
 algorithm (``speculation_method``: from the job's ``summary.json``, ``config.pair.draft.kind``; unknown for a
-replayed row), the γ policy is ``measurement_conditions.policy``. Writes ``DIR/<cell>.json`` (default
+replayed row), the method is ``measurement_conditions.policy``, its γ policy ``measurement_conditions.gamma_policy``
+(``config.method.policy``); a cell whose γ policy is not ``fixed`` is ``measured_per_k`` (its deep rates record where
+the policy stopped drafting: ``specbench.speculation_profile.accept_length_model``). Writes ``DIR/<cell>.json`` (default
 ``PATH/analysis/speculation_profiles``), prints one line per cell — steps, the per-step mean acceptance length, the
 per-request mean, ours per drafted round, the per-request percentiles, whether the profile's check
 ``AL = 1 + Σ marginal`` (±0.02) passed — and a ``warning:`` line for every two cells of one pair × task × γ whose
@@ -44,38 +46,44 @@ from specbench.speculation_profile import (
 REPLAY_ROWS = "replay_full.jsonl"
 
 
-def _draft_kind(job: Path) -> str | None:
+Job = tuple[str | None, str | None]  # (draft kind, γ policy) of a row's job
+
+
+def _job_of(job: Path) -> Job:
     """The job's ``config.pair.draft.kind`` (its ``summary.json``; ``specbench.drafter_kinds.DEFAULT_KIND`` for a draft
-    node without a kind, as ``specbench.config.pair`` reads it); None without a summary or a draft."""
+    node without a kind, as ``specbench.config.pair`` reads it) and ``config.method.policy``; None for what the
+    summary lacks (or with no summary)."""
     try:
         config = json.loads((job / "summary.json").read_text(encoding="utf-8")).get("config") or {}
     except (OSError, ValueError):
-        return None
+        return None, None
     draft = (config.get("pair") or {}).get("draft") if isinstance(config.get("pair"), Mapping) else None
-    return draft.get("kind", DEFAULT_KIND) if isinstance(draft, Mapping) else None
+    method = config.get("method")
+    return (draft.get("kind", DEFAULT_KIND) if isinstance(draft, Mapping) else None,
+            method.get("policy") if isinstance(method, Mapping) else None)
 
 
-def _rows(path: Path) -> Iterable[tuple[str, dict[str, Any], str | None]]:
-    """``(source, row, draft kind)`` of every record and replayed prompt-turn row under ``path``."""
+def _rows(path: Path) -> Iterable[tuple[str, dict[str, Any], Job]]:
+    """``(source, row, (draft kind, γ policy))`` of every record and replayed prompt-turn row under ``path``."""
     for f in sorted(path.rglob("records.jsonl")):
-        kind = _draft_kind(f.parent)
+        job = _job_of(f.parent)
         for r in read_records(f):
-            yield "records", r, kind
+            yield "records", r, job
     for f in sorted(path.rglob(REPLAY_ROWS)):
         for line in f.read_text(encoding="utf-8").splitlines():
             if line.strip():
-                yield "replay", json.loads(line), None
+                yield "replay", json.loads(line), (None, None)
 
 
-def cells(rows: Iterable[tuple[str, Mapping[str, Any], str | None]]) -> dict[tuple, list[tuple[Mapping, str | None]]]:
-    """Rows (with their draft kind) grouped by ``(source, pair, task, method, gamma_init, hetero)``: those with
-    rounds (speculative ones)."""
-    out: dict[tuple, list[tuple[Mapping, str | None]]] = defaultdict(list)
-    for source, r, kind in rows:
+def cells(rows: Iterable[tuple[str, Mapping[str, Any], Job]]) -> dict[tuple, list[tuple[Mapping, Job]]]:
+    """Rows (with their job's draft kind and γ policy) grouped by ``(source, pair, task, method, gamma_init,
+    hetero)``: those with rounds (speculative ones)."""
+    out: dict[tuple, list[tuple[Mapping, Job]]] = defaultdict(list)
+    for source, r, job in rows:
         if not r.get("drafted_trace"):
             continue
         key = (source, r.get("pair"), r.get("task"), r.get("method"), r.get("gamma_init"), r.get("hetero"))
-        out[key].append((r, kind))
+        out[key].append((r, job))
     return dict(out)
 
 
@@ -94,16 +102,21 @@ def requests_of(rows: Sequence[Mapping[str, Any]]) -> list[Request]:
     return out
 
 
-def cell_profile(key: tuple, rows: Sequence[tuple[Mapping[str, Any], str | None]]) -> dict[str, Any]:
-    """The cell's ``speculation_profile.json`` payload (``specbench.speculation_profile.profile``)."""
+def cell_profile(key: tuple, rows: Sequence[tuple[Mapping[str, Any], Job]]) -> dict[str, Any]:
+    """The cell's ``speculation_profile.json`` payload (``specbench.speculation_profile.profile``); adaptive (so
+    ``measured_per_k``) unless every job of the cell ran the ``fixed`` γ policy."""
     source, pair, task, policy, gamma, hetero = key
-    kinds = {kind for _, kind in rows}
+    kinds = {kind for _, (kind, _) in rows}
+    gamma_policies = {p for _, (_, p) in rows}
+    gamma_policy = gamma_policies.pop() if len(gamma_policies) == 1 else None
     first = rows[0][0]
     return profile(requests_of([r for r, _ in rows]),
                    method=speculation_method(kinds.pop() if len(kinds) == 1 else None, hetero),
                    target=first.get("target"), draft=first.get("draft"),
-                   conditions={"source": source, "pair": pair, "task": task, "policy": policy, "gamma_init": gamma,
-                               "engine": "specbench" if source == "records" else "specbench replay"})
+                   conditions={"source": source, "pair": pair, "task": task, "policy": policy,
+                               "gamma_policy": gamma_policy, "gamma_init": gamma,
+                               "engine": "specbench" if source == "records" else "specbench replay"},
+                   adaptive=gamma_policy != "fixed")
 
 
 def _name(key: tuple) -> str:

@@ -31,7 +31,11 @@ acceptance length is their mean. From the steps of every request (``profile``):
   the joint (marginal) rate is the product of the conditional ones by construction;
 * ``method``: the speculation algorithm, in vLLM's method names (``speculation_method``); ``accept_length_model``:
   ``chain_analytic`` for ``CHAIN_DRAFTING_METHODS`` (theirs: EAGLE-style and draft-model proposers, whose draft
-  at K = n is a prefix of their draft at K = n + 1), ``measured_per_k`` otherwise;
+  at K = n is a prefix of their draft at K = n + 1), ``measured_per_k`` otherwise, and ``measured_per_k`` for a
+  cell whose γ policy is adaptive (``adaptive``): its deep rates count where the policy stopped drafting, not
+  rejections, so they do not extrapolate over K. ``build_profile`` takes ``accept_length_model`` as an argument
+  ("``chain_analytic`` (safe to extrapolate over K) or ``measured_per_k``. Defaults from ``method``"), which is
+  what lets a producer override its default;
 * ``validation.mean_consistency``: ``1 + Σ marginal`` against ``mean_accept_length`` within ``TOLERANCE``;
   ``validation.marginal_monotonicity``.
 
@@ -77,10 +81,12 @@ def speculation_method(draft_kind: str | None, hetero: str | None = None) -> str
     return DRAFTER_KINDS.get(name).method if name in DRAFTER_KINDS else None
 
 
-def accept_length_model(method: str | None) -> str:
+def accept_length_model(method: str | None, adaptive: bool = False) -> str:
     """specdec_bench's default (``build_profile``): ``chain_analytic`` for ``CHAIN_DRAFTING_METHODS`` (any case),
-    ``measured_per_k`` otherwise (none included)."""
-    return "chain_analytic" if method and method.lower() in CHAIN_DRAFTING_METHODS else "measured_per_k"
+    ``measured_per_k`` otherwise (none included); ``measured_per_k`` whenever the γ policy is ``adaptive`` (module
+    docstring: ``build_profile``'s own ``accept_length_model`` argument overrides its default)."""
+    chain = bool(method) and method.lower() in CHAIN_DRAFTING_METHODS
+    return "chain_analytic" if chain and not adaptive else "measured_per_k"
 
 
 def drafted_rounds_of(drafted: Sequence[int], accepted: Sequence[int]) -> DraftedRounds:
@@ -186,9 +192,10 @@ def _r(x: float) -> float | None:
 
 def profile(requests: Sequence[Request], k: int | None = None, method: str | None = None,
             target: str | None = None, draft: str | None = None,
-            conditions: Mapping[str, Any] | None = None) -> dict[str, Any]:
+            conditions: Mapping[str, Any] | None = None, adaptive: bool = False) -> dict[str, Any]:
     """The ``speculation_profile.json`` payload of ``requests`` (module docstring; ``build_profile``'s fields and
-    order, then ours). Requests without a step are left out of the per-request means (specdec_bench's would fail)."""
+    order, then ours); ``adaptive``: the γ policy chose each round's draft length (``accept_length_model``).
+    Requests without a step are left out of the per-request means (specdec_bench's would fail)."""
     steps = [s for r in requests for s in r.steps]
     rounds = [x for r in requests for x in r.rounds]
     width = max((d for d, _ in rounds), default=0)
@@ -219,7 +226,7 @@ def profile(requests: Sequence[Request], k: int | None = None, method: str | Non
         "marginal_accept_rates": [round(x, 6) for x in marginal],
         "mean_accept_length": _r(per_step),
         "mean_accept_length_per_request": _r(_mean(request_al)),
-        "accept_length_model": accept_length_model(method),
+        "accept_length_model": accept_length_model(method, adaptive),
         "accept_length_by_k": {str(k): _r(per_step)} if n else {},
         "acceptance_length_histogram": histogram,
         "per_category": {c: _mean(v) for c, v in sorted(by_category.items())} or None,

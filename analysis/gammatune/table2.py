@@ -139,7 +139,8 @@ def speedup_table(
     if paired:
         measured = data[(data["source"] == "measured") & (data["pair"] != "average")]
         caption += (" Paired check: " + paired_agreement(
-            list(zip(measured["measured_over_modeled_lo"], measured["measured_over_modeled_hi"], strict=True))) + ".")
+            list(zip(measured["measured_over_modeled_lo"], measured["measured_over_modeled_hi"], strict=True)),
+            list(measured["same_work_as"].notna())) + ".")
     return Table("gammatune_table2_speedup", caption, display, data)
 
 

@@ -36,13 +36,49 @@ def test_a_committed_number_made_false_fails_its_claim(tmp_path):
     frame.loc[frame["method"] == "adaedl", "verdict"] = "beats"
     frame.to_csv(board, index=False)
     found = claims.problems(root)
-    assert len(found) == 1 and "default_pair_policies" in found[0] and "not 'ties'" in found[0]
+    assert len(found) == 1 and "default_pair_policies" in found[0] and "adaedl above 1" in found[0]
 
     root = _scratch(tmp_path / "again")
     log = root / "results/committed/gpu_paper_costs/compare.log"
     log.write_text(log.read_text().replace("  7.64 ", "  7.04 "))  # the captured 8B forward, k = 1
     found = claims.problems(root)
     assert len(found) == 1 and "captured_against_vllm" in found[0] and "1.19" in found[0]
+
+
+def test_a_comparison_is_held_by_its_interval_not_its_point(tmp_path):
+    # points unchanged, intervals moved: a tie whose interval no longer contains 1, a "below" whose interval reaches 1
+    root = _scratch(tmp_path)
+    board = root / "results/committed/policy_lab_default_pair/replay/analysis/tables/policy_leaderboard.data.csv"
+    frame = pd.read_csv(board)
+    frame.loc[frame["method"] == "svip", "x_best_fixed_mean_over_gamma_hi"] = 0.99
+    frame.to_csv(board, index=False)
+    found = claims.problems(root)
+    assert len(found) == 1 and "default_pair_policies" in found[0] and "svip below 1" in found[0]
+    frame.loc[frame["method"] == "svip", "x_best_fixed_mean_over_gamma_hi"] = 1.0666
+    frame.loc[frame["method"] == "gammatune", "x_best_fixed_mean_over_gamma_hi"] = 1.01
+    frame.to_csv(board, index=False)
+    found = claims.problems(root)
+    assert len(found) == 1 and "gammatune contains 1" in found[0]
+
+
+def test_a_leaderboard_verdict_is_read_from_its_bounds(tmp_path):
+    # the verdict column still says "trails", but the interval now reaches 1: the claim "all ten trail" must fail
+    root = _scratch(tmp_path)
+    board = root / "results/committed/specdecode_bench_lab/leaderboard_b1.md"
+    row = "| specdecode-bench_llama3.1-8b_eagle | cnn | 1 | gammatune | 20 | 1.701 | 0.788 | 0.834 | [0.829, 0.839] |"
+    assert board.read_text().count(row) == 1
+    board.write_text(board.read_text().replace(row, row.replace("[0.829, 0.839]", "[0.829, 1.039]")))
+    found = claims.problems(root)
+    assert found and all("sdb_leaderboard_b1" in line or "eager_against_vllm_costs" in line for line in found)
+
+
+def test_resolved_is_held_to_the_family_wise_rule_the_a_a_intervals_are(monkeypatch):
+    # a family of ranking steps so large that no step is resolved at its level: "the one step resolved" must fail
+    import analysis.noise_floor
+
+    monkeypatch.setattr(analysis.noise_floor, "family_level", lambda n, level=0.95: 1 - 1e-12)
+    found = [line for line in claims.problems() if "hf_heuristic_leads" in line]
+    assert len(found) == 1 and "none family-wise" in found[0]
 
 
 def test_a_sentence_edited_away_from_its_registration_fails(tmp_path):

@@ -150,11 +150,26 @@ def test_the_two_means_and_their_rank_disagreement():
     assert profile([Request()])["measured"] is False
 
 
-def _job(folder, method, kind, rows):
+def _job(folder, method, kind, rows, gamma_policy="fixed"):
     folder.mkdir(parents=True)
     (folder / "records.jsonl").write_text("".join(json.dumps({"pair": "p", "task": "t", "method": method,
                                                               "gamma_init": 4, **r}) + "\n" for r in rows))
-    (folder / "summary.json").write_text(json.dumps({"config": {"pair": {"draft": {"kind": kind}}}}))
+    (folder / "summary.json").write_text(json.dumps({"config": {"pair": {"draft": {"kind": kind}},
+                                                                "method": {"policy": gamma_policy}}}))
+
+
+def test_an_adaptive_policy_s_profile_is_measured_per_k(tmp_path):
+    # a draft model (chain drafting) under GammaTune: the deep rates say where it stopped drafting, not rejections
+    assert accept_length_model("draft_model", adaptive=True) == "measured_per_k"
+    rows = [_turn("1", 1, "c", [8, 2], [2, 1], 6)]
+    _job(tmp_path / "r" / "fixed", "specdecode", "model", rows)
+    _job(tmp_path / "r" / "tuned", "gammatune", "model", rows, gamma_policy="gammatune")
+    assert main([str(tmp_path / "r"), "--out", str(tmp_path / "o")]) == 0
+    fixed, tuned = (json.loads((tmp_path / "o" / f"records__p__t__{m}__g4.json").read_text())
+                    for m in ("specdecode", "gammatune"))
+    assert fixed["accept_length_model"] == "chain_analytic" and fixed["measurement_conditions"]["gamma_policy"] == "fixed"
+    assert tuned["method"] == "draft_model" and tuned["accept_length_model"] == "measured_per_k"
+    assert tuned["measurement_conditions"]["gamma_policy"] == "gammatune"
 
 
 def test_the_command_writes_a_profile_per_cell_and_warns_on_opposite_rankings(tmp_path, capsys):
@@ -187,7 +202,9 @@ def test_every_committed_profile_is_theirs_joint_the_product_of_conditionals():
         for i in range(len(marg)):
             assert prod(cond[: i + 1]) == pytest.approx(marg[i], abs=1e-5), (f.name, i)
         assert p["validation"]["mean_consistency"]["passed"], f.name
-        assert p["method"] in ("draft_model", "ngram") and p["accept_length_model"] == accept_length_model(p["method"])
+        adaptive = p["measurement_conditions"]["gamma_policy"] != "fixed"
+        assert p["method"] in ("draft_model", "ngram") and p["accept_length_model"] == accept_length_model(
+            p["method"], adaptive), f.name
         assert p["drafted_round_mean_accept_length"] >= p["mean_accept_length"]  # theirs adds the 1-token steps
     lookup = json.loads((COMMITTED / "analysis/speculation_profiles/"
                          "records__gemma3-270m_prompt-lookup__specbench__specdecode__g8.json").read_text())
@@ -195,3 +212,4 @@ def test_every_committed_profile_is_theirs_joint_the_product_of_conditionals():
                        "records__gemma3-270m_gemma3-270m-int8__specbench__gammatune__g8.json").read_text())
     assert (lookup["mean_accept_length"], lookup["drafted_round_mean_accept_length"]) == (2.857143, 3.849315)  # the 8-turn run of 2026-11-27 23:00 UTC
     assert (int8["mean_accept_length"], int8["drafted_round_mean_accept_length"]) == (3.950617, 4.366197)
+    assert int8["accept_length_model"] == "measured_per_k"  # GammaTune: its rates end where it stopped drafting
