@@ -233,14 +233,11 @@ class Record:
         "`captured`; absent before issue 52: eager) and, where block-invariant forwards ran, `width` (`engine.width`); "
         "`draft_compile` where the draft model's forwards ran compiled (`engine.draft_compile`); "
         "null for transformers' loops. Schema 4 and older: null, not stated.")
-    backend: str = declare(
-        "", "ran", "Which engine decoded the record (`backend=`): `torch`, ours (`runners.engine`), or `llamacpp`, "
-        "llama.cpp's `llama-server` (`runners.engine.llamacpp`). Records before the backends: `torch`.",
-        default="torch", absent="torch")
+    backend: str = declare("", "ran", "Which engine decoded it (`backend=`): `torch` (ours) or `llamacpp` "
+                           "(`runners.engine.llamacpp`). Older records: `torch`.", default="torch", absent="torch")
     backend_info: dict[str, Any] | None = declare(
-        "", "ran", "A server backend's build (package, mode, CMake arguments), its model files (path, GGUF type, "
-        "sha256, the command that made each) and the servers' command lines; `stream_missing`, tokens the stream "
-        "sent no chunk for. Null for `torch`.")
+        "", "ran", "A server backend's build, model files (type, sha256, the command that made each), servers' command "
+        "lines and `stream_missing` (tokens its stream sent no chunk for). Null for `torch`.")
     ar_baseline: dict[str, Any] | None = declare(
         "", "reference", "How the reference was decoded: `kernels` (the target alone on the fastest step the kernels "
         "of the method compared with it allow: our loop's scope, the fewest rows it transposes `min_rows` (1: a single "

@@ -19,7 +19,8 @@ RECIPES = ["mini_gammatune_table2", "mini_hot_vocab", "mini_hetero_slem", "mini_
            "gpu_mini_gammatune_table2", "gpu_mini_hetero"]  # the gpu_* ones ran on an H100 (issue 32)
 #: committed folders of a recipe run again, independently (issue 27: two interleaved runs, seeds 0 and 1)
 RERUNS = {"mini_gammatune_table2_b": "mini_gammatune_table2", "mini_gammatune_table2_c": "mini_gammatune_table2",
-          "mini_gammatune_table2_d": "mini_gammatune_table2"}
+          "mini_gammatune_table2_d": "mini_gammatune_table2",
+          "engines_epyc": "engines"}  # the engines recipe (both backends) on an EPYC, 2026-12-02
 FOLDERS = [*RECIPES, *RERUNS]
 #: the GPU recipes ran (issue 32) before a pair moved to the GPU by the top-level ``device`` (issue 42): their
 #: committed folders name the pairs' ``*-cuda`` twins of then, kept as written

@@ -49,7 +49,7 @@ def test_every_field_is_declared_with_a_unit_a_group_and_a_definition():
         assert d.unit in UNITS and d.group in GROUPS and d.kind in KINDS and len(d.doc.split()) >= 3, d
     assert {d.group for d in declared} == set(GROUPS)  # no group left empty
     assert {d.name: d.absent for d in declared if d.absent is not None} == {
-        "repeat": 0, "batch_size": 1, "schema_version": 1}
+        "repeat": 0, "batch_size": 1, "schema_version": 1, "backend": "torch"}
 
 
 @pytest.mark.parametrize("unit,group,doc", [("furlongs", "timing", "a definition"),

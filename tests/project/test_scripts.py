@@ -20,6 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 #: every Python script with a command line, and an option its --help must show
 HELP = {
     "bench_batch.py": "--batch-size",
+    "bench_serving.py": "--levels",
+    "llamacpp_fixtures.py": "--prompts",
     "bench_engine_costs.py": "--check-tokens",
     "bench_compiled_draft.py": "--reverse",
     "bench_before_after.py": "--before",
