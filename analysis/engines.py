@@ -44,19 +44,15 @@ def engine_cells(df: pd.DataFrame) -> pd.DataFrame:
         ar_cells = part[is_ar(part)]
         alone = {b: jk.estimate(g) for b, g in ar_cells.groupby("backend")}
         fastest = max(alone, key=lambda b: alone[b].point) if alone else None
-        originals = {}
-        for key, cell in part.groupby(KEYS, dropna=False, sort=True):
-            rows.append(_cell(dict(zip(GROUPS, group, strict=True)), dict(zip(KEYS, key, strict=True)), cell, jk,
-                              alone.get(fastest) if fastest else None, fastest))
-            originals[key] = cell
-        for key, cell in originals.items():  # the A/A twins: the twin over its original, paired
-            base = aa_original(key[1])
-            if base is None or (key[0], base, key[2]) not in originals:
-                continue
-            ratio = jk.estimate(cell) / jk.estimate(originals[(key[0], base, key[2])])
-            for row in rows:
-                if tuple(row[k] for k in GROUPS + KEYS) == (*group, *key):
-                    row["aa_ratio"], row["aa_ci"] = ratio.point, ratio.interval()
+        cells = dict(iter(part.groupby(KEYS, dropna=False, sort=True)))
+        for key, cell in cells.items():
+            row = _cell(dict(zip(GROUPS, group, strict=True)), dict(zip(KEYS, key, strict=True)), cell, jk,
+                        alone.get(fastest) if fastest else None, fastest)
+            original = cells.get((key[0], aa_original(key[1]), key[2]))  # an A/A twin: over its original, paired
+            if original is not None:
+                ratio = jk.estimate(cell) / jk.estimate(original)
+                row["aa_ratio"], row["aa_ci"] = ratio.point, ratio.interval()
+            rows.append(row)
     return pd.DataFrame(rows)
 
 
@@ -92,8 +88,7 @@ def engines_table(df: pd.DataFrame) -> Table | None:
     display = pd.DataFrame({
         "Target": cells["target"], "Task": cells["task"], "Backend": cells["backend"], "Pair": cells["pair"],
         "Method": cells["method"].map(label),
-        "γ": [fmt_num(g, 0) if not is_ar_name(m) else "—" for g, m in zip(cells["gamma_init"], cells["method"],
-                                                                           strict=True)],
+        "γ": cells["gamma_init"].map(lambda g: fmt_num(g, 0) if pd.notna(g) else "—"),  # null: the target alone
         "tokens/s": [f"{fmt_num(v, 2)} {fmt_ci(ci)}" for v, ci in zip(cells["tokens_per_s"], cells["tokens_per_s_ci"],
                                                                      strict=True)],
         "× own target alone": [f"{fmt_num(v, 3)} {fmt_ci(ci, 3)}" for v, ci in
@@ -116,10 +111,6 @@ def engines_table(df: pd.DataFrame) -> Table | None:
     return Table("engines", caption, display, cells)
 
 
-def is_ar_name(method: str) -> bool:
-    return method in ("ar", "hf_native_ar")
-
-
 @artefact("figures/engines", "engines figure", scope=SWEEP, needs=("records",), when=lambda i: has_backends(i.records),
           about="tokens/s of each backend's target alone and methods, with 95 % CIs, one panel per target and task")
 def engines_figure(df: pd.DataFrame):
@@ -136,7 +127,7 @@ def engines_figure(df: pd.DataFrame):
     fig, axes = plt.subplots(len(groups), 1, figsize=(8, 3.2 * len(groups)), squeeze=False)
     label = method_labels(df)
     for ax, (group, part) in zip(axes[:, 0], groups, strict=True):
-        names = [f"{b}\n{label(m)}" + ("" if is_ar_name(m) else f" γ={int(g)}") + f"\n{p.split('_', 1)[-1]}"
+        names = [f"{b}\n{label(m)}" + ("" if pd.isna(g) else f" γ={int(g)}") + f"\n{p.split('_', 1)[-1]}"
                  for b, m, g, p in zip(part["backend"], part["method"], part["gamma_init"], part["pair"], strict=True)]
         lo = [v - ci[0] for v, ci in zip(part["tokens_per_s"], part["tokens_per_s_ci"], strict=True)]
         hi = [ci[1] - v for v, ci in zip(part["tokens_per_s"], part["tokens_per_s_ci"], strict=True)]

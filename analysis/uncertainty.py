@@ -188,24 +188,10 @@ def _batch_keys(df: pd.DataFrame) -> list[tuple | None]:
 
 def clusters(df: pd.DataFrame, units: Mapping[str, int], pooling: str = "pooled") -> np.ndarray:
     """The cluster of every unit (codes 0..k−1, by ``units``' order): units joined by a shared batch
-    (module docstring), by union-find over the records' batches."""
-    parent = list(range(len(units)))
-
-    def root(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    batches: dict[tuple, int] = {}
-    for key, unit in zip(_batch_keys(df), unit_keys(df, pooling), strict=True):
-        if key is None:
-            continue
-        first = batches.setdefault(key, units[unit])
-        parent[root(units[unit])] = root(first)
-    roots = [root(i) for i in range(len(units))]
-    codes = {r: i for i, r in enumerate(dict.fromkeys(roots))}
-    return np.array([codes[r] for r in roots], dtype=int)
+    (module docstring), by union-find over the records' batches (``specbench.jackknife.joined``)."""
+    links = ((key, units[unit]) for key, unit in zip(_batch_keys(df), unit_keys(df, pooling), strict=True)
+             if key is not None)
+    return np.array(jackknife.joined(len(units), links), dtype=int)
 
 
 class Jackknife:

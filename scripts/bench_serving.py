@@ -74,11 +74,8 @@ def ours(level: int, results: Path, gamma: int, max_new: int) -> dict:
     cfg = compose([f"pair={PAIR}", "method=specdecode", f"gamma={gamma}", f"batch_size={level}",
                    f"max_new_tokens={max_new}", f"results_dir={results}"])
     summary = run_job(cfg, results / f"ours_b{level}", progress=False)
-    batch = summary.get("batch") or summary["aggregates"]
-    if level == 1:
-        agg = summary["aggregates"]
-        return {"tokens_per_s": agg.get("tokens_per_s"), "ar_tokens_per_s": agg.get("ar_tokens_per_s")}
-    return {"tokens_per_s": batch.get("tokens_per_s"), "ar_tokens_per_s": batch.get("ar_tokens_per_s")}
+    figures = summary["batch"] if level > 1 else summary["aggregates"]  # batch 1 has no batch block
+    return {k: figures.get(k) for k in ("tokens_per_s", "ar_tokens_per_s")}
 
 
 def main() -> None:

@@ -7,7 +7,7 @@ prints the interval the tables would give its records. Plain Python: a job has a
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from functools import lru_cache
 
 LEVEL = 0.95
@@ -76,6 +76,25 @@ def interval(point: float, draws: Sequence[float], strata: Sequence[Hashable] | 
     half = t_quantile(df, level) * math.sqrt(variance(values, strata))
     lo, hi = (math.exp(centre - half), math.exp(centre + half)) if log else (centre - half, centre + half)
     return min(lo, point), max(hi, point)  # exp(log(x)) may miss x by a rounding
+
+
+def joined(n_units: int, links: Iterable[tuple[Hashable, int]]) -> list[int]:
+    """Each unit's cluster code (0..k−1, in the order of the units' first members): units that share a key of
+    ``links`` (``(key, unit)`` pairs: a batch they were decoded in) are one cluster, by union-find."""
+    parent = list(range(n_units))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    first: dict[Hashable, int] = {}
+    for key, unit in links:
+        parent[root(unit)] = root(first.setdefault(key, unit))
+    roots = [root(i) for i in range(n_units)]
+    codes = {r: i for i, r in enumerate(dict.fromkeys(roots))}
+    return [codes[r] for r in roots]
 
 
 def pooled_ratio(num_a: Sequence[float], den_a: Sequence[float], num_b: Sequence[float], den_b: Sequence[float],

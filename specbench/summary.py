@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from specbench.jackknife import pooled_ratio
+from specbench.jackknife import joined, pooled_ratio
 from specbench.records import leviathan_alpha, pooled_tokens_per_s, throughput_ms
 
 #: a side of a turn slower than this share of the job's median rate is an outlier (``speedup_figures``)
@@ -103,28 +103,18 @@ def turn_clusters(records: Sequence[Mapping[str, Any]]) -> tuple[list[int], list
     decoded in one batch are one cluster): each record's cluster, each cluster's stratum (its task) and its label."""
     units = [(r.get("task"), r.get("prompt_id"), r.get("turn")) for r in records]
     index = {u: i for i, u in enumerate(dict.fromkeys(units))}
-    parent = list(range(len(index)))
-
-    def root(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    batches: dict[Any, int] = {}
-    for r, unit in zip(records, units, strict=True):
-        if r.get("batch_index") is not None:
-            parent[root(index[unit])] = root(batches.setdefault(r["batch_index"], index[unit]))
-    codes: dict[int, int] = {}
-    cluster = [codes.setdefault(root(index[u]), len(codes)) for u in units]
+    of_unit = joined(len(index), ((r["batch_index"], index[u]) for r, u in zip(records, units, strict=True)
+                                            if r.get("batch_index") is not None))
+    cluster = [of_unit[index[u]] for u in units]
+    n_clusters = max(of_unit, default=-1) + 1
     members: dict[int, list[tuple]] = {}
     for c, u in zip(cluster, units, strict=True):
         if u not in members.setdefault(c, []):
             members[c].append(u)
-    strata = ["+".join(sorted({str(u[0]) for u in members[c]})) for c in range(len(codes))]
+    strata = ["+".join(sorted({str(u[0]) for u in members[c]})) for c in range(n_clusters)]
     labels = [f"{members[c][0][1]} turn {members[c][0][2]}"
               + (f" (and {len(members[c]) - 1} more in its batch)" if len(members[c]) > 1 else "")
-              for c in range(len(codes))]
+              for c in range(n_clusters)]
     return cluster, strata, labels
 
 

@@ -202,14 +202,14 @@ def _server_main(args: argparse.Namespace, config: JobConfig) -> int:
                                          threads)
     contexts, prefill = parse_ints(args.contexts), parse_ints(args.prefill)
     t0 = time.perf_counter()
-    tables = {"target": forward_table(build, target_file.path, [*((k, args.ref_context) for k in range(1, args.k_max + 1)),
-                                                                *((1, c) for c in contexts), *((p, 0) for p in prefill)],
-                                      threads, args.repeats)}
-    if draft_file is not None:
-        tables["draft"] = forward_table(build, draft_file.path, [*((k, args.ref_context)
-                                                                   for k in range(1, args.draft_k_max + 1)),
-                                                                 *((1, c) for c in contexts), *((p, 0) for p in prefill)],
-                                        threads, args.repeats)
+
+    def points(k_max: int) -> list[tuple[int, int]]:  # what ``calibrate`` asks of a model: its k table, slope, prefills
+        return [*((k, args.ref_context) for k in range(1, k_max + 1)), *((1, c) for c in contexts),
+                *((p, 0) for p in prefill)]
+
+    files = {"target": (target_file, args.k_max), "draft": (draft_file, args.draft_k_max)}
+    tables = {name: forward_table(build, f.path, points(k_max), threads, args.repeats)
+              for name, (f, k_max) in files.items() if f is not None}
 
     def timer(name: str, k: int, context: int, batch: int = 1) -> float:
         return tables[name][(k, context)] if name in tables else 0.0  # prompt lookup: no draft forwards
