@@ -1,18 +1,9 @@
-"""Records: one JSON line per prompt turn (``records.jsonl``); the job aggregates of ``summary.json`` are
-``specbench.summary``'s.
-
-The record is declared once, here: every field of ``Record`` carries its unit, its group and its
-definition as field metadata (``declare``), read back by ``declaration()``. From that declaration
-``docs/pages/records.md``'s definitions are generated (``python -m analysis.docs refresh``, its
-``<!-- fields: … -->`` blocks) and the analysis frame types its columns (``analysis.frame``); a field
-added without a declaration fails ``declaration()``. The field builders (``timing_fields``, ``breakdown_fields``,
-``hfbench_fields``, ``batch_fields``, and ``specbench.rounds.Rounds.fields`` for the rounds) fill those fields
-for a job's record (``runners.jobs.record``) and a replayed row (``runners.replay.grid``: a record with
-``source = "replay"`` and predicted times) alike (a job's batch fields: ``runners.jobs.batch.batch_fields`` calls
-``batch_fields``). ``throughput_ms`` is the one time a record's, a replayed row's or a replayed cell's tokens divide
-by in a throughput over several of them.
-
-Reading and writing the files is ``specbench.record_io``'s.
+"""Records: one JSON line per prompt turn (``records.jsonl``), declared once: every field of ``Record`` carries its
+unit, group and definition (``declare``, read back by ``declaration()``), from which ``docs/pages/records.md`` is
+generated and ``analysis.frame`` types its columns. The field builders (``timing_fields``, ``breakdown_fields``,
+``hfbench_fields``, ``batch_fields``) fill a job's record (``runners.jobs.record``) and a replayed row
+(``runners.replay.grid``) alike; ``throughput_ms`` is the one time tokens divide by in a pooled throughput.
+Aggregates: ``specbench.summary``; files: ``specbench.record_io``.
 """
 
 from __future__ import annotations
@@ -174,6 +165,11 @@ class Record:
     ar_tokens_per_s: float | None = declare("tokens/s", "reference", "The reference's own `tokens_per_s`.")
     ar_wall_ms: float | None = declare("ms", "reference", "The reference's wall time.")
     speedup: float | None = declare("×", "reference", "`tokens_per_s / ar_tokens_per_s`.")
+    ar_fastest_wall_ms: float | None = declare("ms", "reference", "Under `engine.width`: the plain 1-token step's "
+                                               "target alone (the fastest of the dtype), timed beside the reference.")
+    ar_fastest_tokens: int | None = declare("tokens", "reference", "Its new tokens.")
+    ar_fastest_same: bool | None = declare("", "reference", "Whether its output equals the reference's.")
+    speedup_fastest: float | None = declare("×", "reference", "`tokens_per_s` over its tokens/s.")
     hfbench_ttft_ms: float | None = declare(
         "ms", "hfbench", "When the first new tokens reach a streamer in transformers' assisted generation: for a "
         "speculative run the end of the first round (draft prefill, first draft block and its verification; our "

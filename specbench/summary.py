@@ -86,7 +86,28 @@ def aggregate(records: list[Mapping[str, Any]]) -> dict[str, Any]:
         out["ar_tokens_per_s"] = ar_tps
         out["speedup"] = out["tokens_per_s"] / ar_tps if out["tokens_per_s"] else None
         out.update(speedup_figures(records))
+        if all(r.get("ar_fastest_wall_ms") for r in records):
+            out.update(fastest_figures(records))
     return out
+
+
+def fastest_figures(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Under ``engine.width`` (every record has ``ar_fastest_wall_ms``): the speedup over the fastest target alone of
+    the target's dtype, the plain step timed beside each reference. The headline of such a job (its reference, the
+    target alone at the width, is slower: ``speedup`` divides by it, a second figure). Pooled as ``speedup``, with
+    the house's interval over ``turn_clusters`` and the median of the records' ratios; ``fastest_same_outputs``: how
+    many of the plain step's outputs equal the reference's (it rounds otherwise)."""
+    cluster, strata, names = turn_clusters(records)
+    sides = [[0.0] * len(names) for _ in range(4)]
+    for i, r in enumerate(records):
+        for side, value in zip(sides, (r["new_tokens"], throughput_ms(r) or 0.0, r["ar_fastest_tokens"],
+                                       r["ar_fastest_wall_ms"]), strict=True):
+            side[cluster[i]] += float(value)
+    point, bounds, _ = pooled_ratio(*sides, strata)
+    return {"ar_fastest_tokens_per_s": _finite(pooled_tokens_per_s(sides[2], sides[3])),
+            "speedup_fastest": _finite(point), "speedup_fastest_interval": _interval(bounds),
+            "speedup_fastest_median": _median(r.get("speedup_fastest") for r in records),
+            "fastest_same_outputs": sum(bool(r.get("ar_fastest_same")) for r in records)}
 
 
 def _finite(x: float | None) -> float | None:

@@ -33,7 +33,7 @@ BATCHED_KINDS = ("speculative", "ar")
 def build_runner(kind: str, target: Any, eos: Iterable[int], sampling: Sampling | float = 0.0, *,
                  drafter: Any = None, policy: Any = None, draft_model: Any = None, batch_size: int = 1,
                  engine: Mapping[str, Any] | None = None, forward: Any = None, kernels: Any = None,
-                 cache: str = "dynamic", gamma_mode: str = "per_row") -> Any:
+                 cache: str = "dynamic", gamma_mode: str = "per_row", dynamic_only: bool = False) -> Any:
     """The runner of ``kind`` (module docstring); ``policy``: one policy, or at ``batch_size`` > 1 one per row slot
     (a sequence) or one shared by the batch. An unknown kind, or a batch-1 loop asked for a batch, is a
     ``ValueError`` naming the kinds."""
@@ -56,7 +56,7 @@ def build_runner(kind: str, target: Any, eos: Iterable[int], sampling: Sampling 
     if kind == "ar":
         from runners.engine.speculative import AutoregressiveRunner
 
-        return AutoregressiveRunner(target, eos, sampling, cache=cache, forward=forward)
+        return AutoregressiveRunner(target, eos, sampling, cache=cache, forward=forward, dynamic_only=dynamic_only)
     if kind == "hf":
         from runners.engine.hf_assisted import HFAssistedRunner
 

@@ -82,14 +82,15 @@ def cache_arg(model: Any, cache: Any) -> dict[str, Any]:
     return {cache_keyword(model): cache}
 
 
-def new_cache(model: Any, offloading: bool = False) -> Any:
+def new_cache(model: Any, offloading: bool = False, dynamic: bool = False) -> Any:
     """The KV cache of one decoding by ``model``: a ``DynamicCache`` (past recording on), or, after
-    ``use_static(model, headroom)``, a ``PositionCache``; ``offloading``: transformers' offloaded dynamic cache."""
+    ``use_static(model, headroom)``, a ``PositionCache``; ``offloading``: transformers' offloaded dynamic cache;
+    ``dynamic``: the dynamic cache whatever ``use_static`` set (the plain step beside a width's)."""
     pooled = _POOLED.get(model)
-    if pooled is not None and not offloading:
+    if pooled is not None and not offloading and not dynamic:
         return pooled.reset()
     headroom = _STATIC.get(model)
-    if headroom is not None and not offloading:
+    if headroom is not None and not offloading and not dynamic:
         return PositionCache(model, headroom)
     if offloading:
         return DynamicCache(config=model.config, offloading=True)

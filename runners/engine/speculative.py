@@ -94,13 +94,14 @@ class AutoregressiveRunner:
     them."""
 
     def __init__(self, target: Any, eos_token_ids: Iterable[int], sampling: Sampling | float = 0.0,
-                 cache: str = "dynamic", forward: VerifyForward | None = None) -> None:
+                 cache: str = "dynamic", forward: VerifyForward | None = None, dynamic_only: bool = False) -> None:
         if cache not in AR_CACHES:
             raise ValueError(f"cache must be one of {AR_CACHES}, got {cache!r}")
         self.target = target
         self.eos = set(eos_token_ids)
         self.sampling = Sampling.of(sampling)
         self.cache = cache
+        self.dynamic_only = dynamic_only  # a dynamic cache even where the model's caches are static (kv.new_cache)
         self.device = model_device(target)
         self.forward = forward
 
@@ -120,7 +121,7 @@ class AutoregressiveRunner:
     @torch.inference_mode()
     def generate(self, prompt_ids: list[int], max_new_tokens: int, generator: Any = None) -> Generation:
         timer = Timer(self.device)
-        cache = new_cache(self.target, offloading=self.cache == "offloaded")
+        cache = new_cache(self.target, offloading=self.cache == "offloaded", dynamic=self.dynamic_only)
         timer.start()
         feed = list(prompt_ids)
         seen = len(feed)

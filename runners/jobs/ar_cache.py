@@ -184,9 +184,11 @@ class Reference:
     source: str
     device_jobs: int | None = None
     decode_id: str | None = None
+    fastest: Generation | None = None  # under a width: the plain step's decode beside it (``TargetAlone.fastest``)
 
 
-_AR_REFERENCE: dict[str, tuple[Generation, str, int | None]] = {}  # this process's memo, by key hash
+_Entry = tuple[Generation, str, "int | None", "Generation | None"]
+_AR_REFERENCE: dict[str, _Entry] = {}  # this process's memo, by key hash
 
 
 def job_reference_key(job: ReferenceJob, prompt_ids: list[int], cache: str = "dynamic") -> dict[str, Any]:
@@ -200,19 +202,19 @@ def job_reference_key(job: ReferenceJob, prompt_ids: list[int], cache: str = "dy
 def reference(job: ReferenceJob, prompt_ids: list[int]) -> Reference:
     """The reference of a record decoded by a sequential launcher: memoised, from the sweep's cache, or
     decoded here (``reference_entry``), with its key hash as ``decode_id``."""
-    gen, source, jobs = reference_entry(job, prompt_ids)
-    return Reference(gen, source, jobs, key_hash(job_reference_key(job, prompt_ids)))
+    gen, source, jobs, fastest = reference_entry(job, prompt_ids)
+    return Reference(gen, source, jobs, key_hash(job_reference_key(job, prompt_ids)), fastest)
 
 
-def reference_entry(job: ReferenceJob, prompt_ids: list[int]) -> tuple[Generation, str, int | None]:
-    """``(reference, source, device_jobs when it was timed)``: memoised in this process, else read from
-    the sweep's on-disk cache (source ``cache``), else decoded here (``TargetAlone.reference``) while holding the
-    key's decode lock and written there (source ``decoded``)."""
+def reference_entry(job: ReferenceJob, prompt_ids: list[int]) -> _Entry:
+    """``(reference, source, device_jobs when it was timed, the fastest plain step's decode or None)``: memoised in
+    this process, else read from the sweep's on-disk cache (source ``cache``), else decoded here
+    (``TargetAlone.reference``) while holding the key's decode lock and written there (source ``decoded``)."""
     key = job_reference_key(job, prompt_ids)
     digest = key_hash(key)
     if digest in _AR_REFERENCE:
-        gen, _, jobs = _AR_REFERENCE[digest]
-        return gen, "cache", jobs
+        gen, _, jobs, fastest = _AR_REFERENCE[digest]
+        return gen, "cache", jobs, fastest
     cache = job.ar_cache
     entry = cache.get(key) if cache is not None else None
     source = "cache"
@@ -221,29 +223,41 @@ def reference_entry(job: ReferenceJob, prompt_ids: list[int]) -> tuple[Generatio
             entry = cache.get(key) if cache is not None else None
             if entry is None:
                 decoded = job.target_alone.reference(prompt_ids, job.share)
-                gen, device_jobs = decoded.value, decoded.device_jobs
-                _AR_REFERENCE[digest] = (gen, "decoded", device_jobs)
+                gen, device_jobs, fastest = decoded.value, decoded.device_jobs, decoded.fastest
+                _AR_REFERENCE[digest] = (gen, "decoded", device_jobs, fastest)
                 if cache is not None:
-                    cache.put(key, gen.tokens, gen.ttft_ms, gen.wall_ms, gen.stop_reason, _context(job, device_jobs))
-                return gen, "decoded", device_jobs
-    gen = Generation(tokens=list(entry["tokens"]), ttft_ms=float(entry["ttft_ms"]), wall_ms=float(entry["wall_ms"]),
-                     stop_reason=str(entry["stop_reason"]), speculative=False)
-    _AR_REFERENCE[digest] = (gen, source, entry.get("device_jobs"))
-    return gen, source, entry.get("device_jobs")
+                    cache.put(key, gen.tokens, gen.ttft_ms, gen.wall_ms, gen.stop_reason,
+                              _context(job, device_jobs, fastest))
+                return gen, "decoded", device_jobs, fastest
+    gen = _generation(entry)
+    fastest = _generation(entry["fastest"]) if entry.get("fastest") else None
+    _AR_REFERENCE[digest] = (gen, source, entry.get("device_jobs"), fastest)
+    return gen, source, entry.get("device_jobs"), fastest
 
 
-def _context(job: ReferenceJob, device_jobs: int | None) -> dict[str, Any]:
-    """Who timed an entry (the record copies it: ``ar_source``, ``ar_device_jobs``)."""
-    return {"job": job.name, "device_id": job.share.device_id if job.share is not None else None,
-            "device_jobs": device_jobs}
+def _generation(entry: Mapping[str, Any]) -> Generation:
+    return Generation(tokens=list(entry["tokens"]), ttft_ms=float(entry["ttft_ms"]), wall_ms=float(entry["wall_ms"]),
+                      stop_reason=str(entry["stop_reason"]), speculative=False)
 
 
-def store_reference(job: ReferenceJob, key: Mapping[str, Any], gen: Generation, device_jobs: int | None) -> None:
+def _context(job: ReferenceJob, device_jobs: int | None, fastest: Generation | None = None) -> dict[str, Any]:
+    """Who timed an entry (the record copies it: ``ar_source``, ``ar_device_jobs``), and the fastest plain step's
+    decode timed beside it, where there is one."""
+    out: dict[str, Any] = {"job": job.name, "device_id": job.share.device_id if job.share is not None else None,
+                           "device_jobs": device_jobs}
+    if fastest is not None:
+        out["fastest"] = {"tokens": list(map(int, fastest.tokens)), "ttft_ms": fastest.ttft_ms,
+                          "wall_ms": fastest.wall_ms, "stop_reason": fastest.stop_reason}
+    return out
+
+
+def store_reference(job: ReferenceJob, key: Mapping[str, Any], gen: Generation, device_jobs: int | None,
+                    fastest: Generation | None = None) -> None:
     """Put a greedy decoding of ``job``'s target under ``key`` in the sweep's cache, unless an entry is
     there already (the first one stays) or the job has no cache."""
     cache = job.ar_cache
     if cache is not None and cache.get(key) is None:
-        cache.put(key, gen.tokens, gen.ttft_ms, gen.wall_ms, gen.stop_reason, _context(job, device_jobs))
+        cache.put(key, gen.tokens, gen.ttft_ms, gen.wall_ms, gen.stop_reason, _context(job, device_jobs, fastest))
 
 
 def store_own_reference(job: ReferenceJob, prompt_ids: list[int], gen: Generation, device_jobs: int | None) -> None:

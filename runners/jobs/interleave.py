@@ -394,16 +394,18 @@ class InterleavedSweep:
         job.activate()
         probe_ms = run.probe() if run.probe is not None else None
         decoded = job.target_alone.reference(item.inp.ids, job.share)
-        gen, device_jobs = decoded.value, decoded.device_jobs
+        gen, device_jobs, fastest = decoded.value, decoded.device_jobs, decoded.fastest
         decode_id = f"{item.ar_digest[:16]}@{where['round']}"
-        append_line(self.sweep_dir / PAIRED_FILE, {
-            "ar_decode": decode_id, "key": item.ar_digest, "pair": pair, "target": run.config.pair.target.label,
-            "prompt_id": item.unit.prompt.prompt_id, "turn": item.unit.turn, "repeat": item.unit.repeat,
-            "new_tokens": len(gen.tokens), "ttft_ms": gen.ttft_ms, "wall_ms": gen.wall_ms,
-            "host_probe_ms": probe_ms, "device_jobs": device_jobs, "interleave": where, "time": time.time()})
+        row = {"ar_decode": decode_id, "key": item.ar_digest, "pair": pair, "target": run.config.pair.target.label,
+               "prompt_id": item.unit.prompt.prompt_id, "turn": item.unit.turn, "repeat": item.unit.repeat,
+               "new_tokens": len(gen.tokens), "ttft_ms": gen.ttft_ms, "wall_ms": gen.wall_ms,
+               "host_probe_ms": probe_ms, "device_jobs": device_jobs, "interleave": where, "time": time.time()}
+        if fastest is not None:  # a width's reference: the plain step's decode beside it
+            row["fastest"] = {"new_tokens": len(fastest.tokens), "wall_ms": fastest.wall_ms}
+        append_line(self.sweep_dir / PAIRED_FILE, row)
         if item.ar_key is not None:
-            store_reference(job, item.ar_key, gen, device_jobs)
-        return Reference(gen, "paired", device_jobs, decode_id)
+            store_reference(job, item.ar_key, gen, device_jobs, fastest)
+        return Reference(gen, "paired", device_jobs, decode_id, fastest)
 
 
 def read_order(sweep_dir: str | Path) -> list[dict[str, Any]]:

@@ -73,6 +73,18 @@ class Timed:
     batch: dict[str, Any] | None = None  # batch_size > 1: the batch's fields (``runners.jobs.batch``)
 
 
+def fastest_fields(reference: Reference | None, tokens_per_s: float | None) -> dict[str, Any]:
+    """Under a width: the plain step's target alone timed beside the reference (``TargetAlone.fastest``) and the
+    speedup over it; nothing otherwise."""
+    fastest = reference.fastest if reference is not None else None
+    if fastest is None or not fastest.wall_ms:
+        return {}
+    rate = len(fastest.tokens) / (fastest.wall_ms / 1000.0)
+    return {"ar_fastest_wall_ms": fastest.wall_ms, "ar_fastest_tokens": len(fastest.tokens),
+            "ar_fastest_same": list(fastest.tokens) == list(reference.gen.tokens),
+            "speedup_fastest": tokens_per_s / rate if tokens_per_s and rate else None}
+
+
 def make_record(job: Job, unit: Unit, inp: TurnInput, timed: Timed, reference: Reference | None,
                 interleave: Mapping[str, Any] | None = None) -> Record:
     """A unit's ``Record`` from its timed generation and its reference (definitions: ``specbench.records``)."""
@@ -108,6 +120,7 @@ def make_record(job: Job, unit: Unit, inp: TurnInput, timed: Timed, reference: R
     timing.update(breakdown_fields(gen.phase_ms), predicted_wall_ms=predicted)
     if fields.get("ar_tokens_per_s"):
         fields["speedup"] = timing["tokens_per_s"] / fields["ar_tokens_per_s"]
+        fields.update(fastest_fields(reference, timing["tokens_per_s"]))
     stream_ttft = gen.first_round_ms if gen.speculative and gen.first_round_ms is not None else gen.ttft_ms
     fields.update(hfbench_fields(gen.wall_ms, stream_ttft, len(gen.tokens)))
     fields.update(job.vocab_facts, kernels=engine_summary(job), backend=config.backend.name)

@@ -15,6 +15,11 @@ decoder for one job, built once by ``runners.jobs.build.Job`` (``job.target_alon
 * **interleaved** rounds' warm-up (``untimed_row``) and the job's warm-up (``runners.jobs.build.warm_up``);
 * an ``ar`` job is its own reference: its runner *is* ``runner`` (``Job.own_reference``).
 
+Under ``engine.width`` the reference steps at the width (the function the loop matches token for token), which is
+slower than the plain 1-token step; ``fastest`` is that plain step on a dynamic cache (the same dtype and kernels'
+choice), timed beside every batch-1 reference in alternating order, so a job reports its speedup over the fastest
+target alone of its dtype too (``speedup_fastest``, the headline ``runners.jobs.report`` prints).
+
 ``warm_ups`` is the one warm-up loop and ``measured`` the one measurement bracket (the device registration sampled
 right before and right after the timed decode, ``runners.jobs.device_share``): the method's timed decode in
 ``JobRun.generate`` goes through the same two, so both sides of a speedup are treated alike by construction.
@@ -48,6 +53,7 @@ class Measured(Generic[T]):
     value: T
     device_jobs: int | None = None
     neighbours: list[str] | None = None
+    fastest: Generation | None = None  # a width's reference: the plain step's decode beside it (``TargetAlone``)
 
 
 def measured(share: DeviceShare | None, decode: Callable[[], T]) -> Measured[T]:
@@ -86,6 +92,16 @@ class TargetAlone:
                                  cache="dynamic" if native else config.method.ar_cache or "dynamic")
         self.runner: Any = (build_runner("ar", target, eos, sampling, batch_size=config.batch_size, kernels=batch_kernels)
                             if config.batch_size > 1 else OneAtATime(self.loop))
+        #: under a width, the fastest target alone of the same dtype: the plain step on a dynamic cache (None otherwise)
+        self.fastest: Any = None
+        if getattr(step, "width", None) is not None and config.batch_size == 1 and not native:
+            from dataclasses import replace
+
+            from runners.engine.verify_forward import step_forward
+
+            plain = step_forward(target, replace(config.engine, width=False))
+            self.fastest = build_runner("ar", target, eos, sampling, forward=plain, dynamic_only=True)
+        self._references = 0  # batch-1 references timed: their parity alternates the order with ``fastest``
 
     # ------------------------------------------------------------------ what it is
     def describe(self) -> dict[str, Any]:
@@ -94,13 +110,19 @@ class TargetAlone:
         config = self.config
         kernels = self.batch_kernels.describe() if config.batch_size > 1 else self.loop.describe()
         kernels = {**kernels, "graphs": config.engine.graphs}  # the KV cache kind it ran on (engine.graphs)
-        return {"kernels": kernels, "warmup": config.warmup, "warmup_per_prompt": config.warmup_per_prompt}
+        out = {"kernels": kernels, "warmup": config.warmup, "warmup_per_prompt": config.warmup_per_prompt}
+        if self.fastest is not None:
+            out["fastest"] = {**self.fastest.describe(), "graphs": "eager"}
+        return out
 
     def cache_key(self) -> dict[str, Any]:
         """How a batch-1 reference is decoded (part of the AR cache's key): ``loop``'s step kernels and the untimed
         ``warmup_per_prompt`` decodes before the timed one."""
         kernels = {**self.loop.describe(), "graphs": self.config.engine.graphs}  # a static reference is not an eager one
-        return {"kernels": kernels, "warmup_per_prompt": int(self.config.warmup_per_prompt)}
+        key = {"kernels": kernels, "warmup_per_prompt": int(self.config.warmup_per_prompt)}
+        if self.fastest is not None:  # its entries hold the plain step's decode too
+            key["fastest"] = self.fastest.describe()
+        return key
 
     # ------------------------------------------------------------------ decodes
     def reference(self, prompt_ids: list[int], share: DeviceShare | None) -> Measured[Generation]:
@@ -108,8 +130,20 @@ class TargetAlone:
         untimed decodes of the prompt turn (hf-bench's, as the measured decode gets them), then the timed one in
         the bracket. Greedy: a reference exists for greedy ``verify_lossless`` only."""
         assert self.loop.sampling.greedy, "a reference is a greedy decoding"
-        warm_ups(self.config.warmup_per_prompt, lambda k: self.untimed_row(prompt_ids))
-        return measured(share, lambda: self.loop.generate(prompt_ids, self.config.max_new_tokens))
+        n = self.config.max_new_tokens
+        if self.fastest is None:
+            warm_ups(self.config.warmup_per_prompt, lambda k: self.untimed_row(prompt_ids))
+            return measured(share, lambda: self.loop.generate(prompt_ids, n))
+        warm_ups(self.config.warmup_per_prompt, lambda k: self.untimed_row(prompt_ids),
+                 lambda k: self.fastest.generate(prompt_ids, n))
+        self._references += 1
+        first_plain = self._references % 2 == 0  # W P, P W, W P, ...
+        plain = measured(share, lambda: self.fastest.generate(prompt_ids, n)) if first_plain else None
+        own = measured(share, lambda: self.loop.generate(prompt_ids, n))
+        plain = plain or measured(share, lambda: self.fastest.generate(prompt_ids, n))
+        jobs = [j for j in (own.device_jobs, plain.device_jobs) if j is not None]
+        return Measured(own.value, max(jobs) if jobs else None,
+                        sorted(set(own.neighbours or []) | set(plain.neighbours or [])) if jobs else None, plain.value)
 
     def timed(self, prompts: Sequence[Sequence[int]], share: DeviceShare | None = None) -> Measured[BatchGeneration]:
         """One timed decode of ``prompts`` at the job's batch size (the paired AR batch), in the bracket (``share``:
@@ -117,8 +151,13 @@ class TargetAlone:
         return measured(share, lambda: self.runner.generate(prompts, self.config.max_new_tokens))
 
     def untimed(self, prompts: Sequence[Sequence[int]], max_new_tokens: int | None = None) -> BatchGeneration:
-        """An untimed decode of ``prompts`` at the job's batch size (a warm-up)."""
-        return self.runner.generate(prompts, self.config.max_new_tokens if max_new_tokens is None else max_new_tokens)
+        """An untimed decode of ``prompts`` at the job's batch size (a warm-up; ``fastest``'s too, where there is one)."""
+        n = self.config.max_new_tokens if max_new_tokens is None else max_new_tokens
+        out = self.runner.generate(prompts, n)
+        if self.fastest is not None:
+            for prompt in prompts:
+                self.fastest.generate(list(prompt), n)
+        return out
 
     def untimed_row(self, prompt_ids: list[int], generator: Any = None) -> Generation:
         """An untimed decode of one prompt turn at batch 1 (a warm-up; a batched row's check alone)."""
@@ -130,7 +169,7 @@ class ServerTargetAlone(TargetAlone):
     a draft, the same binary and flags as the method's; decoded, warmed and bracketed as ours (the methods above)."""
 
     def __init__(self, loop: Any, config: JobConfig, backend: dict[str, Any]) -> None:
-        self.config, self.step, self.batch_kernels = config, None, None
+        self.config, self.step, self.batch_kernels, self.fastest = config, None, None, None
         self.loop, self.runner, self.backend = loop, OneAtATime(loop), backend
 
     def describe(self) -> dict[str, Any]:

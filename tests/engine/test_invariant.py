@@ -177,3 +177,30 @@ def test_prepare_resolves_the_dtype_before_anything_reads_the_config(monkeypatch
     assert prepare(compose("engine.dtype=auto")).config.pair.target.dtype == "bfloat16"
     monkeypatch.setattr(invariant, "native_bf16", lambda: False)
     assert prepare(compose("engine.dtype=auto")).config.pair.target.dtype == "float32"
+
+
+def test_the_width_makes_lossless_a_bfloat16_loop_that_is_not_lossless_without_it():
+    """The lossless check at the width with its control: a bf16 target wide enough (hidden 128, vocabulary 2000)
+    that the plain loop's blocks round otherwise than its target alone's steps, on random prompts. Without the width
+    the loop's output differs from the plain target alone's on some prompt (the control: skipped on a host whose
+    kernels move none); at the width it equals the width's target alone on every prompt."""
+    from helpers.tiny import noisy_copy, tiny_model
+
+    model = tiny_model(2000, seed=1, hidden=128, layers=2).to(torch.bfloat16)
+    ctx = DrafterContext(target_tokenizer=None, eos_token_ids=[], target_vocab_size=2000,
+                         draft_model=noisy_copy(model, 0.3, 7, "std"), draft_tokenizer=None, options={})
+    g = torch.Generator().manual_seed(0)
+    prompts = [[int(t) for t in torch.randint(1, 2000, (12,), generator=g)] for _ in range(8)]
+    n = 40
+
+    def differ(alone: AutoregressiveRunner, **options) -> int:
+        loop = SpeculativeRunner(model, build_drafter("model", ctx), build_policy("fixed", 5, {}), [], 0.0, **options)
+        return sum(loop.generate(p, n).tokens != alone.generate(p, n).tokens for p in prompts)
+
+    plain = differ(AutoregressiveRunner(model, []))
+    engine = EngineConfig.from_mapping({"width": "auto"})
+    assert use_invariant(model, engine, n) == DEFAULT_WIDTH
+    assert differ(AutoregressiveRunner(model, [], forward=step_forward(model, engine)),
+                  **engine_options(model, engine, gamma=5)) == 0
+    if plain == 0:
+        pytest.skip("this host's bf16 kernels round the plain loop's blocks like its steps: no control")

@@ -125,3 +125,43 @@ def test_the_warm_up_loop_alternates_the_decodes_it_is_given():
     assert order == [("method", 0), ("baseline", 0), ("method", 1), ("baseline", 1)]
     warm_ups(0, lambda k: order.append("never"))
     assert order[-1] == ("baseline", 1)
+
+
+def test_a_width_job_reports_its_speedup_over_the_fastest_target_alone_of_its_dtype(tiny_conf, tmp_path, decodes,
+                                                                                     capsys):
+    """A bf16 target at ``engine.width``: its reference steps at the width (the function the loop matches), so the
+    plain 1-token step on a dynamic cache is timed beside every reference, in alternating order, inside the module's
+    bracket; every record carries it, the summary's headline divides by it and the printed summary leads with it,
+    the width's own speedup on the next line. Sequential and interleaved alike; an fp32 job has none of it."""
+    from runners.jobs.report import print_summary
+
+    def width_cfg(*extra: str) -> dict:
+        cfg = _tiny(tiny_conf, "method=specdecode", "engine.width=auto", *extra)
+        cfg["pair"]["target"]["dtype"] = "bfloat16"
+        return cfg
+
+    summary = run_job(width_cfg(), tmp_path / "seq", progress=False)
+    sweep = tmp_path / "sweep"
+    jobs = [(width_cfg(f"results_dir={sweep}"), sweep / "w")]
+    assert [o.status for o in InterleavedSweep(jobs, sweep, progress=False, costs=False).run()] == ["complete"]
+    for folder in (tmp_path / "seq", sweep / "w"):
+        records = read_records(folder / "records.jsonl")
+        assert records and all(r["lossless"] for r in records)
+        for r in records:
+            fastest = r["ar_fastest_tokens"] / (r["ar_fastest_wall_ms"] / 1000.0)
+            assert r["speedup_fastest"] == pytest.approx(r["tokens_per_s"] / fastest)
+            assert isinstance(r["ar_fastest_same"], bool)
+    agg = summary["aggregates"]
+    pooled = sum(r["new_tokens"] for r in records) and agg["tokens_per_s"] / agg["ar_fastest_tokens_per_s"]
+    assert agg["speedup_fastest"] == pytest.approx(pooled) and agg["speedup_fastest_interval"] is not None
+    assert summary["baseline"]["fastest"].get("width") is None and summary["baseline"]["kernels"]["width"] == 8
+    assert [d for d in decodes if not d["inside"]] == []
+    capsys.readouterr()
+    print_summary(tmp_path / "seq", summary)
+    lines = capsys.readouterr().out.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("  speedup vs AR"))
+    assert "over the fastest bfloat16 target alone" in lines[head] and f"{agg['speedup_fastest']:.3f}x" in lines[head]
+    assert lines[head + 1].startswith("  at the width") and "over the target alone at width 8" in lines[head + 1]
+    plain = run_job(_tiny(tiny_conf, "method=specdecode"), tmp_path / "fp32", progress=False)
+    assert "speedup_fastest" not in plain["aggregates"]
+    assert all(r.get("ar_fastest_wall_ms") is None for r in read_records(tmp_path / "fp32" / "records.jsonl"))
