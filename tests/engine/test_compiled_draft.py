@@ -27,6 +27,11 @@ TEXTS = ("the quick brown fox", "one two three four five six seven", "def add(a,
 NEW = 24
 
 
+#: the module fixtures' first ``torch.compile`` on a cold inductor cache counts in a test's limit: over 60 s on an
+#: Intel Xeon without AMX (2026-12-02, CI on a fresh clone), 14-20 s once the cache is warm
+pytestmark = pytest.mark.timeout(300)
+
+
 @pytest.fixture(scope="module")
 def pair():
     """A tiny pair whose draft is an int8-dynamic copy of a noisy target copy (the default pair's kind of draft),
