@@ -1,4 +1,4 @@
-"""Claims checked against the committed data (issue 50, item 2).
+"""Claims checked against the committed data.
 
 A sentence of the README, the docs or a results README that compares numbers is either inside a generated block
 (``analysis.docs``: its figures are read from a committed file) or a **registered claim**: the sentence's text,

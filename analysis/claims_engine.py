@@ -1,4 +1,4 @@
-"""The performance page's registered claims on what the engine's parts cost on a CPU (``analysis.claims``, issue 52):
+"""The performance page's registered claims on what the engine's parts cost on a CPU (``analysis.claims``):
 the cost line at a hybrid job's own drafting (``results/committed/make_run_cap_epyc``), the target alone's one-row
 step, the narrow LM head's bound and the draft's breakdown (``engine_costs_epyc/engine_costs_single_row.log``), oneDNN's
 reordered weights (``engine_costs_epyc/engine_costs_onednn.json`` and the ``make_run_onednn_*`` runs), and the engine
@@ -244,7 +244,7 @@ _COMPILED_NOW = tuple(COMMITTED / "engine_costs_epyc" / f"engine_costs_compiled_
        "The compiled step now costs 0.802 of the eager one and 0.750 with the 32768-row head, that step 0.247 of the "
        "fp32 engine step; a second run (`engine_costs_compiled_4.log`, 19:37 UTC) reads 0.838, 0.756 and 0.249, and a "
        "third (`engine_costs_compiled_5.log`, 20:18 UTC) 0.800, 0.735 and 0.259, its target step ranging over "
-       "25.01–34.28 ms: the ratio to the target step moves with that step on this host. Issue 52's draft step of 0.2 "
+       "25.01–34.28 ms: the ratio to the target step moves with that step on this host. A draft step of 0.2 "
        "target steps is not reached, and 0.247 is the best figure", *map(str, _COMPILED_NOW),
        figures=("0.802", "0.750", "0.247", "0.838", "0.756", "0.249", "0.800", "0.735", "0.259", "25.01–34.28 ms"))
 def compiled_draft_costs_now(root: Path) -> str | None:

@@ -288,7 +288,7 @@ def h100_eager_ranking(root: Path) -> str | None:
     return None
 
 
-# The third GPU lease (issue 53, one H100, 2026-11-28): docs/pages/gpu.md, sections 4 and 6.
+# The third GPU lease (one H100, 2026-11-28): docs/pages/gpu.md, sections 4 and 6.
 
 _GPU_T2 = COMMITTED / "gpu_mini_gammatune_table2_h100"
 _GPU_T2_TABLES = _GPU_T2 / "analysis" / "tables"

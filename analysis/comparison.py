@@ -1,4 +1,4 @@
-"""A comparison table's uncertainty, weighed once (issue 51, item 6): the one pipeline the comparison tables run
+"""A comparison table's uncertainty, weighed once: the one pipeline the comparison tables run
 (``analysis.gammatune.table2``, ``analysis.gammatune.throughput``, ``analysis.hetero``), so a table is its layout.
 
 Typed cells in: ``{key: Estimate}`` (``analysis.uncertainty``), each key a tuple whose first item is the **column**

@@ -80,7 +80,7 @@ ALLOWED: tuple[tuple[str, str], ...] = (
     ("95 %", "a confidence level (the analysis' jackknife intervals), not a measurement"),
     ("(10 %)", "the default of `python -m analysis --drift-threshold`, a setting"),
     ("polling every 10 ms", "hf-bench's streamer design (a protocol fact from its source), not our measurement"),
-    ("(target: ≤ 1 %)", "the loop's overhead target (issue 16), a goal, not a measurement"),
+    ("(target: ≤ 1 %)", "the loop's overhead target, a goal, not a measurement"),
     ("fails after 60 s", "the test suite's per-test limit (tests/conftest.py: FAST_TIMEOUT_S), a setting"),
     ("a `slow` one after 900 s", "the slow tests' limit (pyproject.toml: timeout), a setting"),
 )

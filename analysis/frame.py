@@ -42,7 +42,7 @@ folder at any depth and adds a few columns from the job's summary:
   and otherwise keeps the bare pair name and a null ``device_kind``: a cell of its own, pooled with neither
   (``split_by_device``; idempotent, so frames concatenated from several folders can be split again);
 * ``target_dtype``: the dtype the job's config names for the target (``pair.target.dtype``). A target run in two
-  dtypes is two targets (issue 52): when the frame holds a pair (a target) in more than one, each record's
+  dtypes is two targets: when the frame holds a pair (a target) in more than one, each record's
   ``pair`` (``target``) becomes ``<name>@<dtype>`` after any device kind (``gemma3-270m_prompt-lookup@bfloat16``
   beside ``…@float32``), so no table pools or compares the two (``split_by_dtype``);
 * a draft whose LM head was restricted to the most frequent tokens (``draft_hot_vocab``) is another draft: a pair
@@ -141,12 +141,12 @@ def _dig(obj: Any, *keys: str) -> Any:
     return obj
 
 
-#: the engine tag of our loop with every option off (plain transformers kernels; also jobs before issue 16)
+#: the engine tag of our loop with every option off (plain transformers kernels; also older jobs, with no engine node)
 PLAIN = "plain"
 
 
 def shared_engines_dropped(engines: list[str | None], pairs: list[str | None]) -> list[str | None]:
-    """The engine tags with a knob every row of a comparison shares removed (issue 40, item 0): per pair, when
+    """The engine tags with a knob every row of a comparison shares removed: per pair, when
     every tagged row (our loop's) has the same tag, it names no variant — the sweep ran one engine — and
     is dropped, so ``specdecode`` is the baseline of ``gammatune`` whatever engine both ran (the default
     ``fast_linear=auto,verify_buckets=auto`` included); when a pair's rows ran two engines, every row keeps its
@@ -162,7 +162,7 @@ def shared_engines_dropped(engines: list[str | None], pairs: list[str | None]) -
 def engine_tag(node: Any) -> str | None:
     """The engine options that were on (``specbench.config.EngineConfig``), as ``key=value`` items
     joined by ``,`` (``fused_prefill`` alone for a boolean); None when every option is off or the
-    config has none (jobs before issue 16)."""
+    config has none (older jobs)."""
     if not isinstance(node, Mapping):
         return None
     try:

@@ -15,7 +15,7 @@ hf-bench-evaluation.md). ``hfbench_table`` computes them as hf-bench does, from 
   and out_toks_per_sec);
 * speedup = that tokens/s over AR's, same target, task and **temperature** (``get_df_summary_of
   _results``: merged on target, dataset_path, temperature, submission_id), for two AR baselines under
-  their own column names: offloaded KV cache (``method=ar_offloaded``: how hf-bench's AR ran, issue 20)
+  their own column names: offloaded KV cache (``method=ar_offloaded``: how hf-bench's AR ran)
   and the dynamic cache the speculative runs use ("same cache"). A missing baseline leaves the cell
   empty with a footnote; it is never taken from another temperature.
 

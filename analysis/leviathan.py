@@ -1,5 +1,5 @@
 """Leviathan et al.'s (2023, Sec. 3.4, Thm. 3.8) predicted speedup beside the measured one, from the
-measured α and the calibrated cost ratio ``c``: for the cross-vocabulary jobs (issue 15: "a drafter
+measured α and the calibrated cost ratio ``c``: for the cross-vocabulary jobs ("a drafter
 that pays"; table ``hetero_prediction``) and for every fixed-γ cell of real runs and of the replay
 (table ``leviathan_prediction``). One definition of each figure:
 

@@ -1,4 +1,4 @@
-"""Modeled walls beside measured ones (issue 40, item 3): each record's own work charged with the per-call costs
+"""Modeled walls beside measured ones: each record's own work charged with the per-call costs
 its interleaved sweep timed (``specbench.sweep_costs``; timed by ``runners.jobs.sweep_costs``).
 
 ``attach_modeled(df, root)`` adds three columns to a records frame: ``modeled_ttft_ms``, ``modeled_wall_ms`` (the

@@ -1,4 +1,4 @@
-"""The γ-policy lab's artefacts (issue 14): every γ policy replayed on greedy traces and ranked
+"""The γ-policy lab's artefacts: every γ policy replayed on greedy traces and ranked
 against the oracle (the conditional acceptance per position of a round: ``analysis.acceptance``).
 
 Inputs: replay rows (``replay.jsonl``, the output of ``python -m runners.replay grid`` and of the
@@ -17,7 +17,7 @@ replay used, not measured. Definitions:
   best_fixed_task``, ``x_best_fixed_prompt = tokens_per_s / best_fixed_prompt`` (same pair, task, length);
 * ``replay_table``: per method, the mean ± sample std (ddof=1) of those fractions across initial γ,
   their minimum, and the initial γ with the best throughput;
-* **the comparison rule** (``policy_comparison``, issue 50: the one rule every leaderboard, README and docs
+* **the comparison rule** (``policy_comparison``: the one rule every leaderboard, README and docs
   block compares policies by): a policy at its **best initial γ** (the γ of the grid with the highest pooled
   throughput) over the best fixed γ in hindsight (``best_fixed_task``), with the **sample size** (prompt turns)
   and a **95 % t-calibrated jackknife interval over prompt turns** (delete one turn; the best initial γ chosen
@@ -30,7 +30,7 @@ replay used, not measured. Definitions:
   worst initial γ (the γ with the lowest throughput, and its ``× best fixed γ``). Rows are sorted by
   ``× best fixed γ`` at the best initial γ; references first;
 
-Batch sizes (issue 31; ``runners.replay.batched``): a row may carry ``batch_size`` (none: 1) and
+Batch sizes (``runners.replay.batched``): a row may carry ``batch_size`` (none: 1) and
 ``gamma_mode``; every cell, reference and fraction is per batch size (a policy at B against the references
 at the same B), a cell's throughput is over all its rows (``Σ new_tokens / Σ throughput_ms``,
 ``specbench.records.throughput_ms``: each batch's wall once; a row without a share, its own wall), a
@@ -392,7 +392,7 @@ def leaderboard(df: pd.DataFrame) -> Table | None:
                "pooled tokens/s). " + RULE_NOTE + " Then: fractions of the oracle (exact DP: the best any γ policy can "
                "do on these traces), of the best fixed γ in hindsight for the whole task and per prompt; mean ± "
                "sample std (ddof=1) over the initial γ; spread = max − min of × oracle across initial γ; worst initial "
-               "γ = the one with the lowest throughput. Adaptive policies restart at every prompt turn (issue 13's "
+               "γ = the one with the lowest throughput. Adaptive policies restart at every prompt turn (the project's "
                "default); carry-over variants are marked *_carryover or transient=false.")
     if several_batch_sizes(board):
         caption += (" B: the batch size (runners.replay.batched: B prompt turns decoded together; throughput over all "

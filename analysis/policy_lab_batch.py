@@ -1,4 +1,4 @@
-"""The γ-policy lab against the batch size (issue 31; ``runners.replay.batched``): what moves with B.
+"""The γ-policy lab against the batch size (``runners.replay.batched``): what moves with B.
 
 Reads the replay rows ``analysis.policy_lab`` reads, through its ``oracle_fractions`` (every cell, reference and
 fraction per batch size: a policy at B against the references at the same B). Made only when the rows hold two

@@ -1,7 +1,7 @@
 """What a row of a table *is*: the settings that make two runs different runs, so that no table
 pools them.
 
-Two kinds of setting (issue 28, item 1):
+Two kinds of setting:
 
 * **method knobs** make a row's identity. A job writes it into every record it makes
   (``method_key``, ``specbench.config.method.method_key``: every knob off its default in the method's

@@ -1,5 +1,5 @@
 """``speculation_profile.json`` per cell, as specdec_bench computes it, with our per-drafted-round acceptance length
-beside it (issue 41 item 6, issue 49 item 3).
+beside it.
 
     python -m analysis.speculation_profiles PATH [--out DIR]
 
@@ -16,7 +16,7 @@ the policy stopped drafting: ``specbench.speculation_profile.accept_length_model
 ``PATH/analysis/speculation_profiles``), prints one line per cell — steps, the per-step mean acceptance length, the
 per-request mean, ours per drafted round, the per-request percentiles, whether the profile's check
 ``AL = 1 + Σ marginal`` (±0.02) passed — and a ``warning:`` line for every two cells of one pair × task × γ whose
-two means (per step, per request) rank them in opposite orders (vLLM issue 42508). Exit status 2, with one line,
+two means (per step, per request) rank them in opposite orders (vLLM GitHub #42508). Exit status 2, with one line,
 when PATH holds neither.
 """
 

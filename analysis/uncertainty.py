@@ -14,8 +14,8 @@ which a job's summary uses on its own turns); the comparison tables weigh their 
   B: two units are in one cluster when records of them share a batch (the same ``batch_index`` in the
   same job, ``job_dir``; ``runners.jobs.batch``) in any cell, and clusters are the connected groups
   this makes. At batch 1 (no ``batch_index``) every unit is its own cluster.
-* **strata**: the tasks (``task``): clusters are left out within their task, as the bootstrap before
-  issue 40 drew within it. A task of a single cluster gives no replicate (no spread to measure there).
+* **strata**: the tasks (``task``): clusters are left out within their task, as the earlier bootstrap
+  drew within it. A task of a single cluster gives no replicate (no spread to measure there).
 * **paired jackknife**: replicate (h, c) leaves out cluster c of stratum h and weighs the other clusters
   of h by n_h / (n_h − 1) (the delete-one jackknife of stratified samples, "JKn": Wolter 2007,
   *Introduction to Variance Estimation*, 2nd ed., ch. 4; Rust & Rao 1996, *Stat. Methods Med. Res.*
@@ -42,7 +42,7 @@ which a job's summary uses on its own turns); the comparison tables weigh their 
   one cluster) or df < 1.
 
   Why this one: for a mean the jackknife variance is exactly s²/n and the interval is Student's, exact
-  under normality at any n. The percentile bootstrap it replaces (issue 40) had no small-sample
+  under normality at any n. The percentile bootstrap it replaces had no small-sample
   correction (its spread is √((n−1)/n) of s/√n, cut at normal quantiles, not t's) and read the A/A twin
   of ``mini_gammatune_table2`` (7 prompt turns, true ratio 1) as 1.031 [1.003, 1.060]. On simulated
   paired records with a known ratio (``tests/analysis/test_interval_coverage.py``, a Table 2 cell) it
@@ -278,7 +278,7 @@ class Jackknife:
         return per_group(df, list(keys), estimate=lambda g: self.estimate(g, ar))
 
 
-Bootstrap = Jackknife  # the name the tables used before issue 40 (a percentile bootstrap then)
+Bootstrap = Jackknife  # the name the tables used earlier (a percentile bootstrap then)
 
 
 def contrast(a: Estimate, b: Estimate) -> Estimate:

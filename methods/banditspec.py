@@ -16,7 +16,7 @@ model on this CPU is best at γ ≈ 4–8 (``results/committed/mini_gammatune_ta
 cover both. ``c = 1`` (UCB1's constant; the reference code's exploration weight 6 multiplies a
 reward in tokens/s, a different scale). ``horizon = 200`` rounds, ``seed = 0``. UCB's warm-up
 plays the initial γ first, then the other arms in ascending order. ``transient = true``: the bandit
-restarts at every generation call (the project's rule for adaptive policies, issue 13); ``false``
+restarts at every generation call (the project's rule for adaptive policies); ``false``
 keeps its statistics across the prompts of a job (what a serving deployment would do).
 The initial γ joins the arms (when it is not one) and is the arm the first round plays.
 ``latency``: a calibrate JSON for the reward's cost when the loop gives no measured cost.

@@ -75,7 +75,7 @@ acceptance), ``gamma_max`` (the longest round, 32), ``prior_weight`` (2), ``rho_
 ``peek`` (true), ``decay`` (0.98: forgetting of the per-position rates of a featureless drafter),
 ``probe`` (8: after this many plain steps in a row a round drafts anyway — a policy that never drafts
 learns nothing, the lock-in SmartSpec's probe avoids too), ``adapt_costs`` (false: see costs).
-``transient`` (default ``true``, issue 13's rule for every adaptive policy: restart at every
+``transient`` (default ``true``, the project's rule for every adaptive policy: restart at every
 generation call, so a job's prompts are independent of their order); ``false`` keeps what was learnt
 across the prompts of a job — what it learns is a property of the pair and the machine (how
 confidence maps to acceptance, what a verification costs), not a γ, so carrying it over is the

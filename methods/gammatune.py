@@ -51,7 +51,7 @@ move Table 2 and its ± column, replayed on ``mini_gammatune_table2``'s traces, 
 ``results/committed/mini_gammatune_table2_eta_delta/``. A run with another η or δ is its own
 table row (``analysis.settings``: ``GammaTune (η = 0.5)``).
 
-Persistence (issue 13 item 2): by default (``transient=True``) γ̄ and γ restart from the
+Persistence: by default (``transient=True``) γ̄ and γ restart from the
 initial γ at every generation call (``begin_prompt()``, i.e. every prompt turn), as
 transformers' ``"heuristic_transient"``. Only then does the initial γ shape every prompt and
 the paper's "std across initial γ" measure what it claims: replaying 21 Spec-Bench turns, the

@@ -38,7 +38,7 @@ class HFHeuristic(GammaPolicy):
 
     ``transient=True`` (default, transformers' ``"heuristic_transient"``): γ goes back to
     the initial γ at every ``begin_prompt()``, so the initial γ means the same for every
-    prompt (issue 13 item 2). ``transient=False`` (``"heuristic"``): γ persists across the
+    prompt. ``transient=False`` (``"heuristic"``): γ persists across the
     prompts of a job, as transformers' write-back to the assistant's config.
     """
 

@@ -1,7 +1,7 @@
 """The rules of one draft → verify round, written once: plain lists in, plain lists and a ``RoundOutcome`` out.
 
 Every loop that runs a round and the replay that re-enacts one call these functions, so the batch-1 loop,
-the batched loop, the replay and the drafters cannot drift apart (issue 42):
+the batched loop, the replay and the drafters cannot drift apart:
 
 * ``stop_drafting_after``: when a drafter stops drafting; ``take_drafts`` applies it to the proposals a drafter
   yields, so no drafter writes it (every batch-1 drafter in ``runners.drafters``; the batched draft model

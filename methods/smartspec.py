@@ -19,7 +19,7 @@ costs learned online from the rounds' measured ``verify_ms``; ``methods.costs``)
 Choices where the paper is silent: the first round plays the initial γ (so the initial γ means
 something; SmartSpec has none); a plain step teaches nothing about ``α``, so after ``probe``
 consecutive plain steps one round drafts the best ``k >= 1`` (else γ = 0 could never be left);
-``k_max = 8``; ``transient = true`` (``α`` and the window restart per generation call, issue 13).
+``k_max = 8``; ``transient = true`` (``α`` and the window restart per generation call).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ thresholds are the stoppers' defaults and the bandit needs none.
 Our choices where the paper's text was not available offline: the four arms above (``arms``, any
 subset, in this order), the reward (throughput rather than acceptance, since speed is the goal and
 a stopper that drafts little has a high acceptance rate), ``c = 1``, and ``transient = true`` (the
-bandit restarts at every generation call, issue 13's rule; ``false`` keeps it across prompts).
+bandit restarts at every generation call, the project's rule; ``false`` keeps it across prompts).
 """
 
 from __future__ import annotations

@@ -152,7 +152,7 @@ def config_drift(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "
 
 
 #: settings added later whose default is named by a string, and what a config written before them ran
-#: (``config_drift``): ``engine.graphs`` (issue 52) ``eager``, the dynamic cache every earlier job decoded on;
+#: (``config_drift``): ``engine.graphs`` ``eager``, the dynamic cache every earlier job decoded on;
 #: ``engine.dtype`` ``model``, the config's dtype; ``engine.width`` ``auto``, off for every float32 target and on GPU
 #: (a CPU job with a half-precision target, written before it, ran without it: none is committed)
 #: ``backend.name`` ``torch``: every job before the backends ran on our engine

@@ -23,7 +23,7 @@ drafting round, then 1–3 tokens of catch-up), the others one token each —; a
 ``round_overhead_ms``. ``runners.replay`` charges its replayed rounds with it, and a real job's
 record its own rounds (``predict_wall_ms``, ``runners.jobs.predict``).
 
-Batches (issue 31): ``BatchCosts`` (both models' ``ForwardCost`` and the overheads) per measured batch
+Batches: ``BatchCosts`` (both models' ``ForwardCost`` and the overheads) per measured batch
 size; batch 1 is the top-level fields, bit for bit, the others ``batches[b]``; ``costs_at(b)`` interpolates
 linearly between the nearest measured sizes (``ForwardCost.lerp``) and refuses, in one line naming the
 command that measures it, a ``b`` above the largest (any ``b > 1`` of a file without batch tables).
@@ -39,11 +39,11 @@ this machine). This module is its one reader: ``LatencyModel.from_json`` / ``loa
 (``{"2": BatchCosts.to_json(), ...}``): a reader that ignores it reads batch 1 exactly, so the version
 did not change, and a version-1 file without it reads as a batch-1 model.
 
-An engine's fitted cost may bill its draft once per round instead (issue 41): ``draft_rule``, ``batch_round_parts``
+An engine's fitted cost may bill its draft once per round instead: ``draft_rule``, ``batch_round_parts``
 (``per_step``: once per engine step, a step that proposes nothing included; ``per_round``: the same, but nothing
 for a round that proposes nothing; ``share``: a share of the verification).
 
-What the forwards were timed on (issue 40, item 5) is ``specbench.timed_on`` (``TimedOn``, read by
+What the forwards were timed on is ``specbench.timed_on`` (``TimedOn``, read by
 ``LatencyModel.timed_on``; the one comparison, ``check_timed_on``).
 """
 

@@ -46,7 +46,7 @@ GROUPS: dict[str, tuple[str, str]] = {
                   "decoding, checked in fp32 by default (in bf16/fp16 a k-token verification can round differently "
                   "from k one-token steps)."),
     "reference": ("The AR reference", "The target's own decoding of the same prompt turn, which `speedup` divides "
-                  "by (issue 40's baseline rule: the same kernels and warm-ups as the measured side)."),
+                  "by (the baseline rule: the same kernels and warm-ups as the measured side)."),
     "hfbench": ("hf-bench's definitions", "Timor et al.'s numbers (keyboardAnt/hf-bench `hf_bench/benchmark.py`, "
                 "`HFModel.generate_text`), kept under their own names and never mixed with ours."),
     "ran": ("What ran", "So a record can be labelled and compared later."),
@@ -226,7 +226,7 @@ class Record:
         "", "ran", "The kernels the timed decode ran on (`runners.jobs.record.engine_summary`): our loop's "
         "`fast_linear` scope, its padding `buckets` and `fused_prefill`; an AR job's step; a batched job's kernels; "
         "each with `graphs`, the KV cache kind (`engine.graphs`: `eager` the papers' dynamic cache, `static`, "
-        "`captured`; absent before issue 52: eager) and, where block-invariant forwards ran, `width` (`engine.width`); "
+        "`captured`; absent in old records: eager) and, where block-invariant forwards ran, `width` (`engine.width`); "
         "`draft_compile` where the draft model's forwards ran compiled (`engine.draft_compile`); "
         "null for transformers' loops. Schema 4 and older: null, not stated.")
     backend: str = declare("", "ran", "Which engine decoded it (`backend=`): `torch` (ours) or `llamacpp` "

@@ -1,4 +1,4 @@
-"""Acceptance in specdec_bench's format (issue 41 item 6, issue 49 item 3): ``speculation_profile.json`` as NVIDIA
+"""Acceptance in specdec_bench's format: ``speculation_profile.json`` as NVIDIA
 Model-Optimizer's ``specdec_bench`` (SPEED-Bench's evaluation framework) computes it, with our own per-drafted-round
 acceptance length beside it under its own name.
 
@@ -49,7 +49,7 @@ SpecDecode-Bench's ``acc_len``), ``drafted_round_mean_accept_length_per_request`
 the plain target steps, which ours leaves out: theirs is the lower of the two wherever either happens.
 
 **Two means** (per step, pooled, vs per request): the first weighs a long request by its steps, the second every
-request alike; they can rank two methods differently (vLLM issue 42508); ``rank_disagreements`` names the pairs of
+request alike; they can rank two methods differently (vLLM GitHub #42508); ``rank_disagreements`` names the pairs of
 cells where they do.
 """
 

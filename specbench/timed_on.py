@@ -1,4 +1,4 @@
-"""What a latency file's forwards were timed on, and the one check of it against a run (issue 40, item 5).
+"""What a latency file's forwards were timed on, and the one check of it against a run.
 
 ``TimedOn`` — torch ``threads``, the target's ``device`` (type) and ``dtype``, the kernels at batch 1
 (``fast_linear``: calibrate times the plain forward, ``false``) and above it (``batch_fast_linear``, ``calibrate

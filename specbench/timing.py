@@ -84,7 +84,7 @@ class Timer:
 class SyncedTimer(Timer):
     """A ``Timer`` that also reads ``perf_counter`` after a ``torch.cuda.synchronize`` at every mark and
     lap, so one run yields both clocks (``read()``: CUDA events; ``wall_read()``: the synchronised host
-    clock). For checking the events against the wall clock (``scripts/gpu_timing.py``, issue 32); the
+    clock). For checking the events against the wall clock (``scripts/gpu_timing.py``); the
     extra synchronisations make it unfit for timing runs themselves. On CPU both readings are the
     same ``perf_counter`` values."""
 

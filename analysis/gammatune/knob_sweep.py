@@ -1,5 +1,5 @@
 """GammaTune Table 2 across a policy's knobs, from replayed rows: how η and δ move the cells and
-their "± std across initial γ" (issue 28, item 3).
+their "± std across initial γ".
 
 Input: the rows of ``python -m runners.replay grid`` (``replay.jsonl``, read by
 ``analysis.policy_lab.load_replay``) whose methods are named as the replay names them,

@@ -30,7 +30,7 @@ after every *draft* token with that token's probability).
   ``tokens_budget``); here the budget's last token is always the target's own, which changes no
   output.
 * ``target_tokens``: ``min(γ, budget)`` draft tokens, the proposal cut to as many target tokens
-  (the rule before issue 28): the text past γ target tokens is drafted and thrown away.
+  (the earlier rule): the text past γ target tokens is drafted and thrown away.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Speculative and autoregressive decoding of several prompt turns at once (``batch_size`` > 1, issue 31).
+"""Speculative and autoregressive decoding of several prompt turns at once (``batch_size`` > 1).
 
 ``BatchedSpeculativeRunner(target, drafter, policies, eos_token_ids, sampling, gamma_mode)
 .generate(prompts, max_new_tokens, generator)`` decodes ``len(prompts)`` ≤ B rows together:

@@ -1,5 +1,5 @@
-"""``engine.draft_compile``: the draft model's forwards after its prefill compiled by ``torch.compile`` (issue 52,
-item 2: a cheaper draft).
+"""``engine.draft_compile``: the draft model's forwards after its prefill compiled by ``torch.compile`` (a cheaper
+draft).
 
 Why: on a 2-core CPU the int8 draft's step is overhead-bound. Under ``torch.profiler`` a third to a half of it is in
 ``quantized::linear_dynamic`` (fbgemm's int8 kernels), the rest spread over 18 eager layers of small kernels

@@ -1,5 +1,5 @@
 """One runner factory: every loop the harness times is built here, from its kind and the parts it decodes with
-(issue 51, item 5; optimum-benchmark's one backend factory).
+(optimum-benchmark's one backend factory).
 
 ``build_runner(kind, target, eos, sampling, ...)`` returns a runner of one of ``RUNNER_KINDS``:
 

@@ -207,8 +207,8 @@ def chosen_kernels(model: Any, step: bool = False, blocks: tuple[int, ...] = PAY
     baseline rule: it is offered every kernel ``auto`` weighs, not only the loop's), the loop's unless another's
     1-token forward is at least ``margin`` faster. Measured once per model (for its lifetime).
 
-    Why measure (issue 40, issue 52): on a 2-core AMD EPYC the transposed copy paid (Gemma-3-270M's LM head: 2 rows
-    through ``(W·xᵀ)ᵀ`` 25.6 ms against 64.9 ms for one row of ``F.linear``, issue 40's figures) and on a 2-core
+    Why measure: on a 2-core AMD EPYC the transposed copy paid (Gemma-3-270M's LM head: 2 rows
+    through ``(W·xᵀ)ᵀ`` 25.6 ms against 64.9 ms for one row of ``F.linear``) and on a 2-core
     Intel Xeon with AVX-512 it lost (2 rows: ``F.linear`` 24.6 ms, ``(W·xᵀ)ᵀ`` 59.8 ms, 2026-11-26,
     ``scripts/bench_linear_rows.py``); oneDNN's reordered weights beat both on the EPYC (``PackedLinear``), unmeasured
     elsewhere. The same option can speed the loop up on one host and slow it down on another, so ``auto``
@@ -272,7 +272,7 @@ def seed_measurements(model: Any, data: Mapping[str, Any]) -> None:
     """Take ``measurements`` made elsewhere (another job of the sweep) as ``model``'s own: what is seeded is not
     measured again in this process."""
     loop = data.get("fast_linear")
-    if loop is None and isinstance(data.get("transposed_pays"), bool):  # written before ``onednn`` (issue 52)
+    if loop is None and isinstance(data.get("transposed_pays"), bool):  # written before ``onednn``
         loop = "all" if data["transposed_pays"] else False
     step = data.get("fast_linear_step", loop)  # a file without it: the step took the loop's kernels
     if all(v is False or v in SCOPES for v in (loop, step)) and model not in _CHOSEN:

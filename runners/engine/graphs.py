@@ -1,4 +1,4 @@
-"""How our loops hold the KV cache and run their forwards: ``engine.graphs`` (issue 52, item 3).
+"""How our loops hold the KV cache and run their forwards: ``engine.graphs``.
 
 * ``eager`` (the default, the papers' loop): transformers' ``DynamicCache``, cropped after a rejection
   (``runners.engine.kv.crop_to``), every forward launched kernel by kernel.
@@ -14,7 +14,7 @@
 ``captured`` at batch 1: each model's cache is one ``CapturedCache`` per process (``kv.use_pooled``), and the
 batch-1 target's blocks and steps and a draft model's step go through ``forward_logits``: one CUDA graph per
 feed width (``capture_graph``), replayed. Not built at ``batch_size`` > 1 (refused there in one line, the config's
-``check_graphs``). On the GPU it is untested as of this writing (issue 52: exercised on the GPU issue); on the CPU
+``check_graphs``). On the GPU it is untested as of this writing; on the CPU
 its bookkeeping is tested with the CUDA graph machinery stubbed (a "replay" re-runs the recorded forward).
 
 ``use_graphs(graphs, models, max_new_tokens)`` sets the cache kind of the job's models (``kv.use_static``),

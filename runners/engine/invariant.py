@@ -1,4 +1,4 @@
-"""Block-invariant forwards (``engine.width``) and the target's dtype (``engine.dtype``): issue 52, item 1.
+"""Block-invariant forwards (``engine.width``) and the target's dtype (``engine.dtype``).
 
 **Why.** A speculative loop is lossless when the target's logits at a position do not depend on how many tokens
 the forward that computed them fed: the target alone computes position ``p`` in a 1-token step, the loop in a

@@ -18,8 +18,8 @@
 * ``new_static_cache(model, max_len)`` / ``rewind(cache, length)``: transformers' ``StaticCache`` (preallocated
   keys and values, the length a device tensor), set back to ``length`` tokens in place: a rollback that is a
   position, not a crop, so a forward captured in a CUDA graph replays on the rewound cache at the same addresses.
-* ``use_static(model, headroom)``: from then on ``new_cache(model)`` builds a ``PositionCache`` (``engine.graphs=static``,
-  issue 52 item 3): every layer a ``StaticLayer`` sized by the cache's first forward (its tokens + ``headroom``),
+* ``use_static(model, headroom)``: from then on ``new_cache(model)`` builds a ``PositionCache`` (``engine.graphs=static``)
+  with every layer a ``StaticLayer`` sized by the cache's first forward (its tokens + ``headroom``),
   grown (a doubled copy) when a later forward would not fit, so a loop that does not know its longest sequence
   (a drafter's tokens in its own vocabulary) never overflows; ``crop_to`` on it is ``rewind``. ``use_static(model,
   None)`` gives ``model`` the dynamic cache back. A property of how a model runs in this process: the speculative

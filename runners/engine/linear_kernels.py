@@ -88,7 +88,7 @@ class PackedLinear(torch.nn.Module):
     ``weight`` (an embedding may share it) and ``bias``; the reordered weight is a second copy, in memory as long
     as this module lives (``packed_bytes``).
 
-    Why (issue 52): MKL's ``F.linear`` and ``(W·xᵀ)ᵀ`` grow with the rows of a few-row product, where reading the
+    Why: MKL's ``F.linear`` and ``(W·xᵀ)ᵀ`` grow with the rows of a few-row product, where reading the
     weight, the memory's cost, does not. On the 2-core AMD EPYC (avx512_bf16, no AMX), 2026-11-28, a whole
     Gemma-3-270M forward of 1 and 6 tokens with every linear layer so cost 25.5 and 31.9 ms against 36.0 and 72.0
     ms for the transposed copy's step and block (7 interleaved repeats; ``scripts/bench_engine_costs.py`` has

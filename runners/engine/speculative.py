@@ -27,7 +27,7 @@ to the drafter and to verification, so the draft and the target are processed id
 generator per device) or a ``torch.Generator`` on the device of the tensors it samples.
 
 ``AutoregressiveRunner(..., cache="offloaded")`` keeps the target's KV cache on the CPU, as
-``generate(cache_implementation="offloaded")`` (hf-bench's AR baseline, issue 20; CUDA only).
+``generate(cache_implementation="offloaded")`` (hf-bench's AR baseline; CUDA only).
 
 A drafted id outside the target's vocabulary (``>= logits_width(target)``: union's draft-only
 tokens, SLRS's ⊥; ``runners.engine.base``) ends the draft: it is verified (rejected with certainty,

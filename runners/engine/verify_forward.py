@@ -29,8 +29,8 @@ at the job's boundary); ``engine_options`` gives ``SpeculativeRunner``'s keyword
   cache, and the padded positions are rolled back here; the loop and the target alone then compute a position's
   logits to the same bits. It supersedes the bucket map (every block has one shape).
 
-The target alone every speedup divides by steps on ``step_forward(model, engine)`` (the baseline rule, issues 40
-and 50): the fastest 1-token step among the kernels the loop of ``engine`` uses — its executor on one token (with
+The target alone every speedup divides by steps on ``step_forward(model, engine)`` (the baseline rule): the
+fastest 1-token step among the kernels the loop of ``engine`` uses — its executor on one token (with
 ``fast_linear`` on, the transposed copy, whose single row is the first of two: ``linear_kernels.SINGLE_ROW``, or the
 ``onednn`` one) and,
 where the engine pads blocks, a step padded to ``m ≤ PROBE_K_MAX`` tokens — measured by the same probe, whatever
@@ -134,7 +134,7 @@ class VerifyForward:
         or ``onednn``, whose layers take every row count)."""
         if self.min_rows is None:  # set only with a scope whose copy has transposed layers
             return {}
-        # a single row as the first of two (``linear_kernels.SINGLE_ROW``, issue 52): another kernel than the one
+        # a single row as the first of two (``linear_kernels.SINGLE_ROW``): another kernel than the one
         # row of the same min_rows before, so an AR reference timed then never serves as one now (its cache key)
         return {"min_rows": self.min_rows, **({"single_row": "first of two"} if self.min_rows == 1 else {})}
 
@@ -217,7 +217,7 @@ def engine_forward(model: Any, engine: EngineConfig | None, gamma: int = 8) -> V
 
 def step_forward(model: Any, engine: EngineConfig | None) -> VerifyForward:
     """The target alone's forward (a 1-token step; its prefill on the same executor), the one every speedup of our
-    loop under ``engine`` divides by (the baseline rule: issue 40, closed in issue 50): the fastest step the
+    loop under ``engine`` divides by (the baseline rule): the fastest step the
     loop's kernels allow, offered every kernel the loop uses whatever its bucket map: the loop's executor (the
     model, or with ``fast_linear`` on its transposed copy, which takes ``(W·xᵀ)ᵀ`` from one row, the single row
     computed as the first of two equal rows: ``linear_kernels.SINGLE_ROW``) on the 1-token block and, where the loop
@@ -225,7 +225,7 @@ def step_forward(model: Any, engine: EngineConfig | None) -> VerifyForward:
     ``1 ≤ r ≤ m ≤ k`` (``choose_buckets`` of its 1-token block; ``k``: ``bucket_k_max``, null: ``PROBE_K_MAX``, the
     longest block the loop's probe ever measures). Chosen from the executor's ``probe_costs`` table up to ``k``. It
     takes no γ and no bucket map, and its probes are shared by the sweep's jobs (``runners.jobs.kernels``): every job
-    of a sweep with one engine config divides by the same target alone. (Until issue 52 the loop's copy kept
+    of a sweep with one engine config divides by the same target alone. (Earlier the loop's copy kept
     ``F.linear`` for one row and this step was offered a second copy that transposed it; since the loop's copy
     computes one row as the first of two, one copy serves both. With ``fast_linear=auto`` the step's kernels are
     ``auto``'s own choice for a step (``fast_linear.chosen_kernels(step=True)``: the loop's, unless another copy ``auto``

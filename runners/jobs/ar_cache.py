@@ -25,7 +25,7 @@ The key is everything that determines the reference's tokens and its timing:
   (``torch.backends.cpu.get_cpu_capability()``: ``ATEN_CPU_CAPABILITY=default`` runs other kernels
   than AVX2 / AVX-512) and, where set, the variables that narrow MKL's and oneDNN's
   (``specbench.provenance.KERNEL_ENV``), so a job under one never divides by a reference timed under another;
-* how the target alone was decoded (issue 40's baseline rule, ``runners.jobs.target_alone.TargetAlone.cache_key``):
+* how the target alone was decoded (the baseline rule, ``runners.jobs.target_alone.TargetAlone.cache_key``):
   the kernels of its step (``AutoregressiveRunner.describe``: the fast-linear scope, the fewest rows it transposes
   and the 1-token padding ``verify_forward.step_forward`` chose, or plain for transformers' loops) and its untimed
   warm-ups (``warmup_per_prompt`` decodes of the same prompt turn right before the timed one, as the measured

@@ -1,4 +1,4 @@
-"""The fixed-γ baseline a sweep's Table 2 divides by, run with the sweep when it lacks it (issue 40, item 0).
+"""The fixed-γ baseline a sweep's Table 2 divides by, run with the sweep when it lacks it.
 
 GammaTune's Table 2 is each method's throughput over SpecDecode's at the same initial γ
 (``analysis.gammatune.table2``): the mission's own command, ``python run.py -m
@@ -16,7 +16,7 @@ baseline runs with every sweep that needs it: ``run.py`` appends ``specdecode`` 
   folders instead of decoding them again;
 * **opt out**: ``baseline=none`` on the command line (consumed here, never seen by Hydra).
 
-The baseline takes the sweep's shared settings and none of the methods' knobs (issue 50, item 8): ``python
+The baseline takes the sweep's shared settings and none of the methods' knobs: ``python
 run.py -m method=gammatune method.eta=0.25,0.5`` runs GammaTune at both η and SpecDecode once, not SpecDecode
 with an ``eta`` it has no key for (Hydra's basic sweeper expands the product of every override, so the baseline
 got the knob and the sweep stopped with "Key 'eta' is not in struct"). ``run.py`` also selects

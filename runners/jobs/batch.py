@@ -1,5 +1,5 @@
 """A job at ``batch_size`` B > 1: which prompt turns decode together, the batch's paired AR baseline, and
-what the records and the summary say about the batch (issue 31).
+what the records and the summary say about the batch.
 
 * **Batches** (``batches``): consecutive prompts in groups of B; within a group turn by turn and repeat
   by repeat, so a batch holds one prompt turn per prompt (a later turn is asked after the job's own
@@ -11,11 +11,11 @@ what the records and the summary say about the batch (issue 31).
 * **The baseline at the same B**: with greedy ``verify_lossless``, the target alone decodes the same prompt
   turns **as a batch** (``runners.engine.batched.BatchedAutoregressiveRunner``), on the same kernels
   (``batch_kernels``), after its own ``warmup_per_prompt`` untimed decodes of the batch, and in alternating
-  order (issue 40): right after the speculative batch when ``batch_index`` is even, right before it when odd;
+  order: right after the speculative batch when ``batch_index`` is even, right before it when odd;
   every row is compared with its own AR row (losslessness) and divides by it (``speedup``;
   ``ar_source: paired_batch``). An ``ar`` job at B > 1 is its own reference (``self``). Neither goes to
   the sweep's batch-1 AR cache.
-* **The row alone** (issue 40, item 6): the AR batch is decoded with the same padding and batched kernels as the
+* **The row alone**: the AR batch is decoded with the same padding and batched kernels as the
   speculative batch, so a fault they share would pass the check above. With greedy ``verify_lossless`` every
   row is also compared with the target alone at batch 1 on its prompt turn (``lossless_alone``,
   ``first_divergence_alone``; ``alone_tokens``): the sweep's AR cache entry when it holds one (a batch-1 job of
@@ -27,7 +27,7 @@ what the records and the summary say about the batch (issue 31).
   batch's start to its last row's last token), ``batch_tokens`` (new tokens over its rows),
   ``batch_share_ms`` (``batch_wall_ms`` × the row's tokens ÷ ``batch_tokens``: the row's share of the
   batch's time), ``gamma_mode``, ``ar_batch_tokens`` (the paired AR batch's own new tokens over its rows: what
-  its throughput counts, issue 40; an ``ar`` job's: its own), ``ar_batch_wall_ms`` (the paired AR batch's wall
+  its throughput counts; an ``ar`` job's: its own), ``ar_batch_wall_ms`` (the paired AR batch's wall
   time; an ``ar`` job's: its own
   batch's). A row's
   ``ttft_ms`` is the batch's prefill and its ``wall_ms`` ends at its own last token (its latency).

@@ -10,7 +10,7 @@ analysis' prediction table) and ``stats/`` (``python -m methods.hetero.stats --j
 sweep's round orders and paired AR decodes (``.specbench/interleave.jsonl``, ``.specbench/ar_paired.jsonl``;
 ``runners.jobs.interleave``) and its per-call costs (``.specbench/costs.jsonl``, ``runners.jobs.sweep_costs``) are
 copied as ``interleave.jsonl``, ``ar_paired.jsonl`` and ``costs.jsonl``.
-(``scripts/export_results.py`` before issue 30: it reads the jobs' folders, so it lives with the jobs.)
+(formerly ``scripts/export_results.py``: it reads the jobs' folders, so it lives with the jobs.)
 """
 
 from __future__ import annotations

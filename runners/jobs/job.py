@@ -297,7 +297,7 @@ class JobRun:
         index = self._next_batch if batched else None
         alone = job.target_alone  # every decode of the baseline goes through it (runners.jobs.target_alone)
         untimed = [lambda k: job.untimed(prompts, config.max_new_tokens, config.seed + 1 + k)]  # hf-bench's
-        if paired:  # the baseline's own untimed decodes of the batch (issue 40)
+        if paired:  # the baseline's own untimed decodes of the batch
             untimed.append(lambda k: alone.untimed(prompts))
         warm_ups(config.warmup_per_prompt, *untimed)
         probe_ms = self.probe() if self.probe is not None else None

@@ -1,4 +1,4 @@
-"""The sweep's kernel decisions, made once and shared by its jobs (issue 40's baseline rule across processes).
+"""The sweep's kernel decisions, made once and shared by its jobs (the baseline rule across processes).
 
 Our engine chooses its kernels by measuring them on the machine: ``engine.fast_linear=auto`` times the
 copies against the plain forward (``runners.engine.fast_linear.chosen_kernels``) and

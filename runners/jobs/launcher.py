@@ -123,7 +123,7 @@ def _register(cls: type) -> None:
     setattr(module, cls.__name__, alias)
     sys.modules[PLUGIN_MODULE] = module
     # Hydra imports the parent first: where no Hydra plugin is installed (the submitit / Ray launchers
-    # install the namespace ``hydra_plugins``), there is none to import (seen on a bare GPU image, issue 32)
+    # install the namespace ``hydra_plugins``), there is none to import (seen on a bare GPU image)
     try:
         import hydra_plugins  # noqa: F401
     except ImportError:

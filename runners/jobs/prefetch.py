@@ -19,7 +19,7 @@ Data: the task's own loader run once online (``specbench.tasks.load_task``), so 
 rows land where it reads them offline: the ``datasets`` cache (cnn_dailymail,
 humaneval), the Hub cache (scrolls' zip), ``~/.cache/specbench/data`` (specbench).
 
-``--dry-run`` prints the plan and touches no network. (``scripts/prefetch.py`` before issue 30: it prepares a
+``--dry-run`` prints the plan and touches no network. (formerly ``scripts/prefetch.py``: it prepares a
 sweep's inputs, so it lives with the jobs; it imports only ``specbench``.)
 """
 

@@ -120,7 +120,7 @@ def _engine_ran(summary: Mapping[str, Any]) -> str:
 
 
 def cost_line(summary: Mapping[str, Any]) -> str | None:
-    """One line on what a speculative job's parts cost on this host (issue 52, item 4), whatever its speedup: a draft
+    """One line on what a speculative job's parts cost on this host, whatever its speedup: a draft
     forward and a verification in target steps, α, Leviathan's bound at those costs (its best fixed γ, one draft
     forward per drafted token) and, where the job drafted otherwise (lookup rounds with no forward, a model capped
     below γ: forwards a round ≠ drafted tokens a round), the same model at its own drafting (``as_drafted``), and the

@@ -1,4 +1,4 @@
-"""Per-call costs timed inside an interleaved sweep (issue 40, item 3): what the modeled speedups charge.
+"""Per-call costs timed inside an interleaved sweep: what the modeled speedups charge.
 
 Every record carries its rounds (γ, drafted, accepted): the work it did. A *modeled* wall time charges that
 work with per-call costs — ``Σ calls × cost per call`` — so two jobs that did the same work read the same by

@@ -1,8 +1,8 @@
 """The target alone: the one baseline every speedup divides by, decoded for every path through one warm-up loop
-and one measurement bracket (issue 51, item 2).
+and one measurement bracket.
 
 Every comparison the harness makes divides by the target decoding alone (greedy ``verify_lossless``), on the kernels,
-dtype and threads of the loop it is compared with (issue 40's baseline rule: ``verify_forward.step_forward`` at batch
+dtype and threads of the loop it is compared with (the baseline rule: ``verify_forward.step_forward`` at batch
 1, the batched engine's ``batch_kernels`` at B > 1) and after the same untimed warm-ups. ``TargetAlone`` is that
 decoder for one job, built once by ``runners.jobs.build.Job`` (``job.target_alone``); every path decodes through it:
 
@@ -69,7 +69,7 @@ def measured(share: DeviceShare | None, decode: Callable[[], T]) -> Measured[T]:
 
 def warm_ups(count: int, *decodes: Callable[[int], object]) -> None:
     """The one warm-up loop: ``count`` times, each of ``decodes`` in turn (called with the warm-up's index), untimed.
-    Several decodes alternate (the method's and the paired baseline's warm-ups: ``M A M A``, issue 40's order)."""
+    Several decodes alternate (the method's and the paired baseline's warm-ups: ``M A M A``)."""
     for k in range(int(count)):
         for decode in decodes:
             decode(k)

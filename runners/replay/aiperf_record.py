@@ -1,4 +1,4 @@
-"""NVIDIA AIPerf's engine-neutral per-request acceptance record: the format, read and written (issue 49, item 4).
+"""NVIDIA AIPerf's engine-neutral per-request acceptance record: the format, read and written.
 The one module that knows it; ``runners.replay.export_aiperf`` writes a run's records in it,
 ``runners.replay.import_aiperf`` reads it into the lab (traces, or acceptance statistics only).
 

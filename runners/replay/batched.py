@@ -1,4 +1,4 @@
-"""A job replayed at a batch size (issue 31): its prompt turns decoded ``B`` at a time by the batched
+"""A job replayed at a batch size: its prompt turns decoded ``B`` at a time by the batched
 engine, any γ policy in either γ mode, the target alone at the same ``B``, and the oracle there.
 
 * Batches: as the batched engine forms them (``specbench.batches.turn_batches``): ``batch_size``

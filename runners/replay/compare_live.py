@@ -14,7 +14,7 @@ error, and the same for the target alone (AR, measured while tracing). Without `
 folder of ``<pair>.json``) a quick calibration (``runners.replay.calibration.calibrate``, few repeats) is made first;
 a given file timed on other torch threads (``--threads``), another device or dtype, or other batch-1 kernels than
 the runs here (the plain loop) is refused in one line (``specbench.timed_on.check_timed_on``).
-(``scripts/validate_replay.py`` before issue 30; the pair's models come from ``specbench.models.cache.load_pair``,
+(formerly ``scripts/validate_replay.py``; the pair's models come from ``specbench.models.cache.load_pair``,
 as a job's do; the simulator may not import ``runners.jobs``.)
 
 Timings are only meaningful on a quiet machine: run it when nothing else uses the CPU.

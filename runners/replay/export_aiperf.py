@@ -1,4 +1,4 @@
-"""A run's records written as AIPerf's per-request records (issue 49, item 4).
+"""A run's records written as AIPerf's per-request records.
 
     python -m runners.replay export aiperf RECORDS --out FILE
 

@@ -1,4 +1,4 @@
-"""A run's records written as vLLM's per-request metrics (issue 49, item 2).
+"""A run's records written as vLLM's per-request metrics.
 
     python -m runners.replay export vllm RECORDS --out FILE [--level detailed|summary] [--shape response|offline]
 
@@ -103,7 +103,7 @@ def export(records: Iterable[Mapping[str, Any]], level: str = vllm_metrics.LEVEL
 def add_parser(sub: Any) -> Any:
     """``export vllm RECORDS --out FILE`` (``runners.replay.commands``); returns the ``export`` targets, for
     ``runners.replay.export_aiperf``'s."""
-    e = sub.add_parser("export", help="write a run's records in a peer's format (issue 49)")
+    e = sub.add_parser("export", help="write a run's records in a peer's format")
     targets = e.add_subparsers(dest="target", required=True)
     s = targets.add_parser("vllm", help=f"vLLM's per-request metrics.{vllm_metrics.BLOCK} "
                                         f"({vllm_metrics.FLAG} {vllm_metrics.LEVEL})")

@@ -1,4 +1,4 @@
-"""AIPerf's per-request acceptance records in the lab: traces, or acceptance statistics only (issue 49, item 4).
+"""AIPerf's per-request acceptance records in the lab: traces, or acceptance statistics only.
 
     python -m runners.replay import aiperf PATH --out DIR [--stats-only] [--pair NAME] [--task NAME]
 

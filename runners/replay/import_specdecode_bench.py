@@ -1,4 +1,4 @@
-"""SpecDecode-Bench's profiled acceptance as the lab's traces (issue 41, item 1).
+"""SpecDecode-Bench's profiled acceptance as the lab's traces.
 
     python -m runners.replay import specdecode-bench PATH [--proposer eagle|ngram] --out DIR
         [--draft-length K] [--no-match-p P] [--seed 42] [--commit SHA] [--sample 300]
@@ -295,7 +295,7 @@ def write_import(out: str | os.PathLike, traces: Sequence[AcceptanceTrace], meta
 def add_parser(sub: Any) -> Any:
     """``import specdecode-bench PATH ...`` under the simulator's command line (``runners.replay.commands``); returns the
     ``import`` command's sources, for the other importers (``runners.replay.import_vllm``)."""
-    i = sub.add_parser("import", help="import a peer's acceptance data as traces (issue 41)")
+    i = sub.add_parser("import", help="import a peer's acceptance data as traces")
     sources = i.add_subparsers(dest="source", required=True)
     s = sources.add_parser("specdecode-bench", help="SpecDecode-Bench's combined_<workload>.jsonl")
     s.add_argument("path", help="their data/llama3.1-8B/combined_<workload>.jsonl (a path you give; not shipped)")

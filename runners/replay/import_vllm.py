@@ -1,4 +1,4 @@
-"""vLLM's per-request, per-step acceptance as the lab's traces (issue 41, item 1; the shipped format: issue 49).
+"""vLLM's per-request, per-step acceptance as the lab's traces.
 
     python -m runners.replay import vllm PATH --out DIR [--pair NAME] [--task NAME]
 

@@ -1,4 +1,4 @@
-"""The γ-policy lab (issue 14): replay every policy on greedy traces, compare with real runs.
+"""The γ-policy lab: replay every policy on greedy traces, compare with real runs.
 
     python -m runners.replay lab questions --source ../shared/data/spec_bench/question.jsonl \\
         --skip 2 --per-category 2 --out results/policy_lab/tune_questions.jsonl

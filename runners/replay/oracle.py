@@ -41,7 +41,7 @@ program under the costs at the batch's row count (``LatencyModel.at_batch``), re
 batch of identical rows, **not a bound** otherwise (``runners.replay.batched`` says why). At ``B = 1`` it is
 the oracle above.
 
-A latency model whose ``draft_rule`` bills the draft once per round (issue 41: ``per_step``, ``per_round``,
+A latency model whose ``draft_rule`` bills the draft once per round (``per_step``, ``per_round``,
 ``share``; ``specbench.round_costs.batch_round_parts``) has no draft cache to track: a round drafting ``d ≥ 1`` tokens
 costs one draft charge, the verification of ``d + 1`` tokens and the overhead, a round drafting none is a plain
 target step, plus under ``per_step`` one draft charge of 1 token (SpecDecode-Bench's EAGLE: the proposer runs on

@@ -33,7 +33,7 @@ the draft's cache has not seen: its prefill in the first drafting round, else 1â
 the cache is tracked exactly as ``ModelDrafter`` keeps it); ``round_overhead_ms``; plus the
 target's prefill (the TTFT). Predicted ``tokens_per_s = new_tokens / wall``.
 
-Batches (issue 31): ``replay_rows`` replays ``b`` traces decoded together by the batched engine, with one
+Batches: ``replay_rows`` replays ``b`` traces decoded together by the batched engine, with one
 policy per row (``per_row``) or one Î³ per round for every row (``shared``; its docstring gives the order
 of the policy's calls), every round charged by ``specbench.round_costs.batch_round_parts`` at the rows still
 decoding; ``replay`` is its one-row case (exactly the loop above). Jobs at a batch size, the target alone

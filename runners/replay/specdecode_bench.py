@@ -12,7 +12,7 @@ verification input (the drafted tokens + 1), n-gram ``ngram_share ×`` the step'
 whatever the number of tokens it drafts.
 
 This module states the coefficients and those formulas (``target_forward_ms``, ``eagle_draft_ms``,
-``ngram_draft_ms``), and, for the γ-policy lab (issue 41, item 2), the same charges as the lab's latency model
+``ngram_draft_ms``), and, for the γ-policy lab, the same charges as the lab's latency model
 (``latency_model``: a ``specbench.latency.LatencyModel`` at batch 1 and at batch tables up to 128 rows), whose
 rounds are billed by ``specbench.round_costs.batch_round_parts``:
 

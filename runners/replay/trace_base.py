@@ -1,7 +1,7 @@
 """What every greedy trace shares (``runners.replay.trace.Trace`` of a draft model, ``runners.replay.trace_lookup.
 LookupTrace`` of prompt lookup): the format's version and its check, the float32 confidences' packing, the views
 every trace answers, and the target's greedy pass both kinds start from. Its own module so that the two trace kinds
-import it and not each other (issue 30: the import cycle ``trace`` <-> ``trace_lookup``)."""
+import it and not each other (no import cycle ``trace`` <-> ``trace_lookup``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""vLLM's per-request speculative-decoding metrics: the format, read from every shape a user has and written
-(issue 49, items 1 and 2). The one module that knows the format; ``runners.replay.import_vllm`` turns what it
+"""vLLM's per-request speculative-decoding metrics: the format, read from every shape a user has and written.
+The one module that knows the format; ``runners.replay.import_vllm`` turns what it
 reads into traces, ``runners.replay.export_vllm`` writes a run's records in it.
 
 **The format, as shipped** (vLLM ≥ 0.29.0, PR vllm-project/vllm#48915; read at vLLM commit ``02cf515f``,

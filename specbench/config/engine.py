@@ -15,12 +15,12 @@ from specbench.checks import OFF_WORDS, check_bool, check_choice, check_int, fie
 from specbench.registry import ConfigError
 
 FAST_LINEAR = (False, "head", "all", "onednn", "auto")
-#: how our loops hold the KV cache (``engine.graphs``, issue 52 item 3): ``eager`` (transformers' dynamic cache, cropped
+#: how our loops hold the KV cache (``engine.graphs``): ``eager`` (transformers' dynamic cache, cropped
 #: after a rejection: the papers' loop), ``static`` (a preallocated cache rolled back by position,
 #: ``runners.engine.kv.PositionCache``), ``captured`` (the static cache with CUDA-graph forwards: CUDA only)
 GRAPHS = ("eager", "static", "captured")
 VERIFY_BUCKETS = (False, "auto", "probe")
-#: the target's dtype (``engine.dtype``, issue 52 item 1): ``model`` (the one its config names) or ``auto`` (bfloat16
+#: the target's dtype (``engine.dtype``): ``model`` (the one its config names) or ``auto`` (bfloat16
 #: for a float32 target on a CPU with native bf16, ``runners.engine.invariant.resolve_dtype``)
 DTYPES = ("model", "auto")
 #: ``engine.width`` when ``auto`` turns it on (``runners.engine.invariant``): a verification of γ ≤ 7 in one forward

@@ -7,7 +7,7 @@ its choices (``AR_CACHES``, ``AR_LOOPS``, ``SLEM_GAMMA``, ``TLI_PROCESSORS``); `
 that is absent from there, and the YAML files that restate one are checked against it
 (``tests/specbench/test_config.py``).
 
-**One source of a method's defaults: its YAML** (``conf/method/<name>.yaml``, issue 51 item 3). Every knob a method
+**One source of a method's defaults: its YAML** (``conf/method/<name>.yaml``). Every knob a method
 has is written there, with a comment saying why; the job copies them into every record (``method_params``) and keys
 the record by them (``method_key``, below); the replay reads the same file (``runners.replay.grid.load_method``). The
 YAML, not the policy's constructor, because a *method* is the YAML: one policy class backs several methods

@@ -74,7 +74,7 @@ def check_float16_range(model: Any, spec: ModelSpec) -> None:
     """``ConfigError`` when a float16 model's logits are not finite on a short input (its BOS, where a
     model's largest activations sit, then a few ids): its activations overflow float16's range (±65,504)
     and every output would be garbage that still "equals" the target's own. Gemma-3-270M does: its
-    residual stream reaches ~1e5 (measured on an H100, 2026-11-25, issue 32); bfloat16 has float32's range.
+    residual stream reaches ~1e5 (measured on an H100, 2026-11-25); bfloat16 has float32's range.
     One forward at load time; an input that overflows only elsewhere is not caught."""
     import torch
 

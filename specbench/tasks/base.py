@@ -1,7 +1,7 @@
 """What a task is made of: ``Prompt`` (one benchmark item), and what a load found out (``LoadedRows``,
 ``TaskFacts``).
 
-What a load found out (issue 40, item 6): a dataset's loader may return ``LoadedRows`` instead of a list — every
+What a load found out: a dataset's loader may return ``LoadedRows`` instead of a list — every
 row it read, the ids of rows it left out (SPEED-Bench's placeholder rows under ``task.unresolved=skip``), the source
 revision asked for and the one the source resolved it to. ``specbench.tasks.load_task_facts`` returns the
 selection and its ``TaskFacts``: where the rows came from, the revisions, and how many rows of the *selection*

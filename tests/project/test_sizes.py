@@ -6,6 +6,7 @@ by concept (``docs/pages/house.md``), not by line count."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,3 +52,19 @@ def test_the_rule_sees_a_long_module_and_a_long_function(tmp_path):
     modules, functions = oversized([long_function, long_module])
     assert [m.split(":")[0].endswith("long_module.py") for m in modules] == [True]
     assert len(functions) == 1 and ":f: 81" in functions[0]
+
+
+ISSUE_MENTION = re.compile(r"\bissues? [0-9]+", re.IGNORECASE)
+
+
+def issue_mentions(paths: list[Path]) -> list[str]:
+    """Lines of the product that name a tracker issue (history belongs to the docs and results/README.md)."""
+    return [f"{p.relative_to(ROOT) if p.is_relative_to(ROOT) else p}:{i}" for p in paths
+            for i, line in enumerate(p.read_text().splitlines(), 1) if ISSUE_MENTION.search(line)]
+
+
+def test_no_product_code_names_an_issue(tmp_path):
+    assert issue_mentions(product_modules()) == []
+    named = tmp_path / "named.py"
+    named.write_text('"""The rule (issue 40)."""\nx = 1  # Issues 51, 52\nissue = 3\n')
+    assert issue_mentions([named]) == [f"{named}:1", f"{named}:2"]
