@@ -98,11 +98,9 @@ def fastest_figures(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     the house's interval over ``turn_clusters`` and the median of the records' ratios; ``fastest_same_outputs``: how
     many of the plain step's outputs equal the reference's (it rounds otherwise)."""
     cluster, strata, names = turn_clusters(records)
-    sides = [[0.0] * len(names) for _ in range(4)]
-    for i, r in enumerate(records):
-        for side, value in zip(sides, (r["new_tokens"], throughput_ms(r) or 0.0, r["ar_fastest_tokens"],
-                                       r["ar_fastest_wall_ms"]), strict=True):
-            side[cluster[i]] += float(value)
+    sides = [_per_cluster(cluster, len(names), [float(r[k]) for r in records])
+             for k in ("new_tokens", "ar_fastest_tokens", "ar_fastest_wall_ms")]
+    sides.insert(1, _per_cluster(cluster, len(names), [throughput_ms(r) or 0.0 for r in records]))
     point, bounds, _ = pooled_ratio(*sides, strata)
     return {"ar_fastest_tokens_per_s": _finite(pooled_tokens_per_s(sides[2], sides[3])),
             "speedup_fastest": _finite(point), "speedup_fastest_interval": _interval(bounds),
@@ -178,6 +176,16 @@ def _interval(bounds: tuple[float, float]) -> list[float] | None:
     return None if not all(math.isfinite(b) for b in bounds) else list(bounds)
 
 
+def _per_cluster(cluster: Sequence[int], n: int, side: Sequence[float],
+                 only: Sequence[bool] | None = None) -> list[float]:
+    """``side`` summed per cluster (``turn_clusters``), the records ``only`` leaves out not counted."""
+    out = [0.0] * n
+    for i, value in enumerate(side):
+        if only is None or only[i]:
+            out[cluster[i]] += value
+    return out
+
+
 def speedup_figures(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The speedup's figures one slow turn cannot move, for records that all have an AR reference (the pooled
     ``speedup`` divides summed walls, so one stalled baseline can double it):
@@ -197,11 +205,7 @@ def speedup_figures(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     cluster, strata, names = turn_clusters(records)
 
     def per_cluster(side: Sequence[float], only: Sequence[bool] | None = None) -> list[float]:
-        out = [0.0] * len(names)
-        for i, value in enumerate(side):
-            if only is None or only[i]:
-                out[cluster[i]] += value
-        return out
+        return _per_cluster(cluster, len(names), side, only)
 
     point, bounds, _ = pooled_ratio(*(per_cluster(side) for side in (tokens, wall, ar_tokens, ar_wall)), strata)
     sides = [per_cluster(side, kept) for side in (tokens, wall, ar_tokens, charged)]

@@ -137,13 +137,9 @@ class TargetAlone:
         warm_ups(self.config.warmup_per_prompt, lambda k: self.untimed_row(prompt_ids),
                  lambda k: self.fastest.generate(prompt_ids, n))
         self._references += 1
-        first_plain = self._references % 2 == 0  # W P, P W, W P, ...
-        plain = measured(share, lambda: self.fastest.generate(prompt_ids, n)) if first_plain else None
-        own = measured(share, lambda: self.loop.generate(prompt_ids, n))
-        plain = plain or measured(share, lambda: self.fastest.generate(prompt_ids, n))
-        jobs = [j for j in (own.device_jobs, plain.device_jobs) if j is not None]
-        return Measured(own.value, max(jobs) if jobs else None,
-                        sorted(set(own.neighbours or []) | set(plain.neighbours or [])) if jobs else None, plain.value)
+        order = (self.fastest, self.loop) if self._references % 2 == 0 else (self.loop, self.fastest)  # W P, P W, ...
+        both = measured(share, lambda: {id(r): r.generate(prompt_ids, n) for r in order})  # each times itself
+        return Measured(both.value[id(self.loop)], both.device_jobs, both.neighbours, both.value[id(self.fastest)])
 
     def timed(self, prompts: Sequence[Sequence[int]], share: DeviceShare | None = None) -> Measured[BatchGeneration]:
         """One timed decode of ``prompts`` at the job's batch size (the paired AR batch), in the bracket (``share``:
